@@ -1,0 +1,1 @@
+"""rocketpy: Apache RocketMQ NameServer and remoting protocol, in Python on Twisted."""

@@ -1,0 +1,163 @@
+"""Wire codec layer: JSON exactly as Alibaba fastjson 1.x writes and reads it.
+
+Every JSON header and body in RocketMQ goes through fastjson (``RemotingSerializable``).
+Two dialects matter on the wire:
+
+* **legacy** (``JSON.toJSONString(obj)``): map keys in the map's own iteration order, numeric map
+  keys *unquoted* (``{"brokerAddrs":{0:"127.0.0.1:10911"}}``), ``/`` not escaped.
+* **standard** (``BrowserCompatible, QuoteFieldNames, MapSortField``; what the NameServer sends to
+  clients >= V4_9_4 or with ``acceptStandardJsonOnly``): every key quoted, map keys sorted,
+  ``/`` and every non-ASCII character escaped.
+
+``loads`` accepts both (and whatever else a tolerant Java parser accepts that real peers send:
+the C++ client's trailing newline), keeping key order and telling unquoted numeric keys apart
+from quoted ones (unquoted keys come back as ``int``), so ``dumps(loads(b))`` restores ``b``.
+"""
+import json
+import re
+
+from .errors import BodyDecodeError
+
+__all__ = ["loads", "dumps", "escape_string"]
+
+_json_loads = json.loads
+# An unquoted numeric object key, only outside string literals (the string branch keeps strings).
+_UNQUOTED_KEY = re.compile(r'"(?:[^"\\]|\\.)*"|([{,]\s*)(-?\d+)(\s*:)', re.S)
+_INT_KEY_MARK = "\ue000rocketpy-int-key:"  # private-use: never in real keys
+
+
+def _mark_int_key(match):
+    if match.group(1) is None:
+        return match.group(0)
+    return f'{match.group(1)}"{_INT_KEY_MARK}{match.group(2)}"{match.group(3)}'
+
+
+def _restore_int_keys(pairs):
+    out = {}
+    for key, value in pairs:
+        if key.startswith(_INT_KEY_MARK):
+            key = int(key[len(_INT_KEY_MARK):])
+        out[key] = value
+    return out
+
+
+def loads(data):
+    """Parse fastjson output (bytes or str); unquoted numeric keys become ``int`` keys.
+
+    Raises :class:`BodyDecodeError` for anything that is not JSON or not UTF-8.
+    """
+    try:
+        text = data.decode("utf-8") if isinstance(data, (bytes, bytearray, memoryview)) else data
+    except UnicodeDecodeError as exc:
+        raise BodyDecodeError(f"JSON is not valid UTF-8: {exc}") from None
+    try:
+        return _json_loads(text)
+    except ValueError:
+        pass
+    try:
+        marked = _UNQUOTED_KEY.sub(_mark_int_key, text)
+        if marked == text:
+            raise ValueError("not fastjson")
+        return _json_loads(marked, object_pairs_hook=_restore_int_keys)
+    except (ValueError, RecursionError) as exc:
+        snippet = text[:60].encode("unicode_escape").decode("ascii")
+        raise BodyDecodeError(f"broken JSON ({exc}) in {snippet!r}...") from None
+
+
+_PLAIN = re.compile(r'[ !#-\[\]-~]*\Z')  # printable ASCII without '"' and '\\'
+_SHORT = {'"': '\\"', "\\": "\\\\", "\b": "\\b", "\f": "\\f", "\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
+def _u(ch):
+    return "\\u%04X" % ord(ch)
+
+
+def _escape_char_legacy(ch):
+    short = _SHORT.get(ch)
+    if short:
+        return short
+    code = ord(ch)
+    if code < 0x20 or 0x7F <= code < 0xA0 or ch in "\u2028\u2029":
+        return _u(ch)
+    return ch
+
+
+def _escape_char_standard(ch):
+    short = _SHORT.get(ch)
+    if short:
+        return short
+    if ch == "/":
+        return "\\/"
+    code = ord(ch)
+    if code < 0x20 or code > 0x7E:
+        if code > 0xFFFF:  # Java strings are UTF-16: escape each surrogate
+            code -= 0x10000
+            return "\\u%04X\\u%04X" % (0xD800 + (code >> 10), 0xDC00 + (code & 0x3FF))
+        return _u(ch)
+    return ch
+
+
+def escape_string(text, standard=False):
+    """Quote ``text`` as fastjson does (legacy or BrowserCompatible escaping)."""
+    if _PLAIN.match(text) and (not standard or "/" not in text):
+        return f'"{text}"'
+    esc = _escape_char_standard if standard else _escape_char_legacy
+    return '"' + "".join(esc(ch) for ch in text) + '"'
+
+
+def _sort_key(key):
+    return (0, key, "") if isinstance(key, int) else (1, 0, key)
+
+
+def _dump(obj, standard, out):
+    if isinstance(obj, str):
+        out.append(escape_string(obj, standard))
+    elif obj is True:
+        out.append("true")
+    elif obj is False:
+        out.append("false")
+    elif isinstance(obj, int):
+        out.append(str(obj))
+    elif obj is None:
+        out.append("null")
+    elif isinstance(obj, dict):
+        items = obj.items()
+        if standard:
+            items = sorted(items, key=lambda kv: _sort_key(kv[0]))
+        out.append("{")
+        first = True
+        for key, value in items:
+            if value is None:  # fastjson skips null fields and null map values by default
+                continue
+            if not first:
+                out.append(",")
+            first = False
+            if isinstance(key, int):
+                out.append(f'"{key}":' if standard else f"{key}:")
+            else:
+                out.append(escape_string(key, standard))
+                out.append(":")
+            _dump(value, standard, out)
+        out.append("}")
+    elif isinstance(obj, (list, tuple, set, frozenset)):
+        out.append("[")
+        for i, value in enumerate(obj):
+            if i:
+                out.append(",")
+            _dump(value, standard, out)
+        out.append("]")
+    elif isinstance(obj, float):
+        out.append(repr(obj))
+    else:
+        raise TypeError(f"fastjson.dumps cannot encode {type(obj).__name__}")
+
+
+def dumps(obj, standard=False):
+    """Encode ``obj`` as fastjson would, to UTF-8 bytes.
+
+    Dict keys keep their order in legacy mode (callers arrange Java's map order) and are sorted
+    in standard mode (``MapSortField``); ``int`` keys are unquoted in legacy mode only.
+    """
+    out = []
+    _dump(obj, standard, out)
+    return "".join(out).encode("utf-8")
