@@ -6,15 +6,13 @@ custom header, and reproducing that keeps our bytes equal to the Java NameServer
 """
 from dataclasses import dataclass
 
+from .codes import FLAG_ONEWAY, FLAG_RESPONSE, LanguageCode, SerializeType
 from .javahash import hashmap_ordered
 
-__all__ = ["RemotingCommand", "FLAG_RESPONSE", "FLAG_ONEWAY", "JSON", "ROCKETMQ", "JAVA"]
+__all__ = ["RemotingCommand", "FLAG_RESPONSE", "FLAG_ONEWAY"]
 
-FLAG_RESPONSE = 0b01
-FLAG_ONEWAY = 0b10
-JSON = 0
-ROCKETMQ = 1
-JAVA = 0
+JSON = SerializeType.JSON.value
+JAVA = LanguageCode.JAVA.value
 
 
 @dataclass(slots=True)
