@@ -211,12 +211,18 @@ def _encode_json_header(cmd):
 
 def _encode_rocketmq_header(cmd):
     language = cmd.language if isinstance(cmd.language, int) else codes.language_from_name(cmd.language)
-    ext = [{"key": k.encode("utf-8"), "value": _ext_value(k, v).encode("utf-8")}
-           for k, v in (cmd.ext_fields or {}).items() if v is not None]
-    return ROCKETMQ_HEADER_COMPILED.build({
-        "code": cmd.code, "language": language or 0, "version": cmd.version,
-        "opaque": cmd.opaque, "flag": cmd.flag,
-        "remark": (cmd.remark or "").encode("utf-8"), "ext_fields": ext})
+    remark = (cmd.remark or "").encode("utf-8")
+    try:
+        ext = []
+        for key, value in (cmd.ext_fields or {}).items():
+            if value is not None:
+                raw_key, raw_value = key.encode("utf-8"), _ext_value(key, value).encode("utf-8")
+                ext += (_U16.pack(len(raw_key)), raw_key, _I32.pack(len(raw_value)), raw_value)
+        ext = b"".join(ext)
+        return b"".join((_FIXED.pack(cmd.code, language or 0, cmd.version, cmd.opaque, cmd.flag,
+                                     len(remark)), remark, _I32.pack(len(ext)), ext))
+    except struct.error as exc:  # e.g. a pop code (200050) does not fit the int16 code field
+        raise ValueError(f"cannot encode a ROCKETMQ header: {exc}") from None
 
 
 def encode_header(cmd):

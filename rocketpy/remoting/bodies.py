@@ -1,0 +1,774 @@
+"""Wire codec layer: the JSON (and zlib) bodies the NameServer reads and writes.
+
+Mirrors the Java beans of ``org.apache.rocketmq.remoting.protocol`` (``common.protocol`` before
+5.1): ``DataVersion``, ``TopicConfig``, ``TopicConfigSerializeWrapper``,
+``TopicConfigAndMappingSerializeWrapper``, ``RegisterBrokerBody``, ``TopicRouteData``,
+``QueueData``, ``BrokerData``, ``ClusterInfo``, ``TopicList``, ``KVTable``,
+``RegisterBrokerResult``, ``BrokerMemberGroup``, ``GetBrokerMemberGroupResponseBody``,
+``GetRemoteClientConfigBody`` and the static-topic ``TopicQueueMappingInfo``/``Detail``.
+
+Each bean declares its properties once (:class:`P`); one base class converts both ways through
+:mod:`rocketpy.remoting.fastjson`. Output follows fastjson: bean properties sorted by name,
+``None`` left out, maps in their own (dict) order -- callers arrange Java's ``HashMap`` order
+with :mod:`rocketpy.remoting.javahash` -- and ``int`` map keys for Java's ``Long``/``Integer``
+keys (unquoted in the legacy dialect). ``to_json(standard=True)`` is the dialect the NameServer
+uses for routes to clients >= V4_9_4 (quoted keys, maps sorted, browser-compatible escaping).
+
+Exact re-encoding: a bean parsed from JSON remembers the keys it was given, in order, and keeps
+keys it does not know (``extras``), so ``X.from_json(b).to_json() == b`` for what Java writes
+(e.g. a 4.9 ``DataVersion`` without ``stateVersion`` stays without it, a 4.8 ``QueueData`` keeps
+``topicSynFlag``). A property absent from the JSON takes the Java field's initial value. To get
+what *Java 5.3* would write for the same values, call :meth:`JsonBean.canonical`.
+
+The compressed ``RegisterBrokerBody`` (``compressed=true``): a zlib stream of
+``int32 length + bytes`` parts -- DataVersion JSON, topic count, one text line per topic
+(``name readQ writeQ perm filterType`` and, from 5.0, ``" " + attributes JSON``), the filter
+server list JSON, and from V5_0_0 a count of ``TopicQueueMappingInfo`` JSON parts. It is inflated
+with a bound (:data:`DEFAULT_MAX_INFLATED`, 64 MiB = 4x the 16 MiB frame limit: the text form is
+far smaller than the JSON form a broker would otherwise send, so 4x leaves room for any genuine
+body while a zip bomb stops at the bound) and never beyond; going past it raises
+:class:`~rocketpy.remoting.errors.BodyDecodeError`.
+
+Every decoding failure raises :class:`~rocketpy.remoting.errors.BodyDecodeError`.
+"""
+import struct
+import zlib
+from typing import Any, Callable, NamedTuple
+
+from . import fastjson
+from .codes import MQVersion
+from .errors import BodyDecodeError, CrcMismatchError
+from .headers import _JAVA_INTEGER
+
+__all__ = [
+    "P", "JsonBean", "body_crc32", "check_body_crc32", "DEFAULT_MAX_INFLATED", "TOPIC_FILTER_TYPES",
+    "DataVersion", "TopicConfig", "TopicConfigSerializeWrapper",
+    "TopicConfigAndMappingSerializeWrapper", "TopicQueueMappingInfo", "TopicQueueMappingDetail",
+    "LogicQueueMappingItem", "RegisterBrokerBody", "QueueData", "BrokerData", "TopicRouteData",
+    "ClusterInfo", "TopicList", "KVTable", "RegisterBrokerResult", "BrokerMemberGroup",
+    "GetBrokerMemberGroupResponseBody", "GetRemoteClientConfigBody",
+]
+
+#: Bound on the inflated size of a compressed RegisterBrokerBody (4x the 16 MiB frame limit).
+DEFAULT_MAX_INFLATED = 4 * 16 * 1024 * 1024
+
+#: ``TopicFilterType`` enum names.
+TOPIC_FILTER_TYPES = ("SINGLE_TAG", "MULTI_TAG")
+
+_INT32 = (-(1 << 31), (1 << 31) - 1)
+_INT64 = (-(1 << 63), (1 << 63) - 1)
+
+
+def body_crc32(body):
+    """``UtilAll.crc32``: CRC-32 of the body, masked to a non-negative Java int."""
+    return zlib.crc32(body or b"") & 0x7FFFFFFF
+
+
+def check_body_crc32(body, expected):
+    """``DefaultRequestProcessor.checksum``: a non-zero ``bodyCrc32`` must match the body.
+
+    Raises :class:`CrcMismatchError` (Java answers SYSTEM_ERROR "crc32 not match").
+    """
+    if expected and expected != body_crc32(body):
+        raise CrcMismatchError(f"bodyCrc32 {expected} does not match the body's {body_crc32(body)}")
+
+
+# --- value converters: (load(json_value, where) -> python, dump(python) -> json_value | None)
+
+class Conv(NamedTuple):
+    """How one property converts: ``load`` from parsed JSON, ``dump`` back (None = as is)."""
+
+    load: Callable[[Any, Any], Any]
+    dump: "Callable[[Any], Any] | None" = None
+    #: values of exactly this type are taken as they are, without calling ``load``
+    exact: "type | None" = None
+
+
+def _path(where):
+    """Render a location: a str, or a ``(parent, key)`` chain built lazily while parsing."""
+    keys = []
+    while isinstance(where, tuple):
+        where, key = where
+        if isinstance(key, int):
+            keys.append(f"[{key}]")
+        elif isinstance(key, tuple):  # a map key
+            keys.append(f"[{key[0]!r}]")
+        else:
+            keys.append(f".{key}")
+    return where + "".join(reversed(keys))
+
+
+def _fail(where, what, value):
+    text = repr(value)
+    if len(text) > 60:
+        text = text[:57] + "..."
+    raise BodyDecodeError(f"{_path(where)}: {what}, got {text}")
+
+
+def _load_str(value, where):
+    if isinstance(value, str):
+        return value
+    if value is True or value is False:  # fastjson turns scalars into the String field's text
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return str(value)
+    _fail(where, "expected a string", value)
+
+
+def _int_loader(bounds):
+    low, high = bounds
+
+    def load(value, where):
+        if type(value) is int:
+            if low <= value <= high:
+                return value
+            result = value
+        elif isinstance(value, str) and _JAVA_INTEGER.fullmatch(value):
+            result = int(value)
+        elif isinstance(value, float) and value.is_integer():
+            result = int(value)
+        else:
+            _fail(where, "expected an integer", value)
+        if not low <= result <= high:
+            _fail(where, "integer out of the Java range", value)
+        return result
+    return load
+
+
+def _load_bool(value, where):
+    if value is True or value is False:
+        return value
+    if isinstance(value, str) and value.lower() in ("true", "false"):
+        return value.lower() == "true"
+    if type(value) is int and value in (0, 1):
+        return bool(value)
+    _fail(where, "expected a boolean", value)
+
+
+def _load_filter_type(value, where):
+    if value in TOPIC_FILTER_TYPES:
+        return value
+    if type(value) is int and 0 <= value < len(TOPIC_FILTER_TYPES):  # fastjson takes ordinals
+        return TOPIC_FILTER_TYPES[value]
+    _fail(where, f"expected one of {TOPIC_FILTER_TYPES}", value)
+
+
+def _load_any(value, where):
+    return value
+
+
+STR = Conv(_load_str, None, str)
+INT = Conv(_int_loader(_INT32))
+LONG = Conv(_int_loader(_INT64))
+BOOL = Conv(_load_bool, None, bool)
+FILTER_TYPE = Conv(_load_filter_type)
+ANY = Conv(_load_any)
+
+
+def list_of(item):
+    """A Java ``List``/``Set`` (a JSON array; kept as a list, in order)."""
+    load_item, dump_item = item.load, item.dump
+
+    def load(value, where):
+        if not isinstance(value, list):
+            _fail(where, "expected an array", value)
+        return [load_item(v, (where, i)) for i, v in enumerate(value)]
+
+    dump = None if dump_item is None else (lambda items: [dump_item(v) for v in items])
+    return Conv(load, dump)
+
+
+def map_of(value_conv, long_keys=False):
+    """A Java ``Map<String, V>``, or ``Map<Long|Integer, V>`` with ``int`` keys."""
+    load_value, dump_value = value_conv.load, value_conv.dump
+    load_key = _int_loader(_INT64) if long_keys else _load_str
+
+    def load(value, where):
+        if not isinstance(value, dict):
+            _fail(where, "expected an object", value)
+        return {load_key(k, where): load_value(v, (where, (k,))) for k, v in value.items()}
+
+    dump = None if dump_value is None else (
+        lambda mapping: {k: dump_value(v) for k, v in mapping.items()})
+    return Conv(load, dump)
+
+
+def bean(cls):
+    """A nested bean."""
+    return Conv(cls._from_obj, _dump_bean)
+
+
+def _dump_bean(obj):
+    return obj.to_obj()
+
+
+class P(NamedTuple):
+    """One bean property: fastjson name, attribute, converter, Java initial value.
+
+    ``factory`` makes a fresh mutable initial value (Java ``= new HashMap<>()``); ``aliases``
+    are older names accepted on input (and kept on re-encoding).
+    """
+
+    wire: str
+    attr: str
+    conv: Conv
+    default: Any = None
+    factory: "Callable[[], Any] | None" = None
+    aliases: "tuple[str, ...]" = ()
+
+
+class JsonBean:
+    """Base of the body types: declare ``PROPS``; get ``from_json``/``to_json`` and friends."""
+
+    PROPS: "tuple[P, ...]" = ()
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        by_wire = {}
+        for prop in cls.PROPS:
+            for name in (prop.wire,) + prop.aliases:
+                by_wire[name] = prop
+        cls._BY_WIRE = by_wire
+        # wire name -> (attribute, loader, exact type): the parsing hot path
+        cls._LOADERS = {name: (prop.attr, prop.conv.load, prop.conv.exact)
+                        for name, prop in by_wire.items()}
+        # encoding: (wire, attribute, dumper) sorted by name as fastjson sorts bean properties
+        cls._OUTPUT = tuple((prop.wire, prop.attr, prop.conv.dump)
+                            for prop in sorted(cls.PROPS, key=lambda prop: prop.wire))
+        cls._DUMPERS = {name: (prop.attr, prop.conv.dump) for name, prop in by_wire.items()}
+        cls._ATTRS = frozenset(prop.attr for prop in cls.PROPS)
+        # One sample initial value per property, only ever compared, never handed out.
+        cls._INITIAL = {prop.attr: prop.factory() if prop.factory else prop.default
+                        for prop in cls.PROPS}
+
+    def __init__(self, **values):
+        unknown = set(values) - self._ATTRS - {"extras"}
+        if unknown:
+            names = ", ".join(sorted(unknown))
+            raise TypeError(f"{type(self).__name__} has no propert(ies) {names}")
+        for prop in self.PROPS:
+            if prop.attr in values:
+                value = values[prop.attr]
+            else:
+                value = prop.factory() if prop.factory else prop.default
+            setattr(self, prop.attr, value)
+        self.extras = dict(values.get("extras") or {})
+        self._present = None
+
+    # -- decoding
+
+    @classmethod
+    def from_json(cls, data):
+        """Parse a body (bytes or str) written by fastjson, either dialect."""
+        if data is None:
+            raise BodyDecodeError(f"{cls.__name__}: no body")
+        return cls._from_obj(fastjson.loads(data), cls.__name__)
+
+    @classmethod
+    def from_obj(cls, obj):
+        """Build from already-parsed JSON (dicts/lists/scalars as ``fastjson.loads`` gives)."""
+        return cls._from_obj(obj, cls.__name__)
+
+    @classmethod
+    def _from_obj(cls, obj, where):
+        if not isinstance(obj, dict):
+            _fail(where, "expected an object", obj)
+        loaders = cls._LOADERS
+        values = {}
+        extras = {}
+        for key, value in obj.items():
+            entry = loaders.get(key)
+            if entry is None:
+                extras[key] = value
+            elif value is not None:
+                attr, load, exact = entry
+                values[attr] = value if type(value) is exact else load(value, (where, key))
+        if len(values) != len(cls.PROPS):
+            for prop in cls.PROPS:
+                if prop.attr not in values:
+                    values[prop.attr] = prop.factory() if prop.factory else prop.default
+        values["extras"] = extras
+        values["_present"] = dict.fromkeys(obj)
+        self = cls.__new__(cls)
+        self.__dict__ = values
+        return self
+
+    # -- encoding
+
+    def to_obj(self):
+        """The JSON-ready dict fastjson would write for this bean."""
+        values = self.__dict__
+        extras = self.extras
+        present = self._present
+        if present is None and not extras:  # built here: every non-null property, by name
+            out = {}
+            for wire, attr, dump in self._OUTPUT:
+                value = values[attr]
+                if value is not None:
+                    out[wire] = value if dump is None else dump(value)
+            return out
+        out = {}
+        done = set()
+        if present is not None:  # parsed: the keys it came with, in their order
+            for key in present:
+                entry = self._DUMPERS.get(key)
+                if entry is None:
+                    value = extras.get(key)
+                    if value is not None:
+                        out[key] = value
+                    continue
+                attr, dump = entry
+                if attr in done:
+                    continue
+                done.add(attr)
+                value = values[attr]
+                if value is not None:
+                    out[key] = value if dump is None else dump(value)
+        added = False
+        initial = self._INITIAL
+        for wire, attr, dump in self._OUTPUT:
+            if attr in done:
+                continue
+            value = values[attr]
+            # a property the parsed JSON lacked is written only once it differs from Java's
+            # initial value (fastjson would have written it, so it was changed since)
+            if value is not None and (present is None or value != initial[attr]):
+                out[wire] = value if dump is None else dump(value)
+                added = True
+        for key, value in extras.items():
+            if value is not None and (present is None or key not in present):
+                out[key] = value
+                added = True
+        if added:
+            return {key: out[key] for key in sorted(out)}
+        return out
+
+    def to_json(self, standard=False):
+        """fastjson bytes: legacy dialect by default, ``standard=True`` for V4_9_4+ routes."""
+        return fastjson.dumps(self.to_obj(), standard)
+
+    encode = to_json
+
+    def canonical(self):
+        """A copy that encodes as Java 5.3 writes these values (forgets the parsed key set)."""
+        copy = type(self)._from_obj(self.to_obj(), type(self).__name__)
+        _forget(copy)
+        return copy
+
+    # -- value semantics
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return (all(getattr(self, a) == getattr(other, a) for a in self._ATTRS)
+                and self.extras == other.extras)
+
+    __hash__ = None
+
+    def __repr__(self):
+        inner = ", ".join(f"{prop.attr}={getattr(self, prop.attr)!r}" for prop in self.PROPS)
+        return f"{type(self).__name__}({inner})"
+
+
+def _forget(value):
+    """Drop the parsed key memory of a bean tree, so it encodes like a freshly built one."""
+    if isinstance(value, JsonBean):
+        value._present = None
+        for prop in value.PROPS:
+            _forget(getattr(value, prop.attr))
+    elif isinstance(value, dict):
+        for item in value.values():
+            _forget(item)
+    elif isinstance(value, list):
+        for item in value:
+            _forget(item)
+
+
+# --- the beans -------------------------------------------------------------------------------
+
+class DataVersion(JsonBean):
+    """``DataVersion``: a broker's topic-config version. ``stateVersion`` since 5.0."""
+
+    PROPS = (
+        P("counter", "counter", LONG, 0),
+        P("stateVersion", "state_version", LONG, 0),
+        P("timestamp", "timestamp", LONG, 0),
+    )
+
+    def sort_key(self):
+        """Java ``DataVersion.compare`` order: stateVersion, then counter, then timestamp."""
+        return (self.state_version, self.counter, self.timestamp)
+
+
+class TopicConfig(JsonBean):
+    """``TopicConfig`` (broker side). ``attributes`` since 5.0 (Java initial value ``{}``)."""
+
+    PROPS = (
+        P("attributes", "attributes", map_of(STR), factory=dict),
+        P("order", "order", BOOL, False),
+        P("perm", "perm", INT, 6),
+        P("readQueueNums", "read_queue_nums", INT, 16),
+        P("topicFilterType", "topic_filter_type", FILTER_TYPE, "SINGLE_TAG"),
+        P("topicName", "topic_name", STR),
+        P("topicSysFlag", "topic_sys_flag", INT, 0),
+        P("writeQueueNums", "write_queue_nums", INT, 16),
+    )
+
+    def to_text(self, with_attributes=True):
+        """``TopicConfig.encode()``: the line of the compressed registration.
+
+        5.x (``with_attributes``): ``name r w perm type `` + attributes JSON (nothing when
+        ``attributes`` is None, leaving the trailing blank). 4.x: the first five only.
+        """
+        text = (f"{self.topic_name} {self.read_queue_nums} {self.write_queue_nums} "
+                f"{self.perm} {self.topic_filter_type}")
+        if with_attributes:
+            text += " "
+            if self.attributes is not None:
+                text += fastjson.dumps(self.attributes).decode("utf-8")
+        return text
+
+    @classmethod
+    def from_text(cls, text, where="TopicConfig"):
+        """``TopicConfig.decode(String)`` of 5.3: split on blanks; the 6th part is attributes.
+
+        A missing 6th part gives ``attributes=None`` (so re-encoding restores the line); an
+        unparsable one is ignored as Java ignores it (``{}``). Fewer than five parts -- Java
+        then puts a null topic name into a ConcurrentHashMap and fails -- raises.
+        """
+        parts = text.split(" ")
+        while parts and parts[-1] == "":  # String.split drops trailing empty strings
+            parts.pop()
+        if len(parts) < 5:
+            _fail(where, "topic config line has fewer than 5 fields", text)
+        if parts[4] not in TOPIC_FILTER_TYPES:
+            _fail(where, f"topicFilterType must be one of {TOPIC_FILTER_TYPES}", parts[4])
+        attributes = None
+        if len(parts) >= 6:
+            if parts[5] == "{}":
+                attributes = {}
+            else:
+                try:
+                    parsed = fastjson.loads(parts[5])
+                    if not isinstance(parsed, dict):
+                        raise BodyDecodeError("attributes are not an object")
+                    attributes = {_load_str(k, where): _load_str(v, where)
+                                  for k, v in parsed.items() if v is not None}
+                except BodyDecodeError:
+                    attributes = {}
+        self = cls.__new__(cls)
+        self.__dict__ = {
+            "attributes": attributes, "order": False,
+            "perm": _parse_java_int(parts[3], (where, "perm")),
+            "read_queue_nums": _parse_java_int(parts[1], (where, "readQueueNums")),
+            "topic_filter_type": parts[4], "topic_name": parts[0], "topic_sys_flag": 0,
+            "write_queue_nums": _parse_java_int(parts[2], (where, "writeQueueNums")),
+            "extras": {}, "_present": None,
+        }
+        return self
+
+
+def _parse_java_int(text, where):
+    if text.isascii() and text.isdigit() and len(text) < 10:
+        return int(text)
+    if not _JAVA_INTEGER.fullmatch(text):
+        _fail(where, "not a Java int", text)
+    value = int(text)
+    if not _INT32[0] <= value <= _INT32[1]:
+        _fail(where, "integer out of the Java int range", text)
+    return value
+
+
+class LogicQueueMappingItem(JsonBean):
+    """``LogicQueueMappingItem`` (static topics)."""
+
+    PROPS = (
+        P("bname", "bname", STR),
+        P("endOffset", "end_offset", LONG, -1),
+        P("gen", "gen", INT, 0),
+        P("logicOffset", "logic_offset", LONG, 0),
+        P("queueId", "queue_id", INT, 0),
+        P("startOffset", "start_offset", LONG, 0),
+        P("timeOfEnd", "time_of_end", LONG, -1),
+        P("timeOfStart", "time_of_start", LONG, -1),
+    )
+
+
+_TQMI_PROPS = (
+    P("bname", "bname", STR),
+    P("currIdMap", "curr_id_map", map_of(INT, long_keys=True), factory=dict),
+    P("dirty", "dirty", BOOL, False),
+    P("epoch", "epoch", LONG, 0),
+    P("scope", "scope", STR, "__global__"),
+    P("topic", "topic", STR),
+    P("totalQueues", "total_queues", INT, 0),
+)
+
+
+class TopicQueueMappingInfo(JsonBean):
+    """``TopicQueueMappingInfo`` (static topics, 5.0+): ``currIdMap`` has Integer keys."""
+
+    PROPS = _TQMI_PROPS
+
+
+class TopicQueueMappingDetail(JsonBean):
+    """``TopicQueueMappingDetail``: the info plus ``hostedQueues`` (Integer -> items)."""
+
+    PROPS = tuple(sorted(
+        _TQMI_PROPS + (P("hostedQueues", "hosted_queues",
+                         map_of(list_of(bean(LogicQueueMappingItem)), long_keys=True),
+                         factory=dict),),
+        key=lambda prop: prop.wire))
+
+
+_TCSW_PROPS = (
+    P("dataVersion", "data_version", bean(DataVersion), factory=DataVersion),
+    P("topicConfigTable", "topic_config_table", map_of(bean(TopicConfig)), factory=dict),
+)
+
+
+class TopicConfigSerializeWrapper(JsonBean):
+    """``TopicConfigSerializeWrapper``: the broker's topics and their DataVersion."""
+
+    PROPS = _TCSW_PROPS
+
+
+class TopicConfigAndMappingSerializeWrapper(JsonBean):
+    """``TopicConfigAndMappingSerializeWrapper`` (5.0+): adds the static-topic mappings."""
+
+    PROPS = tuple(sorted(_TCSW_PROPS + (
+        P("mappingDataVersion", "mapping_data_version", bean(DataVersion), factory=DataVersion),
+        P("topicQueueMappingDetailMap", "topic_queue_mapping_detail_map",
+          map_of(bean(TopicQueueMappingDetail)), factory=dict),
+        P("topicQueueMappingInfoMap", "topic_queue_mapping_info_map",
+          map_of(bean(TopicQueueMappingInfo)), factory=dict),
+    ), key=lambda prop: prop.wire))
+
+
+_I32 = struct.Struct(">i")
+
+
+class _Inflated:
+    """Reads ``int32``-length-prefixed parts from a bounded inflate (``InflaterInputStream``)."""
+
+    def __init__(self, data, max_inflated):
+        inflater = zlib.decompressobj()
+        try:
+            self.buf = inflater.decompress(data, max_inflated + 1)
+        except zlib.error as exc:
+            raise BodyDecodeError(f"compressed RegisterBrokerBody: bad zlib data ({exc})") from None
+        if len(self.buf) > max_inflated or inflater.unconsumed_tail:
+            raise BodyDecodeError(
+                f"compressed RegisterBrokerBody inflates past {max_inflated} bytes")
+        self.pos = 0
+
+    def read(self, length, what):
+        if length < 0:
+            raise BodyDecodeError(
+                f"compressed RegisterBrokerBody: negative length {length} of {what}")
+        end = self.pos + length
+        if end > len(self.buf):
+            raise BodyDecodeError(
+                f"compressed RegisterBrokerBody: end of compressed data reading {what}")
+        chunk = self.buf[self.pos:end]
+        self.pos = end
+        return chunk
+
+    def read_int(self, what):
+        return _I32.unpack(self.read(4, what))[0]
+
+    def read_part(self, what):
+        return self.read(self.read_int(what), what)
+
+
+def _utf8(raw, what):
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise BodyDecodeError(f"{what} is not UTF-8: {exc}") from None
+
+
+class RegisterBrokerBody(JsonBean):
+    """``RegisterBrokerBody``: REGISTER_BROKER's body, JSON or compressed."""
+
+    PROPS = (
+        P("filterServerList", "filter_server_list", list_of(STR), factory=list),
+        P("topicConfigSerializeWrapper", "topic_config_serialize_wrapper",
+          bean(TopicConfigAndMappingSerializeWrapper),
+          factory=TopicConfigAndMappingSerializeWrapper),
+    )
+
+    @property
+    def data_version(self):
+        return self.topic_config_serialize_wrapper.data_version
+
+    @property
+    def topic_config_table(self):
+        return self.topic_config_serialize_wrapper.topic_config_table
+
+    @classmethod
+    def decode(cls, data, compressed, broker_version=MQVersion.V5_3_3,
+               max_inflated=DEFAULT_MAX_INFLATED):
+        """``RegisterBrokerBody.decode(data, compressed, brokerVersion)`` of 5.3.
+
+        ``broker_version`` is the request's ``version``: the queue-mapping tail of the
+        compressed form is read only from V5_0_0 on. No body (``None`` or empty, which Java
+        reads as null) gives an empty body whose DataVersion is all zeros, as the Java
+        NameServer builds it.
+        """
+        if not data:
+            return cls()
+        if not compressed:
+            return cls.from_json(data)
+        stream = _Inflated(data, max_inflated)
+        self = cls()
+        wrapper = self.topic_config_serialize_wrapper
+        wrapper.data_version = DataVersion.from_json(stream.read_part("DataVersion"))
+        table = wrapper.topic_config_table
+        count = stream.read_int("topic count")
+        for i in range(count):  # a negative count reads no topic, as Java's loop
+            line = _utf8(stream.read_part(f"topic config #{i}"), f"topic config #{i}")
+            topic = TopicConfig.from_text(line, f"TopicConfig #{i}")
+            table[topic.topic_name] = topic
+        raw = stream.read_part("filter server list")
+        try:  # Java logs a broken list and goes on with an empty one
+            filter_servers = fastjson.loads(raw)
+            self.filter_server_list = list_of(STR).load(filter_servers, "filterServerList")
+        except BodyDecodeError:
+            self.filter_server_list = []
+        if broker_version >= MQVersion.V5_0_0:
+            infos = wrapper.topic_queue_mapping_info_map
+            count = stream.read_int("topic queue mapping count")
+            for i in range(count):
+                raw = stream.read_part(f"topic queue mapping #{i}")
+                info = TopicQueueMappingInfo.from_json(raw)
+                infos[info.topic] = info
+        else:
+            wrapper.topic_queue_mapping_info_map = None
+        wrapper.mapping_data_version = None
+        wrapper.topic_queue_mapping_detail_map = None
+        return self
+
+    def encode(self, compress=False, broker_version=MQVersion.V5_3_3, standard=False):
+        """``RegisterBrokerBody.encode(compress)`` of a broker of ``broker_version``.
+
+        The compressed form is what a broker of that version writes (Deflater level 9): 4.x
+        lines without attributes and no mapping section, 5.x with both.
+        """
+        if not compress:
+            return self.to_json(standard)
+        five = broker_version >= MQVersion.V5_0_0
+        wrapper = self.topic_config_serialize_wrapper
+        parts = []
+
+        def part(raw):
+            parts.append(_I32.pack(len(raw)))
+            parts.append(raw)
+
+        part(wrapper.data_version.to_json())
+        table = wrapper.topic_config_table or {}
+        parts.append(_I32.pack(len(table)))
+        for topic in table.values():
+            part(topic.to_text(with_attributes=five).encode("utf-8"))
+        part(fastjson.dumps(self.filter_server_list or []))
+        if five:
+            infos = wrapper.topic_queue_mapping_info_map or {}
+            parts.append(_I32.pack(len(infos)))
+            for info in infos.values():
+                part(info.to_json())
+        return zlib.compress(b"".join(parts), 9)
+
+    to_json = JsonBean.to_json
+
+
+class QueueData(JsonBean):
+    """``QueueData`` of a route; 4.8 and older named ``topicSysFlag`` ``topicSynFlag``."""
+
+    PROPS = (
+        P("brokerName", "broker_name", STR),
+        P("perm", "perm", INT, 0),
+        P("readQueueNums", "read_queue_nums", INT, 0),
+        P("topicSysFlag", "topic_sys_flag", INT, 0, aliases=("topicSynFlag",)),
+        P("writeQueueNums", "write_queue_nums", INT, 0),
+    )
+
+
+class BrokerData(JsonBean):
+    """``BrokerData``: one broker group. ``enableActingMaster`` and ``zoneName`` since 5.0."""
+
+    PROPS = (
+        P("brokerAddrs", "broker_addrs", map_of(STR, long_keys=True), factory=dict),
+        P("brokerName", "broker_name", STR),
+        P("cluster", "cluster", STR),
+        P("enableActingMaster", "enable_acting_master", BOOL, False),
+        P("zoneName", "zone_name", STR),
+    )
+
+
+class TopicRouteData(JsonBean):
+    """``TopicRouteData``: GET_ROUTEINFO_BY_TOPIC's answer (and REGISTER_TOPIC's body)."""
+
+    PROPS = (
+        P("brokerDatas", "broker_datas", list_of(bean(BrokerData)), factory=list),
+        P("filterServerTable", "filter_server_table", map_of(list_of(STR)), factory=dict),
+        P("orderTopicConf", "order_topic_conf", STR),
+        P("queueDatas", "queue_datas", list_of(bean(QueueData)), factory=list),
+        P("topicQueueMappingByBroker", "topic_queue_mapping_by_broker",
+          map_of(bean(TopicQueueMappingInfo))),
+    )
+
+
+class ClusterInfo(JsonBean):
+    """``ClusterInfo``: GET_BROKER_CLUSTER_INFO's answer (always the legacy dialect)."""
+
+    PROPS = (
+        P("brokerAddrTable", "broker_addr_table", map_of(bean(BrokerData))),
+        P("clusterAddrTable", "cluster_addr_table", map_of(list_of(STR))),
+    )
+
+
+class TopicList(JsonBean):
+    """``TopicList``: the topic-list answers (a Java Set, kept as a list in wire order)."""
+
+    PROPS = (
+        P("brokerAddr", "broker_addr", STR),
+        P("topicList", "topic_list", list_of(STR), factory=list),
+    )
+
+
+class KVTable(JsonBean):
+    """``KVTable``: a KV namespace (GET_KVLIST_BY_NAMESPACE, REGISTER_BROKER's answer)."""
+
+    PROPS = (P("table", "table", map_of(STR), factory=dict),)
+
+
+class RegisterBrokerResult(JsonBean):
+    """``RegisterBrokerResult``: what route registration returns to the processor."""
+
+    PROPS = (
+        P("haServerAddr", "ha_server_addr", STR),
+        P("kvTable", "kv_table", bean(KVTable)),
+        P("masterAddr", "master_addr", STR),
+    )
+
+
+class BrokerMemberGroup(JsonBean):
+    """``BrokerMemberGroup`` (5.0+): the live members of one broker group."""
+
+    PROPS = (
+        P("brokerAddrs", "broker_addrs", map_of(STR, long_keys=True), factory=dict),
+        P("brokerName", "broker_name", STR),
+        P("cluster", "cluster", STR),
+    )
+
+
+class GetBrokerMemberGroupResponseBody(JsonBean):
+    """GET_BROKER_MEMBER_GROUP's answer body."""
+
+    PROPS = (P("brokerMemberGroup", "broker_member_group", bean(BrokerMemberGroup)),)
+
+
+class GetRemoteClientConfigBody(JsonBean):
+    """GET_CLIENT_CONFIG's request body (5.0 only): the config keys asked for."""
+
+    PROPS = (P("keys", "keys", list_of(STR), factory=list),)

@@ -1,0 +1,489 @@
+"""Wire codec layer: typed custom headers of the NameServer's requests and responses.
+
+Java mirrors the ``extFields`` of a command into a ``CommandCustomHeader`` bean by reflection
+(``RemotingCommand.decodeCommandCustomHeader`` / ``makeCustomHeaderToNet``): every field is a
+``String``, ``Integer``/``int``, ``Long``/``long`` or ``Boolean``/``boolean`` travelling as a
+string. Here each header class declares its fields once, as a tuple of :class:`F` specs, and one
+base class does the conversion both ways, so there is no per-class parsing code.
+
+Conversion rules, as Java's:
+
+* ``Long``/``Integer``: ``Long.parseLong``/``Integer.parseInt`` -- an optional sign and decimal
+  digits, nothing else (no blanks, no ``_``, no ``0x``), within the Java range.
+* ``Boolean``: ``Boolean.parseBoolean`` -- ``"true"`` in any case is true, anything else false.
+* Output: ``Long.toString``/``Boolean.toString``; a ``None`` field is left out; primitive fields
+  (``boolean compressed``, ``Integer bodyCrc32 = 0``) always have a value, so Java always sends
+  them.
+* Key order: ``extFields`` is a ``java.util.HashMap``, so :meth:`CommandHeader.to_ext_fields`
+  returns the keys in HashMap iteration order (:mod:`rocketpy.remoting.javahash`), inserting in
+  declaration order. (Java inserts in the order of a ``HashSet<Field>``; that only matters for
+  two keys in one bucket -- in the captures only REGISTER_BROKER's brokerId/bodyCrc32 and
+  haServerAddr/compressed, where both orders agree.)
+
+Tolerance: requests carry keys no header declares (``AccessKey``, ``Signature``, ``OnsChannel``,
+``__ZONE_NAME``): they are ignored. The C++ client writes some values as JSON numbers or
+booleans: they are converted to the string Java's fastjson would have made first.
+
+Strictness: Java (4.9.8 through 5.3.3) only *logs* a missing ``@CFNotNull`` field or an
+unparsable number -- the exception is caught inside the field loop -- and the processor then
+fails later (usually a ``NullPointerException`` answered as SYSTEM_ERROR). ``from_ext_fields``
+raises :class:`~rocketpy.remoting.errors.MissingFieldError` /
+:class:`~rocketpy.remoting.errors.InvalidFieldError` instead, so the processor can answer with a
+precise remark; ``strict=False`` gives Java's lenient result (missing -> ``None`` or the default,
+bad number -> the default) for tools that must read whatever a peer sent.
+
+Version differences (one class per header covers all versions: fields a version lacks are
+nullable and simply absent on the wire):
+
+* ``RegisterBrokerRequestHeader``: 5.0 adds ``heartbeatTimeoutMillis`` and
+  ``enableActingMaster``.
+* ``BrokerHeartbeatRequestHeader`` (5.0+): 5.0.0 has clusterName, brokerAddr, brokerName, epoch,
+  maxOffset, confirmOffset; later 5.x add brokerId, heartbeatTimeoutMills, electionPriority.
+* ``GetRouteInfoRequestHeader``, ``DeleteTopicFromNamesrvRequestHeader``,
+  ``RegisterTopicRequestHeader``: since 5.1 they extend ``TopicRequestHeader`` /
+  ``RpcRequestHeader`` and so may carry ``lo``, ``ns``, ``nsd``, ``bname``, ``oway``.
+* ``GetBrokerMemberGroupRequestHeader``, ``NotifyMinBrokerIdChangeRequestHeader``: 5.0+.
+"""
+import re
+from typing import Any, NamedTuple
+
+from .codes import RequestCode
+from .errors import InvalidFieldError, MissingFieldError
+from .javahash import hashmap_order
+
+__all__ = [
+    "STRING", "INTEGER", "LONG", "BOOLEAN", "F", "CommandHeader",
+    "ZONE_NAME", "ZONE_MODE",
+    "RegisterBrokerRequestHeader", "RegisterBrokerResponseHeader",
+    "UnRegisterBrokerRequestHeader", "GetRouteInfoRequestHeader",
+    "QueryDataVersionRequestHeader", "QueryDataVersionResponseHeader",
+    "PutKVConfigRequestHeader", "GetKVConfigRequestHeader", "GetKVConfigResponseHeader",
+    "DeleteKVConfigRequestHeader", "GetKVListByNamespaceRequestHeader",
+    "WipeWritePermOfBrokerRequestHeader", "WipeWritePermOfBrokerResponseHeader",
+    "AddWritePermOfBrokerRequestHeader", "AddWritePermOfBrokerResponseHeader",
+    "DeleteTopicFromNamesrvRequestHeader", "RegisterTopicRequestHeader",
+    "RegisterOrderTopicRequestHeader", "GetTopicsByClusterRequestHeader",
+    "BrokerHeartbeatRequestHeader", "GetBrokerMemberGroupRequestHeader",
+    "NotifyMinBrokerIdChangeRequestHeader",
+    "REQUEST_HEADERS", "RESPONSE_HEADERS", "request_header_class", "response_header_class",
+    "decode_request_header",
+]
+
+#: Raw extFields keys the NameServer reads without a header field (Java ``MixAll``).
+ZONE_NAME = "__ZONE_NAME"
+ZONE_MODE = "__ZONE_MODE"
+
+# Java field types. Each is (name, lower bound, upper bound) for the integer types.
+STRING = "String"
+INTEGER = "Integer"
+LONG = "Long"
+BOOLEAN = "Boolean"
+
+_RANGES = {INTEGER: (-(1 << 31), (1 << 31) - 1), LONG: (-(1 << 63), (1 << 63) - 1)}
+# Long.parseLong / Integer.parseInt: sign, then digits (Character.digit accepts any Unicode
+# decimal digit, as Python's \d and int() do); no blanks or underscores, which int() would take.
+_JAVA_INTEGER = re.compile(r"[+-]?\d+")
+
+
+class F(NamedTuple):
+    """One header field: wire (Java) name, Python attribute, Java type, ``@CFNotNull``, default."""
+
+    wire: str
+    attr: str
+    type: str
+    required: bool = False
+    default: Any = None
+
+
+def _java_string(value):
+    """The string fastjson makes of a JSON scalar when it fills a ``HashMap<String,String>``."""
+    if isinstance(value, str):
+        return value
+    if value is True:
+        return "true"
+    if value is False:
+        return "false"
+    return str(value)
+
+
+def _parse(spec, raw, header_name):
+    """Convert one extFields string to the field's Java type."""
+    text = _java_string(raw)
+    kind = spec.type
+    if kind is STRING:
+        return text
+    if kind is BOOLEAN:
+        return text.lower() == "true"  # Boolean.parseBoolean (equalsIgnoreCase, ASCII)
+    if _JAVA_INTEGER.fullmatch(text):
+        value = int(text)
+        low, high = _RANGES[kind]
+        if low <= value <= high:
+            return value
+    where = f" in {header_name}" if header_name else ""
+    raise InvalidFieldError(spec.wire, raw, f"a Java {kind}{where}")
+
+
+def _format(spec, value, header_name):
+    """Convert one attribute value to its extFields string (``Object.toString``)."""
+    kind = spec.type
+    if kind is STRING:
+        if not isinstance(value, str):
+            raise InvalidFieldError(spec.wire, value, f"a str for {header_name}")
+        return value
+    if kind is BOOLEAN:
+        if not isinstance(value, bool):
+            raise InvalidFieldError(spec.wire, value, f"a bool for {header_name}")
+        return "true" if value else "false"
+    low, high = _RANGES[kind]
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        raise InvalidFieldError(spec.wire, value, f"a Java {kind} for {header_name}")
+    return str(value)
+
+
+class CommandHeader:
+    """Base of the typed headers; a subclass only declares ``FIELDS`` (and ``JAVA_NAME``)."""
+
+    FIELDS: "tuple[F, ...]" = ()
+    #: Simple name of the Java class this header mirrors.
+    JAVA_NAME = ""
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        attrs = [spec.attr for spec in cls.FIELDS]
+        wires = [spec.wire for spec in cls.FIELDS]
+        if len(set(attrs)) != len(attrs) or len(set(wires)) != len(wires):
+            raise TypeError(f"{cls.__name__}: duplicate field in FIELDS")
+        for spec in cls.FIELDS:
+            if spec.type not in (STRING, INTEGER, LONG, BOOLEAN):
+                raise TypeError(f"{cls.__name__}.{spec.attr}: unknown Java type {spec.type!r}")
+        cls._ATTRS = frozenset(attrs)
+        # HashMap iteration order of a map holding every field (Java's extFields). A header
+        # with some fields None iterates in the same relative order, because a map of at most
+        # 12 keys stays in one 16-bucket table.
+        if len(wires) > 12:
+            raise TypeError(f"{cls.__name__}: over 12 fields; to_ext_fields assumes one table size")
+        order = hashmap_order(wires)
+        rank = {wire: i for i, wire in enumerate(order)}
+        cls._OUTPUT_ORDER = tuple(sorted(cls.FIELDS, key=lambda spec: rank[spec.wire]))
+        if not cls.JAVA_NAME:
+            cls.JAVA_NAME = cls.__name__
+
+    def __init__(self, **values):
+        unknown = set(values) - self._ATTRS
+        if unknown:
+            raise TypeError(f"{type(self).__name__} has no field(s) {', '.join(sorted(unknown))}")
+        for spec in self.FIELDS:
+            setattr(self, spec.attr, values.get(spec.attr, spec.default))
+
+    @classmethod
+    def from_ext_fields(cls, ext_fields, *, strict=True):
+        """Read a header from a command's ``ext_fields`` (``None`` reads as ``{}``).
+
+        Raises :class:`MissingFieldError` for an absent required field and
+        :class:`InvalidFieldError` for a value that does not parse, unless ``strict`` is false
+        (then, as Java, the field keeps its default).
+        """
+        ext = ext_fields or {}
+        self = cls.__new__(cls)
+        name = cls.JAVA_NAME
+        for spec in cls.FIELDS:
+            raw = ext.get(spec.wire)
+            value = spec.default
+            if raw is None:
+                if spec.required and strict:
+                    raise MissingFieldError(spec.wire, name)
+            else:
+                try:
+                    value = _parse(spec, raw, name)
+                except InvalidFieldError:
+                    if strict:
+                        raise
+            setattr(self, spec.attr, value)
+        return self
+
+    def to_ext_fields(self):
+        """The ``extFields`` map Java writes for this header: ``None`` fields left out, keys in
+        ``HashMap`` order, every value a string."""
+        name = self.JAVA_NAME
+        out = {}
+        for spec in self._OUTPUT_ORDER:
+            value = getattr(self, spec.attr)
+            if value is not None:
+                out[spec.wire] = _format(spec, value, name)
+        return out
+
+    def missing_fields(self):
+        """Wire names of required fields that are ``None`` (what Java would log)."""
+        return [spec.wire for spec in self.FIELDS
+                if spec.required and getattr(self, spec.attr) is None]
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return all(getattr(self, a) == getattr(other, a) for a in self._ATTRS)
+
+    __hash__ = None  # mutable, like the Java beans
+
+    def __repr__(self):
+        inner = ", ".join(f"{spec.attr}={getattr(self, spec.attr)!r}" for spec in self.FIELDS
+                          if getattr(self, spec.attr) is not None)
+        return f"{type(self).__name__}({inner})"
+
+
+# Fields of 5.x's RpcRequestHeader / TopicRequestHeader, inherited by the topic headers. All
+# nullable; a 5.x client sends them only when set (namespace, broker name, logical, oneway).
+_RPC_FIELDS = (
+    F("ns", "rpc_namespace", STRING),
+    F("nsd", "rpc_namespaced", BOOLEAN),
+    F("bname", "rpc_broker_name", STRING),
+    F("oway", "rpc_oneway", BOOLEAN),
+)
+_TOPIC_RPC_FIELDS = (F("lo", "rpc_logic", BOOLEAN),) + _RPC_FIELDS
+
+
+class RegisterBrokerRequestHeader(CommandHeader):
+    """REGISTER_BROKER (103). ``compressed`` and ``bodyCrc32`` are primitives with defaults."""
+
+    FIELDS = (
+        F("brokerName", "broker_name", STRING, True),
+        F("brokerAddr", "broker_addr", STRING, True),
+        F("clusterName", "cluster_name", STRING, True),
+        F("haServerAddr", "ha_server_addr", STRING, True),
+        F("brokerId", "broker_id", LONG, True),
+        F("heartbeatTimeoutMillis", "heartbeat_timeout_millis", LONG),  # 5.0+
+        F("enableActingMaster", "enable_acting_master", BOOLEAN),  # 5.0+
+        F("compressed", "compressed", BOOLEAN, False, False),
+        F("bodyCrc32", "body_crc32", INTEGER, False, 0),
+    )
+
+
+class RegisterBrokerResponseHeader(CommandHeader):
+    """Answer to REGISTER_BROKER: set for a slave whose master is registered."""
+
+    FIELDS = (
+        F("haServerAddr", "ha_server_addr", STRING),
+        F("masterAddr", "master_addr", STRING),
+    )
+
+
+class UnRegisterBrokerRequestHeader(CommandHeader):
+    """UNREGISTER_BROKER (104)."""
+
+    FIELDS = (
+        F("brokerName", "broker_name", STRING, True),
+        F("brokerAddr", "broker_addr", STRING, True),
+        F("clusterName", "cluster_name", STRING, True),
+        F("brokerId", "broker_id", LONG, True),
+    )
+
+
+class GetRouteInfoRequestHeader(CommandHeader):
+    """GET_ROUTEINFO_BY_TOPIC (105). ``acceptStandardJsonOnly`` since 4.9.4."""
+
+    FIELDS = (
+        F("topic", "topic", STRING, True),
+        F("acceptStandardJsonOnly", "accept_standard_json_only", BOOLEAN),
+    ) + _TOPIC_RPC_FIELDS
+
+
+class QueryDataVersionRequestHeader(CommandHeader):
+    """QUERY_DATA_VERSION (322); the body is the broker's DataVersion."""
+
+    FIELDS = (
+        F("brokerName", "broker_name", STRING, True),
+        F("brokerAddr", "broker_addr", STRING, True),
+        F("clusterName", "cluster_name", STRING, True),
+        F("brokerId", "broker_id", LONG, True),
+    )
+
+
+class QueryDataVersionResponseHeader(CommandHeader):
+    """Answer to QUERY_DATA_VERSION."""
+
+    FIELDS = (F("changed", "changed", BOOLEAN, True),)
+
+
+class PutKVConfigRequestHeader(CommandHeader):
+    """PUT_KV_CONFIG (100)."""
+
+    FIELDS = (
+        F("namespace", "namespace", STRING, True),
+        F("key", "key", STRING, True),
+        F("value", "value", STRING, True),
+    )
+
+
+class GetKVConfigRequestHeader(CommandHeader):
+    """GET_KV_CONFIG (101)."""
+
+    FIELDS = (
+        F("namespace", "namespace", STRING, True),
+        F("key", "key", STRING, True),
+    )
+
+
+class GetKVConfigResponseHeader(CommandHeader):
+    """Answer to GET_KV_CONFIG."""
+
+    FIELDS = (F("value", "value", STRING),)
+
+
+class DeleteKVConfigRequestHeader(CommandHeader):
+    """DELETE_KV_CONFIG (102)."""
+
+    FIELDS = (
+        F("namespace", "namespace", STRING, True),
+        F("key", "key", STRING, True),
+    )
+
+
+class GetKVListByNamespaceRequestHeader(CommandHeader):
+    """GET_KVLIST_BY_NAMESPACE (219)."""
+
+    FIELDS = (F("namespace", "namespace", STRING, True),)
+
+
+class WipeWritePermOfBrokerRequestHeader(CommandHeader):
+    """WIPE_WRITE_PERM_OF_BROKER (205)."""
+
+    FIELDS = (F("brokerName", "broker_name", STRING, True),)
+
+
+class WipeWritePermOfBrokerResponseHeader(CommandHeader):
+    """Answer to WIPE_WRITE_PERM_OF_BROKER: how many topics lost write permission."""
+
+    FIELDS = (F("wipeTopicCount", "wipe_topic_count", INTEGER, True),)
+
+
+class AddWritePermOfBrokerRequestHeader(CommandHeader):
+    """ADD_WRITE_PERM_OF_BROKER (327)."""
+
+    FIELDS = (F("brokerName", "broker_name", STRING, True),)
+
+
+class AddWritePermOfBrokerResponseHeader(CommandHeader):
+    """Answer to ADD_WRITE_PERM_OF_BROKER."""
+
+    FIELDS = (F("addTopicCount", "add_topic_count", INTEGER, True),)
+
+
+class DeleteTopicFromNamesrvRequestHeader(CommandHeader):
+    """DELETE_TOPIC_IN_NAMESRV (216); ``clusterName`` optional (null = every cluster)."""
+
+    FIELDS = (
+        F("topic", "topic", STRING, True),
+        F("clusterName", "cluster_name", STRING),
+    ) + _TOPIC_RPC_FIELDS
+
+
+class RegisterTopicRequestHeader(CommandHeader):
+    """REGISTER_TOPIC_IN_NAMESRV (217); the body is a TopicRouteData."""
+
+    FIELDS = (F("topic", "topic", STRING, True),) + _TOPIC_RPC_FIELDS
+
+
+class RegisterOrderTopicRequestHeader(CommandHeader):
+    """Java declares it (topic, orderTopicString); no NameServer request code uses it."""
+
+    FIELDS = (
+        F("topic", "topic", STRING, True),
+        F("orderTopicString", "order_topic_string", STRING, True),
+    )
+
+
+class GetTopicsByClusterRequestHeader(CommandHeader):
+    """GET_TOPICS_BY_CLUSTER (224)."""
+
+    FIELDS = (F("cluster", "cluster", STRING, True),)
+
+
+class BrokerHeartbeatRequestHeader(CommandHeader):
+    """BROKER_HEARTBEAT (904, 5.0+; oneway from acting-master brokers).
+
+    ``heartbeatTimeoutMills`` (sic: not Millis) is Java's spelling.
+    """
+
+    FIELDS = (
+        F("clusterName", "cluster_name", STRING, True),
+        F("brokerAddr", "broker_addr", STRING, True),
+        F("brokerName", "broker_name", STRING, True),
+        F("brokerId", "broker_id", LONG),  # after 5.0.0
+        F("epoch", "epoch", INTEGER),
+        F("maxOffset", "max_offset", LONG),
+        F("confirmOffset", "confirm_offset", LONG),
+        F("heartbeatTimeoutMills", "heartbeat_timeout_mills", LONG),  # after 5.0.0
+        F("electionPriority", "election_priority", INTEGER),  # after 5.0.0
+    )
+
+
+class GetBrokerMemberGroupRequestHeader(CommandHeader):
+    """GET_BROKER_MEMBER_GROUP (901, 5.0+)."""
+
+    FIELDS = (
+        F("clusterName", "cluster_name", STRING, True),
+        F("brokerName", "broker_name", STRING, True),
+    )
+
+
+class NotifyMinBrokerIdChangeRequestHeader(CommandHeader):
+    """NOTIFY_MIN_BROKER_ID_CHANGE (905, 5.0+): sent *by* the NameServer to a broker group."""
+
+    FIELDS = (
+        F("minBrokerId", "min_broker_id", LONG),
+        F("brokerName", "broker_name", STRING),
+        F("minBrokerAddr", "min_broker_addr", STRING),
+        F("offlineBrokerAddr", "offline_broker_addr", STRING),
+        F("haBrokerAddr", "ha_broker_addr", STRING),
+    )
+
+
+#: Request code -> header class of the request (codes absent here carry no custom header).
+REQUEST_HEADERS = {
+    RequestCode.PUT_KV_CONFIG: PutKVConfigRequestHeader,
+    RequestCode.GET_KV_CONFIG: GetKVConfigRequestHeader,
+    RequestCode.DELETE_KV_CONFIG: DeleteKVConfigRequestHeader,
+    RequestCode.REGISTER_BROKER: RegisterBrokerRequestHeader,
+    RequestCode.UNREGISTER_BROKER: UnRegisterBrokerRequestHeader,
+    RequestCode.GET_ROUTEINFO_BY_TOPIC: GetRouteInfoRequestHeader,
+    RequestCode.WIPE_WRITE_PERM_OF_BROKER: WipeWritePermOfBrokerRequestHeader,
+    RequestCode.DELETE_TOPIC_IN_NAMESRV: DeleteTopicFromNamesrvRequestHeader,
+    RequestCode.REGISTER_TOPIC_IN_NAMESRV: RegisterTopicRequestHeader,
+    RequestCode.GET_KVLIST_BY_NAMESPACE: GetKVListByNamespaceRequestHeader,
+    RequestCode.GET_TOPICS_BY_CLUSTER: GetTopicsByClusterRequestHeader,
+    RequestCode.QUERY_DATA_VERSION: QueryDataVersionRequestHeader,
+    RequestCode.ADD_WRITE_PERM_OF_BROKER: AddWritePermOfBrokerRequestHeader,
+    RequestCode.GET_BROKER_MEMBER_GROUP: GetBrokerMemberGroupRequestHeader,
+    RequestCode.BROKER_HEARTBEAT: BrokerHeartbeatRequestHeader,
+    RequestCode.NOTIFY_MIN_BROKER_ID_CHANGE: NotifyMinBrokerIdChangeRequestHeader,
+}
+
+#: Request code -> header class of its successful answer.
+RESPONSE_HEADERS = {
+    RequestCode.REGISTER_BROKER: RegisterBrokerResponseHeader,
+    RequestCode.GET_KV_CONFIG: GetKVConfigResponseHeader,
+    RequestCode.WIPE_WRITE_PERM_OF_BROKER: WipeWritePermOfBrokerResponseHeader,
+    RequestCode.ADD_WRITE_PERM_OF_BROKER: AddWritePermOfBrokerResponseHeader,
+    RequestCode.QUERY_DATA_VERSION: QueryDataVersionResponseHeader,
+}
+
+
+def request_header_class(code):
+    """Header class of a request code, or ``None`` (no header, or a code we do not know)."""
+    try:
+        return REQUEST_HEADERS.get(code)
+    except TypeError:
+        return None
+
+
+def response_header_class(code):
+    """Header class of the successful answer to a request code, or ``None``."""
+    try:
+        return RESPONSE_HEADERS.get(code)
+    except TypeError:
+        return None
+
+
+def decode_request_header(command, *, strict=True):
+    """The typed header of a request command, or ``None`` if its code has none."""
+    cls = request_header_class(command.code)
+    return None if cls is None else cls.from_ext_fields(command.ext_fields, strict=strict)

@@ -1,0 +1,376 @@
+"""Body beans: fastjson's output, both dialects, the compressed registration, bad input.
+
+The golden tests re-encode every captured body; these pin what the captures do not show (static
+topic mappings, attributes, zone names, the 4.8 ``topicSynFlag``) and every failure mode, each
+raising ``BodyDecodeError`` (or its ``CrcMismatchError``), never anything else.
+"""
+import struct
+import zlib
+
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from rocketpy.remoting import bodies as B, fastjson
+from rocketpy.remoting.codes import MQVersion
+from rocketpy.remoting.errors import BodyDecodeError, CrcMismatchError, RemotingCodecError
+
+# GET_ROUTEINFO_BY_TOPIC answers of the genuine 5.0.0 NameServer (rmq50-sc-probe.pcap,
+# rmq50-routeinfo-client-versions.pcap): standard dialect to V4_9_4+, legacy to older clients.
+ROUTE_50_STANDARD = (
+    b'{"brokerDatas":[{"brokerAddrs":{"0":"127.0.0.1:52561"},"brokerName":"broker-a",'
+    b'"cluster":"DefaultCluster","enableActingMaster":false}],"filterServerTable":{},'
+    b'"queueDatas":[{"brokerName":"broker-a","perm":7,"readQueueNums":8,"topicSysFlag":0,'
+    b'"writeQueueNums":8}]}')
+CLUSTER_INFO_49 = (
+    b'{"brokerAddrTable":{"broker-a":{"brokerAddrs":{0:"127.0.0.1:52061"},"brokerName":'
+    b'"broker-a","cluster":"DefaultCluster"}},"clusterAddrTable":{"DefaultCluster":["broker-a"]}}')
+
+
+def _route_50():
+    return B.TopicRouteData(
+        queue_datas=[B.QueueData(broker_name="broker-a", perm=7, read_queue_nums=8,
+                                 write_queue_nums=8)],
+        broker_datas=[B.BrokerData(cluster="DefaultCluster", broker_name="broker-a",
+                                   broker_addrs={0: "127.0.0.1:52561"})])
+
+
+def test_built_route_is_what_java_5_writes():
+    route = _route_50()
+    assert route.to_json(standard=True) == ROUTE_50_STANDARD
+    assert route.to_json() == ROUTE_50_STANDARD.replace(b'{"0":', b"{0:")
+    assert B.TopicRouteData.from_json(ROUTE_50_STANDARD) == route
+
+
+def test_standard_dialect_sorts_maps_and_quotes_long_keys():
+    broker = B.BrokerData(cluster="c", broker_name="b", broker_addrs={2: "x:2", 0: "x:0", 1: "x:1"})
+    assert broker.to_json() == (b'{"brokerAddrs":{2:"x:2",0:"x:0",1:"x:1"},"brokerName":"b",'
+                                b'"cluster":"c","enableActingMaster":false}')
+    assert broker.to_json(standard=True).startswith(
+        b'{"brokerAddrs":{"0":"x:0","1":"x:1","2":"x:2"}')
+
+
+def test_cluster_info_legacy_exact():
+    info = B.ClusterInfo.from_json(CLUSTER_INFO_49)
+    assert info.broker_addr_table["broker-a"].broker_addrs == {0: "127.0.0.1:52061"}
+    assert info.cluster_addr_table == {"DefaultCluster": ["broker-a"]}
+    assert info.to_json() == CLUSTER_INFO_49
+    # built fresh, 5.x adds enableActingMaster to each BrokerData
+    fresh = info.canonical().to_json()
+    assert fresh == CLUSTER_INFO_49.replace(b'"DefaultCluster"}}', b'"DefaultCluster",'
+                                            b'"enableActingMaster":false}}')
+
+
+def test_data_version_both_generations():
+    v49 = b'{"counter":0,"timestamp":1795303626773}'
+    v50 = b'{"counter":1,"stateVersion":0,"timestamp":1795304749769}'
+    dv49 = B.DataVersion.from_json(v49)
+    assert (dv49.counter, dv49.state_version, dv49.timestamp) == (0, 0, 1795303626773)
+    assert dv49.to_json() == v49  # re-encoded as received
+    assert dv49.canonical().to_json() == b'{"counter":0,"stateVersion":0,"timestamp":1795303626773}'
+    assert B.DataVersion.from_json(v50).to_json() == v50
+    assert B.DataVersion(counter=1, timestamp=1795304749769).to_json() == v50
+    assert B.DataVersion.from_json(v49) == B.DataVersion(timestamp=1795303626773)
+    assert dv49.sort_key() < B.DataVersion.from_json(v50).sort_key()
+
+
+def test_queue_data_accepts_the_4_8_spelling():
+    old = b'{"brokerName":"b","perm":6,"readQueueNums":4,"topicSynFlag":1,"writeQueueNums":4}'
+    qd = B.QueueData.from_json(old)
+    assert qd.topic_sys_flag == 1
+    assert qd.to_json() == old
+    assert qd.canonical().to_json() == old.replace(b"topicSynFlag", b"topicSysFlag")
+
+
+def test_unknown_keys_and_order_survive():
+    odd = b'{"zeta":[1,{"a":null}],"brokerName":"b","perm":6,"alpha":"x"}'
+    qd = B.QueueData.from_json(odd)
+    assert qd.extras == {"zeta": [1, {"a": None}], "alpha": "x"}
+    assert qd.to_json() == b'{"zeta":[1,{}],"brokerName":"b","perm":6,"alpha":"x"}'
+    qd.topic_sys_flag = 3  # a change the parsed key set lacks: written sorted, as fastjson
+    assert qd.to_json() == (b'{"alpha":"x","brokerName":"b","perm":6,"topicSysFlag":3,'
+                            b'"zeta":[1,{}]}')
+
+
+def test_static_topic_mapping_keys_are_unquoted_ints():
+    info = B.TopicQueueMappingInfo(topic="T", bname="broker-a", total_queues=2, epoch=5,
+                                   curr_id_map={0: 0, 1: 1})
+    assert info.to_json() == (b'{"bname":"broker-a","currIdMap":{0:0,1:1},"dirty":false,'
+                              b'"epoch":5,"scope":"__global__","topic":"T","totalQueues":2}')
+    route = _route_50()
+    route.topic_queue_mapping_by_broker = {"broker-a": info}
+    again = B.TopicRouteData.from_json(route.to_json())
+    assert again == route
+    assert B.TopicRouteData.from_json(route.to_json(standard=True)) == route
+    detail = B.TopicQueueMappingDetail(
+        topic="T", bname="broker-a", hosted_queues={0: [B.LogicQueueMappingItem(bname="broker-a")]})
+    text = detail.to_json()
+    assert b'"hostedQueues":{0:[{"bname":"broker-a","endOffset":-1,"gen":0,' in text
+    assert B.TopicQueueMappingDetail.from_json(text) == detail
+
+
+def test_zone_and_order_conf():
+    route = _route_50()
+    route.order_topic_conf = "broker-a:8"
+    route.broker_datas[0].zone_name = "zone-1"
+    text = route.to_json()
+    assert b'"orderTopicConf":"broker-a:8"' in text and b'"zoneName":"zone-1"' in text
+    assert B.TopicRouteData.from_json(text) == route
+
+
+def test_topic_list_kv_table_member_group():
+    assert B.TopicList(topic_list=["b", "a"]).to_json() == b'{"topicList":["b","a"]}'
+    assert B.TopicList(topic_list=["a"], broker_addr="x:1").to_json() == (
+        b'{"brokerAddr":"x:1","topicList":["a"]}')
+    table = b'{"table":{"k1":"v1","k2":"{\\"a\\":1}"}}'
+    assert B.KVTable.from_json(table).table == {"k1": "v1", "k2": '{"a":1}'}
+    assert B.KVTable.from_json(table).to_json() == table
+    assert B.KVTable().to_json() == b'{"table":{}}'
+    group = B.GetBrokerMemberGroupResponseBody(broker_member_group=B.BrokerMemberGroup(
+        cluster="DefaultCluster", broker_name="broker-a", broker_addrs={0: "127.0.0.1:52561"}))
+    assert group.to_json() == (b'{"brokerMemberGroup":{"brokerAddrs":{0:"127.0.0.1:52561"},'
+                               b'"brokerName":"broker-a","cluster":"DefaultCluster"}}')
+    assert B.GetBrokerMemberGroupResponseBody().to_json() == b"{}"
+    result = B.RegisterBrokerResult(master_addr="m", ha_server_addr="h", kv_table=B.KVTable())
+    assert B.RegisterBrokerResult.from_json(result.to_json()) == result
+
+
+# --- RegisterBrokerBody ----------------------------------------------------------------------
+
+def _topics(n, attributes=None):
+    return {f"Topic{i}": B.TopicConfig(topic_name=f"Topic{i}", read_queue_nums=i % 16 + 1,
+                                       write_queue_nums=i % 16 + 1, perm=6 + i % 2,
+                                       attributes={} if attributes is None else attributes)
+            for i in range(n)}
+
+
+def _body(n=3, attributes=None, mappings=None):
+    wrapper = B.TopicConfigAndMappingSerializeWrapper(
+        data_version=B.DataVersion(counter=2, timestamp=1795304025152),
+        topic_config_table=_topics(n, attributes), topic_queue_mapping_info_map=mappings or {})
+    return B.RegisterBrokerBody(topic_config_serialize_wrapper=wrapper)
+
+
+def test_register_body_json_form():
+    body = _body(2)
+    text = body.encode()
+    assert text.startswith(b'{"filterServerList":[],"topicConfigSerializeWrapper":{"dataVersion":'
+                           b'{"counter":2,"stateVersion":0,"timestamp":1795304025152},'
+                           b'"mappingDataVersion":{"counter":0,"stateVersion":0,"timestamp":0},'
+                           b'"topicConfigTable":{"Topic0":{"attributes":{},"order":false,"perm":6,')
+    assert text.endswith(b'"topicQueueMappingDetailMap":{},"topicQueueMappingInfoMap":{}}}')
+    assert B.RegisterBrokerBody.decode(text, False) == body
+
+
+def test_register_body_compressed_5x_with_attributes_and_mappings():
+    info = B.TopicQueueMappingInfo(topic="Topic0", bname="broker-a", total_queues=1,
+                                   curr_id_map={0: 0})
+    body = _body(3, attributes={"+message.type": "NORMAL"}, mappings={"Topic0": info})
+    data = body.encode(compress=True)
+    raw = zlib.decompress(data)
+    assert b"Topic0 1 1 6 SINGLE_TAG {\"+message.type\":\"NORMAL\"}" in raw
+    assert raw.endswith(b'"currIdMap":{0:0},"dirty":false,"epoch":0,"scope":"__global__",'
+                        b'"topic":"Topic0","totalQueues":1}')
+    back = B.RegisterBrokerBody.decode(data, True, MQVersion.V5_3_3)
+    wrapper = back.topic_config_serialize_wrapper
+    assert wrapper.topic_config_table == body.topic_config_table
+    assert wrapper.topic_queue_mapping_info_map == {"Topic0": info}
+    assert back.data_version == body.data_version
+    assert back.encode(compress=True) == data
+
+
+def test_register_body_compressed_4x():
+    body = _body(2)
+    data = body.encode(compress=True, broker_version=MQVersion.V4_9_8)
+    raw = zlib.decompress(data)
+    assert raw.endswith(b"Topic1 2 2 7 SINGLE_TAG\x00\x00\x00\x02[]")
+    back = B.RegisterBrokerBody.decode(data, True, MQVersion.V4_9_8)
+    assert [t.attributes for t in back.topic_config_table.values()] == [None, None]
+    assert back.encode(compress=True, broker_version=MQVersion.V4_9_8) == data
+
+
+def test_compressed_drops_sys_flag_and_order_as_java():
+    body = _body(1)
+    topic = body.topic_config_table["Topic0"]
+    topic.topic_sys_flag, topic.order = 3, True
+    back = B.RegisterBrokerBody.decode(body.encode(compress=True), True)
+    assert back.topic_config_table["Topic0"].topic_sys_flag == 0
+    assert back.topic_config_table["Topic0"].order is False
+
+
+def test_no_body_reads_as_javas_empty_registration():
+    for empty in (None, b""):
+        body = B.RegisterBrokerBody.decode(empty, True)
+        assert body.data_version == B.DataVersion(counter=0, timestamp=0, state_version=0)
+        assert body.topic_config_table == {} and body.filter_server_list == []
+
+
+def test_topic_line_parsing():
+    t = B.TopicConfig.from_text("T 4 8 6 MULTI_TAG")
+    assert (t.topic_name, t.read_queue_nums, t.write_queue_nums, t.perm, t.topic_filter_type,
+            t.attributes) == ("T", 4, 8, 6, "MULTI_TAG", None)
+    assert t.to_text(with_attributes=False) == "T 4 8 6 MULTI_TAG"
+    assert t.to_text() == "T 4 8 6 MULTI_TAG "  # 5.x with null attributes: trailing blank
+    assert B.TopicConfig.from_text("T 4 8 6 MULTI_TAG ").to_text() == "T 4 8 6 MULTI_TAG "
+    # attributes with a blank break Java's split: ignored, as Java ignores them
+    t = B.TopicConfig.from_text('T 1 1 6 SINGLE_TAG {"a":"b c"}')
+    assert t.attributes == {}
+    assert B.TopicConfig.from_text('T 1 1 6 SINGLE_TAG {"a":1}').attributes == {"a": "1"}
+
+
+def _stream(*parts):
+    out = b""
+    for part in parts:
+        if isinstance(part, int):
+            out += struct.pack(">i", part)
+        else:
+            out += struct.pack(">i", len(part)) + part
+    return zlib.compress(out)
+
+
+DV = b'{"counter":0,"timestamp":1}'
+
+
+@pytest.mark.parametrize("data, match", [
+    (b"not zlib at all", "bad zlib"),
+    (zlib.compress(b"\x00\x00")[:-4] + b"\xff\xff\xff\xff", "zlib"),
+    (_stream(DV, 1)[:-6], "end of compressed data"),
+    (zlib.compress(struct.pack(">i", -1)), "negative length"),
+    (zlib.compress(struct.pack(">i", 100) + b"{}"), "end of compressed data"),
+    (_stream(b"[1]", 0, b"[]", 0), "expected an object"),
+    (_stream(b"{bad", 0, b"[]", 0), "broken JSON"),
+    (_stream(DV, 1, b"T 1 1 6", b"[]", 0), "fewer than 5"),
+    (_stream(DV, 1, b"T 1 x 6 SINGLE_TAG", b"[]", 0), "not a Java int"),
+    (_stream(DV, 1, b"T 1 1 6 SINGLE_TAG", b"[]", 0)[:-1] + b"\x00", "zlib"),
+    (_stream(DV, 1, b"T 1 1 6 NO_TAG", b"[]", 0), "topicFilterType"),
+    (_stream(DV, 1, b"T 1 1 99999999999 SINGLE_TAG", b"[]", 0), "range"),
+    (_stream(DV, 1, b"T\xff 1 1 6 SINGLE_TAG", b"[]", 0), "UTF-8"),
+    (_stream(DV, 0, b"[]", 1, b'{"currIdMap":{"x":1}}'), "expected an integer"),
+    (_stream(DV, 0, b"[]"), "end of compressed data"),  # a 5.x reader needs the mapping count
+])
+def test_bad_compressed_bodies(data, match):
+    with pytest.raises(BodyDecodeError, match=match):
+        B.RegisterBrokerBody.decode(data, True, MQVersion.V5_0_0)
+
+
+def test_compressed_tolerances_of_java():
+    # a broken filter-server list is logged and replaced by an empty one
+    body = B.RegisterBrokerBody.decode(_stream(DV, 0, b"[oops", 0), True)
+    assert body.filter_server_list == []
+    # a negative topic count reads no topic (Java's for loop); trailing bytes are ignored
+    body = B.RegisterBrokerBody.decode(_stream(DV, -5, b'["f:1"]', 0, b"trailing"), True)
+    assert body.topic_config_table == {} and body.filter_server_list == ["f:1"]
+
+
+def test_zip_bomb_stops_at_the_bound():
+    bomb = zlib.compress(bytes(2 << 20), 1)
+    with pytest.raises(BodyDecodeError, match="inflates past"):
+        B.RegisterBrokerBody.decode(bomb, True, max_inflated=1 << 20)
+    big = zlib.compress(bytes(B.DEFAULT_MAX_INFLATED + 1), 1)
+    assert len(big) < 16 << 20  # fits in one frame
+    with pytest.raises(BodyDecodeError, match="inflates past"):
+        B.RegisterBrokerBody.decode(big, True)
+
+
+def test_json_form_given_zlib_is_a_decode_error():
+    with pytest.raises(BodyDecodeError):
+        B.RegisterBrokerBody.decode(_body(1).encode(compress=True), False)
+
+
+def test_body_crc32():
+    body = b'{"counter":0,"timestamp":1}'
+    assert B.body_crc32(body) == zlib.crc32(body) & 0x7FFFFFFF
+    assert B.body_crc32(None) == 0
+    B.check_body_crc32(body, B.body_crc32(body))
+    B.check_body_crc32(body, 0)  # zero: not checked, as Java
+    with pytest.raises(CrcMismatchError):
+        B.check_body_crc32(body, B.body_crc32(body) ^ 1)
+    assert issubclass(CrcMismatchError, BodyDecodeError)
+
+
+@pytest.mark.parametrize("cls, data, match", [
+    (B.TopicRouteData, b"", "broken JSON"),
+    (B.TopicRouteData, None, "no body"),
+    (B.TopicRouteData, b"[]", "expected an object"),
+    (B.TopicRouteData, b'{"queueDatas":{}}', "expected an array"),
+    (B.TopicRouteData, b'{"queueDatas":[{"perm":"x"}]}', r"queueDatas\[0\]\.perm"),
+    (B.TopicRouteData, b'{"brokerDatas":[{"brokerAddrs":{"m":"a"}}]}', "brokerAddrs"),
+    (B.QueueData, b'{"perm":2147483648}', "range"),
+    (B.QueueData, b'{"perm":true}', "integer"),
+    (B.BrokerData, b'{"enableActingMaster":"maybe"}', "boolean"),
+    (B.BrokerData, b'{"brokerName":[1]}', "string"),
+    (B.TopicConfig, b'{"topicFilterType":"X"}', "topicFilterType"),
+    (B.ClusterInfo, b'{"clusterAddrTable":{"c":"b"}}', "expected an array"),
+    (B.KVTable, b'{"table":\xff}', "UTF-8"),
+    (B.DataVersion, b'{"counter":1,', "broken JSON"),
+])
+def test_bad_json_bodies(cls, data, match):
+    with pytest.raises(BodyDecodeError, match=match) as info:
+        cls.from_json(data)
+    assert isinstance(info.value, RemotingCodecError)
+
+
+def test_lenient_json_scalars_like_fastjson():
+    qd = B.QueueData.from_json(b'{"perm":"6","readQueueNums":4.0,"brokerName":7}')
+    assert (qd.perm, qd.read_queue_nums, qd.broker_name) == (6, 4, "7")
+    assert B.BrokerData.from_json(b'{"enableActingMaster":"TRUE"}').enable_acting_master is True
+    assert B.TopicConfig.from_json(b'{"topicFilterType":1}').topic_filter_type == "MULTI_TAG"
+
+
+# --- Hypothesis ------------------------------------------------------------------------------
+
+_name = st.text(st.characters(blacklist_categories=("Cs",)), max_size=10)
+_word = st.text(st.characters(blacklist_categories=("Cs", "Zs", "Cc")), min_size=1, max_size=10)
+_i32 = st.integers(-(1 << 31), (1 << 31) - 1)
+_i64 = st.integers(-(1 << 63), (1 << 63) - 1)
+
+_queue = st.builds(B.QueueData, broker_name=_name, perm=_i32, read_queue_nums=_i32,
+                   write_queue_nums=_i32, topic_sys_flag=_i32)
+_broker = st.builds(B.BrokerData, cluster=_name, broker_name=_name,
+                    broker_addrs=st.dictionaries(_i64, _name, max_size=3),
+                    enable_acting_master=st.booleans(), zone_name=st.one_of(st.none(), _name))
+_mapping = st.builds(B.TopicQueueMappingInfo, topic=_name, bname=_name, total_queues=_i32,
+                     epoch=_i64, dirty=st.booleans(),
+                     curr_id_map=st.dictionaries(st.integers(0, 1 << 31 - 1), _i32, max_size=3))
+_route = st.builds(
+    B.TopicRouteData, queue_datas=st.lists(_queue, max_size=3),
+    broker_datas=st.lists(_broker, max_size=3),
+    filter_server_table=st.dictionaries(_name, st.lists(_name, max_size=2), max_size=2),
+    order_topic_conf=st.one_of(st.none(), _name),
+    topic_queue_mapping_by_broker=st.one_of(
+        st.none(), st.dictionaries(_name, _mapping, max_size=2)))
+
+
+@settings(max_examples=60, deadline=None)
+@given(route=_route, standard=st.booleans())
+def test_random_routes_roundtrip(route, standard):
+    text = route.to_json(standard)
+    back = B.TopicRouteData.from_json(text)
+    assert back == route
+    assert back.to_json(standard) == text
+    if not standard:  # standard keys read back as strings, which sort differently ("10" < "9")
+        assert fastjson.dumps(fastjson.loads(text)) == text
+
+
+_topic = st.builds(B.TopicConfig, topic_name=_word, read_queue_nums=_i32, write_queue_nums=_i32,
+                   perm=_i32, topic_filter_type=st.sampled_from(B.TOPIC_FILTER_TYPES),
+                   attributes=st.dictionaries(_word, _word, max_size=2))
+
+
+@settings(max_examples=60, deadline=None)
+@given(topics=st.lists(_topic, max_size=5, unique_by=lambda t: t.topic_name),
+       counter=_i64, filters=st.lists(_name, max_size=2), mappings=st.lists(_mapping, max_size=2))
+def test_random_compressed_registrations_roundtrip(topics, counter, filters, mappings):
+    wrapper = B.TopicConfigAndMappingSerializeWrapper(
+        data_version=B.DataVersion(counter=counter, timestamp=1),
+        topic_config_table={t.topic_name: t for t in topics},
+        topic_queue_mapping_info_map={m.topic: m for m in mappings})
+    body = B.RegisterBrokerBody(topic_config_serialize_wrapper=wrapper, filter_server_list=filters)
+    data = body.encode(compress=True)
+    back = B.RegisterBrokerBody.decode(data, True)
+    assert back.topic_config_table == body.topic_config_table
+    assert back.filter_server_list == filters
+    assert back.topic_config_serialize_wrapper.topic_queue_mapping_info_map == \
+        wrapper.topic_queue_mapping_info_map
+    assert back.encode(compress=True) == data
+    json_form = body.encode()
+    assert B.RegisterBrokerBody.decode(json_form, False) == body
