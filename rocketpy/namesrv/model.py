@@ -1,0 +1,141 @@
+"""NameServer state layer: the records of the route tables (Java ``QueueData``, ``BrokerData``,
+``BrokerLiveInfo``, ``DataVersion``, ``TopicConfig``, ``RegisterBrokerResult``,
+``UnRegisterBrokerRequestHeader``, ``TopicRouteData``).
+
+Plain slotted dataclasses with Python names; the wire spellings live in the codec and in
+:mod:`rocketpy.namesrv.answers`, which turns these records into the JSON the Java NameServer
+writes. Keeping the tables in these small records (instead of the codec's body classes) lets
+the route table stay independent of how a body was encoded (JSON, zlib-compressed, old or new
+broker).
+"""
+from dataclasses import dataclass, field
+
+__all__ = ["PERM_PRIORITY", "PERM_READ", "PERM_WRITE", "PERM_INHERIT", "MASTER_ID",
+           "DEFAULT_BROKER_TIMEOUT_MS", "DataVersion", "TopicConfig", "TopicConfigWrapper",
+           "QueueData", "BrokerData", "BrokerLiveInfo", "RegisterBrokerResult",
+           "UnRegisterBrokerRequest", "TopicRouteData", "FLAG_UNIT", "FLAG_UNIT_SUB",
+           "SYNC_BROKER_MEMBER_GROUP_PREFIX", "ORDER_TOPIC_CONFIG"]
+
+# PermName
+PERM_PRIORITY = 0x8
+PERM_READ = 0x4
+PERM_WRITE = 0x2
+PERM_INHERIT = 0x1
+# TopicSysFlag
+FLAG_UNIT = 0x1
+FLAG_UNIT_SUB = 0x2
+#: MixAll.MASTER_ID
+MASTER_ID = 0
+#: RouteInfoManager.DEFAULT_BROKER_CHANNEL_EXPIRED_TIME
+DEFAULT_BROKER_TIMEOUT_MS = 120_000
+#: TopicValidator.SYNC_BROKER_MEMBER_GROUP_PREFIX
+SYNC_BROKER_MEMBER_GROUP_PREFIX = "rmq_sys_SYNC_BROKER_MEMBER_"
+#: NamesrvUtil.NAMESPACE_ORDER_TOPIC_CONFIG
+ORDER_TOPIC_CONFIG = "ORDER_TOPIC_CONFIG"
+
+
+@dataclass(frozen=True, slots=True)
+class DataVersion:
+    """A broker's topic-config version; Java's ``equals`` compares all three fields."""
+
+    counter: int = 0
+    timestamp: int = 0
+    state_version: int = 0
+
+    def to_json(self, with_state_version=True):
+        """The fields fastjson writes (4.9's DataVersion has no stateVersion)."""
+        if with_state_version:
+            return {"counter": self.counter, "stateVersion": self.state_version,
+                    "timestamp": self.timestamp}
+        return {"counter": self.counter, "timestamp": self.timestamp}
+
+
+@dataclass(slots=True)
+class TopicConfig:
+    """The part of a broker's ``TopicConfig`` the NameServer keeps."""
+
+    topic_name: str
+    read_queue_nums: int = 16
+    write_queue_nums: int = 16
+    perm: int = PERM_READ | PERM_WRITE
+    topic_sys_flag: int = 0
+
+
+@dataclass(slots=True)
+class TopicConfigWrapper:
+    """``TopicConfigSerializeWrapper`` (+ the static-topic ``topicQueueMappingInfoMap`` of
+    ``TopicConfigAndMappingSerializeWrapper``: topic -> info as parsed JSON, with ``bname``)."""
+
+    data_version: DataVersion = field(default_factory=DataVersion)
+    topic_config_table: "dict[str, TopicConfig]" = field(default_factory=dict)
+    topic_queue_mapping_info_map: "dict[str, dict]" = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class QueueData:
+    broker_name: str
+    read_queue_nums: int
+    write_queue_nums: int
+    perm: int
+    topic_sys_flag: int = 0
+
+
+@dataclass(slots=True)
+class BrokerData:
+    cluster: str
+    broker_name: str
+    broker_addrs: "dict[int, str]" = field(default_factory=dict)
+    enable_acting_master: bool = False
+    zone_name: "str | None" = None
+
+    def clone(self):
+        return BrokerData(self.cluster, self.broker_name, dict(self.broker_addrs),
+                          self.enable_acting_master, self.zone_name)
+
+
+@dataclass(slots=True)
+class BrokerLiveInfo:
+    """One live broker address. ``generation`` changes on every registration, so a queued
+    channel-caused unregistration can tell it is older than the broker's latest registration."""
+
+    last_update_ms: int
+    heartbeat_timeout_ms: int
+    data_version: DataVersion
+    channel_id: "int | None"
+    ha_server_addr: "str | None"
+    broker_name: str
+    generation: int
+
+
+@dataclass(frozen=True, slots=True)
+class RegisterBrokerResult:
+    ha_server_addr: "str | None" = None
+    master_addr: "str | None" = None
+
+
+@dataclass(frozen=True, slots=True)
+class UnRegisterBrokerRequest:
+    """``UnRegisterBrokerRequestHeader``, plus the channel that caused it (if one did).
+
+    A request caused by a channel event (close, idle, exception, expiry) carries that channel's
+    id and the live entry's generation; it is dropped when applied if the broker has since
+    registered again (apache/rocketmq#11043). A broker's own UNREGISTER_BROKER carries neither.
+    """
+
+    cluster_name: str
+    broker_addr: str
+    broker_name: str
+    broker_id: int
+    channel_id: "int | None" = None
+    live_generation: "int | None" = None
+
+
+@dataclass(slots=True)
+class TopicRouteData:
+    """What ``pickupTopicRouteData`` returns; lists already in the Java iteration order."""
+
+    queue_datas: "list[QueueData]"
+    broker_datas: "list[BrokerData]"
+    filter_server_table: "dict[str, list[str] | None]"
+    topic_queue_mapping_by_broker: "dict[str, dict] | None" = None
+    order_topic_conf: "str | None" = None

@@ -1,0 +1,88 @@
+"""NameServer processor layer: requests brokers send (Java ``DefaultRequestProcessor``
+registerBroker, unregisterBroker, queryBrokerTopicConfig, brokerHeartbeat,
+getBrokerMemberGroup).
+
+Codes 103, 104, 322, 904 and 901. Registration bodies become route records in
+:mod:`.registration`.
+"""
+from rocketpy.remoting import bodies
+from rocketpy.remoting.codes import ResponseCode
+from rocketpy.remoting.headers import (ZONE_NAME, BrokerHeartbeatRequestHeader,
+                                       GetBrokerMemberGroupRequestHeader,
+                                       QueryDataVersionRequestHeader, RegisterBrokerRequestHeader,
+                                       UnRegisterBrokerRequestHeader)
+
+from ..answers import encode_broker_member_group, encode_data_version
+from ..model import ORDER_TOPIC_CONFIG, UnRegisterBrokerRequest
+from .registration import data_version_from_bean, decode_registration
+from .replies import NOT_SET_REMARK, Reply, error, ok
+
+__all__ = ["register_broker", "unregister_broker", "query_data_version", "broker_heartbeat",
+           "get_broker_member_group"]
+
+
+def register_broker(proc, request, channel, now_ms):
+    header = RegisterBrokerRequestHeader.from_ext_fields(request.ext_fields)
+    if header.body_crc32 and bodies.body_crc32(request.body or b"") != header.body_crc32:
+        return error(ResponseCode.SYSTEM_ERROR, "crc32 not match", {})
+    decoded = decode_registration(proc, request, header)
+    if isinstance(decoded, Reply):
+        return decoded
+    wrapper, filter_servers = decoded
+    v5 = proc.profile.v5_registration
+    result = proc.route_info_manager.register_broker(
+        header.cluster_name, header.broker_addr, header.broker_name, header.broker_id,
+        header.ha_server_addr, wrapper, filter_servers, channel, now_ms,
+        zone_name=(request.ext_fields or {}).get(ZONE_NAME) if v5 else None,
+        timeout_millis=header.heartbeat_timeout_millis if v5 else None,
+        enable_acting_master=header.enable_acting_master if v5 else None)
+    if result is None:
+        return error(ResponseCode.SYSTEM_ERROR, "register broker failed", {})
+    ext = {}
+    if result.ha_server_addr is not None:
+        ext["haServerAddr"] = result.ha_server_addr
+    if result.master_addr is not None:
+        ext["masterAddr"] = result.master_addr
+    body = None
+    if not v5 or proc.namesrv_config.return_order_topic_config_to_broker:
+        body = proc.kv_config_manager.get_kv_list_by_namespace(ORDER_TOPIC_CONFIG)
+    return ok(body, ext)
+
+
+def unregister_broker(proc, request, channel, now_ms):
+    header = UnRegisterBrokerRequestHeader.from_ext_fields(request.ext_fields)
+    unregister = UnRegisterBrokerRequest(header.cluster_name, header.broker_addr,
+                                         header.broker_name, header.broker_id)
+    if not proc.profile.queued_unregistration:
+        proc.route_info_manager.unregister_brokers([unregister])
+    elif not proc.submit_unregistration(unregister):
+        return error(ResponseCode.SYSTEM_ERROR, None)
+    return ok()
+
+
+def query_data_version(proc, request, channel, now_ms):
+    header = QueryDataVersionRequestHeader.from_ext_fields(request.ext_fields)
+    rim = proc.route_info_manager
+    data_version = None
+    if request.body:
+        data_version = data_version_from_bean(bodies.DataVersion.from_json(request.body))
+    changed = rim.is_broker_topic_config_changed(header.cluster_name, header.broker_addr, data_version)
+    if proc.profile.query_data_version_always_refreshes or not changed:
+        rim.update_broker_info_update_timestamp(header.cluster_name, header.broker_addr, now_ms)
+    stored = rim.query_broker_topic_config(header.cluster_name, header.broker_addr)
+    body = None if stored is None else encode_data_version(stored, proc.profile.data_version_state)
+    return ok(body, {"changed": "true" if changed else "false"})
+
+
+def broker_heartbeat(proc, request, channel, now_ms):
+    header = BrokerHeartbeatRequestHeader.from_ext_fields(request.ext_fields)
+    proc.route_info_manager.update_broker_info_update_timestamp(
+        header.cluster_name, header.broker_addr, now_ms)
+    return ok()
+
+
+def get_broker_member_group(proc, request, channel, now_ms):
+    header = GetBrokerMemberGroupRequestHeader.from_ext_fields(request.ext_fields)
+    addrs = proc.route_info_manager.get_broker_member_group(header.broker_name)
+    body = encode_broker_member_group(header.cluster_name, header.broker_name, addrs)
+    return Reply(ResponseCode.SUCCESS, NOT_SET_REMARK, None, body)

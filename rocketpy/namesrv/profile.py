@@ -1,0 +1,102 @@
+"""NameServer state layer: which Java NameServer version rocketpy answers like.
+
+rocketpy behaves like the newest Java NameServer (5.3.3) by default. Where the recorded 4.9.8 and
+5.0.0 NameServers answer differently (the genuine captures prove each difference), the difference
+is a field of :class:`BehaviourProfile`, so a replay of a 4.9.8 capture runs with
+:data:`PROFILE_49` and one of a 5.0.0 capture with :data:`PROFILE_50`. Nothing else in the
+package compares version numbers.
+"""
+from dataclasses import dataclass
+
+__all__ = ["BehaviourProfile", "PROFILE_49", "PROFILE_50", "PROFILE_53", "DEFAULT_PROFILE",
+           "profile_for"]
+
+
+@dataclass(frozen=True)
+class BehaviourProfile:
+    name: str
+    #: ``version`` of every answer: the server's own ``MQVersion`` ordinal (4.9.8=409, 5.0.0=413,
+    #: 5.3.3=479).
+    server_version: int
+    #: 4.9 answers in the request's header serialisation; 5.x always in its own (JSON).
+    reply_in_request_serialize_type: bool
+    #: 4.9's processor returns null for an unknown code, so no answer at all; 5.x answers
+    #: REQUEST_CODE_NOT_SUPPORTED.
+    answer_unknown_code: bool
+    #: UPDATE_NAMESRV_CONFIG refuses keys of the black list (4.9.8 and 5.1+; 5.0.0 has none).
+    config_blacklist: bool
+    #: GET_CLIENT_CONFIG (47) exists in 5.0.x only.
+    serve_get_client_config: bool
+    #: 5.x only: REGISTER_TOPIC_IN_NAMESRV, GET_BROKER_MEMBER_GROUP, BROKER_HEARTBEAT.
+    serve_5x_codes: bool
+    #: 4.9 unregisters synchronously; 5.x queues (BatchUnregistrationService).
+    queued_unregistration: bool
+    #: 5.x registration: per-topic change detection, prime slave, rejection paths, zone,
+    #: acting master, per-broker heartbeat timeout, live table keyed by (cluster, address).
+    v5_registration: bool
+    #: 5.0.0 wipes a prime slave's write perm even without acting master; 5.1+ only with it.
+    prime_slave_wipe_needs_acting_master: bool
+    #: 5.0.0 removes an unregistered broker's address by id; 5.1+ by address.
+    unregister_by_address: bool
+    #: QUERY_DATA_VERSION refreshes liveness: 4.9 only when unchanged, 5.x always.
+    query_data_version_always_refreshes: bool
+    #: 5.x: GET_ALL_TOPIC_LIST honours enableAllTopicList, the other lists enableTopicList.
+    topic_list_switches: bool
+    #: 5.3: GET_ROUTEINFO_BY_TOPIC answers "name server not ready" while needWaitForService.
+    wait_for_service: bool
+    #: Java collection behind TopicList.topicList: "hashset" (4.9), "insertion"
+    #: (CopyOnWriteArraySet, 5.0), "chm" (ConcurrentHashMap key set, 5.1+).
+    topic_list_set: str
+    #: the route tables are HashMap in 4.9 and ConcurrentHashMap in 5.x (their iteration order
+    #: differs because the initial capacities differ).
+    concurrent_tables: bool
+    #: DataVersion carries stateVersion in 5.x.
+    data_version_state: bool
+    #: GET_NAMESRV_CONFIG sorts keys in 5.x; 4.9 writes Properties order.
+    sorted_config_text: bool
+    #: liveness without a per-broker timeout (4.9: fixed 120 s).
+    fixed_broker_timeout_ms: "int | None"
+    #: REGISTER_TOPIC_IN_NAMESRV for a topic that exists: 5.0 ignores it, 5.1+ merges.
+    register_topic_merges: bool = True
+
+
+PROFILE_49 = BehaviourProfile(
+    name="4.9", server_version=409, reply_in_request_serialize_type=True,
+    answer_unknown_code=False, config_blacklist=True, serve_get_client_config=False,
+    serve_5x_codes=False, queued_unregistration=False, v5_registration=False,
+    prime_slave_wipe_needs_acting_master=True, unregister_by_address=False,
+    query_data_version_always_refreshes=False, topic_list_switches=False,
+    wait_for_service=False, topic_list_set="hashset", concurrent_tables=False,
+    data_version_state=False, sorted_config_text=False, fixed_broker_timeout_ms=120_000)
+
+PROFILE_50 = BehaviourProfile(
+    name="5.0", server_version=413, reply_in_request_serialize_type=False,
+    answer_unknown_code=True, config_blacklist=False, serve_get_client_config=True,
+    serve_5x_codes=True, queued_unregistration=True, v5_registration=True,
+    prime_slave_wipe_needs_acting_master=False, unregister_by_address=False,
+    query_data_version_always_refreshes=True, topic_list_switches=True,
+    wait_for_service=False, topic_list_set="insertion", concurrent_tables=True,
+    data_version_state=True, sorted_config_text=True, fixed_broker_timeout_ms=None,
+    register_topic_merges=False)
+
+PROFILE_53 = BehaviourProfile(
+    name="5.3", server_version=479, reply_in_request_serialize_type=False,
+    answer_unknown_code=True, config_blacklist=True, serve_get_client_config=False,
+    serve_5x_codes=True, queued_unregistration=True, v5_registration=True,
+    prime_slave_wipe_needs_acting_master=True, unregister_by_address=True,
+    query_data_version_always_refreshes=True, topic_list_switches=True,
+    wait_for_service=True, topic_list_set="chm", concurrent_tables=True,
+    data_version_state=True, sorted_config_text=True, fixed_broker_timeout_ms=None)
+
+DEFAULT_PROFILE = PROFILE_53
+
+_BY_NAME = {"4.9": PROFILE_49, "4.9.8": PROFILE_49, "5.0": PROFILE_50, "5.0.0": PROFILE_50,
+            "5.3": PROFILE_53, "5.3.3": PROFILE_53}
+
+
+def profile_for(name):
+    """The profile for ``"4.9"``, ``"5.0"`` or ``"5.3"`` (full versions accepted too)."""
+    try:
+        return _BY_NAME[str(name)]
+    except KeyError:
+        raise ValueError(f"unknown NameServer profile {name!r}; known: 4.9, 5.0, 5.3") from None

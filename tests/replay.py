@@ -1,0 +1,334 @@
+"""Test helper: replay the genuine captures' request streams and compare the answers.
+
+Reads the classic-pcap captures of ``../shared/fixtures/pcap`` (loopback, Ethernet, IPv4):
+one :class:`Conversation` per TCP connection to the NameServer port (the destination of each
+connection's SYN), each direction's payload concatenated in sequence order and cut into frames.
+Connections that carry no frame (the 5.0 NameServer's own SYN/RST probes) are dropped.
+
+:func:`replay_events` orders the work as the fixture README prescribes: a request with a
+recorded answer at the time of that answer (the Java NameServer serves a connection's pipelined
+requests concurrently, so the state it saw is the state when it answered), a request without
+one (oneway, or 4.9's unknown code) at its arrival, a connection close at its FIN/RST.
+
+:func:`replay_capture` drives a processor with those events and returns every difference from
+the recorded answers (:func:`compare`): same code, remark, header fields and body once parsed
+(fastjson's unquoted keys normalised, the NameServer's own paths left aside). Helper E reuses the
+event list for its end-to-end socket replay.
+"""
+import struct
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from rocketpy.remoting import decode_frame, fastjson
+
+PCAP_DIR = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "pcap"
+
+__all__ = ["PCAP_DIR", "Conversation", "ReplayEvent", "conversations", "replay_events",
+           "compare", "replay_capture", "ReplayResult", "capture_profile", "sc_captures"]
+
+
+# ------------------------------------------------------------------ pcap -> TCP conversations
+
+def _packets(path):
+    data = Path(path).read_bytes()
+    magic = data[:4]
+    if magic == b"\xd4\xc3\xb2\xa1":
+        order, scale = "<", 1e-6
+    elif magic == b"\xa1\xb2\xc3\xd4":
+        order, scale = ">", 1e-6
+    elif magic == b"\x4d\x3c\xb2\xa1":
+        order, scale = "<", 1e-9
+    elif magic == b"\xa1\xb2\x3c\x4d":
+        order, scale = ">", 1e-9
+    else:
+        raise ValueError(f"{path}: not a classic pcap file")
+    linktype = struct.unpack(order + "I", data[20:24])[0]
+    if linktype != 1:
+        raise ValueError(f"{path}: link type {linktype}, expected Ethernet (1)")
+    pos = 24
+    record = struct.Struct(order + "IIII")
+    while pos + 16 <= len(data):
+        sec, frac, incl, _ = record.unpack_from(data, pos)
+        pos += 16
+        yield sec + frac * scale, data[pos:pos + incl]
+        pos += incl
+
+
+def _tcp(path):
+    for ts, frame in _packets(path):
+        if frame[12:14] != b"\x08\x00":
+            continue
+        ip = frame[14:]
+        if ip[9] != 6:
+            continue
+        ihl = (ip[0] & 15) * 4
+        total = struct.unpack(">H", ip[2:4])[0]
+        src, dst = ".".join(map(str, ip[12:16])), ".".join(map(str, ip[16:20]))
+        tcp = ip[ihl:total]
+        sport, dport, seq = struct.unpack(">HHI", tcp[:8])
+        flags = tcp[13]
+        yield ts, (src, sport), (dst, dport), seq, flags, tcp[(tcp[12] >> 4) * 4:]
+
+
+@dataclass
+class Conversation:
+    """One TCP connection to the NameServer: frames per direction with their times."""
+
+    index: int
+    client: tuple
+    server: tuple
+    opened: float
+    closed: "float | None" = None
+    closed_by: "str | None" = None          # "client" or "server"
+    requests: list = field(default_factory=list)    # [(ts, frame bytes)]
+    responses: list = field(default_factory=list)   # [(ts, frame bytes)]
+
+
+def _frames(segments, isn):
+    """Reassemble one direction (retransmissions dropped) and cut it into frames."""
+    buf = bytearray()
+    marks = []
+    nxt = isn
+    for ts, seq, payload in sorted(segments, key=lambda s: (s[1] - (isn or 0)) & 0xFFFFFFFF):
+        if nxt is None:
+            nxt = seq
+        skip = (nxt - seq) & 0xFFFFFFFF
+        if skip and skip < 1 << 31:
+            payload = payload[skip:]
+        if not payload:
+            continue
+        buf += payload
+        nxt = (nxt + len(payload)) & 0xFFFFFFFF
+        marks.append((len(buf), ts))
+    frames = []
+    pos = 0
+    while pos + 4 <= len(buf):
+        end = pos + 4 + struct.unpack(">I", buf[pos:pos + 4])[0]
+        if end > len(buf):
+            break
+        ts = next(t for length, t in marks if length >= end)
+        frames.append((ts, bytes(buf[pos:end])))
+        pos = end
+    return frames
+
+
+def conversations(path):
+    """Every NameServer connection of the capture, in the order they opened."""
+    packets = list(_tcp(path))
+    server_ports = {dst[1] for _, _, dst, _, flags, _ in packets if flags & 0x12 == 0x02}
+    conns, order = {}, []
+    for ts, src, dst, seq, flags, payload in packets:
+        if dst[1] in server_ports:
+            key, side = (src, dst), "c2s"
+        elif src[1] in server_ports:
+            key, side = (dst, src), "s2c"
+        else:
+            continue
+        if flags & 0x12 == 0x02 and side == "c2s":
+            conn = {"key": key, "opened": ts, "seg": {"c2s": [], "s2c": []}, "isn": {},
+                    "closed": None}
+            conns.setdefault(key, []).append(conn)
+            order.append(conn)
+        if key not in conns:
+            continue
+        conn = conns[key][-1]
+        if flags & 0x02:
+            conn["isn"][side] = (seq + 1) & 0xFFFFFFFF
+        if payload:
+            conn["seg"][side].append((ts, seq, payload))
+        if flags & 0x05 and conn["closed"] is None:
+            conn["closed"] = (ts, "client" if side == "c2s" else "server")
+    out = []
+    for conn in order:
+        requests = _frames(conn["seg"]["c2s"], conn["isn"].get("c2s"))
+        if not requests:
+            continue
+        convo = Conversation(len(out), conn["key"][0], conn["key"][1], conn["opened"])
+        convo.requests = requests
+        convo.responses = _frames(conn["seg"]["s2c"], conn["isn"].get("s2c"))
+        if conn["closed"] is not None:
+            convo.closed, convo.closed_by = conn["closed"]
+        out.append(convo)
+    return out
+
+
+# ------------------------------------------------------------------ events
+
+@dataclass
+class ReplayEvent:
+    """``kind`` "request" (with ``request``/``expected`` commands) or "close"."""
+
+    ts: float
+    kind: str
+    conversation: Conversation
+    request: object = None
+    request_frame: bytes = b""
+    expected: object = None
+    expected_frame: bytes = b""
+
+
+def replay_events(path):
+    """The capture's requests and closes in replay order (see the module docstring)."""
+    events = []
+    for convo in conversations(path):
+        answers = {}
+        for ts, frame in convo.responses:
+            cmd = decode_frame(frame)
+            answers.setdefault(cmd.opaque, []).append((ts, frame, cmd))
+        last = convo.opened
+        for ts, frame in convo.requests:
+            cmd = decode_frame(frame)
+            if cmd.is_response:
+                continue
+            match = answers.get(cmd.opaque)
+            if match and not cmd.is_oneway:
+                answer_ts, answer_frame, answer = match.pop(0)
+                events.append(ReplayEvent(answer_ts, "request", convo, cmd, frame, answer, answer_frame))
+            else:  # applied on arrival, before anything answered after it
+                events.append(ReplayEvent(ts - 1e-7, "request", convo, cmd, frame))
+            last = max(last, ts)
+        if convo.closed is not None:
+            events.append(ReplayEvent(max(convo.closed, last), "close", convo))
+    events.sort(key=lambda e: (e.ts, e.kind == "close"))
+    return events
+
+
+# ------------------------------------------------------------------ comparison
+
+#: Keys of GET_NAMESRV_CONFIG that are the NameServer's own file-system paths.
+PATH_KEYS = {"kvConfigPath", "configStorePath", "rocketmqHome"}
+_PROPERTIES_CODES = {318, 319, 47}
+
+
+def _normalise_json(value):
+    if isinstance(value, dict):
+        return {str(k): _normalise_json(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_normalise_json(v) for v in value]
+    return value
+
+
+def parsed_body(request_code, body):
+    """A body in comparable form: JSON parsed (numeric keys as strings), properties as a dict
+    without the path keys, anything else as bytes."""
+    if body is None:
+        return None
+    if request_code in _PROPERTIES_CODES:
+        from rocketpy.namesrv.javaprops import parse_properties
+        props = parse_properties(body.decode("utf-8"))
+        return {k: v for k, v in props.items() if k not in PATH_KEYS}
+    try:
+        return _normalise_json(fastjson.loads(body))
+    except ValueError:
+        return body
+
+
+def compare(request, expected, actual):
+    """Differences between the recorded answer and ours (empty list: they match)."""
+    if expected is None:
+        return [] if actual is None else [f"Java sent no answer, rocketpy sent code {actual.code}"]
+    if actual is None:
+        return [f"Java answered code {expected.code}, rocketpy sent nothing"]
+    diffs = []
+    for name in ("code", "remark", "flag", "opaque", "version", "serialize_type", "language"):
+        want, got = getattr(expected, name), getattr(actual, name)
+        if name == "language" and isinstance(want, str):
+            from rocketpy.remoting.codes import language_from_name
+            want = language_from_name(want)
+        if want != got:
+            diffs.append(f"{name}: Java {want!r}, rocketpy {got!r}")
+    want_ext, got_ext = expected.ext_fields, actual.ext_fields
+    if expected.serialize_type == 1:   # ROCKETMQ binary cannot tell {} from absent
+        want_ext, got_ext = want_ext or None, got_ext or None
+    if want_ext != got_ext:
+        diffs.append(f"extFields: Java {want_ext!r}, rocketpy {got_ext!r}")
+    want_body = parsed_body(request.code, expected.body)
+    got_body = parsed_body(request.code, actual.body)
+    if want_body != got_body:
+        diffs.append(f"body: Java {expected.body!r:.300}, rocketpy {actual.body!r:.300}")
+    return diffs
+
+
+# ------------------------------------------------------------------ driving a processor
+
+def capture_profile(path):
+    """The profile name of a capture: "4.9" for rmq49-*, "5.0" for rmq50-*."""
+    name = Path(path).name
+    return "4.9" if name.startswith("rmq49") else "5.0"
+
+
+def sc_captures():
+    return sorted(PCAP_DIR.glob("*-sc-*.pcap"))
+
+
+@dataclass
+class ReplayResult:
+    answered: int = 0            # recorded answers compared
+    silent: int = 0              # requests with no recorded answer (oneway / unknown on 4.9)
+    exact_frames: int = 0        # answers whose bytes equal Java's exactly
+    mismatches: list = field(default_factory=list)   # (event, [differences])
+
+
+def build_processor(path, tmp_dir, profile_name=None, **config):
+    """A fresh NameServer like the one in the capture (its port, bindAddress 127.0.0.1)."""
+    from rocketpy.namesrv import (Configuration, DefaultRequestProcessor, KVConfigManager,
+                                  RouteInfoManager, profile_for)
+    profile = profile_for(profile_name or capture_profile(path))
+    convos = conversations(path)
+    port = convos[0].server[1] if convos else 9876
+    tmp_dir = Path(tmp_dir)
+    props = {"listenPort": str(port), "bindAddress": "127.0.0.1",
+             "kvConfigPath": str(tmp_dir / "namesrv" / "kvConfig.json")}
+    props.update({k: str(v) for k, v in config.items()})
+    configuration = Configuration.from_properties(props, profile, str(tmp_dir / "namesrv.conf"))
+    rim = RouteInfoManager(configuration.namesrv_config, profile)
+    kv = KVConfigManager(configuration.namesrv_config.kv_config_path)
+    queue = []
+
+    def submit(request):
+        queue.append(request)
+        return True
+
+    processor = DefaultRequestProcessor(rim, kv, submit_unregistration=submit, profile=profile,
+                                        configuration=configuration)
+    processor.unregistration_queue = queue
+    return processor
+
+
+def _drain(processor):
+    queue = processor.unregistration_queue
+    if queue:
+        batch = list(queue)
+        queue.clear()
+        processor.route_info_manager.unregister_brokers(batch)
+
+
+def replay_capture(path, tmp_dir, profile_name=None, processor=None):
+    """Replay every request of ``path`` against a fresh processor; compare every answer."""
+    from rocketpy.namesrv import Channel
+    processor = processor or build_processor(path, tmp_dir, profile_name)
+    rim = processor.route_info_manager
+    result = ReplayResult()
+    for event in replay_events(path):
+        now_ms = int(event.ts * 1000)
+        for request, _channel_id in rim.scan_not_active_broker(now_ms):
+            processor.unregistration_queue.append(request)
+        _drain(processor)
+        convo = event.conversation
+        channel = Channel(convo.index, f"{convo.client[0]}:{convo.client[1]}")
+        if event.kind == "close":
+            processor.unregistration_queue.extend(rim.on_channel_destroy(channel))
+            _drain(processor)
+            continue
+        actual = processor.process(event.request, channel, now_ms)
+        _drain(processor)
+        if event.expected is None:
+            result.silent += 1
+        else:
+            result.answered += 1
+            if actual is not None and actual.encode() == event.expected_frame:
+                result.exact_frames += 1
+        diffs = compare(event.request, event.expected, actual)
+        if diffs:
+            result.mismatches.append((event, diffs))
+    return result

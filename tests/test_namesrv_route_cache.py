@@ -1,0 +1,137 @@
+"""The route response cache never serves a stale route.
+
+A Hypothesis state machine registers, re-registers (with zone, acting master, filter servers,
+static-topic mappings), unregisters, closes channels, expires brokers, wipes and adds write
+permission, deletes topics (everywhere or per cluster), registers topics and flips
+supportActingMaster; after every step every topic's cached answer, in both JSON styles and with
+and without an orderTopicConf, must equal the answer computed afresh. The invariant reads
+through the cache first, so stale entries exist whenever a step changes something.
+"""
+from hypothesis import settings, strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
+
+from rocketpy.namesrv import Channel, NamesrvConfig, RouteCache, RouteInfoManager
+from rocketpy.namesrv.model import (DataVersion, QueueData, TopicConfig, TopicConfigWrapper,
+                                    UnRegisterBrokerRequest)
+from rocketpy.namesrv.profile import PROFILE_49, PROFILE_53
+
+NAMES = ("a", "b", "c")
+CLUSTER = {"a": "C1", "b": "C1", "c": "C2"}
+TOPICS = ("T1", "T2", "T3")
+
+
+def addr_of(name, bid):
+    return f"10.0.0.{NAMES.index(name) + 1}:{10911 + 10 * bid}"
+
+
+class CacheMachine(RuleBasedStateMachine):
+    profile = PROFILE_53
+
+    @initialize()
+    def setup(self):
+        self.rim = RouteInfoManager(NamesrvConfig(), self.profile)
+        self.cache = RouteCache(self.rim)
+        self.now = 0
+        self.counter = 0
+
+    @rule(name=st.sampled_from(NAMES), bid=st.sampled_from((0, 1)),
+          topics=st.sets(st.sampled_from(TOPICS), min_size=2), perm=st.sampled_from((6, 4, 7)),
+          same_version=st.booleans(), acting=st.sampled_from((None, False, True)),
+          zone=st.sampled_from((None, "z1", "z2")), filters=st.sampled_from((None, [], ["fs"])),
+          mapped=st.booleans(), channel=st.integers(1, 3), dt=st.integers(0, 90_000))
+    def register(self, name, bid, topics, perm, same_version, acting, zone, filters, mapped,
+                 channel, dt):
+        self.now += dt
+        if not same_version:
+            self.counter += 1
+        mapping = {}
+        if mapped:
+            mapping = {t: {"bname": name, "currIdMap": {0: 0}, "epoch": self.counter,
+                           "topic": t, "totalQueues": 1} for t in topics}
+        wrapper = TopicConfigWrapper(DataVersion(self.counter, 7, 0),
+                                     {t: TopicConfig(t, 4, 4, perm) for t in sorted(topics)}, mapping)
+        self.rim.register_broker(CLUSTER[name], addr_of(name, bid), name, bid, "ha", wrapper,
+                                 filters, Channel(channel, ""), self.now, zone_name=zone,
+                                 enable_acting_master=acting)
+
+    @rule(name=st.sampled_from(NAMES), bid=st.sampled_from((0, 1)))
+    def unregister(self, name, bid):
+        self.rim.unregister_brokers(
+            [UnRegisterBrokerRequest(CLUSTER[name], addr_of(name, bid), name, bid)])
+
+    @rule(channel=st.integers(1, 3))
+    def close_channel(self, channel):
+        self.rim.unregister_brokers(self.rim.on_channel_destroy(channel))
+
+    @rule(dt=st.integers(0, 200_000))
+    def expire(self, dt):
+        self.now += dt
+        self.rim.unregister_brokers([r for r, _ in self.rim.scan_not_active_broker(self.now)])
+
+    @rule(name=st.sampled_from(NAMES), wipe=st.booleans())
+    def write_perm(self, name, wipe):
+        if wipe:
+            self.rim.wipe_write_perm_of_broker(name)
+        else:
+            self.rim.add_write_perm_of_broker(name)
+
+    @rule(topic=st.sampled_from(TOPICS), cluster=st.sampled_from((None, "C1", "C2")))
+    def delete_topic(self, topic, cluster):
+        self.rim.delete_topic(topic, cluster)
+
+    @rule(topic=st.sampled_from(TOPICS), name=st.sampled_from(NAMES), perm=st.sampled_from((6, 2)))
+    def register_topic(self, topic, name, perm):
+        self.rim.register_topic(topic, [QueueData(name, 2, 2, perm)])
+
+    @rule(on=st.booleans())
+    def acting_master_support(self, on):
+        self.rim.config.support_acting_master = on
+        self.rim.invalidate_routes()     # what UPDATE_NAMESRV_CONFIG does
+
+    @invariant()
+    def cache_is_never_stale(self):
+        if not hasattr(self, "rim"):
+            return
+        for topic in TOPICS + ("NONE",):
+            for standard in (False, True):
+                for conf in (None, "a:4"):
+                    assert self.cache.lookup(topic, standard, conf) == \
+                        self.cache.build(topic, standard, conf)
+
+
+TestRouteCache = CacheMachine.TestCase
+TestRouteCache.settings = settings(max_examples=80, stateful_step_count=30, deadline=None)
+
+
+class CacheMachine49(CacheMachine):
+    profile = PROFILE_49
+
+
+TestRouteCache49 = CacheMachine49.TestCase
+TestRouteCache49.settings = settings(max_examples=25, stateful_step_count=30, deadline=None)
+
+
+def test_cache_hits_when_nothing_changed():
+    rim = RouteInfoManager(NamesrvConfig(), PROFILE_53)
+    cache = RouteCache(rim)
+    w = TopicConfigWrapper(DataVersion(1, 1, 0), {t: TopicConfig(t) for t in ("T1", "T2")})
+    rim.register_broker("C", "a:1", "a", 0, "ha", w, [], 1, 0)
+    first = cache.lookup("T1", True)
+    rim.register_broker("C", "a:1", "a", 0, "ha", w, [], 1, 30_000)   # periodic re-registration
+    assert cache.lookup("T1", True) is first
+    assert (cache.hits, cache.misses) == (1, 1)
+    rim.wipe_write_perm_of_broker("a")
+    assert cache.lookup("T1", True) != first
+
+
+def test_deleted_and_recreated_topic_is_not_served_from_an_old_entry():
+    rim = RouteInfoManager(NamesrvConfig(), PROFILE_53)
+    cache = RouteCache(rim)
+    w = TopicConfigWrapper(DataVersion(1, 1, 0), {t: TopicConfig(t, 8, 8) for t in ("T1", "T2")})
+    rim.register_broker("C", "a:1", "a", 0, "ha", w, [], 1, 0)
+    old = cache.lookup("T1", False)
+    rim.delete_topic("T1")
+    assert cache.lookup("T1", False) is None
+    rim.register_topic("T1", [QueueData("a", 2, 2, 6)])
+    assert cache.lookup("T1", False) != old
+    assert cache.lookup("T1", False) == cache.build("T1", False)
