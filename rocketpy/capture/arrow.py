@@ -1,0 +1,55 @@
+"""Rows to Apache Arrow: the output schema as an Arrow schema, record batches, Parquet files.
+
+Layer: ``rocketpy.capture`` output helper; needs ``pyarrow`` (the ``spark`` extra), imported by
+the CLI's ``--format parquet`` and by the Spark job's executors (``mapInArrow``).  The Arrow
+types follow :data:`rocketpy.capture.rows.SCHEMA` one to one, so the in-process Parquet file
+and the Spark job's Parquet output have the same schema.
+"""
+from __future__ import annotations
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from .rows import SCHEMA
+
+__all__ = ["ARROW_SCHEMA", "rows_to_batch", "write_parquet", "arrow_type"]
+
+
+def arrow_type(ddl: str) -> pa.DataType:
+    return {
+        "string": pa.string(), "double": pa.float64(), "bigint": pa.int64(),
+        "int": pa.int32(), "boolean": pa.bool_(),
+        "map<string,string>": pa.map_(pa.string(), pa.string()),
+    }[ddl]
+
+
+ARROW_SCHEMA = pa.schema([pa.field(name, arrow_type(t)) for name, t in SCHEMA])
+_MAP_COLUMNS = [name for name, t in SCHEMA if t.startswith("map<")]
+
+
+def rows_to_batch(rows: list[dict]) -> pa.RecordBatch:
+    cols = []
+    for name, _t in SCHEMA:
+        values = [r[name] for r in rows]
+        if name in _MAP_COLUMNS:
+            values = [None if v is None else list(v.items()) for v in values]
+        cols.append(values)
+    return pa.RecordBatch.from_arrays(
+        [pa.array(v, type=f.type) for v, f in zip(cols, ARROW_SCHEMA)], schema=ARROW_SCHEMA)
+
+
+def write_parquet(rows, path: str, batch_rows: int = 65536) -> int:
+    """Stream rows into one Parquet file; returns the number of rows written."""
+    n = 0
+    with pq.ParquetWriter(path, ARROW_SCHEMA) as w:
+        chunk = []
+        for r in rows:
+            chunk.append(r)
+            if len(chunk) >= batch_rows:
+                w.write_batch(rows_to_batch(chunk))
+                n += len(chunk)
+                chunk = []
+        if chunk or not n:
+            w.write_batch(rows_to_batch(chunk))
+            n += len(chunk)
+    return n

@@ -1,0 +1,70 @@
+"""Optional PNG plots of a decoded capture (matplotlib, from the ``spark`` extra).
+
+Layer: ``rocketpy.capture`` presentation helper; imports matplotlib only when called, with the
+non-interactive Agg backend, so neither executors nor the plain CLI need it.  Both functions
+take already aggregated data, so the Spark job feeds them from a small ``collect()``.
+"""
+from __future__ import annotations
+
+from rocketpy.remoting import codes
+
+__all__ = ["plot_latency", "plot_rate"]
+
+
+def _plt():
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    return plt
+
+
+def _label(code):
+    name = codes.request_code_name(code) if code is not None else None
+    return f"{code} {name}" if name else str(code)
+
+
+def plot_latency(latency_by_code: dict, path: str, max_codes: int = 12) -> str:
+    """Box plot of response latency (ms, log scale) per request code -> ``path`` (PNG)."""
+    plt = _plt()
+    items = sorted(((c, v) for c, v in latency_by_code.items() if v),
+                   key=lambda kv: -len(kv[1]))[:max_codes]
+    fig, ax = plt.subplots(figsize=(10, 0.5 * max(len(items), 2) + 1.5))
+    if items:
+        data = [[max(x, 1e-3) for x in v] for _, v in items]
+        try:
+            ax.boxplot(data, orientation="horizontal")     # matplotlib >= 3.10
+        except TypeError:
+            ax.boxplot(data, vert=False)
+        ax.set_yticks(range(1, len(items) + 1),
+                      [f"{_label(c)} (n={len(v)})" for c, v in items])
+        ax.set_xscale("log")
+    ax.set_xlabel("latency, ms (request to response)")
+    ax.set_title("RocketMQ response latency per request code")
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return path
+
+
+def plot_rate(rate: dict, path: str, bucket_s: float = 1.0, max_codes: int = 8) -> str:
+    """Requests per second over time, one line per request code -> ``path`` (PNG).
+
+    ``rate``: request code -> {bucket start (epoch s): count}.
+    """
+    plt = _plt()
+    fig, ax = plt.subplots(figsize=(10, 4))
+    t0 = min((t for series in rate.values() for t in series), default=0)
+    top = sorted(rate.items(), key=lambda kv: -sum(kv[1].values()))[:max_codes]
+    for code, series in top:
+        xs = sorted(series)
+        ax.plot([x - t0 for x in xs], [series[x] / bucket_s for x in xs], label=_label(code),
+                marker=".", linewidth=1)
+    ax.set_xlabel(f"seconds since {t0:.0f} (epoch)")
+    ax.set_ylabel("requests / s")
+    ax.set_title("RocketMQ request rate")
+    if top:
+        ax.legend(fontsize="small")
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return path
