@@ -1,0 +1,71 @@
+"""Service layer: the KV config's life around the server (Java ``NamesrvController.loadConfig``,
+``KVConfigManager.printAllPeriodically`` scheduled every 10 minutes, and the last persist at
+shutdown).
+
+Java loads ``kvConfig.json`` when the controller initialises, persists it on every change and
+logs the whole table every ten minutes (first after one minute). This service loads the table
+when it starts, logs it on the same schedule with Java's lines, and persists it once more when it
+stops, so a SIGTERM leaves the file complete even if a write had failed before.
+"""
+import os
+
+from .periodic import PeriodicService
+
+__all__ = ["KVConfigService", "kv_config_log_lines"]
+
+
+def kv_config_log_lines(config_table):
+    """The lines Java's ``printAllPeriodically`` logs for ``{namespace: {key: value}}``."""
+    lines = ["--------------------------------------------------------",
+             f"configTable SIZE: {len(config_table)}"]
+    for namespace, table in config_table.items():
+        for key, value in table.items():
+            lines.append(f"configTable NS: {namespace} Key: {key} Value: {value}")
+    return lines
+
+
+class KVConfigService(PeriodicService):
+    """Load on start, log every ``interval`` seconds (600), persist on stop.
+
+    :param kv_config_manager: has ``load()``, ``persist()`` and ``config_table``.
+    :param load: load the file when the service starts (False when the caller already did).
+    """
+
+    name = "kv-config"
+
+    def __init__(self, kv_config_manager, clock, interval=600.0, first_delay=60.0, load=True):
+        super().__init__(interval, clock)
+        self.kv = kv_config_manager
+        self.first_delay = first_delay
+        self._load = load
+        self._first = None
+
+    def startService(self):
+        if self._load:
+            self.kv.load()
+        # Java: scheduleAtFixedRate(printAllPeriodically, 1, 10, MINUTES)
+        self.running = 1
+        self._first = self.clock.callLater(self.first_delay, self._begin)
+
+    def _begin(self):
+        self._first = None
+        self._tick()
+        super().startService()
+
+    def run_once(self):
+        for line in kv_config_log_lines(self.kv.config_table):
+            self.log.info("{line}", line=line)
+
+    def stopService(self):
+        if self._first is not None and self._first.active():
+            self._first.cancel()
+        self._first = None
+        if self._loop is not None:
+            super().stopService()
+        self.running = 0
+        if not self.kv.config_table and not os.path.exists(self.kv.path):
+            return  # nothing was ever stored: leave no empty file behind
+        if self.kv.persist() is False:
+            self.log.error("persist kvconfig failed: {path}", path=self.kv.path)
+        else:
+            self.log.info("kv config flushed to {path}", path=self.kv.path)

@@ -1,0 +1,80 @@
+"""Service layer: the listening remoting server (Java ``NettyRemotingServer.start``/``shutdown``
+and the boot line of ``NamesrvStartup.createAndStartNamesrvController``).
+
+Listens on any Twisted server endpoint (``tcp:9876``, ``tcp:0:interface=127.0.0.1``,
+``ssl:...``, ``unix:...``). Once listening it logs Java's line,
+``The Name Server boot success. serializeType=JSON, address 0.0.0.0:9876``, with the address
+actually bound (so ``tcp:0`` reports the port the kernel chose). Failing to listen raises from
+``startService``, so ``twistd`` exits instead of running a server nobody can reach. Stopping
+stops listening and closes every connection (their close events still reach the housekeeping
+service); the returned Deferred fires when they are all gone, or after ``close_timeout``.
+"""
+from twisted.application.service import Service
+from twisted.internet import defer
+from twisted.internet.endpoints import serverFromString
+from twisted.logger import Logger
+
+from ..transport.protocol import format_address
+
+__all__ = ["RemotingServerService", "BOOT_LINE_PREFIX"]
+
+#: Java's boot line starts so; tests and scripts wait for it.
+BOOT_LINE_PREFIX = "The Name Server boot success."
+
+
+class RemotingServerService(Service):
+    """Listen with ``factory`` on ``endpoint`` (an ``IStreamServerEndpoint`` or its string)."""
+
+    name = "remoting-server"
+    log = Logger()
+
+    def __init__(self, endpoint, factory, reactor, close_timeout=1.0, description=None):
+        if isinstance(endpoint, str):
+            description = description or endpoint
+            endpoint = serverFromString(reactor, endpoint)
+        self.endpoint = endpoint
+        self.description = description or repr(endpoint)
+        self.factory = factory
+        self.reactor = reactor
+        self.close_timeout = close_timeout
+        self.port = None
+        self.address = None
+
+    def startService(self):
+        super().startService()
+        d = self.endpoint.listen(self.factory)
+        failures = []
+        d.addCallbacks(self._listening, failures.append)
+        if failures:  # synchronous failure (address in use, bad interface): stop twistd
+            self.running = 0
+            failures[0].raiseException()
+        d.addErrback(lambda f: self.log.failure("cannot listen on {what}", f, what=self.description))
+
+    def _listening(self, port):
+        self.port = port
+        self.address = format_address(port.getHost())
+        self.log.info("{prefix} serializeType=JSON, address {address}",
+                      prefix=BOOT_LINE_PREFIX, address=self.address)
+        self.log.info("listening on {what} (TLS mode {mode})",
+                      what=self.description, mode=self.factory.tls_mode.value)
+        return port
+
+    def stopService(self):
+        super().stopService()
+        stopping = []
+        if self.port is not None:
+            stopping.append(defer.maybeDeferred(self.port.stopListening))
+            self.port = None
+        closed = self.factory.close_all()
+        timeout = self.reactor.callLater(self.close_timeout, self._abort_stragglers, closed)
+        closed.addBoth(lambda r: timeout.cancel() if timeout.active() else None)
+        stopping.append(closed)
+        return defer.DeferredList(stopping, consumeErrors=True)
+
+    def _abort_stragglers(self, closed):
+        self.log.warn("{n} connections did not close in {t} s; aborting them",
+                      n=len(self.factory.connections), t=self.close_timeout)
+        for proto in list(self.factory.connections.values()):
+            proto.transport.abortConnection()
+        if not closed.called:
+            closed.callback(None)

@@ -1,0 +1,205 @@
+"""Service layer: ``twistd rocketnamesrv`` options and service tree (Java ``NamesrvStartup`` and
+``NamesrvController.initialize``/``start``/``shutdown``).
+
+Options mirror ``mqnamesrv``: ``-c/--configFile`` reads a Java properties file and applies every
+``NamesrvConfig`` and ``NettyServerConfig`` key in it exactly as ``mqnamesrv -c`` does (listenPort
+starts at 9876, unknown keys are kept for GET_NAMESRV_CONFIG, ``configStorePath`` becomes the
+file); ``-p/--printConfigItem`` prints every config item and exits; ``-n/--namesrvAddr`` is
+accepted and ignored, as the NameServer itself ignores it. rocketpy adds ``--listen`` (any
+Twisted endpoint string; default ``tcp:<listenPort>:interface=<bindAddress>``),
+``--kvConfigPath``, ``--profile`` (which Java version to answer like) and ``-D key=value``
+(a Java ``-D`` system property or any config key, applied after the file), for the ``tls.*``
+settings and ``com.rocketmq.remoting.frameMaxLength``.
+
+Only :func:`makeService` knows every component; each gets the narrow callable it needs.
+"""
+import os
+import sys
+
+from twisted.application.service import MultiService, Service
+from twisted.logger import Logger
+from twisted.python import usage
+
+from ..namesrv.config import Configuration, load_properties
+from ..namesrv.kvconfig import KVConfigManager
+from ..namesrv.profile import profile_for
+from ..remoting.frame import DEFAULT_MAX_FRAME_LENGTH
+from ..transport.answercache import AnswerCache
+from ..transport.client import OnewayNotifier
+from ..transport.factory import RemotingServerFactory
+from ..transport.tls import TLS_KEYS, TlsMode, TlsSettings, TlsUnavailableError, build_context_factory
+from .housekeeping import BrokerHousekeepingService
+from .kvconfig import KVConfigService
+from .liveness import ScanNotActiveBrokerService
+from .server import RemotingServerService
+from .stamps import RouteAnswerStamps
+from .unregistration import BatchUnregistrationService
+
+__all__ = ["Options", "makeService", "FRAME_MAX_LENGTH_KEY"]
+
+log = Logger()
+
+#: Java's ``-Dcom.rocketmq.remoting.frameMaxLength`` (NettyDecoder's limit, length field included).
+FRAME_MAX_LENGTH_KEY = "com.rocketmq.remoting.frameMaxLength"
+#: 4.9 scans every 10 s (a fixed schedule); 5.x every scanNotActiveBrokerInterval ms.
+SCAN_INTERVAL_49_MS = 10_000
+
+
+class Options(usage.Options):
+    synopsis = "[-c configFile] [-p] [--listen ENDPOINT] [-D key=value ...]"
+    longdesc = ("Apache RocketMQ NameServer (rocketpy). Configured like mqnamesrv: -c reads a "
+                "properties file with any NamesrvConfig / NettyServerConfig key (listenPort, "
+                "bindAddress, serverChannelMaxIdleTimeSeconds, scanNotActiveBrokerInterval, "
+                "kvConfigPath, ...).")
+
+    optFlags = [
+        ["printConfigItem", "p", "Print all config items and exit."],
+        ["no-answer-cache", None, "Encode every route answer afresh (no reuse of encoded answers)."],
+    ]
+    optParameters = [
+        ["configFile", "c", None, "Name server config properties file."],
+        ["namesrvAddr", "n", None, "Accepted for mqnamesrv compatibility; not used."],
+        ["listen", "l", None, "Twisted server endpoint to listen on, e.g. tcp:9876, "
+                              "tcp:9876:interface=127.0.0.1, ssl:9876:privateKey=key.pem "
+                              "(default: tcp:<listenPort>:interface=<bindAddress>)."],
+        ["kvConfigPath", None, None, "KV config file (default: kvConfigPath, ~/namesrv/kvConfig.json)."],
+        ["profile", None, "5.3", "Java NameServer version to answer like: 4.9, 5.0 or 5.3."],
+    ]
+
+    def __init__(self):
+        super().__init__()
+        self["define"] = {}
+
+    def opt_define(self, value):
+        """Set a property after the config file: -D key=value (repeatable; tls.*, frame limit,
+        any NamesrvConfig / NettyServerConfig key)."""
+        key, sep, val = value.partition("=")
+        if not sep or not key.strip():
+            raise usage.UsageError(f"-D wants key=value, got {value!r}")
+        self["define"][key.strip()] = val
+
+    opt_D = opt_define
+
+    def postOptions(self):
+        self["answerCache"] = not self["no-answer-cache"]
+        try:
+            self["profile_obj"] = profile_for(self["profile"])
+        except ValueError as exc:
+            raise usage.UsageError(str(exc)) from None
+        props = {}
+        path = self["configFile"]
+        if path:
+            try:
+                props = load_properties(path)
+            except (OSError, ValueError) as exc:
+                raise usage.UsageError(f"cannot read config file {path}: {exc}") from None
+            log.info("load config properties file OK, {path}", path=path)
+        props.update(self["define"])
+        configuration = Configuration.from_properties(props, self["profile_obj"], path or None)
+        if self["kvConfigPath"]:
+            configuration.namesrv_config.kv_config_path = self["kvConfigPath"]
+        self["configuration"] = configuration
+        self["tls"] = _tls_settings(props)
+        frame_max = props.get(FRAME_MAX_LENGTH_KEY, str(DEFAULT_MAX_FRAME_LENGTH))
+        try:
+            self["frame_max_length"] = int(frame_max)
+        except ValueError:
+            raise usage.UsageError(f"{FRAME_MAX_LENGTH_KEY} is not a number: {frame_max!r}") from None
+        if self["printConfigItem"]:
+            sys.stdout.write("".join(line + "\n" for line in configuration.print_lines()))
+            sys.stdout.flush()
+            raise SystemExit(0)
+        if not self["listen"]:
+            netty = configuration.netty_server_config
+            self["listen"] = default_listen(netty.listen_port, netty.bind_address,
+                                            netty.server_socket_backlog)
+
+
+def default_listen(port, bind_address="0.0.0.0", backlog=1024):
+    """The endpoint string for Java's ``bindAddress:listenPort`` (SO_BACKLOG included)."""
+    bind = (bind_address or "0.0.0.0").replace(":", r"\:")
+    return f"tcp:{port}:interface={bind}:backlog={backlog}"
+
+
+def _tls_settings(props):
+    """``tls.*`` from the config file and -D, then the ``tls.config.file`` (Java ``TlsHelper``
+    lets that file override)."""
+    merged = {k: v for k, v in props.items() if k in TLS_KEYS}
+    tls_file = merged.get("tls.config.file", "/etc/rocketmq/tls.properties")
+    if os.path.isfile(tls_file):
+        try:
+            from_file = load_properties(tls_file)
+        except (OSError, ValueError):
+            from_file = {}
+        merged.update({k: v for k, v in from_file.items() if k in TLS_KEYS and k != "tls.server.mode"})
+    return TlsSettings.from_properties(merged)
+
+
+class _Closer(Service):
+    """Runs ``close()`` when the service tree stops (the oneway notifier's connections)."""
+
+    def __init__(self, close):
+        self._close = close
+
+    def stopService(self):
+        super().stopService()
+        self._close()
+
+
+def makeService(options, reactor=None):
+    """The NameServer service tree (Java ``NamesrvController``), from parsed :class:`Options`."""
+    from ..namesrv.processor import DefaultRequestProcessor
+    from ..namesrv.route_info_manager import RouteInfoManager
+
+    if reactor is None:
+        from twisted.internet import reactor
+    profile = options["profile_obj"]
+    configuration = options["configuration"]
+    namesrv_config = configuration.namesrv_config
+    netty = configuration.netty_server_config
+
+    kv = KVConfigManager(namesrv_config.kv_config_path)
+    kv.load()  # a broken file stops the start, as in Java
+    notifier = OnewayNotifier(reactor) if namesrv_config.notify_min_broker_id_changed else None
+    route = RouteInfoManager(namesrv_config, profile, notify_min_broker_id_changed=notifier)
+    batch = BatchUnregistrationService(
+        route.unregister_brokers, reactor, capacity=namesrv_config.un_register_broker_queue_capacity,
+        immediate=not profile.queued_unregistration)
+    processor = DefaultRequestProcessor(
+        route, kv, namesrv_config, netty, batch.submit, profile=profile,
+        configuration=configuration, startup_ms=int(reactor.seconds() * 1000))
+    housekeeping = BrokerHousekeepingService(route.on_channel_destroy, batch.submit)
+    cache = AnswerCache(RouteAnswerStamps(processor)) if options["answerCache"] else None
+
+    settings = options["tls"]
+    context = None
+    if settings.mode is not TlsMode.DISABLED:
+        try:
+            context = build_context_factory(settings)
+        except TlsUnavailableError as exc:
+            log.error("Failed to create SSLContext for server: {why}", why=exc)
+    factory = RemotingServerFactory(
+        processor, housekeeping, clock=reactor, max_frame_length=options["frame_max_length"],
+        idle_seconds=netty.server_channel_max_idle_time_seconds, tls_mode=settings.mode,
+        tls_context_factory=context, send_buffer=netty.server_socket_snd_buf_size,
+        receive_buffer=netty.server_socket_rcv_buf_size,
+        write_high_water_mark=netty.write_buffer_high_water_mark, answer_cache=cache)
+    interval = (SCAN_INTERVAL_49_MS if profile.fixed_broker_timeout_ms is not None
+                else namesrv_config.scan_not_active_broker_interval)
+
+    top = MultiService()
+    # Started in this order, stopped in reverse: the server stops listening and closes its
+    # connections first, the scan stops, the KV file is flushed, and the batch queue applies
+    # what is left (later close events of a stopping server change nothing that survives).
+    batch.setServiceParent(top)
+    KVConfigService(kv, reactor, load=False).setServiceParent(top)
+    if notifier is not None:
+        _Closer(notifier.close).setServiceParent(top)
+    ScanNotActiveBrokerService(route.scan_not_active_broker, factory.close_channel, batch.submit,
+                               reactor, interval_ms=interval).setServiceParent(top)
+    server = RemotingServerService(options["listen"], factory, reactor)
+    server.setServiceParent(top)
+    top.route_info_manager = route
+    top.factory = factory
+    top.server = server
+    return top

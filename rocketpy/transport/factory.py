@@ -1,0 +1,124 @@
+"""Transport layer: the server factory (Java ``NettyRemotingServer`` minus the thread pools).
+
+It holds what every connection shares: the request processor, the channel event listener, the
+frame limit, the idle time, the TLS mode and context, the socket options of
+``NettyServerConfig``, and the table of open channels. The table lets services that only know a
+channel id (the liveness scan) close that channel, and lets shutdown close them all.
+"""
+import itertools
+import socket
+
+from twisted.internet.defer import Deferred
+from twisted.internet.protocol import ServerFactory
+from twisted.logger import Logger
+
+from ..namesrv.channel import Channel
+from ..remoting.frame import DEFAULT_MAX_FRAME_LENGTH
+from .protocol import RemotingServerProtocol
+from .tls import TlsMode
+
+__all__ = ["RemotingServerFactory"]
+
+
+class RemotingServerFactory(ServerFactory):
+    """Builds :class:`RemotingServerProtocol` connections sharing one processor and listener.
+
+    :param processor: an :class:`~rocketpy.transport.interfaces.IRequestProcessor`.
+    :param listener: an :class:`~rocketpy.transport.interfaces.IChannelEventListener` or None.
+    :param clock: an ``IReactorTime`` (the reactor; ``task.Clock`` in tests).
+    :param idle_seconds: ``serverChannelMaxIdleTimeSeconds``; 0 turns idle closing off.
+    :param send_buffer, receive_buffer: ``serverSocketSndBufSize``/``RcvBufSize`` (0 = OS default).
+    :param write_high_water_mark: ``writeBufferHighWaterMark``: bytes an unread peer may have
+        buffered before its connection stops being served (0 = Twisted's 64 KiB).
+    :param answer_cache: an :class:`~rocketpy.transport.answercache.AnswerCache` or None.
+    """
+
+    protocol = RemotingServerProtocol
+    noisy = False
+    log = Logger()
+
+    def __init__(self, processor, listener=None, *, clock, max_frame_length=DEFAULT_MAX_FRAME_LENGTH,
+                 idle_seconds=120, tls_mode=TlsMode.PERMISSIVE, tls_context_factory=None,
+                 send_buffer=0, receive_buffer=0, write_high_water_mark=0, answer_cache=None):
+        self.processor = processor
+        self.listener = listener
+        self.clock = clock
+        self.max_frame_length = max_frame_length
+        self.idle_seconds = idle_seconds
+        self.tls_mode = tls_mode
+        self.tls_context_factory = tls_context_factory
+        self.send_buffer = send_buffer
+        self.receive_buffer = receive_buffer
+        self.write_high_water_mark = write_high_water_mark
+        self.answer_cache = answer_cache
+        self.connections = {}
+        self._ids = itertools.count(1)
+        self._all_closed = []
+
+    def buildProtocol(self, addr):
+        return self.protocol(self)
+
+    # -- channel table --------------------------------------------------------------------
+
+    def open_channel(self, proto):
+        channel = Channel(next(self._ids), proto.remote_addr)
+        self.connections[channel.channel_id] = proto
+        return channel
+
+    def close_channel_record(self, proto):
+        if proto.channel is not None:
+            self.connections.pop(proto.channel.channel_id, None)
+        if not self.connections and self._all_closed:
+            waiting, self._all_closed = self._all_closed, []
+            for d in waiting:
+                if not d.called:
+                    d.callback(None)
+
+    def close_channel(self, channel_id, why="closed by server"):
+        """Close the connection of ``channel_id``; False when it is already gone."""
+        proto = self.connections.get(channel_id)
+        if proto is None:
+            return False
+        proto.close(why)
+        return True
+
+    def close_all(self, why="server shutdown"):
+        """Close every connection; the Deferred fires once they are all gone."""
+        d = Deferred()
+        if not self.connections:
+            d.callback(None)
+            return d
+        self._all_closed.append(d)
+        for proto in list(self.connections.values()):
+            proto.close(why)
+        return d
+
+    # -- per-connection setup ---------------------------------------------------------------
+
+    def configure_transport(self, transport):
+        """Socket options of ``NettyServerConfig`` (Java sets TCP_NODELAY on every child)."""
+        if hasattr(transport, "setTcpNoDelay"):
+            transport.setTcpNoDelay(True)
+        handle = getattr(transport, "getHandle", None)
+        sock = handle() if handle is not None else None
+        if isinstance(sock, socket.socket):
+            try:
+                if self.send_buffer > 0:
+                    sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, self.send_buffer)
+                if self.receive_buffer > 0:
+                    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, self.receive_buffer)
+            except OSError as exc:
+                self.log.warn("cannot set socket buffer sizes: {exc}", exc=exc)
+        if self.write_high_water_mark > 0 and hasattr(transport, "bufferSize"):
+            transport.bufferSize = self.write_high_water_mark
+
+    def fire(self, event, proto):
+        """Tell the listener ``event`` about ``proto``'s channel; a listener bug is only logged."""
+        listener = self.listener
+        if listener is None:
+            return
+        try:
+            getattr(listener, event)(proto.remote_addr, proto.channel)
+        except Exception:
+            self.log.failure("channel event listener failed on {event} of {addr}",
+                             event=event, addr=proto.remote_addr)

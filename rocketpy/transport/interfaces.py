@@ -1,0 +1,51 @@
+"""Transport layer: the two interfaces between the Twisted transport and everything above it.
+
+``IChannelEventListener`` is Java's ``org.apache.rocketmq.remoting.ChannelEventListener``: the
+remoting server reports connect, close, exception, idle and active for every channel, and the
+NameServer's ``BrokerHousekeepingService`` turns a broker channel's end into unregistrations.
+``IRequestProcessor`` is Java's ``NettyRequestProcessor`` reduced to what the NameServer needs:
+one call per request, time passed in (``now_ms``), a response or ``None``.
+
+Both speak ``rocketpy.namesrv.channel.Channel`` values (an id and the peer's address), never
+protocol objects, so route state can hold channels without holding sockets.
+"""
+from zope.interface import Interface
+
+__all__ = ["IChannelEventListener", "IRequestProcessor"]
+
+
+class IChannelEventListener(Interface):
+    """Told about every server channel's life (Java ``ChannelEventListener``).
+
+    ``remote_addr`` is ``"host:port"`` as Java's ``RemotingHelper.parseChannelRemoteAddr`` writes
+    it. Methods are called on the reactor thread and must not block. One dead peer can be
+    reported more than once (idle then close, expiry then close): listeners must be idempotent.
+    """
+
+    def on_channel_connect(remote_addr, channel):
+        """A peer connected (Netty ``channelActive`` on the server)."""
+
+    def on_channel_close(remote_addr, channel):
+        """The connection ended, for whatever reason (Netty ``channelInactive``)."""
+
+    def on_channel_exception(remote_addr, channel):
+        """The connection failed with an error (reset by peer, TLS failure); close follows."""
+
+    def on_channel_idle(remote_addr, channel):
+        """No traffic either way for ``serverChannelMaxIdleTimeSeconds``; the server closed it."""
+
+    def on_channel_active(remote_addr, channel):
+        """Java 5.x's ACTIVE event (fired by its remoting client); kept for interface parity."""
+
+
+class IRequestProcessor(Interface):
+    """Answers requests (Java ``NettyRequestProcessor.processRequest``)."""
+
+    def process(request, channel, now_ms):
+        """Return the response :class:`~rocketpy.remoting.RemotingCommand`, or ``None``.
+
+        ``None`` means no answer (oneway requests; Java 4.9's unknown codes). The transport copies
+        the request's opaque into the response and sets the response flag, as Java's
+        ``writeResponse`` does. A :class:`~twisted.internet.defer.Deferred` of the same is also
+        accepted, for work that must leave the reactor thread.
+        """

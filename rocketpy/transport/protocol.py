@@ -1,0 +1,347 @@
+"""Transport layer: one server connection (Java ``NettyRemotingServer``'s channel pipeline).
+
+Java stacks ``HandshakeHandler`` -> ``TlsModeHandler`` -> ``NettyDecoder`` (a
+``LengthFieldBasedFrameDecoder``, 16 MiB) -> ``IdleStateHandler`` -> ``NettyConnectManageHandler``
+-> ``NettyServerHandler``. Here one small protocol does the same jobs, in that order:
+
+* TLS mode on the first byte (0x16 = a TLS handshake): start TLS, or refuse, per
+  ``tls.server.mode`` (see :mod:`rocketpy.transport.tls`).
+* Framing without copying more than once: chunks of a partial frame are kept in a list and
+  joined once the whole frame is in, so a 1.5 MB registration costs one join, not one
+  reallocation per 64 KiB read. A length prefix over the limit closes the connection before any
+  of that frame is buffered.
+* Each frame is decoded and handed to the request processor; the answers of one read are written
+  with one ``writeSequence``. Requests are answered in arrival order (Java may answer pipelined
+  requests out of order, since its executors run them concurrently; in order is one of the orders
+  Java can produce). A processor may return a Deferred; that answer is written when it fires.
+* Flow control (Java ``channelWritabilityChanged`` turns auto-read off): the protocol is a
+  streaming producer for its own transport. When the transport's write buffer passes its high
+  water mark it pauses us, we stop reading the socket and stop serving frames already buffered,
+  and we resume when the buffer drains. A client that never reads therefore costs at most one
+  read's worth of answers, never an unbounded buffer.
+* A frame that does not decode is logged with its reason and closes that one connection
+  (Java ``NettyDecoder``: log, ``closeChannel``); everyone else is served on.
+* Idle (Netty ``IdleStateHandler(0, 0, serverChannelMaxIdleTimeSeconds)``, ``ALL_IDLE``): no
+  read and no write for that long closes the connection and reports ``idle`` (then ``close``).
+
+Channel events go to an :class:`~rocketpy.transport.interfaces.IChannelEventListener`.
+"""
+from twisted.internet.defer import Deferred
+from twisted.internet.error import ConnectionAborted, ConnectionDone
+from twisted.internet.interfaces import IPushProducer, ISSLTransport, ITLSTransport
+from twisted.internet.protocol import Protocol, connectionDone
+from twisted.logger import Logger
+from zope.interface import implementer
+
+from ..remoting.command import FLAG_ONEWAY, FLAG_RESPONSE
+from ..remoting.errors import RemotingCodecError
+from ..remoting.frame import decode_frame
+from .tls import HANDSHAKE_MAGIC, TlsMode
+
+__all__ = ["RemotingServerProtocol", "format_address"]
+
+SYSTEM_ERROR = 1
+#: Answers are flushed to the transport at least every this many bytes, so a pause can stop
+#: serving the rest of a read before it is all answered.
+FLUSH_BYTES = 256 * 1024
+#: Seconds a closed connection may take to flush its answers before it is reset.
+CLOSE_GRACE = 5.0
+
+
+def format_address(address):
+    """``"host:port"`` of a Twisted address, as Java's ``RemotingHelper.parseChannelRemoteAddr``."""
+    host = getattr(address, "host", None)
+    port = getattr(address, "port", None)
+    if host is not None and port is not None:
+        return f"{host}:{port}"
+    name = getattr(address, "name", None)
+    if isinstance(name, bytes):
+        name = name.decode("utf-8", "replace")
+    return name or ""
+
+
+@implementer(IPushProducer)
+class RemotingServerProtocol(Protocol):
+    """One RocketMQ remoting connection on the server side."""
+
+    log = Logger()
+
+    channel = None
+    remote_addr = ""
+    closing = False
+    paused = False
+
+    def __init__(self, server):
+        self.server = server
+        self._process = server.processor.process
+        self._clock = server.clock
+        self._max = server.max_frame_length
+        self._cache = server.answer_cache
+        self._chunks = []
+        self._have = 0
+        self._need = 0
+        self._sniff = False
+        self._last_activity = 0.0
+        self._idle_call = None
+        self._abort_call = None
+        self._close_reason = None
+        self._producing = False
+
+    # -- connection life -------------------------------------------------------------------
+
+    def connectionMade(self):
+        server = self.server
+        self.remote_addr = format_address(self.transport.getPeer())
+        self.channel = server.open_channel(self)
+        self._last_activity = self._clock.seconds()
+        server.configure_transport(self.transport)
+        self.transport.registerProducer(self, True)
+        self._producing = True
+        self._sniff = not ISSLTransport.providedBy(self.transport)
+        self.log.debug("NETTY SERVER PIPELINE: channelActive, the channel[{addr}]", addr=self.remote_addr)
+        if server.idle_seconds > 0:
+            self._idle_call = self._clock.callLater(server.idle_seconds, self._check_idle)
+        server.fire("on_channel_connect", self)
+
+    def connectionLost(self, reason=connectionDone):
+        self.closing = True
+        self._chunks = []
+        self._cancel_idle()
+        if self._abort_call is not None and self._abort_call.active():
+            self._abort_call.cancel()
+        server = self.server
+        server.close_channel_record(self)
+        if self._close_reason is None and not reason.check(ConnectionDone, ConnectionAborted):
+            self.log.warn("NETTY SERVER PIPELINE: exceptionCaught {addr}: {why}",
+                          addr=self.remote_addr, why=reason.getErrorMessage())
+            server.fire("on_channel_exception", self)
+        self.log.debug("NETTY SERVER PIPELINE: channelInactive, the channel[{addr}]", addr=self.remote_addr)
+        server.fire("on_channel_close", self)
+
+    def close(self, why):
+        """Close this connection, logging ``why`` (Java ``RemotingHelper.closeChannel``).
+
+        Answers already written are flushed and the peer gets a FIN, as with Netty's
+        ``close()``; a peer that does not read them is cut off (RST) after ``CLOSE_GRACE``
+        seconds, so a dead peer cannot pin the connection open.
+        """
+        if self.closing:
+            return
+        self.closing = True
+        self._close_reason = why
+        self._chunks = []
+        self._cancel_idle()
+        if self._producing:
+            self._producing = False
+            self.transport.unregisterProducer()
+        self.transport.loseConnection()
+        self._abort_call = self._clock.callLater(CLOSE_GRACE, self.transport.abortConnection)
+
+    def _cancel_idle(self):
+        if self._idle_call is not None and self._idle_call.active():
+            self._idle_call.cancel()
+        self._idle_call = None
+
+    def _check_idle(self):
+        self._idle_call = None
+        if self.closing:
+            return
+        idle = self.server.idle_seconds
+        quiet = self._clock.seconds() - self._last_activity
+        if quiet < idle:
+            self._idle_call = self._clock.callLater(idle - quiet, self._check_idle)
+            return
+        self.log.warn("NETTY SERVER PIPELINE: IDLE exception [{addr}]", addr=self.remote_addr)
+        self.close("idle")
+        self.server.fire("on_channel_idle", self)
+
+    # -- producer (flow control) -----------------------------------------------------------
+
+    def pauseProducing(self):
+        if not self.paused:
+            self.paused = True
+            self.log.debug("Channel[{addr}] auto-read is disabled: the peer is not reading",
+                           addr=self.remote_addr)
+            self.transport.pauseProducing()
+
+    def resumeProducing(self):
+        if self.paused and not self.closing:
+            self.paused = False
+            self.transport.resumeProducing()
+            if self._chunks and self._have >= self._need:
+                data = b"".join(self._chunks)
+                self._chunks = []
+                self._consume(data)
+
+    def stopProducing(self):
+        self.closing = True
+        self._chunks = []
+
+    # -- input ------------------------------------------------------------------------------
+
+    def dataReceived(self, data):
+        if self.closing:
+            return
+        self._last_activity = self._clock.seconds()
+        if self._sniff:
+            self._sniff = False
+            if not self._tls_mode(data):
+                return
+        if self._chunks:
+            self._chunks.append(data)
+            self._have += len(data)
+            if self._have < self._need or self.paused:
+                return
+            data = b"".join(self._chunks)
+            self._chunks = []
+        elif self.paused:
+            self._chunks = [data]
+            self._have = len(data)
+            self._need = 0
+            return
+        self._consume(data)
+
+    def _tls_mode(self, data):
+        """Java ``TlsModeHandler``; True when ``data`` should be read as plain remoting."""
+        server = self.server
+        mode = server.tls_mode
+        if data[0] == HANDSHAKE_MAGIC:
+            if mode is TlsMode.DISABLED:
+                self.log.warn("Clients intend to establish an SSL connection while this server is "
+                              "running in SSL disabled mode ({addr})", addr=self.remote_addr)
+                self.close("tls disabled")
+                return False
+            context = server.tls_context_factory
+            if context is None or not ITLSTransport.providedBy(self.transport):
+                self.log.error("Trying to establish an SSL connection but sslContext is null ({addr})",
+                               addr=self.remote_addr)
+                self.close("no tls context")
+                return False
+            self.transport.startTLS(context)
+            self.log.debug("TLS started for {addr}", addr=self.remote_addr)
+            # The TLS layer now sits between the socket and us: feed it the bytes we peeked at.
+            self.transport.protocol.dataReceived(data)
+            return False
+        if mode is TlsMode.ENFORCING:
+            self.log.warn("Clients intend to establish an insecure connection while this server is "
+                          "running in SSL enforcing mode ({addr})", addr=self.remote_addr)
+            self.close("tls enforcing")
+            return False
+        return True
+
+    def _consume(self, data):
+        """Serve every whole frame in ``data``; keep the rest for the next read."""
+        size = len(data)
+        pos = 0
+        out = []
+        out_bytes = 0
+        limit = self._max
+        handle = self._handle
+        lookup = self._cache.lookup if self._cache is not None else None
+        length = 0
+        while size - pos >= 4:
+            length = int.from_bytes(data[pos:pos + 4], "big")
+            if length + 4 > limit or length < 4:
+                self.log.warn("decode exception, {addr}: frame length {n} (limit {limit}); closing",
+                              addr=self.remote_addr, n=length + 4, limit=limit)
+                if out:
+                    self._write(out)
+                self.close("frame length")
+                return
+            end = pos + 4 + length
+            if end > size:
+                break
+            frame = data if pos == 0 and end == size else data[pos:end]
+            pos = end
+            if lookup is None:
+                answer = handle(frame, None)
+            else:  # the cached-answer shortcut, inlined: it is most of the traffic
+                answer = lookup(frame)
+                if answer.__class__ is not bytes:
+                    answer = handle(frame, answer)
+            if answer is not None:
+                out.append(answer)
+                out_bytes += len(answer)
+                if out_bytes >= FLUSH_BYTES:
+                    self._write(out)
+                    out = []
+                    out_bytes = 0
+            if self.paused or self.closing:
+                break
+        if out:
+            self._write(out)
+        if pos < size and not self.closing:
+            rest = data[pos:] if pos else data
+            self._chunks = [rest]
+            self._have = size - pos
+            self._need = 4 + int.from_bytes(rest[:4], "big") if self._have >= 4 else 4
+
+    def _write(self, answers):
+        self._last_activity = self._clock.seconds()
+        if len(answers) == 1:
+            self.transport.write(answers[0])
+        else:
+            self.transport.writeSequence(answers)
+
+    # -- one frame ----------------------------------------------------------------------------
+
+    def _handle(self, frame, key):
+        """Decode and process one frame; the encoded answer, or None. ``key`` is what the answer
+        cache's ``lookup`` returned for it (store the answer under it), or None."""
+        try:
+            request = decode_frame(frame, self._max)
+        except RemotingCodecError as exc:
+            self.log.warn("decode exception, {addr}: {why}; closing the connection",
+                          addr=self.remote_addr, why=exc)
+            self.close("decode")
+            return None
+        flag = request.flag
+        if flag & FLAG_RESPONSE:
+            self.log.warn("receive response, but not matched any request, {addr} opaque {opaque}",
+                          addr=self.remote_addr, opaque=request.opaque)
+            return None
+        now_ms = int(self._last_activity * 1000)
+        try:
+            response = self._process(request, self.channel, now_ms)
+        except Exception:
+            self.log.failure("process request exception, remoteAddr: {addr}, request: {request}",
+                             addr=self.remote_addr, request=request)
+            if flag & FLAG_ONEWAY:
+                return None
+            response = request.create_response(SYSTEM_ERROR, remark="internal error, see the server log")
+            key = None
+        if response is None or flag & FLAG_ONEWAY:
+            return None
+        if isinstance(response, Deferred):
+            response.addCallbacks(self._late_answer, self._late_failure,
+                                  callbackArgs=(request,), errbackArgs=(request,))
+            return None
+        answer = encode_answer(response, request)
+        if key is not None:
+            self._cache.store(key, request, self.channel, now_ms, answer)
+        return answer
+
+    def _late_answer(self, response, request):
+        if response is not None and not self.closing:
+            self._write([encode_answer(response, request)])
+
+    def _late_failure(self, failure, request):
+        self.log.failure("process request exception, remoteAddr: {addr}", failure, addr=self.remote_addr)
+        if not self.closing:
+            self._write([request.create_response(SYSTEM_ERROR, remark=failure.getErrorMessage()).encode()])
+
+
+def encode_answer(response, request):
+    """The answer's frame bytes: the request's opaque, the response flag (Java ``writeResponse``).
+
+    A processor may hand back ready bytes (an already encoded answer whose opaque it patched);
+    anything else is a RemotingCommand.
+    """
+    if isinstance(response, (bytes, bytearray)):
+        return response
+    encode_for = getattr(response, "encode_for", None)
+    if encode_for is not None:
+        return encode_for(request.opaque)
+    response.opaque = request.opaque
+    response.flag |= FLAG_RESPONSE
+    return response.encode()

@@ -1,0 +1,172 @@
+"""Transport layer: TLS settings and the server's OpenSSL context (Java ``TlsSystemConfig``,
+``TlsHelper.buildSslContext(false)``, ``TlsMode``).
+
+Java's remoting server runs TLS in one of three modes (``tls.server.mode``): ``disabled`` (a
+client that starts a TLS handshake is disconnected), ``permissive`` (the default: a first byte
+0x16 starts TLS, anything else is plain remoting) and ``enforcing`` (plain clients are
+disconnected). Any other spelling means permissive, as in ``TlsMode.parse``. The protocol decides
+per connection on the first byte (:mod:`rocketpy.transport.protocol`); this module only turns the
+``tls.*`` properties into an OpenSSL context:
+
+* ``tls.test.mode.enable`` (default ``true``, as Java): a throw-away self-signed certificate
+  (Netty's ``SelfSignedCertificate``), client certificates optional and not verified.
+* otherwise ``tls.server.certPath`` / ``tls.server.keyPath`` / ``tls.server.keyPassword`` (PEM,
+  PKCS#8 or traditional), ``tls.server.need.client.auth`` (none / optional / require) and
+  ``tls.server.authClient`` + ``tls.server.trustCertPath`` for verifying client certificates.
+
+pyOpenSSL is optional (``twisted[tls]``): without it ``build_context_factory`` raises
+:class:`TlsUnavailableError`, and the server answers a TLS handshake the way Java does when its
+``sslContext`` is null: it closes the connection and logs why.
+"""
+import datetime
+import enum
+from dataclasses import dataclass
+
+from twisted.internet.interfaces import IOpenSSLContextFactory
+from zope.interface import implementer
+
+__all__ = ["TlsMode", "TlsSettings", "TlsUnavailableError", "build_context_factory",
+           "HANDSHAKE_MAGIC", "TLS_KEYS"]
+
+#: First byte of a TLS record carrying a handshake (Java ``TlsModeHandler.HANDSHAKE_MAGIC_CODE``).
+HANDSHAKE_MAGIC = 0x16
+
+#: The ``tls.*`` keys the server reads (Java ``TlsSystemConfig``; client keys are not needed).
+TLS_KEYS = ("tls.server.mode", "tls.config.file", "tls.test.mode.enable",
+            "tls.server.need.client.auth", "tls.server.keyPath", "tls.server.keyPassword",
+            "tls.server.certPath", "tls.server.authClient", "tls.server.trustCertPath")
+
+
+class TlsMode(enum.Enum):
+    DISABLED = "disabled"
+    PERMISSIVE = "permissive"
+    ENFORCING = "enforcing"
+
+    @classmethod
+    def parse(cls, name):
+        """Java ``TlsMode.parse``: exact lower-case names, anything else is PERMISSIVE."""
+        for mode in cls:
+            if mode.value == name:
+                return mode
+        return cls.PERMISSIVE
+
+
+class TlsUnavailableError(RuntimeError):
+    """No OpenSSL context can be built (pyOpenSSL missing, unreadable certificate or key)."""
+
+
+def _bool(text, default):
+    if text is None:
+        return default
+    return text.strip().lower() == "true"  # Java Boolean.parseBoolean
+
+
+@dataclass(frozen=True)
+class TlsSettings:
+    mode: TlsMode = TlsMode.PERMISSIVE
+    test_mode: bool = True
+    need_client_auth: str = "none"
+    cert_path: "str | None" = None
+    key_path: "str | None" = None
+    key_password: "str | None" = None
+    auth_client: bool = False
+    trust_cert_path: "str | None" = None
+    config_file: str = "/etc/rocketmq/tls.properties"
+
+    @classmethod
+    def from_properties(cls, props):
+        """Settings from a ``{"tls.server.mode": ...}`` mapping (missing keys keep Java defaults)."""
+        get = props.get
+        return cls(
+            mode=TlsMode.parse(get("tls.server.mode", "permissive")),
+            test_mode=_bool(get("tls.test.mode.enable"), True),
+            need_client_auth=get("tls.server.need.client.auth", "none") or "none",
+            cert_path=get("tls.server.certPath") or None,
+            key_path=get("tls.server.keyPath") or None,
+            key_password=get("tls.server.keyPassword") or None,
+            auth_client=_bool(get("tls.server.authClient"), False),
+            trust_cert_path=get("tls.server.trustCertPath") or None,
+            config_file=get("tls.config.file", "/etc/rocketmq/tls.properties"),
+        )
+
+
+def _self_signed():
+    """A fresh self-signed certificate and key, as Netty's ``SelfSignedCertificate``."""
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "localhost")])
+    now = datetime.datetime.now(datetime.timezone.utc)
+    cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name)
+            .public_key(key.public_key()).serial_number(x509.random_serial_number())
+            .not_valid_before(now - datetime.timedelta(days=1))
+            .not_valid_after(now + datetime.timedelta(days=365))
+            .sign(key, hashes.SHA256()))
+    return cert, key
+
+
+def _load_files(settings):
+    from cryptography import x509
+    from cryptography.hazmat.primitives.serialization import load_pem_private_key
+
+    if not settings.cert_path or not settings.key_path:
+        raise TlsUnavailableError("tls.server.certPath and tls.server.keyPath are required "
+                                  "when tls.test.mode.enable is false")
+    try:
+        with open(settings.cert_path, "rb") as f:
+            cert = x509.load_pem_x509_certificate(f.read())
+        with open(settings.key_path, "rb") as f:
+            password = settings.key_password.encode() if settings.key_password else None
+            key = load_pem_private_key(f.read(), password)
+    except (OSError, ValueError, TypeError) as exc:
+        raise TlsUnavailableError(f"cannot load the TLS certificate or key: {exc}") from exc
+    return cert, key
+
+
+@implementer(IOpenSSLContextFactory)
+class _ServerContextFactory:
+    """The context for ``startTLS`` (Twisted's ``IOpenSSLContextFactory``)."""
+
+    def __init__(self, context):
+        self._context = context
+
+    def getContext(self):
+        return self._context
+
+
+def build_context_factory(settings):
+    """An object with ``getContext()`` for ``ITLSTransport.startTLS``, built from ``settings``."""
+    try:
+        from OpenSSL import SSL, crypto
+    except ImportError as exc:
+        raise TlsUnavailableError("TLS needs pyOpenSSL (pip install 'twisted[tls]')") from exc
+    cert, key = _self_signed() if settings.test_mode else _load_files(settings)
+    ctx = SSL.Context(SSL.TLS_SERVER_METHOD)
+    ctx.set_min_proto_version(SSL.TLS1_2_VERSION)
+    try:  # pyOpenSSL >= 24.3 takes cryptography objects (and deprecates its own)
+        ctx.use_certificate(cert)
+        ctx.use_privatekey(key)
+    except TypeError:
+        ctx.use_certificate(crypto.X509.from_cryptography(cert))
+        ctx.use_privatekey(crypto.PKey.from_cryptography_key(key))
+    ctx.check_privatekey()
+    auth = "optional" if settings.test_mode else (settings.need_client_auth or "none").strip().lower()
+    verify_certs = settings.auth_client and not settings.test_mode
+    if verify_certs and settings.trust_cert_path:
+        try:
+            ctx.load_verify_locations(settings.trust_cert_path)
+        except SSL.Error as exc:
+            raise TlsUnavailableError(f"cannot load tls.server.trustCertPath: {exc}") from exc
+
+    def _verify(conn, x509, errno, depth, ok):
+        # Java uses InsecureTrustManagerFactory unless tls.server.authClient is true.
+        return bool(ok) if verify_certs else True
+
+    if auth == "require":
+        ctx.set_verify(SSL.VERIFY_PEER | SSL.VERIFY_FAIL_IF_NO_PEER_CERT, _verify)
+    elif auth == "optional":
+        ctx.set_verify(SSL.VERIFY_PEER, _verify)
+    return _ServerContextFactory(ctx)

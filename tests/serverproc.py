@@ -1,0 +1,180 @@
+"""Test helper: run ``twistd -n rocketnamesrv`` as a subprocess on a free 127.0.0.1 port.
+
+    from serverproc import running_server
+    with running_server("--profile=4.9", "-D", "listenPort=39876") as server:
+        sock = socket.create_connection(("127.0.0.1", server.port))
+
+The server listens on ``tcp:0:interface=127.0.0.1`` (the kernel picks the port, so there is no
+race for a "free" one) and reports the port in Java's boot line, which this helper waits for.
+It gets a temporary HOME (the C++ client and the Java defaults write there) and KV config
+path, and ``PYTHONPATH`` = the repository root, so Twisted's plugin discovery finds
+``twisted/plugins/rocketnamesrv.py`` however (or whether) the package is installed. Stopping
+sends SIGTERM and waits for a clean exit (SIGKILL after ``stop_timeout``).
+"""
+import contextlib
+import os
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+__all__ = ["running_server", "ServerProcess", "REPO_ROOT", "BOOT_RE"]
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+BOOT_RE = re.compile(r"The Name Server boot success\. serializeType=\w+, address ([\w.:\[\]-]+):(\d+)")
+_TWISTD = "import sys; from twisted.scripts.twistd import run; sys.argv[0] = 'twistd'; run()"
+
+
+class ServerProcess:
+    """A running server: ``port``, ``home``, ``kv_path``, ``proc`` and its log ``lines``."""
+
+    def __init__(self, proc, home, kv_path):
+        self.proc = proc
+        self.home = Path(home)
+        self.kv_path = Path(kv_path)
+        self.host = "127.0.0.1"
+        self.port = None
+        self.lines = []
+        self._boot = threading.Event()
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    @property
+    def addr(self):
+        return f"{self.host}:{self.port}"
+
+    def _read(self):
+        for raw in self.proc.stdout:
+            line = raw.decode("utf-8", "replace").rstrip("\n")
+            self.lines.append(line)
+            m = BOOT_RE.search(line)
+            if m and self.port is None:
+                self.port = int(m.group(2))
+                self._boot.set()
+        self._boot.set()
+
+    def wait_booted(self, timeout):
+        if not self._boot.wait(timeout) or self.port is None:
+            self.kill()
+            raise RuntimeError("rocketnamesrv did not boot:\n" + self.log_text())
+
+    def log_text(self):
+        return "\n".join(self.lines)
+
+    def wait_for_log(self, pattern, timeout=5.0):
+        """The first log line matching ``pattern`` (a regex), waiting up to ``timeout``."""
+        rx = re.compile(pattern)
+        deadline = time.monotonic() + timeout
+        while True:
+            for line in list(self.lines):
+                if rx.search(line):
+                    return line
+            if time.monotonic() > deadline:
+                raise AssertionError(f"no log line matches {pattern!r}:\n" + self.log_text()[-3000:])
+            time.sleep(0.02)
+
+    def stop(self, timeout=10.0):
+        """SIGTERM and wait; the exit code (SIGKILL and -9 if it hangs)."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.kill()
+        self._reader.join(5)
+        return self.proc.returncode
+
+    def kill(self):
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(5)
+
+
+def server_command(*args, listen="tcp:0:interface=127.0.0.1"):
+    """The argv that starts ``twistd -n rocketnamesrv`` with this interpreter."""
+    listen_args = [f"--listen={listen}"] if listen else []
+    return [sys.executable, "-c", _TWISTD, "-n", "--pidfile=", "rocketnamesrv", *listen_args, *args]
+
+
+@contextlib.contextmanager
+def running_server(*args, listen="tcp:0:interface=127.0.0.1", boot_timeout=30.0, env=None,
+                   home=None, kv_path=None):
+    """Start the server with extra ``args`` (rocketnamesrv options); yield a ServerProcess."""
+    with tempfile.TemporaryDirectory(prefix="rocketnamesrv-") as tmp:
+        home = Path(home or os.path.join(tmp, "home"))
+        home.mkdir(parents=True, exist_ok=True)
+        kv_path = kv_path or os.path.join(tmp, "kvConfig.json")
+        full_env = dict(os.environ)
+        full_env.update({"HOME": str(home), "PYTHONUNBUFFERED": "1",
+                         "PYTHONPATH": os.pathsep.join(
+                             [str(REPO_ROOT)] + [p for p in [os.environ.get("PYTHONPATH")] if p])})
+        full_env.update(env or {})
+        proc = subprocess.Popen(server_command(f"--kvConfigPath={kv_path}", *args, listen=listen),
+                                cwd=tmp, env=full_env, stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        server = ServerProcess(proc, home, kv_path)
+        try:
+            server.wait_booted(boot_timeout)
+            yield server
+        finally:
+            server.stop()
+
+
+class RemotingClient:
+    """A blocking remoting client over a real socket, for end-to-end tests."""
+
+    def __init__(self, port, host="127.0.0.1", timeout=10.0):
+        import socket
+        self.sock = socket.create_connection((host, port), timeout=timeout)
+        self._buf = b""
+        self._opaque = 0
+
+    def send_frame(self, frame):
+        self.sock.sendall(frame)
+
+    def read_frame(self):
+        from rocketpy.remoting import decode_frame
+        while True:
+            if len(self._buf) >= 4:
+                end = 4 + int.from_bytes(self._buf[:4], "big")
+                if len(self._buf) >= end:
+                    frame, self._buf = self._buf[:end], self._buf[end:]
+                    return decode_frame(frame)
+            chunk = self.sock.recv(1 << 16)
+            if not chunk:
+                raise ConnectionError("server closed the connection")
+            self._buf += chunk
+
+    def call(self, code, ext=None, body=None, *, version=479, serialize_type=0):
+        """Send a request and return the decoded answer."""
+        from rocketpy.remoting import RemotingCommand
+        self._opaque += 1
+        self.send_frame(RemotingCommand.request(code, ext, body, opaque=self._opaque, version=version,
+                                                serialize_type=serialize_type).encode())
+        answer = self.read_frame()
+        assert answer.opaque == self._opaque, (answer.opaque, self._opaque)
+        return answer
+
+    def is_closed_by_server(self, timeout=5.0):
+        """True once the server has closed this connection (EOF or reset) within ``timeout``."""
+        self.sock.settimeout(timeout)
+        try:
+            return self.sock.recv(1) == b""
+        except ConnectionResetError:
+            return True
+        except OSError:
+            return False
+
+    def reset(self):
+        """Close with RST (SO_LINGER 0), as a killed process's socket."""
+        import socket
+        import struct
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        self.sock.close()
+
+    def close(self):
+        self.sock.close()

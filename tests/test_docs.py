@@ -1,0 +1,198 @@
+"""The documentation site: it builds with Sphinx without a single warning, and says what the code does.
+
+Runs ``python -m sphinx -W --keep-going`` in a subprocess, into a temporary directory (nothing is
+written into docs/). Sphinx and myst-parser come with the ``docs`` extra; without them these
+tests fail rather than skip, because a docs site nobody builds is a docs site that rots.
+"""
+import html
+import importlib.util
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+DOCS = ROOT / "docs"
+OPTIONAL_PAGES = ("server", "capture", "request-codes")
+BUILD_TIMEOUT = 180
+
+
+def _require_sphinx():
+    missing = [m for m in ("sphinx", "myst_parser") if importlib.util.find_spec(m) is None]
+    if missing:
+        pytest.fail(f"{', '.join(missing)} not installed: python3 -m pip install -e '.[docs]'")
+
+
+def _build(srcdir, outdir):
+    _require_sphinx()
+    outdir.mkdir(parents=True, exist_ok=True)
+    cmd = [sys.executable, "-m", "sphinx", "-W", "--keep-going", "-q", "-b", "html",
+           "-d", str(outdir / "doctrees"), str(srcdir), str(outdir / "html")]
+    env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1")
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=BUILD_TIMEOUT, env=env,
+                          cwd=outdir)
+    return proc, outdir / "html"
+
+
+def _text(path):
+    raw = path.read_text(encoding="utf-8")
+    raw = re.sub(r"<script.*?</script>|<style.*?</style>", " ", raw, flags=re.S)
+    return html.unescape(re.sub(r"<[^>]+>", " ", raw))
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory):
+    """The real docs/ tree, built once for every test here."""
+    proc, out = _build(DOCS, tmp_path_factory.mktemp("docs"))
+    assert proc.returncode == 0 and "WARNING" not in proc.stderr and "ERROR" not in proc.stderr, (
+        f"sphinx-build failed (exit {proc.returncode}):\n{proc.stderr}\n{proc.stdout[-2000:]}")
+    return out
+
+
+def test_site_builds_without_warnings(site):
+    assert (site / "index.html").is_file()
+    for page in ("quickstart", "architecture", "protocol", "configuration", "api/index"):
+        assert (site / f"{page}.html").is_file(), page
+
+
+def _toctree(index_html):
+    """The HTML of the index page's table of contents (not the page's prose links)."""
+    text = index_html.read_text(encoding="utf-8")
+    match = re.search(r'<div class="toctree-wrapper.*?</div>', text, re.S)
+    assert match, "no toctree on the index page"
+    return match.group(0)
+
+
+def test_every_page_is_in_the_toctree(site):
+    """Any .md page anyone adds to docs/ is reachable from the index (the glob)."""
+    toc = _toctree(site / "index.html")
+    for page in sorted(DOCS.glob("*.md")):
+        if page.stem != "index":
+            assert f'href="{page.stem}.html"' in toc, page.name
+    assert 'href="api/index.html"' in toc
+
+
+def _rocketpy_modules():
+    names = []
+    for path in sorted((ROOT / "rocketpy").rglob("*.py")):
+        parts = path.relative_to(ROOT).with_suffix("").parts
+        if parts[-1] == "__init__":
+            parts = parts[:-1]
+        if any(p.startswith("_") for p in parts) or len(parts) < 2:
+            continue
+        names.append(".".join(parts))
+    return names
+
+
+def test_api_reference_covers_every_module(site):
+    modindex = _text(site / "py-modindex.html")
+    for name in _rocketpy_modules():
+        assert name in modindex, f"{name} is missing from the API reference"
+
+
+def test_configuration_page_lists_every_key_from_the_code(site):
+    page = _text(site / "configuration.html")
+    config = importlib.import_module("rocketpy.namesrv.config")
+    keys = config.NamesrvConfig().keys() + config.NettyServerConfig().keys()
+    assert len(keys) > 30
+    for key in keys:
+        assert re.search(rf"\b{re.escape(key)}\b", page), key
+    assert "is not in this checkout" not in page  # built from the code, not the Java fallback
+
+
+def test_java_key_table_agrees_with_the_code():
+    """docs/_ext/configtable.JAVA_KEYS (read from the Java source) vs rocketpy's key lists."""
+    config = importlib.import_module("rocketpy.namesrv.config")
+    profile = importlib.import_module("rocketpy.namesrv.profile")
+    configtable = _configtable()
+
+    def java(release):
+        def has(versions):
+            if versions == "4.9.8 - 5.3.3":
+                return True
+            if "," in versions:
+                return any(has(v.strip()) for v in versions.split(","))
+            if versions.endswith("+"):
+                since = tuple(map(int, versions[:-1].split(".")))
+                return since <= release
+            return tuple(map(int, versions.split("."))) == release
+        return {k.key for k in configtable.JAVA_KEYS if has(k.versions)}
+
+    for name, release in (("PROFILE_49", (4, 9, 8)), ("PROFILE_50", (5, 0, 0)),
+                          ("PROFILE_53", (5, 3, 3))):
+        assert set(config.java_keys(getattr(profile, name))) == java(release), name
+
+
+def _configtable():
+    sys.path.insert(0, str(DOCS / "_ext"))
+    try:
+        import configtable
+    finally:
+        sys.path.remove(str(DOCS / "_ext"))
+    return configtable
+
+
+def test_tls_table_agrees_with_the_code():
+    tls = pytest.importorskip("rocketpy.transport.tls")
+    notes = _configtable().TLS_KEY_NOTES
+    assert set(notes) == set(tls.TLS_KEYS)
+    defaults = tls.TlsSettings.from_properties({})
+    attrs = {"tls.server.mode": defaults.mode.value, "tls.config.file": defaults.config_file,
+             "tls.test.mode.enable": defaults.test_mode,
+             "tls.server.need.client.auth": defaults.need_client_auth,
+             "tls.server.keyPath": defaults.key_path, "tls.server.keyPassword": defaults.key_password,
+             "tls.server.certPath": defaults.cert_path, "tls.server.authClient": defaults.auth_client,
+             "tls.server.trustCertPath": defaults.trust_cert_path}
+    for key, value in attrs.items():
+        shown = notes[key][0]
+        expected = "" if value is None else str(value).lower() if isinstance(value, bool) else value
+        assert shown == expected, key
+
+
+def test_defaults_are_shown_without_the_builders_home(site):
+    page = _text(site / "configuration.html")
+    assert "~/namesrv/kvConfig.json" in page
+    home = str(Path.home())
+    if home not in ("/", ""):
+        assert f"{home}/namesrv" not in page
+
+
+def test_protocol_page_shows_real_frames(site):
+    page = _text(site / "protocol.html")
+    # the captured ROCKETMQ header of rmq49-mqadmin-rocketmq-serialize-topicRoute.pcap
+    assert "00 00 00 6d" in page and "01 99" in page
+    assert '{0:"127.0.0.1:30911"}' in page      # fastjson's unquoted numeric key
+    assert "heartbeat" in page.lower()
+
+
+def test_builds_without_the_optional_pages_and_picks_up_new_ones(tmp_path):
+    """Pages of other work streams may be absent; any new page joins the toctree by itself.
+
+    A copy of docs/ without the optional pages, with stub API pages (so it is quick), plus one
+    new page: the build must stay warning-free and list the new page.
+    """
+    src = tmp_path / "src"
+    docs = src / "docs"
+    shutil.copytree(DOCS, docs, ignore=shutil.ignore_patterns("_build", "__pycache__"))
+    for entry in ("rocketpy", "twisted", "tools"):  # what the pages point at
+        if (ROOT / entry).exists():
+            (src / entry).symlink_to(ROOT / entry, target_is_directory=True)
+    for name in OPTIONAL_PAGES:
+        for page in docs.glob(f"{name}.*"):
+            page.unlink()
+    (docs / "zz-extra.md").write_text("# An extra page\n\nAdded later.\n", encoding="utf-8")
+    for page in (docs / "api").glob("*.rst"):  # stubs instead of autodoc: keeps this build quick
+        if page.stem != "index":
+            page.write_text(f"{page.stem}\n{'=' * len(page.stem)}\n", encoding="utf-8")
+    proc, out = _build(docs, tmp_path / "out")
+    assert proc.returncode == 0 and "WARNING" not in proc.stderr, proc.stderr
+    toc = _toctree(out / "index.html")
+    assert 'href="zz-extra.html"' in toc
+    for name in OPTIONAL_PAGES:
+        assert f'href="{name}.html"' not in toc
+    protocol = _text(out / "protocol.html")
+    assert "request code page" in protocol  # the optional link degrades to text

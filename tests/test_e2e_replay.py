@@ -1,0 +1,150 @@
+"""End to end: the genuine self-contained captures replayed over real sockets against
+``twistd -n rocketnamesrv``; every answer must be the one the Java NameServer wrote.
+
+Each ``*-sc-*`` capture starts before a fresh Java NameServer, so a fresh server replays it whole:
+4.9.8 captures with ``--profile=4.9``, 5.0.0 captures with ``--profile=5.0``, and the capture's
+own ``listenPort``/``bindAddress`` so GET_NAMESRV_CONFIG reports what Java reported (only the
+NameServer's own file paths are left out of the comparison). Every connection of the capture is
+a real connection here, opened when its first request is due and closed where the capture's
+closed, so channel events (a broker's close unregistering it) happen as they did under Java.
+Requests go in the order Java answered them (see ``tests/replay.py``); a request Java never
+answered (oneway, or 4.9's unknown code) gets a moment to be applied, and must get no answer.
+"""
+import socket
+import time
+
+import pytest
+
+import replay
+from serverproc import RemotingClient, running_server
+
+pytestmark = pytest.mark.network
+
+SC = replay.sc_captures()
+#: time for an unanswered request or a close to be applied before the next event
+SETTLE = 0.03
+
+
+def _replay_over_sockets(path, server):
+    clients = {}
+    mismatches = []
+    answered = exact = silent = 0
+    for event in replay.replay_events(path):
+        convo = event.conversation
+        if event.kind == "close":
+            client = clients.pop(convo.index, None)
+            if client is not None:
+                client.close()
+                time.sleep(SETTLE)
+            continue
+        client = clients.get(convo.index)
+        if client is None:
+            client = clients[convo.index] = RemotingClient(server.port)
+        client.send_frame(event.request_frame)
+        if event.expected is None:
+            silent += 1
+            time.sleep(SETTLE)
+            continue
+        actual_frame = _read_raw(client)
+        from rocketpy.remoting import decode_frame
+        actual = decode_frame(actual_frame)
+        answered += 1
+        exact += actual_frame == event.expected_frame
+        diffs = replay.compare(event.request, event.expected, actual)
+        if diffs:
+            mismatches.append((event, diffs))
+    # nothing may be answered that Java left unanswered
+    for client in clients.values():
+        client.sock.settimeout(0.2)
+        try:
+            extra = client.sock.recv(65536)
+        except (socket.timeout, OSError):
+            extra = b""
+        assert not extra and not client._buf, f"unexpected answer bytes {extra[:80]!r}"
+        client.close()
+    return answered, exact, silent, mismatches
+
+
+def _read_raw(client):
+    while True:
+        if len(client._buf) >= 4:
+            end = 4 + int.from_bytes(client._buf[:4], "big")
+            if len(client._buf) >= end:
+                frame, client._buf = client._buf[:end], client._buf[end:]
+                return frame
+        chunk = client.sock.recv(1 << 16)
+        if not chunk:
+            raise ConnectionError("server closed the connection")
+        client._buf += chunk
+
+
+def test_all_ten_self_contained_captures_are_here():
+    assert len(SC) == 10
+
+
+@pytest.mark.parametrize("path", SC, ids=[p.name for p in SC])
+def test_capture_replays_over_real_sockets(path):
+    profile = replay.capture_profile(path)
+    port = replay.conversations(path)[0].server[1]
+    with running_server(f"--profile={profile}", "-D", f"listenPort={port}",
+                        "-D", "bindAddress=127.0.0.1") as server:
+        answered, exact, silent, mismatches = _replay_over_sockets(path, server)
+    report = "\n".join(f"code {e.request.code} opaque {e.request.opaque}: {d}"
+                       for e, d in mismatches[:10])
+    assert answered > 20
+    assert not mismatches, report
+    config_answers = sum(1 for e in replay.replay_events(path)
+                         if e.expected is not None and e.request.code == 319)
+    assert exact >= answered - config_answers
+
+
+#: Broker-side captures that also start from an empty NameServer and need no real waiting
+#: (the expiry captures wait 120 s; the long runs span minutes), with the settings the Java
+#: NameServer of the capture ran with.
+BROKER_CAPTURES = {
+    "rmq49-broker-kill9.pcap": (), "rmq49-broker-unregister.pcap": (),
+    "rmq49-broker-register.pcap": (), "rmq49-broker-register-compressed.pcap": (),
+    "rmq49-broker-register-master-slave.pcap": (), "rmq49-broker-register-noforce.pcap": (),
+    "rmq49-broker-register-rocketmq-serialize.pcap": (),
+    "rmq50-broker-kill9.pcap": (), "rmq50-broker-unregister.pcap": (),
+    "rmq50-broker-register.pcap": (), "rmq50-broker-register-compressed.pcap": (),
+    "rmq50-broker-register-master-slave.pcap": (), "rmq50-broker-register-noforce.pcap": (),
+    "rmq50-broker-register-rocketmq-serialize.pcap": (),
+    "rmq50-broker-register-actingmaster.pcap": ("-D", "supportActingMaster=true"),
+    "rmq50-broker-register-actingmaster-newproto.pcap": ("-D", "supportActingMaster=true"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(BROKER_CAPTURES))
+def test_broker_capture_replays_over_real_sockets(name):
+    path = replay.PCAP_DIR / name
+    profile = replay.capture_profile(path)
+    port = replay.conversations(path)[0].server[1]
+    with running_server(f"--profile={profile}", "-D", f"listenPort={port}",
+                        "-D", "bindAddress=127.0.0.1", *BROKER_CAPTURES[name]) as server:
+        answered, exact, silent, mismatches = _replay_over_sockets(path, server)
+    assert answered >= 2
+    assert not mismatches, "\n".join(f"code {e.request.code}: {d}" for e, d in mismatches[:10])
+    assert exact == answered
+
+
+@pytest.mark.parametrize("name", ["rmq49-sc-clients.pcap", "rmq50-sc-clients.pcap"])
+def test_killing_the_genuine_brokers_socket_drops_its_routes_at_once(name):
+    """The genuine broker's REGISTER_BROKER, then its socket reset (kill -9): the routes are gone
+    on the close event (one reactor turn), not after the 120 s expiry."""
+    path = replay.PCAP_DIR / name
+    registration = next(e for e in replay.replay_events(path)
+                        if e.kind == "request" and e.request.code == 103)
+    with running_server(f"--profile={replay.capture_profile(path)}") as server:
+        broker = RemotingClient(server.port)
+        broker.send_frame(registration.request_frame)
+        assert broker.read_frame().code == 0
+        watcher = RemotingClient(server.port)
+        assert watcher.call(105, {"topic": "SELF_TEST_TOPIC"}).code == 0
+        broker.reset()
+        start = time.monotonic()
+        while watcher.call(105, {"topic": "SELF_TEST_TOPIC"}).code != 17:
+            assert time.monotonic() - start < 1.0, "routes still there 1 s after the kill"
+        assert time.monotonic() - start < 0.5
+        assert watcher.call(106).code == 0  # the cluster info no longer lists broker-a
+        assert b"broker-a" not in (watcher.call(106).body or b"")

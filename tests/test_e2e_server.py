@@ -1,0 +1,258 @@
+"""End to end: ``twistd -n rocketnamesrv`` as a subprocess on 127.0.0.1, driven with real sockets.
+
+Routes appear on registration, survive, and disappear on a graceful close, on a kill (reset), on
+expiry and on idle; a never-reading client does not make the server buffer without bound; a
+broken frame closes only its own connection; TLS modes; SIGTERM flushes the KV config; the
+mqnamesrv-style options (-c, -p) and the console script.
+"""
+import json
+import os
+import socket
+import ssl
+import subprocess
+import sys
+import time
+import zlib
+
+import pytest
+
+from rocketpy.remoting import RemotingCommand
+from serverproc import REPO_ROOT, RemotingClient, running_server, server_command
+
+pytestmark = pytest.mark.network
+
+
+def register(client, broker="broker-a", addr="127.0.0.1:10911", topics=("TopicA", "TopicB"),
+             counter=1, **ext):
+    table = {t: {"order": False, "perm": 6, "readQueueNums": 4, "topicFilterType": "SINGLE_TAG",
+                 "topicName": t, "topicSysFlag": 0, "writeQueueNums": 4} for t in topics}
+    body = json.dumps({"filterServerList": [], "topicConfigSerializeWrapper": {
+        "dataVersion": {"counter": counter, "stateVersion": 0, "timestamp": 1},
+        "topicConfigTable": table}}).encode()
+    fields = {"brokerName": broker, "brokerAddr": addr, "clusterName": "DefaultCluster",
+              "haServerAddr": "127.0.0.1:10912", "brokerId": "0", "compressed": "false",
+              "bodyCrc32": str(zlib.crc32(body) & 0x7FFFFFFF)}
+    fields.update(ext)
+    answer = client.call(103, fields, body, version=413)
+    assert answer.code == 0, answer
+    return answer
+
+
+def route_code(port, topic="TopicA"):
+    client = RemotingClient(port)
+    try:
+        return client.call(105, {"topic": topic}).code
+    finally:
+        client.close()
+
+
+def wait_for_route_code(port, code, timeout):
+    """Seconds until the route query answers ``code`` (fails after ``timeout``)."""
+    start = time.monotonic()
+    while True:
+        if route_code(port) == code:
+            return time.monotonic() - start
+        if time.monotonic() - start > timeout:
+            raise AssertionError(f"route did not answer {code} within {timeout} s")
+        time.sleep(0.005)
+
+
+def rss_kib(pid):
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    return 0
+
+
+def test_route_appears_survives_and_goes_with_graceful_close():
+    with running_server() as server:
+        broker = RemotingClient(server.port)
+        assert route_code(server.port) == 17
+        register(broker)
+        assert route_code(server.port) == 0
+        for counter in range(2, 5):
+            register(broker, counter=counter)
+            assert route_code(server.port) == 0
+        broker.close()
+        assert wait_for_route_code(server.port, 17, timeout=2.0) < 2.0
+
+
+def test_killed_broker_route_gone_at_once():
+    """A reset (kill -9) unregisters on the close event, not after 120 s of silence."""
+    with running_server() as server:
+        broker = RemotingClient(server.port)
+        register(broker)
+        watcher = RemotingClient(server.port)
+        broker.reset()
+        start = time.monotonic()
+        while watcher.call(105, {"topic": "TopicA"}).code != 17:
+            assert time.monotonic() - start < 1.0, "route still there 1 s after the reset"
+        elapsed = time.monotonic() - start
+        assert elapsed < 0.5
+        server.wait_for_log(r"the broker's channel destroyed")
+
+
+def test_expiry_closes_the_silent_brokers_channel():
+    with running_server("-D", "scanNotActiveBrokerInterval=100") as server:
+        broker = RemotingClient(server.port)
+        register(broker, heartbeatTimeoutMillis="800", enableActingMaster="false")
+        assert route_code(server.port) == 0
+        assert broker.is_closed_by_server(timeout=5.0)
+        assert route_code(server.port) == 17
+        server.wait_for_log(r"The broker channel expired")
+
+
+def test_idle_connection_closed_and_unregistered():
+    with running_server("-D", "serverChannelMaxIdleTimeSeconds=1") as server:
+        broker = RemotingClient(server.port)
+        register(broker)
+        start = time.monotonic()
+        assert broker.is_closed_by_server(timeout=5.0)
+        assert 0.9 < time.monotonic() - start < 3.0
+        assert route_code(server.port) == 17
+        server.wait_for_log(r"IDLE exception")
+
+
+def test_broken_frame_closes_only_that_connection():
+    with running_server() as server:
+        good = RemotingClient(server.port)
+        register(good)
+        bad = RemotingClient(server.port)
+        header = b"{this is not json"
+        bad.send_frame((4 + len(header)).to_bytes(4, "big") + len(header).to_bytes(4, "big") + header)
+        assert bad.is_closed_by_server(timeout=5.0)
+        oversized = RemotingClient(server.port)
+        oversized.send_frame((64 * 1024 * 1024).to_bytes(4, "big"))
+        assert oversized.is_closed_by_server(timeout=5.0)
+        assert good.call(105, {"topic": "TopicA"}).code == 0
+        server.wait_for_log(r"decode exception")
+
+
+def test_never_reading_client_does_not_grow_the_server():
+    with running_server() as server:
+        broker = RemotingClient(server.port)
+        register(broker, topics=[f"Topic{i}" for i in range(50)] + ["TopicA"])
+        baseline = rss_kib(server.proc.pid)
+        hog = socket.create_connection(("127.0.0.1", server.port))
+        hog.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        hog.setblocking(False)
+        request = RemotingCommand.request(105, {"topic": "TopicA"}, opaque=1, version=479).encode()
+        burst = request * 2000
+        sent = 0
+        deadline = time.monotonic() + 2.0
+        while time.monotonic() < deadline and sent < 100 * len(burst):
+            try:
+                sent += hog.send(burst)
+            except BlockingIOError:
+                time.sleep(0.01)
+        # the server stopped reading us long before we could offer it all
+        assert sent < 100 * len(burst)
+        assert broker.call(105, {"topic": "TopicA"}).code == 0  # others are still served
+        grown = rss_kib(server.proc.pid) - baseline
+        assert grown < 64 * 1024, f"server grew by {grown} KiB"
+        hog.close()
+
+
+def test_tls_permissive_serves_both_enforcing_refuses_plain():
+    import OpenSSL  # noqa: F401  (twisted[tls] is an install dependency)
+    ctx = ssl.create_default_context()
+    ctx.check_hostname = False
+    ctx.verify_mode = ssl.CERT_NONE
+    request = RemotingCommand.request(105, {"topic": "x"}, opaque=9, version=479).encode()
+    with running_server() as server:  # permissive is the default, with a test-mode certificate
+        with ctx.wrap_socket(socket.create_connection(("127.0.0.1", server.port))) as tls:
+            tls.sendall(request)
+            assert b'"opaque":9' in tls.recv(65536)
+        assert route_code(server.port, "x") == 17
+    with running_server("-D", "tls.server.mode=enforcing") as server:
+        with ctx.wrap_socket(socket.create_connection(("127.0.0.1", server.port))) as tls:
+            tls.sendall(request)
+            assert b'"opaque":9' in tls.recv(65536)
+        plain = RemotingClient(server.port)
+        plain.send_frame(request)
+        assert plain.is_closed_by_server(timeout=5.0)
+    with running_server("-D", "tls.server.mode=disabled") as server:
+        with pytest.raises((ssl.SSLError, ConnectionError, OSError)):
+            with ctx.wrap_socket(socket.create_connection(("127.0.0.1", server.port))):
+                pass
+        assert route_code(server.port, "x") == 17
+
+
+def test_sigterm_flushes_kv_and_exits_cleanly():
+    with running_server() as server:
+        admin = RemotingClient(server.port)
+        assert admin.call(100, {"namespace": "NS", "key": "k", "value": "v"}).code == 0
+        code = server.stop()
+        with open(server.kv_path) as f:
+            assert json.load(f)["configTable"] == {"NS": {"k": "v"}}
+    assert code in (0, -15)
+    assert "Server Shut Down." in server.log_text()
+
+
+def test_config_file_and_print_config_item(tmp_path):
+    conf = tmp_path / "namesrv.properties"
+    conf.write_text("listenPort=0\nbindAddress=127.0.0.1\nserverChannelMaxIdleTimeSeconds=77\n"
+                    "someUnknownKey=kept\n")
+    env = dict(os.environ, PYTHONPATH=str(REPO_ROOT), HOME=str(tmp_path))
+    printed = subprocess.run(server_command("-c", str(conf), "-p", listen=None), env=env,
+                             cwd=tmp_path, capture_output=True, timeout=60)
+    out = printed.stdout.decode()
+    assert printed.returncode == 0, printed.stderr.decode()
+    assert "serverChannelMaxIdleTimeSeconds=77" in out
+    assert "listenPort=0" in out
+    with running_server("-c", str(conf), listen=None) as server:
+        assert route_code(server.port) == 17
+        admin = RemotingClient(server.port)
+        answer = admin.call(319)
+        assert b"someUnknownKey=kept" in answer.body
+        assert b"serverChannelMaxIdleTimeSeconds=77" in answer.body
+
+
+def test_console_script_module_boots(tmp_path):
+    env = dict(os.environ, PYTHONPATH=str(REPO_ROOT), HOME=str(tmp_path), PYTHONUNBUFFERED="1")
+    proc = subprocess.Popen([sys.executable, "-m", "rocketpy.service.cli",
+                             "--listen=tcp:0:interface=127.0.0.1", f"--kvConfigPath={tmp_path}/kv.json"],
+                            env=env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + 30
+        port = None
+        for raw in proc.stdout:
+            line = raw.decode()
+            if "The Name Server boot success" in line:
+                port = int(line.rsplit(":", 1)[1])
+                break
+            assert time.monotonic() < deadline
+        assert port and route_code(port, "x") == 17
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
+def test_acting_master_notification_reaches_the_brokers_own_port():
+    """notifyMinBrokerIdChanged: the NameServer connects to the slave's brokerAddr (a listener
+    here, standing in for the broker) and sends NOTIFY_MIN_BROKER_ID_CHANGE oneway."""
+    from rocketpy.remoting import decode_frame
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(1)
+    listener.settimeout(10)
+    slave_addr = f"127.0.0.1:{listener.getsockname()[1]}"
+    with running_server("-D", "notifyMinBrokerIdChanged=true", "-D", "supportActingMaster=true") as server:
+        slave = RemotingClient(server.port)
+        register(slave, addr=slave_addr, brokerId="1", enableActingMaster="true")
+        master = RemotingClient(server.port)
+        register(master, addr="127.0.0.1:10911", brokerId="0", enableActingMaster="true")
+        conn, _ = listener.accept()
+        conn.settimeout(10)
+        data = b""
+        while len(data) < 4 or len(data) < 4 + int.from_bytes(data[:4], "big"):
+            chunk = conn.recv(65536)
+            assert chunk, "the NameServer closed the notification channel"
+            data += chunk
+        note = decode_frame(data[:4 + int.from_bytes(data[:4], "big")])
+        assert note.code == 905 and note.is_oneway
+        assert note.ext_fields["minBrokerId"] == "0"
+        assert note.ext_fields["minBrokerAddr"] == "127.0.0.1:10911"
+        conn.close()
+    listener.close()

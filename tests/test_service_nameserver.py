@@ -1,0 +1,277 @@
+"""The whole NameServer service tree of ``makeService`` on a fake reactor (MemoryReactorClock):
+channel events reach BatchUnregistrationService, liveness scans expire brokers, idle closes,
+queue-full answers, stale closes, acting-master notifications, and the KV flush on stop.
+
+Connections are StringTransports handed to the factory's protocols; time is the fake reactor's.
+"""
+import json
+import zlib
+
+from twisted.internet.error import ConnectionDone, ConnectionLost
+from twisted.internet.testing import MemoryReactorClock, StringTransport
+from twisted.python.failure import Failure
+from twisted.trial.unittest import SynchronousTestCase
+
+from rocketpy.remoting import RemotingCommand, decode_frame, split_frames
+from rocketpy.service.tap import Options, makeService
+
+T0 = 1_700_000_000
+
+
+class NameServer:
+    def __init__(self, case, *args, **props):
+        self.reactor = MemoryReactorClock()
+        self.reactor.advance(T0)
+        self.tmp = case.mktemp()
+        argv = ["--kvConfigPath", f"{self.tmp}-kv.json", "--listen", "tcp:9876",
+                "-D", f"configStorePath={self.tmp}-namesrv.properties",
+                "-D", "tls.server.mode=disabled", *args]
+        for key, value in props.items():
+            argv += ["-D", f"{key}={value}"]
+        options = Options()
+        options.parseOptions(argv)
+        self.top = makeService(options, reactor=self.reactor)
+        self.top.startService()
+        self.factory = self.top.factory
+        self.rim = self.top.route_info_manager
+        self.opaque = 0
+
+    def connect(self, host="127.0.0.1", port=40000):
+        from twisted.internet.address import IPv4Address
+        proto = self.factory.buildProtocol(None)
+        transport = StringTransport(peerAddress=IPv4Address("TCP", host, port))
+        proto.makeConnection(transport)
+        return proto, transport
+
+    def request(self, proto, code, ext=None, body=None, version=413, oneway=False):
+        self.opaque += 1
+        proto.transport.clear()
+        proto.dataReceived(RemotingCommand.request(code, ext, body, opaque=self.opaque,
+                                                   version=version, oneway=oneway).encode())
+        frames, _ = split_frames(proto.transport.value())
+        return [decode_frame(f) for f in frames]
+
+    def register(self, proto, broker="broker-a", broker_id=0, addr="127.0.0.1:10911", topics=("T", "U"),
+                 counter=1, **ext):
+        table = {t: {"order": False, "perm": 6, "readQueueNums": 4, "topicFilterType": "SINGLE_TAG",
+                     "topicName": t, "topicSysFlag": 0, "writeQueueNums": 4} for t in topics}
+        body = json.dumps({"filterServerList": [], "topicConfigSerializeWrapper": {
+            "dataVersion": {"counter": counter, "stateVersion": 0, "timestamp": 1},
+            "topicConfigTable": table}}).encode()
+        fields = {"brokerName": broker, "brokerAddr": addr, "clusterName": "DefaultCluster",
+                  "haServerAddr": addr.replace(":109", ":108"), "brokerId": str(broker_id),
+                  "compressed": "false", "bodyCrc32": str(zlib.crc32(body) & 0x7FFFFFFF)}
+        fields.update(ext)
+        [answer] = self.request(proto, 103, fields, body)
+        assert answer.code == 0, answer
+        return answer
+
+    def route(self, topic="T"):
+        proto, _ = self.connect(port=50000)
+        [answer] = self.request(proto, 105, {"topic": topic})
+        proto.connectionLost(Failure(ConnectionDone()))
+        return answer
+
+    def brokers_in_route(self, topic="T"):
+        answer = self.route(topic)
+        if answer.code != 0:
+            return []
+        return sorted(b["brokerName"] for b in json.loads(answer.body)["brokerDatas"])
+
+    def turn(self):
+        self.reactor.advance(0)
+
+    def advance(self, seconds, step=1.0):
+        while seconds > 0:
+            self.reactor.advance(min(step, seconds))
+            seconds -= step
+
+
+class ChannelEventTests(SynchronousTestCase):
+    def test_route_gone_one_reactor_turn_after_close(self):
+        ns = NameServer(self)
+        broker, t = ns.connect()
+        ns.register(broker)
+        self.assertEqual(ns.brokers_in_route(), ["broker-a"])
+        broker.connectionLost(Failure(ConnectionLost("killed")))
+        # reset by peer: exception then close, two (identical) requests queued for this turn
+        self.assertEqual(len(ns.top.getServiceNamed("batch-unregistration")), 2)
+        self.assertEqual(ns.brokers_in_route(), ["broker-a"])
+        ns.turn()
+        self.assertEqual(ns.route().code, 17)
+
+    def test_routes_survive_while_the_broker_talks(self):
+        ns = NameServer(self)
+        broker, t = ns.connect()
+        ns.register(broker)
+        for _ in range(10):  # 300 s of re-registrations every 30 s
+            ns.advance(30, step=5)
+            ns.register(broker)
+        self.assertEqual(ns.brokers_in_route(), ["broker-a"])
+        self.assertFalse(t.disconnecting)
+
+    def test_idle_connection_closed_after_120_seconds_and_unregistered(self):
+        ns = NameServer(self, "--profile=4.9")  # 4.9: fixed 120 s expiry too; idle comes first
+        broker, t = ns.connect()
+        ns.register(broker)
+        ns.advance(119.5, step=0.5)
+        self.assertFalse(t.disconnecting)
+        ns.advance(0.5)
+        self.assertTrue(t.disconnecting)
+        ns.turn()
+        self.assertEqual(ns.route().code, 17)  # the idle event alone unregisters
+        broker.connectionLost(Failure(ConnectionDone()))  # the close that follows: harmless
+        ns.turn()
+        self.assertEqual(ns.route().code, 17)
+
+    def test_expiry_after_the_brokers_own_timeout(self):
+        ns = NameServer(self)
+        broker, t = ns.connect()
+        ns.register(broker, heartbeatTimeoutMillis="10000", enableActingMaster="false")
+        ns.advance(10)
+        self.assertEqual(ns.brokers_in_route(), ["broker-a"])
+        ns.advance(5)  # the scan after 10 s of silence
+        self.assertTrue(t.disconnecting, "the expired broker's channel is closed")
+        self.assertEqual(ns.route().code, 17)
+        broker.connectionLost(Failure(ConnectionDone()))
+        ns.turn()
+        self.assertEqual(ns.route().code, 17)
+
+    def test_heartbeats_keep_the_broker_alive(self):
+        ns = NameServer(self)
+        broker, t = ns.connect()
+        ns.register(broker, heartbeatTimeoutMillis="10000", enableActingMaster="false")
+        for _ in range(6):
+            ns.advance(5)
+            ns.request(broker, 904, {"clusterName": "DefaultCluster", "brokerAddr": "127.0.0.1:10911",
+                                     "brokerName": "broker-a"}, oneway=True)
+        self.assertEqual(ns.brokers_in_route(), ["broker-a"])
+        self.assertFalse(t.disconnecting)
+
+    def test_default_expiry_is_120_seconds(self):
+        ns = NameServer(self, serverChannelMaxIdleTimeSeconds="0")
+        broker, t = ns.connect()
+        ns.register(broker)
+        ns.advance(120)
+        self.assertEqual(ns.brokers_in_route(), ["broker-a"])
+        ns.advance(5)
+        self.assertEqual(ns.route().code, 17)
+
+    def test_one_batch_per_turn(self):
+        ns = NameServer(self)
+        batch = ns.top.getServiceNamed("batch-unregistration")
+        conns = []
+        for i in range(3):
+            proto, t = ns.connect(port=41000 + i)
+            ns.register(proto, broker=f"broker-{i}", addr=f"127.0.0.1:{11000 + i}")
+            conns.append(proto)
+        before = batch.batches
+        for proto in conns:
+            proto.connectionLost(Failure(ConnectionDone()))
+        self.assertEqual(len(ns.brokers_in_route()), 3)
+        ns.turn()
+        self.assertEqual(batch.batches, before + 1)
+        self.assertEqual(ns.route().code, 17)
+
+    def test_queue_full_answers_system_error(self):
+        ns = NameServer(self, unRegisterBrokerQueueCapacity="2")
+        admin, t = ns.connect()
+        frames = b"".join(RemotingCommand.request(
+            104, {"brokerName": f"b{i}", "brokerAddr": f"127.0.0.1:{i}", "clusterName": "C",
+                  "brokerId": "0"}, opaque=100 + i, version=413).encode() for i in range(3))
+        admin.dataReceived(frames)
+        answers = [decode_frame(f) for f in split_frames(t.value())[0]]
+        self.assertEqual([(a.opaque, a.code) for a in answers], [(100, 0), (101, 0), (102, 1)])
+        ns.turn()
+        self.assertEqual(ns.request(admin, 104, {"brokerName": "b", "brokerAddr": "127.0.0.1:9",
+                                                 "clusterName": "C", "brokerId": "0"})[0].code, 0)
+
+    def test_stale_close_after_reregistration_is_ignored(self):
+        ns = NameServer(self)
+        old, _ = ns.connect(port=42000)
+        ns.register(old)
+        new, _ = ns.connect(port=42001)  # the broker restarted and registered again
+        ns.register(new, counter=2)
+        old.connectionLost(Failure(ConnectionDone()))
+        ns.turn()
+        self.assertEqual(ns.brokers_in_route(), ["broker-a"])
+        new.connectionLost(Failure(ConnectionDone()))
+        ns.turn()
+        self.assertEqual(ns.route().code, 17)
+
+    def test_idle_then_close_is_harmless_for_a_reregistered_broker(self):
+        ns = NameServer(self, serverChannelMaxIdleTimeSeconds="60")
+        old, t_old = ns.connect(port=43000)
+        ns.register(old)
+        ns.advance(30)
+        new, _ = ns.connect(port=43001)
+        ns.register(new, counter=2)
+        for _ in range(8):  # the new channel keeps talking; the old one idles out
+            ns.advance(5)
+            ns.register(new, counter=2)
+        self.assertTrue(t_old.disconnecting)
+        old.connectionLost(Failure(ConnectionDone()))
+        ns.turn()
+        self.assertEqual(ns.brokers_in_route(), ["broker-a"])
+
+
+class NotifyMinBrokerIdTests(SynchronousTestCase):
+    def test_slave_told_when_master_comes_and_goes(self):
+        ns = NameServer(self, notifyMinBrokerIdChanged="true", supportActingMaster="true")
+        slave, _ = ns.connect(port=44001)
+        ns.register(slave, broker_id=1, addr="127.0.0.1:10921", enableActingMaster="true")
+        master, _ = ns.connect(port=44000)
+        ns.register(master, broker_id=0, addr="127.0.0.1:10911", enableActingMaster="true")
+        # the NameServer connects out to the slave's own address and writes a oneway 905
+        host, port, factory, timeout, _ = ns.reactor.tcpClients[-1]
+        self.assertEqual((host, port), ("127.0.0.1", 10921))
+        out = StringTransport()
+        proto = factory.buildProtocol(None)
+        proto.makeConnection(out)
+        [note] = [decode_frame(f) for f in split_frames(out.value())[0]]
+        self.assertEqual(note.code, 905)
+        self.assertTrue(note.is_oneway)
+        self.assertEqual(note.ext_fields["minBrokerId"], "0")
+        self.assertEqual(note.ext_fields["minBrokerAddr"], "127.0.0.1:10911")
+        out.clear()
+        master.connectionLost(Failure(ConnectionDone()))
+        ns.turn()
+        [note] = [decode_frame(f) for f in split_frames(out.value())[0]]  # same cached channel
+        self.assertEqual(note.ext_fields["minBrokerId"], "1")
+        self.assertEqual(note.ext_fields["offlineBrokerAddr"], "127.0.0.1:10911")
+        self.assertNotEqual(note.opaque, 0)
+
+    def test_off_by_default(self):
+        ns = NameServer(self)
+        slave, _ = ns.connect(port=44001)
+        ns.register(slave, broker_id=1, addr="127.0.0.1:10921", enableActingMaster="true")
+        master, _ = ns.connect(port=44000)
+        ns.register(master, broker_id=0, addr="127.0.0.1:10911", enableActingMaster="true")
+        self.assertEqual(ns.reactor.tcpClients, [])
+
+
+class LifecycleTests(SynchronousTestCase):
+    def test_stop_flushes_kv_and_closes_connections(self):
+        ns = NameServer(self)
+        admin, t = ns.connect()
+        [answer] = ns.request(admin, 100, {"namespace": "NS", "key": "k", "value": "v"})
+        self.assertEqual(answer.code, 0)
+        d = ns.top.stopService()
+        self.assertTrue(t.disconnecting)
+        admin.connectionLost(Failure(ConnectionDone()))
+        self.successResultOf(d)
+        with open(f"{ns.tmp}-kv.json") as f:
+            self.assertEqual(json.load(f)["configTable"], {"NS": {"k": "v"}})
+
+    def test_boot_line_logged_with_address(self):
+        from twisted.logger import globalLogPublisher
+        seen = []
+        globalLogPublisher.addObserver(seen.append)
+        try:
+            NameServer(self)
+        finally:
+            globalLogPublisher.removeObserver(seen.append)
+        from twisted.logger import formatEvent
+        lines = [formatEvent(e) for e in seen]
+        self.assertTrue(any(l.startswith("The Name Server boot success. serializeType=JSON, address ")
+                            and l.endswith(":9876") for l in lines), lines)

@@ -1,0 +1,235 @@
+"""Services one by one, with fakes and task.Clock: BatchUnregistrationService,
+BrokerHousekeepingService, ScanNotActiveBrokerService, KVConfigService, RemotingServerService."""
+import json
+
+from twisted.internet import defer, task
+from twisted.internet.testing import MemoryReactorClock
+from twisted.trial.unittest import SynchronousTestCase
+from zope.interface.verify import verifyObject
+
+from rocketpy.namesrv import Channel
+from rocketpy.namesrv.kvconfig import KVConfigManager
+from rocketpy.service.housekeeping import BrokerHousekeepingService
+from rocketpy.service.kvconfig import KVConfigService, kv_config_log_lines
+from rocketpy.service.liveness import ScanNotActiveBrokerService
+from rocketpy.service.server import RemotingServerService
+from rocketpy.service.unregistration import BatchUnregistrationService
+from rocketpy.transport import IChannelEventListener, RemotingServerFactory, TlsMode
+
+
+class BatchTests(SynchronousTestCase):
+    def setUp(self):
+        self.clock = task.Clock()
+        self.batches = []
+        self.service = BatchUnregistrationService(self.batches.append, self.clock, capacity=3)
+        self.service.startService()
+
+    def test_everything_submitted_in_one_turn_is_one_batch(self):
+        for r in ("a", "b", "c"):
+            self.assertTrue(self.service.submit(r))
+        self.assertEqual(self.batches, [])
+        self.clock.advance(0)
+        self.assertEqual(self.batches, [["a", "b", "c"]])
+        self.service.submit("d")
+        self.clock.advance(0)
+        self.assertEqual(self.batches, [["a", "b", "c"], ["d"]])
+
+    def test_full_queue_refuses(self):
+        for r in ("a", "b", "c"):
+            self.assertTrue(self.service.submit(r))
+        self.assertFalse(self.service.submit("d"))
+        self.clock.advance(0)
+        self.assertTrue(self.service.submit("d"))
+
+    def test_duplicates_in_a_batch_are_applied_once(self):
+        for r in ("a", "a", "b"):
+            self.service.submit(r)
+        self.clock.advance(0)
+        self.assertEqual(self.batches, [["a", "b"]])
+
+    def test_apply_failure_is_logged_and_service_goes_on(self):
+        def boom(batch):
+            raise RuntimeError("x")
+        service = BatchUnregistrationService(boom, self.clock)
+        service.startService()
+        service.submit("a")
+        self.clock.advance(0)
+        self.assertEqual(len(self.flushLoggedErrors(RuntimeError)), 1)
+        self.assertTrue(service.submit("b"))
+
+    def test_queued_before_start_is_applied_on_start(self):
+        service = BatchUnregistrationService(self.batches.append, self.clock)
+        service.submit("early")
+        service.startService()
+        self.clock.advance(0)
+        self.assertEqual(self.batches, [["early"]])
+
+    def test_stop_applies_what_is_left(self):
+        self.service.submit("a")
+        self.service.stopService()
+        self.assertEqual(self.batches, [["a"]])
+        self.assertEqual(self.clock.getDelayedCalls(), [])
+
+    def test_immediate_mode_applies_at_once(self):
+        service = BatchUnregistrationService(self.batches.append, self.clock, immediate=True)
+        service.startService()
+        self.assertTrue(service.submit("a"))
+        self.assertEqual(self.batches, [["a"]])
+
+
+class HousekeepingTests(SynchronousTestCase):
+    def setUp(self):
+        self.submitted = []
+        self.destroyed = []
+
+        def on_destroy(channel):
+            self.destroyed.append(channel)
+            return [("unreg", channel.channel_id)] if channel.channel_id == 1 else []
+
+        self.service = BrokerHousekeepingService(on_destroy, lambda r: self.submitted.append(r) or True)
+
+    def test_interface(self):
+        verifyObject(IChannelEventListener, self.service)
+
+    def test_close_exception_idle_unregister(self):
+        broker, client = Channel(1, "a:1"), Channel(2, "b:2")
+        for event in ("on_channel_close", "on_channel_exception", "on_channel_idle"):
+            getattr(self.service, event)("a:1", broker)
+            getattr(self.service, event)("b:2", client)
+        self.assertEqual(self.submitted, [("unreg", 1)] * 3)
+        self.assertEqual(len(self.destroyed), 6)
+
+    def test_connect_and_active_do_nothing(self):
+        self.service.on_channel_connect("a:1", Channel(1, "a:1"))
+        self.service.on_channel_active("a:1", Channel(1, "a:1"))
+        self.assertEqual(self.destroyed, [])
+
+
+class LivenessTests(SynchronousTestCase):
+    def test_scans_every_interval_and_expires(self):
+        clock = task.Clock()
+        clock.advance(1000)
+        scans, closed, submitted = [], [], []
+
+        def scan(now_ms):
+            scans.append(now_ms)
+            return [("req", 7)] if len(scans) == 2 else []
+
+        service = ScanNotActiveBrokerService(scan, lambda cid, why: closed.append(cid),
+                                             submitted.append, clock, interval_ms=5000)
+        service.startService()
+        self.assertEqual(scans, [])  # Java: first run after the initial delay
+        clock.advance(5)
+        clock.advance(5)
+        self.assertEqual(scans, [1_005_000, 1_010_000])
+        self.assertEqual(closed, [7])
+        self.assertEqual(submitted, ["req"])
+        service.stopService()
+        clock.advance(100)
+        self.assertEqual(len(scans), 2)
+
+    def test_scan_failure_is_logged_and_loop_goes_on(self):
+        clock = task.Clock()
+        calls = []
+
+        def scan(now_ms):
+            calls.append(now_ms)
+            raise RuntimeError("bug")
+
+        service = ScanNotActiveBrokerService(scan, None, None, clock, interval_ms=1000)
+        service.startService()
+        clock.advance(1)
+        clock.advance(1)
+        self.assertEqual(len(calls), 2)
+        self.assertEqual(len(self.flushLoggedErrors(RuntimeError)), 2)
+
+
+class KVConfigServiceTests(SynchronousTestCase):
+    def test_log_lines_as_java(self):
+        lines = kv_config_log_lines({"ORDER_TOPIC_CONFIG": {"T": "b:4"}})
+        self.assertEqual(lines, ["--------------------------------------------------------",
+                                 "configTable SIZE: 1",
+                                 "configTable NS: ORDER_TOPIC_CONFIG Key: T Value: b:4"])
+
+    def test_logs_after_a_minute_then_every_ten_and_flushes_on_stop(self):
+        path = self.mktemp()
+        kv = KVConfigManager(path)
+        kv.config_table = {"NS": {"k": "v"}}
+        clock = task.Clock()
+        logged = []
+        service = KVConfigService(kv, clock, load=False)
+        service.run_once = lambda: logged.append(clock.seconds())
+        service.startService()
+        clock.advance(59)
+        self.assertEqual(logged, [])
+        clock.advance(1)
+        clock.advance(600)
+        clock.advance(600)
+        self.assertEqual(logged, [60, 660, 1260])
+        service.stopService()
+        with open(path) as f:
+            self.assertEqual(json.load(f), {"configTable": {"NS": {"k": "v"}}})
+        self.assertEqual(clock.getDelayedCalls(), [])
+
+    def test_empty_table_leaves_no_file(self):
+        import os
+        path = self.mktemp()
+        service = KVConfigService(KVConfigManager(path), task.Clock(), load=False)
+        service.startService()
+        service.stopService()
+        self.assertFalse(os.path.exists(path))
+
+
+class ServerServiceTests(SynchronousTestCase):
+    def test_listens_and_stops(self):
+        reactor = MemoryReactorClock()
+        factory = RemotingServerFactory(None, None, clock=reactor, tls_mode=TlsMode.DISABLED)
+        service = RemotingServerService("tcp:9876:interface=127.0.0.1", factory, reactor)
+        service.startService()
+        [(port, f, backlog, interface)] = reactor.tcpServers
+        self.assertEqual((port, interface), (9876, "127.0.0.1"))
+        self.assertIs(f, factory)
+        self.assertTrue(service.address.endswith(":9876"))  # MemoryReactor reports 0.0.0.0
+        d = service.stopService()
+        self.successResultOf(d)
+
+    def test_listen_failure_raises_from_start(self):
+        from twisted.internet.error import CannotListenError
+
+        class Refusing:
+            def listen(self, factory):
+                return defer.fail(CannotListenError("127.0.0.1", 9876, OSError("in use")))
+
+        factory = RemotingServerFactory(None, None, clock=task.Clock(), tls_mode=TlsMode.DISABLED)
+        service = RemotingServerService(Refusing(), factory, task.Clock())
+        self.assertRaises(CannotListenError, service.startService)
+        self.assertFalse(service.running)
+
+
+class InterfaceTests(SynchronousTestCase):
+    """verifyObject for every @implementer class and every service of the tree."""
+
+    def test_every_component_provides_its_interface(self):
+        from twisted.application.service import IService
+        from twisted.internet.interfaces import IProtocolFactory
+
+        from rocketpy.namesrv import DefaultRequestProcessor, KVConfigManager, RouteInfoManager
+        from rocketpy.service.tap import Options, makeService
+        from rocketpy.transport import IRequestProcessor
+
+        rim = RouteInfoManager()
+        processor = DefaultRequestProcessor(rim, KVConfigManager(self.mktemp()))
+        verifyObject(IRequestProcessor, processor, tentative=True)
+        options = Options()
+        options.parseOptions(["--kvConfigPath", self.mktemp(), "--listen", "tcp:0",
+                              "-D", "tls.server.mode=disabled"])
+        top = makeService(options, reactor=MemoryReactorClock())
+        verifyObject(IProtocolFactory, top.factory)
+        verifyObject(IChannelEventListener, top.factory.listener)
+        verifyObject(IRequestProcessor, top.factory.processor, tentative=True)
+        names = set()
+        for service in top:
+            verifyObject(IService, service)
+            names.add(service.name)
+        self.assertEqual(names, {"batch-unregistration", "kv-config", "scan-not-active-broker",
+                                 "remoting-server"})

@@ -1,0 +1,130 @@
+"""Transport: TLS settings and the server's OpenSSL context, handshaking in memory (no sockets).
+
+The per-connection first-byte decision is tested in test_transport_protocol.py and over real
+sockets in test_e2e_server.py; here: Java's property names and defaults, test mode's throw-away
+certificate, certificate files (with an encrypted key), and client-certificate policies.
+"""
+import datetime
+
+import pytest
+from twisted.internet.interfaces import IOpenSSLContextFactory
+from zope.interface.verify import verifyObject
+
+from rocketpy.transport.tls import (TlsMode, TlsSettings, TlsUnavailableError,
+                                    build_context_factory)
+
+from OpenSSL import SSL  # twisted[tls]: an install dependency, so a missing one fails
+
+
+def _cert(tmp_path, name="server", password=None):
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)])
+    now = datetime.datetime.now(datetime.timezone.utc)
+    cert = (x509.CertificateBuilder().subject_name(subject).issuer_name(subject)
+            .public_key(key.public_key()).serial_number(x509.random_serial_number())
+            .not_valid_before(now - datetime.timedelta(days=1))
+            .not_valid_after(now + datetime.timedelta(days=2)).sign(key, hashes.SHA256()))
+    cert_path, key_path = tmp_path / f"{name}.pem", tmp_path / f"{name}.key"
+    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    encryption = (serialization.BestAvailableEncryption(password.encode()) if password
+                  else serialization.NoEncryption())
+    key_path.write_bytes(key.private_bytes(serialization.Encoding.PEM,
+                                           serialization.PrivateFormat.PKCS8, encryption))
+    return str(cert_path), str(key_path)
+
+
+def _handshake(server_ctx, client_cert=None):
+    """Run a TLS handshake between ``server_ctx`` and a client in memory; True if it succeeds."""
+    client_ctx = SSL.Context(SSL.TLS_CLIENT_METHOD)
+    if client_cert:
+        client_ctx.use_certificate_file(client_cert[0])
+        client_ctx.use_privatekey_file(client_cert[1])
+    server = SSL.Connection(server_ctx, None)
+    server.set_accept_state()
+    client = SSL.Connection(client_ctx, None)
+    client.set_connect_state()
+    for _ in range(20):
+        for conn in (client, server):
+            try:
+                conn.do_handshake()
+            except SSL.WantReadError:
+                pass
+            except SSL.Error:
+                return False
+        for a, b in ((client, server), (server, client)):
+            try:
+                b.bio_write(a.bio_read(65536))
+            except SSL.WantReadError:
+                pass
+        try:  # TLS 1.3 servers verify the client certificate after the client thinks it is done
+            client.send(b"ping")
+            server.bio_write(client.bio_read(65536))
+            return server.recv(4) == b"ping"
+        except (SSL.WantReadError, SSL.Error):
+            continue
+    return False
+
+
+def test_settings_from_java_properties():
+    s = TlsSettings.from_properties({
+        "tls.server.mode": "enforcing", "tls.test.mode.enable": "false",
+        "tls.server.certPath": "/c.pem", "tls.server.keyPath": "/k.pem",
+        "tls.server.keyPassword": "pw", "tls.server.need.client.auth": "require",
+        "tls.server.authClient": "TRUE", "tls.server.trustCertPath": "/ca.pem"})
+    assert s.mode is TlsMode.ENFORCING
+    assert (s.test_mode, s.cert_path, s.key_path, s.key_password) == (False, "/c.pem", "/k.pem", "pw")
+    assert (s.need_client_auth, s.auth_client, s.trust_cert_path) == ("require", True, "/ca.pem")
+
+
+def test_java_defaults():
+    s = TlsSettings.from_properties({})
+    assert s.mode is TlsMode.PERMISSIVE and s.test_mode and s.need_client_auth == "none"
+    assert s.config_file == "/etc/rocketmq/tls.properties"
+
+
+def test_test_mode_self_signed_handshakes():
+    factory = build_context_factory(TlsSettings())
+    verifyObject(IOpenSSLContextFactory, factory)
+    assert _handshake(factory.getContext())
+
+
+def test_certificate_files_with_encrypted_key(tmp_path):
+    cert, key = _cert(tmp_path, password="secret")
+    settings = TlsSettings(test_mode=False, cert_path=cert, key_path=key, key_password="secret")
+    assert _handshake(build_context_factory(settings).getContext())
+
+
+def test_wrong_key_password_is_refused(tmp_path):
+    cert, key = _cert(tmp_path, password="secret")
+    with pytest.raises(TlsUnavailableError):
+        build_context_factory(TlsSettings(test_mode=False, cert_path=cert, key_path=key,
+                                          key_password="nope"))
+
+
+def test_missing_files_are_refused():
+    with pytest.raises(TlsUnavailableError):
+        build_context_factory(TlsSettings(test_mode=False))
+
+
+def test_require_client_certificate(tmp_path):
+    cert, key = _cert(tmp_path)
+    client = _cert(tmp_path, name="client")
+    settings = TlsSettings(test_mode=False, cert_path=cert, key_path=key, need_client_auth="require")
+    ctx = build_context_factory(settings).getContext()
+    assert not _handshake(ctx)
+    assert _handshake(build_context_factory(settings).getContext(), client_cert=client)
+
+
+def test_auth_client_verifies_against_trust_store(tmp_path):
+    cert, key = _cert(tmp_path)
+    trusted = _cert(tmp_path, name="trusted")
+    stranger = _cert(tmp_path, name="stranger")
+    settings = TlsSettings(test_mode=False, cert_path=cert, key_path=key, need_client_auth="require",
+                           auth_client=True, trust_cert_path=trusted[0])
+    assert _handshake(build_context_factory(settings).getContext(), client_cert=trusted)
+    assert not _handshake(build_context_factory(settings).getContext(), client_cert=stranger)
