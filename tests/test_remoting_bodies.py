@@ -262,13 +262,20 @@ def test_compressed_tolerances_of_java():
 
 
 def test_zip_bomb_stops_at_the_bound():
-    bomb = zlib.compress(bytes(2 << 20), 1)
+    # a part whose length alone passes the bound is refused before it is inflated
+    bomb = zlib.compress(struct.pack(">i", 2 << 20) + bytes(2 << 20), 1)
     with pytest.raises(BodyDecodeError, match="inflates past"):
         B.RegisterBrokerBody.decode(bomb, True, max_inflated=1 << 20)
-    big = zlib.compress(bytes(B.DEFAULT_MAX_INFLATED + 1), 1)
+    big = zlib.compress(struct.pack(">i", B.DEFAULT_MAX_INFLATED) + bytes(B.DEFAULT_MAX_INFLATED), 1)
     assert len(big) < 16 << 20  # fits in one frame
     with pytest.raises(BodyDecodeError, match="inflates past"):
         B.RegisterBrokerBody.decode(big, True)
+    # small valid parts that add up past the bound stop there too
+    line = b"T 1 1 6 SINGLE_TAG"
+    many = zlib.compress(struct.pack(">i", len(DV)) + DV + struct.pack(">i", 1 << 20)
+                         + (struct.pack(">i", len(line)) + line) * 60000, 1)
+    with pytest.raises(BodyDecodeError, match="inflates past"):
+        B.RegisterBrokerBody.decode(many, True, max_inflated=1 << 20)
 
 
 def test_json_form_given_zlib_is_a_decode_error():

@@ -79,7 +79,7 @@ def encode_topic_route(route, standard, v5):
     """
     if route.filter_server_table or route.topic_queue_mapping_by_broker is not None:
         return fastjson.dumps(topic_route_json(route, v5), standard=standard)
-    return _route_fast(route, standard, v5).encode("utf-8")
+    return _route_fast(route, standard, v5).encode("utf-8", "replace")  # as fastjson.dumps
 
 
 def _route_fast(route, standard, v5):

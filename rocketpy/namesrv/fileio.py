@@ -15,7 +15,9 @@ def write_atomic(path, data):
     """Replace ``path`` with ``data`` (bytes) so that no reader ever sees a partial file."""
     directory = os.path.dirname(os.path.abspath(path))
     os.makedirs(directory, exist_ok=True)
-    tmp = os.path.join(directory, f".{os.path.basename(path)}.{os.getpid()}.tmp")
+    # One fixed name per file (no pid): a write killed half-way leaves at most one stale temp
+    # file, which the next write replaces, instead of one more per crash.
+    tmp = os.path.join(directory, f".{os.path.basename(path)}.tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
         with os.fdopen(fd, "wb") as f:
@@ -54,5 +56,5 @@ def write_file_java(path, text):
     """``string2File``: keep the previous content as ``path + ".bak"``, then write ``text``."""
     previous = read_text(path)
     if previous is not None:
-        write_atomic(path + ".bak", previous.encode("utf-8"))
-    write_atomic(path, text.encode("utf-8"))
+        write_atomic(path + ".bak", previous.encode("utf-8", "replace"))
+    write_atomic(path, text.encode("utf-8", "replace"))  # lone surrogate -> '?', as Java

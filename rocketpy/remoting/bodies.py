@@ -24,10 +24,11 @@ The compressed ``RegisterBrokerBody`` (``compressed=true``): a zlib stream of
 ``int32 length + bytes`` parts -- DataVersion JSON, topic count, one text line per topic
 (``name readQ writeQ perm filterType`` and, from 5.0, ``" " + attributes JSON``), the filter
 server list JSON, and from V5_0_0 a count of ``TopicQueueMappingInfo`` JSON parts. It is inflated
-with a bound (:data:`DEFAULT_MAX_INFLATED`, 64 MiB = 4x the 16 MiB frame limit: the text form is
-far smaller than the JSON form a broker would otherwise send, so 4x leaves room for any genuine
-body while a zip bomb stops at the bound) and never beyond; going past it raises
-:class:`~rocketpy.remoting.errors.BodyDecodeError`.
+lazily, part by part as Java's ``InflaterInputStream`` reads it, with a bound
+(:data:`DEFAULT_MAX_INFLATED`, 64 MiB = 4x the 16 MiB frame limit: the text form is far smaller
+than the JSON form a broker would otherwise send, so 4x leaves room for any genuine body while a
+zip bomb stops at the bound) and never beyond; a part whose length prefix alone passes the bound
+is refused before it is inflated. Either raises :class:`~rocketpy.remoting.errors.BodyDecodeError`.
 
 Every decoding failure raises :class:`~rocketpy.remoting.errors.BodyDecodeError`.
 """
@@ -38,7 +39,7 @@ from typing import Any, Callable, NamedTuple
 from . import fastjson
 from .codes import MQVersion
 from .errors import BodyDecodeError, CrcMismatchError
-from .headers import _JAVA_INTEGER
+from .headers import _JAVA_INTEGER, _int_or_none
 
 __all__ = [
     "P", "JsonBean", "body_crc32", "check_body_crc32", "DEFAULT_MAX_INFLATED", "TOPIC_FILTER_TYPES",
@@ -124,12 +125,12 @@ def _int_loader(bounds):
                 return value
             result = value
         elif isinstance(value, str) and _JAVA_INTEGER.fullmatch(value):
-            result = int(value)
+            result = _int_or_none(value)
         elif isinstance(value, float) and value.is_integer():
             result = int(value)
         else:
             _fail(where, "expected an integer", value)
-        if not low <= result <= high:
+        if result is None or not low <= result <= high:
             _fail(where, "integer out of the Java range", value)
         return result
     return load
@@ -473,8 +474,8 @@ def _parse_java_int(text, where):
         return int(text)
     if not _JAVA_INTEGER.fullmatch(text):
         _fail(where, "not a Java int", text)
-    value = int(text)
-    if not _INT32[0] <= value <= _INT32[1]:
+    value = _int_or_none(text)
+    if value is None or not _INT32[0] <= value <= _INT32[1]:
         _fail(where, "integer out of the Java int range", text)
     return value
 
@@ -549,29 +550,60 @@ _I32 = struct.Struct(">i")
 
 
 class _Inflated:
-    """Reads ``int32``-length-prefixed parts from a bounded inflate (``InflaterInputStream``)."""
+    """Reads ``int32``-length-prefixed parts from a zlib stream lazily, as Java's
+    ``InflaterInputStream`` does: only what the parts need is inflated, never more than
+    ``max_inflated`` bytes in all, and a part whose length alone would pass that bound is refused
+    before any of it is inflated (a zip bomb costs a few bytes of inflation, not the bound)."""
+
+    _CHUNK = 1 << 16
 
     def __init__(self, data, max_inflated):
-        inflater = zlib.decompressobj()
-        try:
-            self.buf = inflater.decompress(data, max_inflated + 1)
-        except zlib.error as exc:
-            raise BodyDecodeError(f"compressed RegisterBrokerBody: bad zlib data ({exc})") from None
-        if len(self.buf) > max_inflated or inflater.unconsumed_tail:
-            raise BodyDecodeError(
-                f"compressed RegisterBrokerBody inflates past {max_inflated} bytes")
-        self.pos = 0
+        self._inflater = zlib.decompressobj()
+        self._data = memoryview(data)
+        self._in_pos = 0            # input is handed over in _CHUNK slices: zlib copies the
+        self._buf = b""             # unconsumed rest of what it is given on every call
+        self._pos = 0
+        self._inflated = 0
+        self._consumed = 0
+        self.max_inflated = max_inflated
+
+    def _fill(self, need, what):
+        inflater = self._inflater
+        while len(self._buf) - self._pos < need:
+            source = inflater.unconsumed_tail
+            if not source and self._in_pos < len(self._data):
+                source = self._data[self._in_pos:self._in_pos + self._CHUNK]
+                self._in_pos += len(source)
+            room = self.max_inflated - self._inflated
+            want = min(max(need - (len(self._buf) - self._pos), self._CHUNK), room)
+            chunk = b""
+            if want > 0 and not inflater.eof:
+                try:
+                    chunk = inflater.decompress(source, want)
+                except zlib.error as exc:
+                    raise BodyDecodeError(f"compressed RegisterBrokerBody: bad zlib data ({exc})") from None
+            if not chunk:
+                if source and want > 0 and not inflater.eof:
+                    continue        # input consumed without output yet (headers, block ends)
+                raise BodyDecodeError(
+                    f"compressed RegisterBrokerBody: end of compressed data reading {what}")
+            self._inflated += len(chunk)
+            self._buf = self._buf[self._pos:] + chunk if self._pos < len(self._buf) else chunk
+            self._pos = 0
 
     def read(self, length, what):
         if length < 0:
             raise BodyDecodeError(
                 f"compressed RegisterBrokerBody: negative length {length} of {what}")
-        end = self.pos + length
-        if end > len(self.buf):
+        if self._consumed + length > self.max_inflated:
             raise BodyDecodeError(
-                f"compressed RegisterBrokerBody: end of compressed data reading {what}")
-        chunk = self.buf[self.pos:end]
-        self.pos = end
+                f"compressed RegisterBrokerBody inflates past {self.max_inflated} bytes "
+                f"({what} of {length} bytes)")
+        self._fill(length, what)
+        end = self._pos + length
+        chunk = self._buf[self._pos:end]
+        self._pos = end
+        self._consumed += length
         return chunk
 
     def read_int(self, what):

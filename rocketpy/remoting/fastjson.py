@@ -52,7 +52,7 @@ def loads(data):
         raise BodyDecodeError(f"JSON is not valid UTF-8: {exc}") from None
     try:
         return _json_loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):  # too deep: the second attempt says so below
         pass
     try:
         marked = _UNQUOTED_KEY.sub(_mark_int_key, text)
@@ -160,4 +160,4 @@ def dumps(obj, standard=False):
     """
     out = []
     _dump(obj, standard, out)
-    return "".join(out).encode("utf-8")
+    return "".join(out).encode("utf-8", "replace")  # lone surrogate -> '?', as Java

@@ -61,6 +61,9 @@ ROCKETMQ_HEADER_COMPILED = ROCKETMQ_HEADER.compile()
 _SERIALIZE_NAMES = {0: "JSON", 1: "ROCKETMQ"}
 _FIXED = struct.Struct(">hbhiii")
 _I32 = struct.Struct(">i")
+#: Java's ``String.getBytes(UTF_8)`` writes '?' for a lone surrogate (a JSON "\\ud800" a peer
+#: sent); Python's "replace" does the same instead of raising.
+_JAVA_UTF8 = "replace"
 _U16 = struct.Struct(">H")
 
 
@@ -131,6 +134,8 @@ def _int_field(obj, name):
     value = obj.get(name, 0)
     if type(value) is not int:
         raise HeaderDecodeError(f"JSON header field {name} is {value!r}, not an integer")
+    if not -0x80000000 <= value <= 0x7FFFFFFF:  # Java int fields: fastjson fails "int overflow"
+        raise HeaderDecodeError(f"JSON header field {name} is {value}, outside the Java int range")
     return value
 
 
@@ -206,17 +211,18 @@ def _encode_json_header(cmd):
         parts += [',"remark":', escape_string(cmd.remark)]
     parts += [',"serializeTypeCurrentRPC":"', _SERIALIZE_NAMES[cmd.serialize_type],
               '","version":', str(cmd.version), "}"]
-    return "".join(parts).encode("utf-8")
+    return "".join(parts).encode("utf-8", _JAVA_UTF8)
 
 
 def _encode_rocketmq_header(cmd):
     language = cmd.language if isinstance(cmd.language, int) else codes.language_from_name(cmd.language)
-    remark = (cmd.remark or "").encode("utf-8")
+    remark = (cmd.remark or "").encode("utf-8", _JAVA_UTF8)
     try:
         ext = []
         for key, value in (cmd.ext_fields or {}).items():
             if value is not None:
-                raw_key, raw_value = key.encode("utf-8"), _ext_value(key, value).encode("utf-8")
+                raw_key = key.encode("utf-8", _JAVA_UTF8)
+                raw_value = _ext_value(key, value).encode("utf-8", _JAVA_UTF8)
                 ext += (_U16.pack(len(raw_key)), raw_key, _I32.pack(len(raw_value)), raw_value)
         ext = b"".join(ext)
         return b"".join((_FIXED.pack(cmd.code, language or 0, cmd.version, cmd.opaque, cmd.flag,

@@ -85,6 +85,15 @@ _RANGES = {INTEGER: (-(1 << 31), (1 << 31) - 1), LONG: (-(1 << 63), (1 << 63) - 
 _JAVA_INTEGER = re.compile(r"[+-]?\d+")
 
 
+def _int_or_none(text):
+    """``int(text)`` of a ``_JAVA_INTEGER`` match; None past Python's int-string digit limit
+    (4300 digits: far outside any Java range, so the caller refuses it like any other)."""
+    try:
+        return int(text)
+    except ValueError:
+        return None
+
+
 class F(NamedTuple):
     """One header field: wire (Java) name, Python attribute, Java type, ``@CFNotNull``, default."""
 
@@ -115,9 +124,9 @@ def _parse(spec, raw, header_name):
     if kind is BOOLEAN:
         return text.lower() == "true"  # Boolean.parseBoolean (equalsIgnoreCase, ASCII)
     if _JAVA_INTEGER.fullmatch(text):
-        value = int(text)
+        value = _int_or_none(text)
         low, high = _RANGES[kind]
-        if low <= value <= high:
+        if value is not None and low <= value <= high:
             return value
     where = f" in {header_name}" if header_name else ""
     raise InvalidFieldError(spec.wire, raw, f"a Java {kind}{where}")

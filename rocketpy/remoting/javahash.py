@@ -16,7 +16,7 @@ def string_hash(text):
     if text.isascii():
         units = text.encode("ascii")
     else:
-        raw = text.encode("utf-16-be")
+        raw = text.encode("utf-16-be", "surrogatepass")  # a lone surrogate is one unit too
         units = [int.from_bytes(raw[i:i + 2], "big") for i in range(0, len(raw), 2)]
     h = 0
     for unit in units:

@@ -30,10 +30,10 @@ def update_namesrv_config(proc, request, channel, now_ms):
 
 def get_namesrv_config(proc, request, channel, now_ms):
     text = proc.configuration.all_configs_text()
-    return ok(text.encode("utf-8") if text.strip() else None)
+    return ok(text.encode("utf-8", "replace") if text.strip() else None)
 
 
 def get_client_config(proc, request, channel, now_ms):
     keys = bodies.GetRemoteClientConfigBody.from_json(request.body).keys or []
     text = proc.configuration.client_configs_text(keys)
-    return ok(text.encode("utf-8") if text else None)
+    return ok(text.encode("utf-8", "replace") if text else None)

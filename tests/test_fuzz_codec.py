@@ -1,0 +1,237 @@
+"""Hostile input against the wire codec: the frame splitter, decode_frame and every body reader.
+
+The short CI run of the harness in :mod:`fuzzharness` (a few thousand mutated genuine frames and
+random bytes, plus Hypothesis); ``bench/fuzz_long.py`` runs the same harness for as long as you
+like. Contract: nothing but the codec's documented :class:`RemotingCodecError` subclasses comes
+out, and memory stays bounded -- a length prefix claiming 16 MiB that never arrives, a frame over
+the limit, a compressed body that inflates to gigabytes. Set ROCKETPY_FUZZ_SEED to vary the run.
+
+The regression cases at the end are the bugs the harness found, each with its reproducer.
+"""
+import json
+import os
+import random
+import struct
+import time
+import tracemalloc
+import zlib
+
+import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
+
+import fuzzharness as fh
+import golden
+from rocketpy.remoting import bodies, decode_frame, fastjson
+from rocketpy.remoting.errors import (BodyDecodeError, FrameTooLargeError, HeaderDecodeError,
+                                      InvalidFieldError, RemotingCodecError, TruncatedFrameError)
+from rocketpy.remoting.frame import DEFAULT_MAX_FRAME_LENGTH
+from rocketpy.remoting.headers import RegisterBrokerRequestHeader
+from rocketpy.remoting.splitter import FrameSplitter
+
+SEED = int(os.environ.get("ROCKETPY_FUZZ_SEED", "20250601"))
+CORPUS = fh.corpus()
+MIB = 1 << 20
+
+
+def test_corpus_is_every_genuine_frame():
+    assert len(CORPUS) > 2000
+    splitter = FrameSplitter()
+    stream = b"".join(CORPUS[:300])
+    frames = []
+    for i in range(0, len(stream), 7):     # awkward chunks
+        frames += splitter.feed(stream[i:i + 7])
+    assert frames == CORPUS[:300] and splitter.pending == 0
+    for frame in CORPUS:
+        decode_frame(frame)
+
+
+def test_mutated_genuine_frames():
+    """~3,000 mutated genuine frames through the splitter (random chunks) and every decoder."""
+    rng = random.Random(SEED)
+    mutator = fh.Mutator(rng, CORPUS)
+    stats = fh.FuzzStats()
+    for _ in range(3000):
+        fh.check_codec(mutator.mutate(), rng, stats)
+    assert stats.inputs == 3000
+    seen = stats.outcomes
+    # the mutations reach every layer: whole frames, bad lengths, bad headers, over-limit prefixes
+    for outcome in ("decoded", "decode:TruncatedFrameError", "decode:HeaderDecodeError",
+                    "frame-too-large"):
+        assert seen.get(outcome, 0) > 30, seen
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.binary(max_size=1024))
+def test_random_bytes(data):
+    fh.check_codec(data, random.Random(len(data)))
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(frame=st.sampled_from(CORPUS),
+       edits=st.lists(st.tuples(st.integers(0, 1 << 20), st.integers(0, 255)), min_size=1, max_size=6),
+       keep_lengths=st.booleans())
+def test_byte_edits_of_genuine_frames(frame, edits, keep_lengths):
+    """Hypothesis-driven edits (it shrinks a failure to the single byte that matters)."""
+    buf = bytearray(frame)
+    for pos, value in edits:
+        buf[pos % len(buf)] = value
+    if keep_lengths:
+        buf[0:4] = struct.pack(">I", len(buf) - 4)
+    fh.check_codec(bytes(buf), random.Random(0))
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.recursive(st.none() | st.booleans() | st.integers() | st.floats() | st.text(),
+                    lambda kids: (st.lists(kids, max_size=4)
+                                  | st.dictionaries(st.text(max_size=8), kids, max_size=4)),
+                    max_leaves=20))
+def test_json_values_in_every_body_reader(value):
+    body = json.dumps(value).encode()
+    for reader in fh.BODY_READERS + (bodies.RegisterBrokerBody,):
+        try:
+            reader.from_json(body)
+        except RemotingCodecError:
+            pass
+
+
+# ------------------------------------------------------------------ memory stays bounded
+
+def _peak(fn):
+    tracemalloc.start()
+    try:
+        start = tracemalloc.get_traced_memory()[0]
+        fn()
+        return tracemalloc.get_traced_memory()[1] - start
+    finally:
+        tracemalloc.stop()
+
+
+def test_header_claiming_16_mib_that_never_arrives():
+    """The splitter holds what it was given, nothing more, and stays linear in time."""
+    splitter = FrameSplitter()
+    prefix = (DEFAULT_MAX_FRAME_LENGTH - 4).to_bytes(4, "big")   # the largest frame allowed
+    chunk = bytes(4096)
+
+    def trickle():
+        assert splitter.feed(prefix) == []
+        for _ in range(1024):                                     # 4 MiB of the 16 never come
+            assert splitter.feed(chunk) == []
+
+    started = time.perf_counter()
+    peak = _peak(trickle)
+    assert splitter.pending == 4 + 4 * MIB
+    assert peak < 4 * MIB + 256 * 1024          # what arrived, not what was announced
+    assert time.perf_counter() - started < 2.0  # not quadratic (was ~2 s for 4 MiB, 30 s for 16)
+
+
+def test_frame_over_the_limit_is_refused_on_its_prefix():
+    for limit in (DEFAULT_MAX_FRAME_LENGTH, 1 << 16):
+        splitter = FrameSplitter(limit)
+        prefix = (limit - 3).to_bytes(4, "big")
+        for byte in prefix[:3]:
+            assert splitter.feed(bytes((byte,))) == []
+        with pytest.raises(FrameTooLargeError):
+            splitter.feed(prefix[3:])
+        with pytest.raises(FrameTooLargeError):
+            decode_frame(prefix + bytes(4), limit)
+    with pytest.raises(TruncatedFrameError):   # a prefix that promises more than the frame has
+        decode_frame((DEFAULT_MAX_FRAME_LENGTH - 4).to_bytes(4, "big") + bytes(100))
+    with pytest.raises(FrameTooLargeError):
+        decode_frame(b"\xff\xff\xff\xff" + bytes(8))
+
+
+def test_zip_bomb_is_refused_before_it_inflates():
+    """A 4 MiB registration body that would inflate to 4 GiB: refused after a few bytes."""
+    bomb = fh.zip_bomb_fast(4096)
+    assert len(bomb) < 16 * MIB
+    for version in (409, 479):
+        started = time.perf_counter()
+        peak = _peak(lambda: pytest.raises(BodyDecodeError, bodies.RegisterBrokerBody.decode,
+                                           bomb, True, version))
+        assert time.perf_counter() - started < 0.5
+        assert peak < 2 * MIB
+    # a bomb made of valid parts stops at the bound without holding what it inflated
+    many = fh.topic_line_bomb(40_000)       # ~880 KiB of topic lines in ~2 KiB
+
+    def refuse():
+        with pytest.raises(BodyDecodeError, match="inflates past"):
+            bodies.RegisterBrokerBody.decode(many, True, 409, max_inflated=MIB // 4)
+
+    assert _peak(refuse) < MIB // 2
+
+
+# ------------------------------------------------------------------ regressions found by fuzzing
+
+def test_deeply_nested_json_is_a_decode_error():
+    """fastjson.loads let RecursionError out of its first parse attempt."""
+    for text in ("[" * 100_000, '{"a":' * 50_000):
+        with pytest.raises(BodyDecodeError):
+            fastjson.loads(text)
+        with pytest.raises(BodyDecodeError):
+            bodies.RegisterBrokerBody.from_json(text.encode())
+
+
+def test_numbers_past_pythons_digit_limit_are_invalid_fields():
+    """int() refuses over 4300 digits with a plain ValueError; Java would say NumberFormat."""
+    ext = {"brokerName": "b", "brokerAddr": "a:1", "clusterName": "c", "haServerAddr": "h",
+           "brokerId": "9" * 5000}
+    with pytest.raises(InvalidFieldError, match="brokerId"):
+        RegisterBrokerRequestHeader.from_ext_fields(ext)
+    with pytest.raises(BodyDecodeError, match="range"):
+        bodies.DataVersion.from_json(b'{"counter":"' + b"9" * 5000 + b'"}')
+    with pytest.raises(BodyDecodeError):
+        bodies.TopicConfig.from_text("T " + "1" * 5000 + " 1 6 SINGLE_TAG", "t")
+
+
+def test_json_header_ints_must_fit_a_java_int():
+    """code/opaque/flag/version are Java ints: fastjson fails on overflow, so does rocketpy."""
+    for field in ("code", "opaque", "flag", "version"):
+        header = {"code": 105, "flag": 0, "language": "JAVA", "opaque": 1, "version": 479,
+                  field: 1 << 40}
+        raw = json.dumps(header).encode()
+        frame = struct.pack(">II", 4 + len(raw), len(raw)) + raw
+        with pytest.raises(HeaderDecodeError, match=field):
+            decode_frame(frame)
+    raw = b'{"code":105,"opaque":-2147483648,"flag":0,"version":2147483647}'
+    assert decode_frame(struct.pack(">II", 4 + len(raw), len(raw)) + raw).opaque == -(1 << 31)
+
+
+def test_lone_surrogates_encode_as_java_does():
+    """A JSON "\\ud800" decodes to a lone surrogate; writing it raised UnicodeEncodeError.
+    Java's String.getBytes(UTF-8) writes '?': so does rocketpy now."""
+    assert fastjson.dumps({"t": "a\ud800b"}) == b'{"t":"a?b"}'
+    assert fastjson.dumps({"t": "a\ud800b"}, standard=True) == b'{"t":"a\\uD800b"}'
+    raw = b'{"code":105,"extFields":{"topic":"\\ud800x"},"flag":0,"opaque":5,"version":479}'
+    cmd = decode_frame(struct.pack(">II", 4 + len(raw), len(raw)) + raw)
+    assert cmd.ext_fields["topic"] == "\ud800x"
+    again = decode_frame(cmd.encode())
+    assert again.ext_fields["topic"] == "?x"
+    cmd.serialize_type = 1
+    assert decode_frame(cmd.encode()).ext_fields["topic"] == "?x"
+
+
+def test_splitter_invariants_on_every_capture_stream():
+    """Every capture's client stream, fed one byte at a time, gives back exactly its frames."""
+    for path in golden.capture_paths()[:10]:
+        frames = [f.data for f in golden.capture_frames(path.name) if f.to_server and f.conn == 0]
+        stream = b"".join(frames)
+        splitter = FrameSplitter()
+        out = []
+        for i in range(len(stream)):
+            out += splitter.feed(stream[i:i + 1])
+        assert out == frames, path.name
+
+
+def test_zlib_reader_matches_the_old_eager_reader_on_real_bodies():
+    """The lazy inflater gives every captured compressed body exactly what a full inflate gives."""
+    seen = 0
+    for body, compressed, version in fh.register_body_codes():
+        if not compressed:
+            continue
+        seen += 1
+        decoded = bodies.RegisterBrokerBody.decode(body, True, version)
+        raw = zlib.decompress(body)
+        assert decoded.data_version.to_json() == raw[4:4 + struct.unpack(">i", raw[:4])[0]]
+        assert len(decoded.topic_config_table) == struct.unpack_from(
+            ">i", raw, 4 + struct.unpack(">i", raw[:4])[0])[0]
+    assert seen >= 4
