@@ -311,6 +311,17 @@ def render_properties():
     return "\n".join(_list_table(["property", "default", "meaning"], rows, [30, 25, 45])), sources
 
 
+def render_limits():
+    """``(rst, dependency paths)``: rocketpy's transport limits (``rocketpy.transport.limits``)."""
+    limits = _optional_import("rocketpy.transport.limits")
+    if limits is None or not hasattr(limits, "LIMIT_KEYS"):
+        return "", []
+    rows = [[f"``{key}``", _literal(str(default)), meaning]
+            for key, _attr, default, meaning in limits.LIMIT_KEYS]
+    return ("\n".join(_list_table(["key", "default", "meaning (0 = no limit)"], rows, [30, 15, 55])),
+            [limits.__file__])
+
+
 def render_twistd_usage():
     """``(rst, dependency paths)``: what ``twistd rocketnamesrv --help`` prints."""
     tap = _optional_import("rocketpy.service.tap")
@@ -324,5 +335,5 @@ def render_twistd_usage():
 
 if __name__ == "__main__":
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-    for part in (render, render_properties, render_twistd_usage):
+    for part in (render, render_properties, render_limits, render_twistd_usage):
         sys.stdout.write(part()[0] + "\n")

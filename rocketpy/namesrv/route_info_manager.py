@@ -16,7 +16,13 @@ What Java does not have:
 * channel-caused unregistrations are tied to the channel and registration they came from and
   are dropped if the broker registered again meanwhile (apache/rocketmq#11043);
 * a per-topic route version, bumped by every change that can alter a topic's route answer, which
-  the route response cache (:mod:`rocketpy.namesrv.route_cache`) checks.
+  the route response cache (:mod:`rocketpy.namesrv.route_cache`) checks;
+* a note of the topic table each broker name last had applied: 5.x re-registrations with an
+  unchanged data version only add the topics the queue table lacks (Java checks each topic,
+  ``isTopicConfigChanged``), and when the same decoded table comes again and none of that
+  broker's queue data was removed since, none can be lacking, so the walk is skipped.
+  Decoded tables are never mutated (the processor hands the same object back for an identical
+  body), which is what makes the identity test sound.
 """
 from itertools import count
 
@@ -48,6 +54,7 @@ class RouteInfoManager:
         self.topic_queue_mapping_info_table = {}
         self._by_channel = {}          # channel id -> {live key: None}
         self._topics_by_broker = {}    # broker name -> {topic: None}
+        self._applied = {}             # broker name -> (topic table, its size): all held
         self._queue_map_high = {}      # topic -> largest broker count of its queue map
         self._cluster_set_high = {}    # cluster -> largest broker-name count
         self._versions = {}            # topic -> route version
@@ -103,6 +110,7 @@ class RouteInfoManager:
         queue_map = self.topic_queue_table.get(topic)
         if queue_map is None or queue_map.pop(broker_name, None) is None:
             return
+        self._applied.pop(broker_name, None)
         topics = self._topics_by_broker.get(broker_name)
         if topics is not None:
             topics.pop(topic, None)
@@ -116,6 +124,7 @@ class RouteInfoManager:
     def _drop_topic(self, topic):
         queue_map = self.topic_queue_table.pop(topic, None)
         for name in queue_map or ():
+            self._applied.pop(name, None)
             topics = self._topics_by_broker.get(name)
             if topics is not None:
                 topics.pop(topic, None)
@@ -123,11 +132,6 @@ class RouteInfoManager:
                     del self._topics_by_broker[name]
         self._queue_map_high.pop(topic, None)
         self._versions.pop(topic, None)
-
-    def _create_and_update_queue_data(self, broker_name, topic_config, perm):
-        self._put_queue_data(topic_config.topic_name, QueueData(
-            broker_name, topic_config.read_queue_nums, topic_config.write_queue_nums, perm,
-            topic_config.topic_sys_flag))
 
     # ------------------------------------------------------------------ live table
 
@@ -234,8 +238,8 @@ class RouteInfoManager:
                                       wrapper, register_first, is_prime_slave)
             elif register_first or self.is_broker_topic_config_changed(
                     cluster_name, broker_addr, wrapper.data_version):
-                for topic_config in wrapper.topic_config_table.values():
-                    self._create_and_update_queue_data(broker_name, topic_config, topic_config.perm)
+                self._apply_topic_configs(broker_name, wrapper.topic_config_table.values(),
+                                          False, False)
 
         key = self._key(cluster_name, broker_addr)
         if self.profile.fixed_broker_timeout_ms is not None:
@@ -273,17 +277,36 @@ class RouteInfoManager:
         wipe = is_prime_slave and (broker_data.enable_acting_master
                                    or not self.profile.prime_slave_wipe_needs_acting_master)
         every = register_first or broker_changed
-        queues = self.topic_queue_table
-        for topic_config in table.values():
-            if every or broker_name not in queues.get(topic_config.topic_name, ()):
-                perm = topic_config.perm & ~PERM_WRITE if wipe else topic_config.perm
-                self._create_and_update_queue_data(broker_name, topic_config, perm)
+        applied = self._applied.get(broker_name)
+        if every or applied is None or applied[0] is not table or applied[1] != len(table):
+            self._apply_topic_configs(broker_name, table.values(), wipe, not every)
+            self._applied[broker_name] = (table, len(table))
         if broker_changed or register_first:
             for topic, info in mapping.items():
                 by_broker = self.topic_queue_mapping_info_table.setdefault(topic, {})
                 by_broker[info.get("bname") if isinstance(info, dict) else None] = info
                 if topic in self.topic_queue_table:
                     self._touch(topic)
+
+    def _apply_topic_configs(self, broker_name, topic_configs, wipe, missing_only):
+        """``createAndUpdateQueueData`` for each config (only those whose topic lacks this broker
+        when ``missing_only``: Java's per-topic ``isTopicConfigChanged`` with an unchanged data
+        version). Inlined: a 10,000-topic broker passes here on every data-version change."""
+        queues = self.topic_queue_table
+        put = self._put_queue_data
+        for config in topic_configs:
+            topic = config.topic_name
+            perm = config.perm & ~PERM_WRITE if wipe else config.perm
+            queue_map = queues.get(topic)
+            if queue_map is not None:
+                old = queue_map.get(broker_name)
+                if old is not None and (missing_only or (
+                        old.perm == perm and old.read_queue_nums == config.read_queue_nums
+                        and old.write_queue_nums == config.write_queue_nums
+                        and old.topic_sys_flag == config.topic_sys_flag)):
+                    continue  # present (and equal: QueueData.equals)
+            put(topic, QueueData(broker_name, config.read_queue_nums, config.write_queue_nums,
+                                 perm, config.topic_sys_flag))
 
     def is_broker_topic_config_changed(self, cluster_name, broker_addr, data_version):
         previous = self.query_broker_topic_config(cluster_name, broker_addr)
@@ -330,6 +353,7 @@ class RouteInfoManager:
                     self._touch_broker(name)
                 if not addrs:
                     del self.broker_addr_table[name]
+                    self._applied.pop(name, None)
                     self._touch_broker(name)
                     remove_name = True
                 elif min_id_changed:

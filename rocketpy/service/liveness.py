@@ -36,6 +36,8 @@ class ScanNotActiveBrokerService(PeriodicService):
         for request, channel_id in expired:
             if channel_id is not None:
                 self._close_channel(channel_id, "broker expired")
-            self.log.warn("The broker channel expired, {request}", request=request)
+            self.log.warn("The broker channel expired, {request}", request=request,
+                          rocketpy_event="broker.expired", peer=getattr(request, "broker_addr", ""),
+                          reason="no heartbeat")
             self._submit(request)
         return len(expired)

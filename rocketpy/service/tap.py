@@ -27,12 +27,14 @@ from ..remoting.frame import DEFAULT_MAX_FRAME_LENGTH
 from ..transport.answercache import AnswerCache
 from ..transport.client import OnewayNotifier
 from ..transport.factory import RemotingServerFactory
+from ..transport.limits import ServerLimits, raise_open_files_limit
+from ..transport.metrics import ServerMetrics
 from ..transport.tls import TLS_KEYS, TlsMode, TlsSettings, TlsUnavailableError, build_context_factory
+from .allocator import tune_allocator
 from .housekeeping import BrokerHousekeepingService
 from .kvconfig import KVConfigService
 from .liveness import ScanNotActiveBrokerService
 from .server import RemotingServerService
-from .stamps import RouteAnswerStamps
 from .unregistration import BatchUnregistrationService
 
 __all__ = ["Options", "makeService", "FRAME_MAX_LENGTH_KEY"]
@@ -46,24 +48,36 @@ SCAN_INTERVAL_49_MS = 10_000
 
 
 class Options(usage.Options):
-    synopsis = "[-c configFile] [-p] [--listen ENDPOINT] [-D key=value ...]"
-    longdesc = ("Apache RocketMQ NameServer (rocketpy). Configured like mqnamesrv: -c reads a "
-                "properties file with any NamesrvConfig / NettyServerConfig key (listenPort, "
-                "bindAddress, serverChannelMaxIdleTimeSeconds, scanNotActiveBrokerInterval, "
-                "kvConfigPath, ...).")
+    synopsis = "[-c FILE] [-p] [--listen ENDPOINT] [--web ENDPOINT] [-D key=value ...]"
+    longdesc = ("Apache RocketMQ NameServer (rocketpy), configured like mqnamesrv: defaults, then "
+                "the -c file, then -D. Unknown keys are warned about by name; a bad value stops "
+                "the start before anything listens.")
 
     optFlags = [
-        ["printConfigItem", "p", "Print all config items and exit."],
-        ["no-answer-cache", None, "Encode every route answer afresh (no reuse of encoded answers)."],
+        ["printConfigItem", "p", "Print every config item with its value (defaults, the file and "
+                                 "-D applied) and exit, like mqnamesrv -p."],
+        ["no-answer-cache", None, "Encode every route answer afresh instead of reusing the encoded "
+                                  "answer of an identical earlier query (for benchmarks and "
+                                  "debugging; the answers are the same)."],
     ]
     optParameters = [
-        ["configFile", "c", None, "Name server config properties file."],
-        ["namesrvAddr", "n", None, "Accepted for mqnamesrv compatibility; not used."],
-        ["listen", "l", None, "Twisted server endpoint to listen on, e.g. tcp:9876, "
-                              "tcp:9876:interface=127.0.0.1, ssl:9876:privateKey=key.pem "
-                              "(default: tcp:<listenPort>:interface=<bindAddress>)."],
-        ["kvConfigPath", None, None, "KV config file (default: kvConfigPath, ~/namesrv/kvConfig.json)."],
-        ["profile", None, "5.3", "Java NameServer version to answer like: 4.9, 5.0 or 5.3."],
+        ["configFile", "c", None, "Java properties file with NamesrvConfig / NettyServerConfig "
+                                  "keys (listenPort=9876, bindAddress, kvConfigPath, ...), as "
+                                  "mqnamesrv -c. Unknown keys are warned about; bad values stop "
+                                  "the start."],
+        ["namesrvAddr", "n", None, "Accepted for mqnamesrv compatibility and ignored (a NameServer "
+                                   "does not talk to other NameServers)."],
+        ["listen", "l", None, "Where brokers and clients connect: any Twisted server endpoint, "
+                              "e.g. tcp:9876, tcp:9876:interface=127.0.0.1, unix:/run/ns.sock. "
+                              "Default: tcp:<listenPort>:interface=<bindAddress>."],
+        ["web", None, None, "Also serve a read-only status page (/), Prometheus metrics "
+                            "(/metrics) and JSON (/api/) on this Twisted endpoint, e.g. "
+                            "tcp:8080:interface=127.0.0.1. Off unless given; honours "
+                            "adminAllowNetworks."],
+        ["kvConfigPath", None, None, "The KV config file (overrides the kvConfigPath key; default "
+                                     "~/namesrv/kvConfig.json)."],
+        ["profile", None, "5.3", "Which Java NameServer to answer like, byte for byte: 4.9 "
+                                 "(4.9.x), 5.0 (5.0.0) or 5.3 (5.1 and later)."],
     ]
 
     def __init__(self):
@@ -71,14 +85,19 @@ class Options(usage.Options):
         self["define"] = {}
 
     def opt_define(self, value):
-        """Set a property after the config file: -D key=value (repeatable; tls.*, frame limit,
-        any NamesrvConfig / NettyServerConfig key)."""
         key, sep, val = value.partition("=")
         if not sep or not key.strip():
             raise usage.UsageError(f"-D wants key=value, got {value!r}")
         self["define"][key.strip()] = val
 
+    opt_define.__doc__ = ("Set one property after the config file, e.g. -D listenPort=9877 "
+                          "(repeatable): any config key, tls.*, adminAllowNetworks, aclEnable, "
+                          "com.rocketmq.remoting.frameMaxLength.")
     opt_D = opt_define
+
+    def getUsage(self, width=None):
+        from .propcheck import help_epilog
+        return super().getUsage(width) + help_epilog()
 
     def postOptions(self):
         self["answerCache"] = not self["no-answer-cache"]
@@ -94,12 +113,17 @@ class Options(usage.Options):
             except (OSError, ValueError) as exc:
                 raise usage.UsageError(f"cannot read config file {path}: {exc}") from None
             log.info("load config properties file OK, {path}", path=path)
+        _check_properties(props, path, self["define"], self)   # warn / refuse (propcheck)
         props.update(self["define"])
         configuration = Configuration.from_properties(props, self["profile_obj"], path or None)
         if self["kvConfigPath"]:
             configuration.namesrv_config.kv_config_path = self["kvConfigPath"]
         self["configuration"] = configuration
         self["tls"] = _tls_settings(props)
+        try:
+            self["limits"] = ServerLimits.from_properties(props)
+        except ValueError as exc:
+            raise usage.UsageError(str(exc)) from None
         frame_max = props.get(FRAME_MAX_LENGTH_KEY, str(DEFAULT_MAX_FRAME_LENGTH))
         try:
             self["frame_max_length"] = int(frame_max)
@@ -113,6 +137,30 @@ class Options(usage.Options):
             netty = configuration.netty_server_config
             self["listen"] = default_listen(netty.listen_port, netty.bind_address,
                                             netty.server_socket_backlog)
+
+
+def _check_properties(file_props, path, defines, options):
+    """Unknown keys warned about by name, bad values refused, endpoints parsed: all before
+    anything listens (:mod:`rocketpy.service.propcheck`)."""
+    from twisted.internet.endpoints import serverFromString
+    from twisted.internet.testing import MemoryReactor
+
+    from .propcheck import PropertyError, check_properties
+    try:
+        warnings = check_properties(file_props, path)
+        warnings += check_properties(defines, "-D", system_properties=True)
+    except PropertyError as exc:
+        raise usage.UsageError(str(exc)) from None
+    for warning in warnings:
+        sys.stderr.write(f"rocketnamesrv: warning: {warning}\n")
+        log.warn("{warning}", warning=warning)
+    for name in ("listen", "web"):
+        if options[name]:
+            try:
+                serverFromString(MemoryReactor(), options[name])
+            except (ValueError, TypeError, KeyError) as exc:
+                raise usage.UsageError(f"--{name}={options[name]!r}: not a Twisted server endpoint "
+                                       f"(expected e.g. tcp:8080:interface=127.0.0.1): {exc}") from None
 
 
 def default_listen(port, bind_address="0.0.0.0", backlog=1024):
@@ -158,6 +206,7 @@ def makeService(options, reactor=None):
     namesrv_config = configuration.namesrv_config
     netty = configuration.netty_server_config
 
+    tune_allocator(options["frame_max_length"])  # large frames reuse heap memory (allocator.py)
     kv = KVConfigManager(namesrv_config.kv_config_path)
     kv.load()  # a broken file stops the start, as in Java
     notifier = OnewayNotifier(reactor) if namesrv_config.notify_min_broker_id_changed else None
@@ -165,11 +214,14 @@ def makeService(options, reactor=None):
     batch = BatchUnregistrationService(
         route.unregister_brokers, reactor, capacity=namesrv_config.un_register_broker_queue_capacity,
         immediate=not profile.queued_unregistration)
+    metrics = ServerMetrics()   # counters for /metrics; the wrappers below count service events
+    submit = metrics.counting_submit(batch.submit)
     processor = DefaultRequestProcessor(
-        route, kv, namesrv_config, netty, batch.submit, profile=profile,
+        route, kv, namesrv_config, netty, submit, profile=profile,
         configuration=configuration, startup_ms=int(reactor.seconds() * 1000))
-    housekeeping = BrokerHousekeepingService(route.on_channel_destroy, batch.submit)
-    cache = AnswerCache(RouteAnswerStamps(processor)) if options["answerCache"] else None
+    housekeeping = BrokerHousekeepingService(metrics.counting_channel_destroy(route.on_channel_destroy),
+                                             submit)
+    cache = AnswerCache(processor.answer_stamp) if options["answerCache"] else None
 
     settings = options["tls"]
     context = None
@@ -183,7 +235,10 @@ def makeService(options, reactor=None):
         idle_seconds=netty.server_channel_max_idle_time_seconds, tls_mode=settings.mode,
         tls_context_factory=context, send_buffer=netty.server_socket_snd_buf_size,
         receive_buffer=netty.server_socket_rcv_buf_size,
-        write_high_water_mark=netty.write_buffer_high_water_mark, answer_cache=cache)
+        write_high_water_mark=netty.write_buffer_high_water_mark, answer_cache=cache,
+        limits=options.get("limits"), metrics=metrics)
+    if factory.governor.limits.max_connections:  # one descriptor per connection, and some spare
+        raise_open_files_limit(factory.governor.limits.max_connections + 256)
     interval = (SCAN_INTERVAL_49_MS if profile.fixed_broker_timeout_ms is not None
                 else namesrv_config.scan_not_active_broker_interval)
 
@@ -195,10 +250,18 @@ def makeService(options, reactor=None):
     KVConfigService(kv, reactor, load=False).setServiceParent(top)
     if notifier is not None:
         _Closer(notifier.close).setServiceParent(top)
-    ScanNotActiveBrokerService(route.scan_not_active_broker, factory.close_channel, batch.submit,
-                               reactor, interval_ms=interval).setServiceParent(top)
+    ScanNotActiveBrokerService(metrics.counting_scan(route.scan_not_active_broker),
+                               factory.close_channel, submit, reactor,
+                               interval_ms=interval).setServiceParent(top)
     server = RemotingServerService(options["listen"], factory, reactor)
     server.setServiceParent(top)
+    if options.get("web"):   # --web: status page, /metrics, /api/ (rocketpy.web)
+        from ..web.service import make_web_service
+        top.web = make_web_service(
+            options["web"], route_info_manager=route, kv_config_manager=kv, factory=factory,
+            unregistration=batch, processor=processor, profile=profile, reactor=reactor,
+            listen=options["listen"])
+        top.web.setServiceParent(top)
     top.route_info_manager = route
     top.factory = factory
     top.server = server

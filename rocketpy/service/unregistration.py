@@ -49,7 +49,9 @@ class BatchUnregistrationService(Service):
             return True
         if len(self._queue) >= self.capacity:
             self.log.warn("unregistration queue full ({capacity}), refusing {request}",
-                          capacity=self.capacity, request=request)
+                          capacity=self.capacity, request=request, rocketpy_event="queue.full",
+                          peer=getattr(request, "broker_addr", ""),
+                          reason="unregistration queue full")
             return False
         self._queue.append(request)
         if self._call is None and self.running:

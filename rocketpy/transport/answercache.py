@@ -10,7 +10,8 @@ stored answer, the two length fields are recomputed, done.
 
 Correctness rests on the processor's *stamp*: when it declares a request cacheable it hands over
 a zero-argument callable whose value changes whenever the answer may change (for routes: the
-topic's route version, the table epoch, the order config; see :mod:`rocketpy.service.stamps`).
+topic's route version, the table epoch, the order config; the handler's module says which, see
+:func:`rocketpy.namesrv.processor.route.answer_stamp`).
 Every hit calls it and compares with the value stored with the answer; a difference is a miss,
 and the slow path runs and stores the fresh answer. Only whole, well-formed requests reach the
 cache: an entry is stored only after the full decoder accepted the request and the opaque it
@@ -38,7 +39,8 @@ class AnswerCache:
     """Encoded answers by request-without-opaque, validated by the processor's stamps.
 
     :param stamp_for: ``stamp_for(request, channel, now_ms)`` -> a zero-argument callable, or
-        None when the answer to ``request`` must not be reused.
+        None when the answer to ``request`` must not be reused (the processor's
+        ``answer_stamp``).
     """
 
     def __init__(self, stamp_for, max_entries=8192, max_request=2048):

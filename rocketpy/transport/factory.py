@@ -14,7 +14,9 @@ from twisted.logger import Logger
 
 from ..namesrv.channel import Channel
 from ..remoting.frame import DEFAULT_MAX_FRAME_LENGTH
-from .protocol import RemotingServerProtocol
+from .limits import LoadGovernor, RefusedConnection
+from .metrics import ServerMetrics
+from .protocol import RemotingServerProtocol, format_address
 from .tls import TlsMode
 
 __all__ = ["RemotingServerFactory"]
@@ -31,6 +33,10 @@ class RemotingServerFactory(ServerFactory):
     :param write_high_water_mark: ``writeBufferHighWaterMark``: bytes an unread peer may have
         buffered before its connection stops being served (0 = Twisted's 64 KiB).
     :param answer_cache: an :class:`~rocketpy.transport.answercache.AnswerCache` or None.
+    :param metrics: the :class:`~rocketpy.transport.metrics.ServerMetrics` to count into
+        (a fresh one when None).
+    :param limits: a :class:`~rocketpy.transport.limits.ServerLimits` (max connections, the
+        per-turn request budget and shedding, pending frame memory); None = the defaults.
     """
 
     protocol = RemotingServerProtocol
@@ -39,7 +45,8 @@ class RemotingServerFactory(ServerFactory):
 
     def __init__(self, processor, listener=None, *, clock, max_frame_length=DEFAULT_MAX_FRAME_LENGTH,
                  idle_seconds=120, tls_mode=TlsMode.PERMISSIVE, tls_context_factory=None,
-                 send_buffer=0, receive_buffer=0, write_high_water_mark=0, answer_cache=None):
+                 send_buffer=0, receive_buffer=0, write_high_water_mark=0, answer_cache=None,
+                 metrics=None, limits=None):
         self.processor = processor
         self.listener = listener
         self.clock = clock
@@ -51,11 +58,16 @@ class RemotingServerFactory(ServerFactory):
         self.receive_buffer = receive_buffer
         self.write_high_water_mark = write_high_water_mark
         self.answer_cache = answer_cache
+        self.metrics = metrics if metrics is not None else ServerMetrics()
+        self.governor = LoadGovernor(limits, clock, getattr(processor, "overload_response", None),
+                                     self.metrics)
         self.connections = {}
         self._ids = itertools.count(1)
         self._all_closed = []
 
     def buildProtocol(self, addr):
+        if not self.governor.admit_connection(len(self.connections), format_address(addr)):
+            return RefusedConnection()  # cut at once (serverMaxConnections)
         return self.protocol(self)
 
     # -- channel table --------------------------------------------------------------------
@@ -68,6 +80,7 @@ class RemotingServerFactory(ServerFactory):
     def close_channel_record(self, proto):
         if proto.channel is not None:
             self.connections.pop(proto.channel.channel_id, None)
+        self.governor.forget(proto)
         if not self.connections and self._all_closed:
             waiting, self._all_closed = self._all_closed, []
             for d in waiting:

@@ -8,8 +8,10 @@ Java stacks ``HandshakeHandler`` -> ``TlsModeHandler`` -> ``NettyDecoder`` (a
   ``tls.server.mode`` (see :mod:`rocketpy.transport.tls`).
 * Framing without copying more than once: chunks of a partial frame are kept in a list and
   joined once the whole frame is in, so a 1.5 MB registration costs one join, not one
-  reallocation per 64 KiB read. A length prefix over the limit closes the connection before any
-  of that frame is buffered.
+  reallocation per 64 KiB read. While a big frame is incomplete the socket is read in pieces as
+  big as what is missing (up to ``READ_AHEAD_MAX``), not 64 KiB at a time, so it takes a few
+  reads instead of 23 and the last read ends where the frame ends. A length prefix over the
+  limit closes the connection before any of that frame is buffered.
 * Each frame is decoded and handed to the request processor; the answers of one read are written
   with one ``writeSequence``. Requests are answered in arrival order (Java may answer pipelined
   requests out of order, since its executors run them concurrently; in order is one of the orders
@@ -26,6 +28,8 @@ Java stacks ``HandshakeHandler`` -> ``TlsModeHandler`` -> ``NettyDecoder`` (a
 
 Channel events go to an :class:`~rocketpy.transport.interfaces.IChannelEventListener`.
 """
+from time import perf_counter
+
 from twisted.internet.defer import Deferred
 from twisted.internet.error import ConnectionAborted, ConnectionDone
 from twisted.internet.interfaces import IPushProducer, ISSLTransport, ITLSTransport
@@ -36,6 +40,7 @@ from zope.interface import implementer
 from ..remoting.command import FLAG_ONEWAY, FLAG_RESPONSE
 from ..remoting.errors import RemotingCodecError
 from ..remoting.frame import decode_frame
+from .limits import LARGE_FRAME, NOT_SHED, peer_gone
 from .tls import HANDSHAKE_MAGIC, TlsMode
 
 __all__ = ["RemotingServerProtocol", "format_address"]
@@ -46,6 +51,8 @@ SYSTEM_ERROR = 1
 FLUSH_BYTES = 256 * 1024
 #: Seconds a closed connection may take to flush its answers before it is reset.
 CLOSE_GRACE = 5.0
+#: Largest socket read while the rest of a big frame is awaited (``_read_ahead``).
+READ_AHEAD_MAX = 1 << 20
 
 
 def format_address(address):
@@ -70,6 +77,13 @@ class RemotingServerProtocol(Protocol):
     remote_addr = ""
     closing = False
     paused = False
+    _read_size = 0          # the transport's own read size (0: not adjustable)
+    _reading_ahead = False  # the read size is raised for a big incomplete frame
+    #: this turn's request budget is spent: not read again until the next turn (limits.py)
+    throttled = False
+    #: language and version of the peer's latest request (the status page shows them)
+    peer_language = None
+    peer_version = None
 
     def __init__(self, server):
         self.server = server
@@ -77,6 +91,11 @@ class RemotingServerProtocol(Protocol):
         self._clock = server.clock
         self._max = server.max_frame_length
         self._cache = server.answer_cache
+        self._metrics = server.metrics
+        self._gate = server.governor  # limits.LoadGovernor: turn budget, shedding, frame memory
+        self._flow_paused = False
+        self._holding = False
+        self._frame_started = 0.0
         self._chunks = []
         self._have = 0
         self._need = 0
@@ -95,6 +114,8 @@ class RemotingServerProtocol(Protocol):
         self.channel = server.open_channel(self)
         self._last_activity = self._clock.seconds()
         server.configure_transport(self.transport)
+        size = getattr(self.transport, "bufferSize", None)  # tcp/unix: recv size (_read_ahead)
+        self._read_size = size if type(size) is int and size > 0 else 0
         self.transport.registerProducer(self, True)
         self._producing = True
         self._sniff = not ISSLTransport.providedBy(self.transport)
@@ -147,17 +168,27 @@ class RemotingServerProtocol(Protocol):
         if self.closing:
             return
         idle = self.server.idle_seconds
-        quiet = self._clock.seconds() - self._last_activity
-        if quiet < idle:
-            self._idle_call = self._clock.callLater(idle - quiet, self._check_idle)
+        now = self._clock.seconds()
+        quiet = now - self._last_activity
+        # slow loris: a frame still incomplete after the idle time, however it trickles in
+        slow = (now - self._frame_started
+                if self._chunks and self._have < self._need and not self.paused else 0.0)
+        if quiet < idle and slow < idle:
+            self._idle_call = self._clock.callLater(idle - max(quiet, slow), self._check_idle)
             return
-        self.log.warn("NETTY SERVER PIPELINE: IDLE exception [{addr}]", addr=self.remote_addr)
-        self.close("idle")
+        if quiet >= idle:
+            self._gate.expired(self, "idle", "NETTY SERVER PIPELINE: IDLE exception [{peer}]")
+            self.close("idle")
+        else:
+            self._gate.expired(self, "slow frame", "closing {peer}: a frame still incomplete after "
+                               "{seconds} s (serverChannelMaxIdleTimeSeconds)", seconds=idle)
+            self.close("slow frame")
         self.server.fire("on_channel_idle", self)
 
     # -- producer (flow control) -----------------------------------------------------------
 
     def pauseProducing(self):
+        self._flow_paused = True
         if not self.paused:
             self.paused = True
             self.log.debug("Channel[{addr}] auto-read is disabled: the peer is not reading",
@@ -165,13 +196,34 @@ class RemotingServerProtocol(Protocol):
             self.transport.pauseProducing()
 
     def resumeProducing(self):
-        if self.paused and not self.closing:
-            self.paused = False
-            self.transport.resumeProducing()
-            if self._chunks and self._have >= self._need:
-                data = b"".join(self._chunks)
-                self._chunks = []
-                self._consume(data)
+        self._flow_paused = False
+        if self.paused and not self.closing and not self.throttled:
+            self._resume()
+
+    def _throttle(self):
+        """This turn's budget is spent: stop reading until the governor's next turn."""
+        self.throttled = True
+        if not self.paused:
+            self.paused = True
+            self.transport.pauseProducing()
+        self._gate.throttle(self)
+
+    def unthrottle(self):
+        """A new turn (called by the governor): serve what waits, read again."""
+        self.throttled = False
+        if self.paused and not self.closing and not self._flow_paused:
+            if peer_gone(self.transport):  # a queued socket is not read: is anyone still there?
+                self.transport.abortConnection()
+                return
+            self._resume()
+
+    def _resume(self):
+        self.paused = False
+        self.transport.resumeProducing()
+        if self._chunks and self._have >= self._need:
+            data = b"".join(self._chunks)
+            self._chunks = []
+            self._consume(data)
 
     def stopProducing(self):
         self.closing = True
@@ -182,6 +234,7 @@ class RemotingServerProtocol(Protocol):
     def dataReceived(self, data):
         if self.closing:
             return
+        self._metrics.bytes_received += len(data)
         self._last_activity = self._clock.seconds()
         if self._sniff:
             self._sniff = False
@@ -191,6 +244,8 @@ class RemotingServerProtocol(Protocol):
             self._chunks.append(data)
             self._have += len(data)
             if self._have < self._need or self.paused:
+                if self._reading_ahead:  # read no further than this frame's end
+                    self._read_ahead(self._need - self._have)
                 return
             data = b"".join(self._chunks)
             self._chunks = []
@@ -207,14 +262,15 @@ class RemotingServerProtocol(Protocol):
         mode = server.tls_mode
         if data[0] == HANDSHAKE_MAGIC:
             if mode is TlsMode.DISABLED:
-                self.log.warn("Clients intend to establish an SSL connection while this server is "
-                              "running in SSL disabled mode ({addr})", addr=self.remote_addr)
+                self._gate.refuse(self.remote_addr, "tls disabled",
+                                  "Clients intend to establish an SSL connection while this server "
+                                  "is running in SSL disabled mode ({peer})")
                 self.close("tls disabled")
                 return False
             context = server.tls_context_factory
             if context is None or not ITLSTransport.providedBy(self.transport):
-                self.log.error("Trying to establish an SSL connection but sslContext is null ({addr})",
-                               addr=self.remote_addr)
+                self._gate.refuse(self.remote_addr, "no tls context", "Trying to establish an SSL "
+                                  "connection but sslContext is null ({peer})")
                 self.close("no tls context")
                 return False
             self.transport.startTLS(context)
@@ -223,14 +279,32 @@ class RemotingServerProtocol(Protocol):
             self.transport.protocol.dataReceived(data)
             return False
         if mode is TlsMode.ENFORCING:
-            self.log.warn("Clients intend to establish an insecure connection while this server is "
-                          "running in SSL enforcing mode ({addr})", addr=self.remote_addr)
+            self._gate.refuse(self.remote_addr, "tls enforcing",
+                              "Clients intend to establish an insecure connection while this "
+                              "server is running in SSL enforcing mode ({peer})")
             self.close("tls enforcing")
             return False
         return True
 
+    def _read_ahead(self, missing):
+        """Let the next reads take up to ``missing`` bytes (a big frame's rest), or go back to
+        the usual size (``missing`` 0). Twisted's TCP transport reads ``bufferSize`` bytes per
+        ``recv`` (64 KiB): a 144 KB registration took three reads, each a reactor wake-up and
+        dispatch, a 1.5 MB one 23, and a read could end inside the next pipelined frame (a
+        copy to split it off). The same attribute is the transport's write high-water mark, so
+        it is back to normal before anything is written (``_consume``, ``_write``).
+        """
+        if missing > self._read_size:
+            self._reading_ahead = True
+            self.transport.bufferSize = min(missing, READ_AHEAD_MAX)
+        elif self._reading_ahead:
+            self._reading_ahead = False
+            self.transport.bufferSize = self._read_size
+
     def _consume(self, data):
         """Serve every whole frame in ``data``; keep the rest for the next read."""
+        if self._reading_ahead:
+            self._read_ahead(0)
         size = len(data)
         pos = 0
         out = []
@@ -239,11 +313,17 @@ class RemotingServerProtocol(Protocol):
         handle = self._handle
         lookup = self._cache.lookup if self._cache is not None else None
         length = 0
+        gate = self._gate  # this turn's budget: serve, then shed, then stop (transport/limits.py)
+        serve, stop = gate.allowance(self, data)
+        taken = 0
+        throttle = False
+        metrics = self._metrics  # cached answers are timed per read: see transport/metrics.py
+        started, slow, hits = perf_counter(), metrics.processed_seconds, 0
         while size - pos >= 4:
             length = int.from_bytes(data[pos:pos + 4], "big")
             if length + 4 > limit or length < 4:
-                self.log.warn("decode exception, {addr}: frame length {n} (limit {limit}); closing",
-                              addr=self.remote_addr, n=length + 4, limit=limit)
+                gate.bad_frame(self, "frame length", "decode exception, {peer}: frame length {n} "
+                               "(limit {limit}); closing", n=length + 4, limit=limit)
                 if out:
                     self._write(out)
                 self.close("frame length")
@@ -251,14 +331,24 @@ class RemotingServerProtocol(Protocol):
             end = pos + 4 + length
             if end > size:
                 break
+            if taken >= stop:  # shed enough this turn: the rest waits for the next one
+                throttle = True
+                break
             frame = data if pos == 0 and end == size else data[pos:end]
             pos = end
-            if lookup is None:
+            taken += 1
+            if taken > serve:  # over budget: SYSTEM_BUSY [OVERLOAD] instead of processing
+                answer = gate.shed(self, frame)
+                if answer is NOT_SHED:
+                    answer = handle(frame, None)
+            elif lookup is None:
                 answer = handle(frame, None)
             else:  # the cached-answer shortcut, inlined: it is most of the traffic
                 answer = lookup(frame)
                 if answer.__class__ is not bytes:
                     answer = handle(frame, answer)
+                else:
+                    hits += 1
             if answer is not None:
                 out.append(answer)
                 out_bytes += len(answer)
@@ -268,19 +358,46 @@ class RemotingServerProtocol(Protocol):
                     out_bytes = 0
             if self.paused or self.closing:
                 break
+        if hits:
+            metrics.cached_answers(hits, perf_counter() - started - (metrics.processed_seconds - slow))
+        if taken:
+            gate.spent(self, min(taken, serve), taken - serve if taken > serve else 0)
         if out:
             self._write(out)
         if pos < size and not self.closing:
-            rest = data[pos:] if pos else data
+            # (a throttled read keeps its rest as a view: no copy into fresh pages per turn)
+            rest = (memoryview(data)[pos:] if throttle else data[pos:]) if pos else data
             self._chunks = [rest]
             self._have = size - pos
             self._need = 4 + int.from_bytes(rest[:4], "big") if self._have >= 4 else 4
+            if self._read_size and self._need - self._have > self._read_size:
+                self._read_ahead(self._need - self._have)
+            self._frame_started = self._last_activity
+            if (self._need >= LARGE_FRAME or self._holding) and not self._hold_frame(self._need):
+                return
+            if throttle:
+                self._throttle()
+        elif self._holding:
+            self._hold_frame(0)
+
+    def _hold_frame(self, size):
+        """Account a partly received large frame (``serverMaxPendingFrameBytes``)."""
+        self._holding = size >= LARGE_FRAME
+        if self._gate.hold_frame(self, size):
+            return True
+        self._holding = False
+        self.close("frame memory")
+        return False
 
     def _write(self, answers):
         self._last_activity = self._clock.seconds()
+        if self._reading_ahead:  # a late (Deferred) answer while a big frame is incomplete
+            self._read_ahead(0)
         if len(answers) == 1:
+            self._metrics.bytes_sent += len(answers[0])
             self.transport.write(answers[0])
         else:
+            self._metrics.bytes_sent += sum(map(len, answers))
             self.transport.writeSequence(answers)
 
     # -- one frame ----------------------------------------------------------------------------
@@ -288,13 +405,15 @@ class RemotingServerProtocol(Protocol):
     def _handle(self, frame, key):
         """Decode and process one frame; the encoded answer, or None. ``key`` is what the answer
         cache's ``lookup`` returned for it (store the answer under it), or None."""
+        started = perf_counter()
         try:
             request = decode_frame(frame, self._max)
         except RemotingCodecError as exc:
-            self.log.warn("decode exception, {addr}: {why}; closing the connection",
-                          addr=self.remote_addr, why=exc)
+            self._gate.bad_frame(self, "decode", "decode exception, {peer}: {why}; closing the "
+                                 "connection", why=exc)
             self.close("decode")
             return None
+        self.peer_language, self.peer_version = request.language, request.version
         flag = request.flag
         if flag & FLAG_RESPONSE:
             self.log.warn("receive response, but not matched any request, {addr} opaque {opaque}",
@@ -311,6 +430,7 @@ class RemotingServerProtocol(Protocol):
             response = request.create_response(SYSTEM_ERROR, remark="internal error, see the server log")
             key = None
         if response is None or flag & FLAG_ONEWAY:
+            self._metrics.request(request.code, None, perf_counter() - started)
             return None
         if isinstance(response, Deferred):
             response.addCallbacks(self._late_answer, self._late_failure,
@@ -319,6 +439,7 @@ class RemotingServerProtocol(Protocol):
         answer = encode_answer(response, request)
         if key is not None:
             self._cache.store(key, request, self.channel, now_ms, answer)
+        self._metrics.request(request.code, getattr(response, "code", -1), perf_counter() - started)
         return answer
 
     def _late_answer(self, response, request):

@@ -12,6 +12,9 @@ becomes a SYSTEM_ERROR answer with a Java-style remark (Java answers a processor
 same way). Oneway requests are applied and get no answer. Unknown codes get
 REQUEST_CODE_NOT_SUPPORTED with the opaque echoed, except under the 4.9 profile, where the
 Java processor returns null and nothing is sent.
+
+Before a handler runs, the :class:`~rocketpy.namesrv.acl.AccessControl` (rocketpy's addition,
+off unless configured) may refuse an administrative request with NO_PERMISSION.
 """
 import logging
 
@@ -21,6 +24,7 @@ from rocketpy.remoting.errors import (BodyDecodeError, InvalidFieldError, Missin
                                       RemotingCodecError)
 from rocketpy.remoting.javahash import hashmap_ordered
 
+from ..acl import AccessControl
 from ..config import Configuration
 from ..route_cache import RouteCache
 from . import admin, broker, kv, route, topics
@@ -59,6 +63,9 @@ _SINCE_5 = {
     RequestCode.BROKER_HEARTBEAT: broker.broker_heartbeat,
 }
 _ONLY_5_0 = {RequestCode.GET_CLIENT_CONFIG: admin.get_client_config}
+#: Handlers whose answers a transport may reuse: code -> (handler, its module's stamp function)
+#: (see :meth:`DefaultRequestProcessor.answer_stamp`).
+_STAMPS = {int(RequestCode.GET_ROUTEINFO_BY_TOPIC): (route.get_route_info_by_topic, route.answer_stamp)}
 
 
 def handler_table(profile):
@@ -98,7 +105,7 @@ class DefaultRequestProcessor:
     def __init__(self, route_info_manager, kv_config_manager, namesrv_config=None,
                  netty_server_config=None, submit_unregistration=None,
                  notify_min_broker_id_changed=None, *, profile=None, configuration=None,
-                 startup_ms=0, route_cache=None):
+                 startup_ms=0, route_cache=None, access_control=None):
         self.route_info_manager = route_info_manager
         self.kv_config_manager = kv_config_manager
         self.profile = profile or route_info_manager.profile
@@ -119,10 +126,23 @@ class DefaultRequestProcessor:
         self.route_cache = route_cache or RouteCache(route_info_manager)
         self.registration_bodies = RegistrationBodies()
         self.handlers = handler_table(self.profile)
+        # read once, like the black list; AclConfigError (a bad setting) stops the start
+        if access_control is None:
+            access_control = AccessControl.from_properties(configuration.all_configs)
+        self.access_control = access_control
+        self._guarded = self.access_control.codes
 
     def process(self, request, channel, now_ms):
         """The answer to ``request`` from ``channel`` at ``now_ms``; None when nothing is sent."""
         handler = self.handlers.get(request.code)
+        if handler is not None and request.code in self._guarded:
+            refusal = self.access_control.decide(request, channel)
+            if refusal is not None:
+                log.warning("request %s from %s refused: %s", request.code,
+                            getattr(channel, "remote_addr", channel), refusal)
+                if request.is_oneway:
+                    return None
+                return self.respond(request, Reply(ResponseCode.NO_PERMISSION, refusal))
         failed = False
         try:
             if handler is None:
@@ -144,6 +164,18 @@ class DefaultRequestProcessor:
         if request.is_oneway:
             return None
         return self.respond(request, reply, failed)
+
+    def answer_stamp(self, request, channel, now_ms):
+        """For a transport that reuses encoded answers (:mod:`rocketpy.transport.answercache`):
+        a zero-argument callable whose value changes whenever the answer to ``request`` may
+        change, or None when that answer must be computed afresh. Each handler module knows
+        its own inputs (:func:`.route.answer_stamp`); only route queries are worth it."""
+        code = request.code
+        entry = _STAMPS.get(code)
+        if (entry is None or self.handlers.get(code) is not entry[0]
+                or code in self._guarded or request.is_oneway):
+            return None
+        return entry[1](self, request, channel, now_ms)
 
     def overload_response(self, request):
         """Java's answer when its request pool is full (SYSTEM_BUSY "[OVERLOAD]..."), for a

@@ -23,9 +23,7 @@ __all__ = ["register_broker", "unregister_broker", "query_data_version", "broker
 
 def register_broker(proc, request, channel, now_ms):
     header = RegisterBrokerRequestHeader.from_ext_fields(request.ext_fields)
-    if header.body_crc32 and bodies.body_crc32(request.body or b"") != header.body_crc32:
-        return error(ResponseCode.SYSTEM_ERROR, "crc32 not match", {})
-    decoded = decode_registration(proc, request, header)
+    decoded = decode_registration(proc, request, header)  # checks bodyCrc32 first, as Java
     if isinstance(decoded, Reply):
         return decoded
     wrapper, filter_servers = decoded

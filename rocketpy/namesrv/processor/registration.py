@@ -4,13 +4,20 @@
 Brokers re-register every 30 s with the same body (a 10,000-topic broker sends ~1.3 MB), so:
 
 * the last body of each broker address is kept with its decoded form; an identical body
-  (compared byte for byte, not by CRC) is not decoded again;
+  (compared byte for byte, not by CRC) is not decoded again, and the route table sees the very
+  same decoded object (which lets it skip the topic walk, see
+  :mod:`rocketpy.namesrv.route_info_manager`);
+* Java checks ``bodyCrc32`` first (``DefaultRequestProcessor.checksum``); the cache remembers
+  which header CRC its body was verified against, so an identical body with the same header
+  CRC is not summed again (the CRC of 1.5 MB costs about as much as the rest of the request);
+  any other CRC is checked in full;
 * a plain JSON body is read with the C ``json`` parser straight into route records; anything
   unusual (fastjson's unquoted keys, static-topic mappings, a wrong type) goes through the
   codec's full :class:`rocketpy.remoting.bodies.RegisterBrokerBody`, which is the reference --
   the tests check both paths give the same result for every captured body.
 """
 import json
+from operator import itemgetter
 
 from rocketpy.remoting import bodies
 from rocketpy.remoting.codes import ResponseCode
@@ -68,6 +75,10 @@ class _Unusual(Exception):
     """The fast path does not handle this body; use the codec."""
 
 
+_INT_MIN, _INT_MAX = -(1 << 31), (1 << 31) - 1
+_TOPIC_FIELDS = itemgetter("topicName", "readQueueNums", "writeQueueNums", "perm", "topicSysFlag")
+
+
 def _int(value, default):
     if value is None:
         return default
@@ -115,37 +126,71 @@ def decode_json_fast(body):
     if type(configs) is not dict:
         raise _Unusual
     table = {}
+    fields = _TOPIC_FIELDS
     for name, config in configs.items():
-        if type(config) is not dict:
-            raise _Unusual
-        topic = config.get("topicName")
-        if topic is None:
-            topic = name
-        elif type(topic) is not str:
-            raise _Unusual
-        table[name] = TopicConfig(topic, _int(config.get("readQueueNums"), 16),
-                                  _int(config.get("writeQueueNums"), 16),
-                                  _int(config.get("perm"), 6), _int(config.get("topicSysFlag"), 0))
+        # the usual entry (every field there, a name and four Java ints) in one C call and one
+        # test; anything else (absent or null fields, odd types) field by field
+        try:
+            topic, read, write, perm, flag = fields(config)
+        except (KeyError, TypeError):
+            topic = read = None
+        if not (topic.__class__ is str
+                and read.__class__ is write.__class__ is perm.__class__ is flag.__class__ is int
+                and _INT_MIN <= read <= _INT_MAX and _INT_MIN <= write <= _INT_MAX
+                and _INT_MIN <= perm <= _INT_MAX and _INT_MIN <= flag <= _INT_MAX):
+            topic, read, write, perm, flag = _topic_fields(name, config)
+        table[name] = TopicConfig(topic, read, write, perm, flag)
     return TopicConfigWrapper(data_version, table, {}), filters
 
 
+def _topic_fields(name, config):
+    """(topicName, readQueueNums, writeQueueNums, perm, topicSysFlag) with Java's defaults for
+    absent or null fields; ``_Unusual`` for anything the codec should judge."""
+    if config.__class__ is not dict:
+        raise _Unusual
+    get = config.get
+    topic = get("topicName")
+    if topic is None:
+        topic = name
+    elif topic.__class__ is not str:
+        raise _Unusual
+    return (topic, _int(get("readQueueNums"), 16), _int(get("writeQueueNums"), 16),
+            _int(get("perm"), 6), _int(get("topicSysFlag"), 0))
+
+
 class RegistrationBodies:
-    """The last registration body of each broker address, with its decoded form."""
+    """The last registration body of each broker address, with its decoded form.
+
+    Entries of brokers that are gone are dropped whenever the cache has doubled since the last
+    sweep (``is_live``), so it holds about the live brokers, not every address ever seen.
+    """
 
     def __init__(self, limit=4096):
         self.limit = limit
         self._last = {}
+        self._sweep_at = 64
 
     def get(self, key, body, compressed, version):
+        entry = self.entry(key, body, compressed, version)
+        return None if entry is None else entry[3]
+
+    def entry(self, key, body, compressed, version):
+        """``[body, compressed, version, decoded, verified header CRC or 0]`` for an identical
+        body, else None."""
         entry = self._last.get(key)
-        if entry is not None and entry[0] == body and entry[1] == compressed and entry[2] == version:
-            return entry[3]
+        if entry is not None and entry[1] == compressed and entry[2] == version and entry[0] == body:
+            return entry
         return None
 
-    def put(self, key, body, compressed, version, decoded):
-        if len(self._last) >= self.limit and key not in self._last:
-            self._last.clear()
-        self._last[key] = (body, compressed, version, decoded)
+    def put(self, key, body, compressed, version, decoded, is_live=None, crc=0):
+        if key not in self._last:
+            if is_live is not None and len(self._last) >= self._sweep_at:
+                for old in [k for k in self._last if not is_live(k)]:
+                    del self._last[old]
+                self._sweep_at = max(64, 2 * len(self._last))
+            if len(self._last) >= self.limit:
+                self._last.clear()
+        self._last[key] = [body, compressed, version, decoded, crc]
 
     def forget(self, key):
         self._last.pop(key, None)
@@ -176,14 +221,24 @@ def _decode(proc, request, header):
 
 
 def decode_registration(proc, request, header):
-    """(wrapper, filter servers), or the Reply Java gives when it fails on the body."""
+    """(wrapper, filter servers), or the Reply Java gives when the body fails its CRC check
+    (``bodyCrc32``, when not 0) or does not decode."""
     key = (header.cluster_name, header.broker_addr)
     cache = proc.registration_bodies
     body = request.body or b""
-    decoded = cache.get(key, body, header.compressed, request.version)
-    if decoded is None:
-        decoded = _decode(proc, request, header)
-        if isinstance(decoded, Reply):
-            return decoded
-        cache.put(key, body, header.compressed, request.version, decoded)
+    entry = cache.entry(key, body, header.compressed, request.version)
+    crc = header.body_crc32
+    if crc and (entry is None or entry[4] != crc):
+        if bodies.body_crc32(body) != crc:
+            return error(ResponseCode.SYSTEM_ERROR, "crc32 not match", {})
+        if entry is not None:
+            entry[4] = crc
+    if entry is not None:
+        return entry[3]
+    decoded = _decode(proc, request, header)
+    if isinstance(decoded, Reply):
+        return decoded
+    rim = proc.route_info_manager
+    cache.put(key, body, header.compressed, request.version, decoded,
+              lambda k: rim.query_broker_topic_config(*k) is not None, crc)
     return decoded

@@ -1,0 +1,523 @@
+"""Transport layer: the limits that keep one reactor serving under overload (Java's thread-pool
+queues, ``RejectedExecutionException`` and ``SYSTEM_BUSY`` in ``NettyRemotingAbstract``, redone
+for a single thread), and the structured log events for every kind of trouble.
+
+Java answers ``SYSTEM_BUSY`` (2) with the remark ``"[OVERLOAD]system busy, start flow control
+for a while"`` when a request finds its executor queue full
+(``clientRequestThreadPoolQueueCapacity`` 50,000 for route queries,
+``defaultThreadPoolQueueCapacity`` 10,000 for the rest); clients then back off. rocketpy has
+no queue: a read is served as soon as it arrives, and TCP holds whatever the reactor has not
+read yet. The reactor's analogue of a full queue is a *turn* (one pass over the ready sockets,
+ended by a ``callLater(0)``) that has already served more than it can afford. So, per turn:
+
+* each connection's first ``serverFairRequestsPerTurn`` requests are served (a client with a
+  few requests in flight -- a broker, a producer polling routes -- is never shed);
+* beyond that, requests draw from one shared budget: ``serverRequestsPerTurn`` requests or
+  ``serverTurnMillis`` of the turn, whichever runs out first;
+* once the budget is spent, a connection's further requests are answered ``SYSTEM_BUSY
+  "[OVERLOAD]..."`` (Java's answer, pre-encoded, with the request's opaque patched in: no decode,
+  no processing, no encode) -- at most ``serverShedRequestsPerTurn`` of them;
+* past that the connection is *throttled*: its socket is not read again, and what is already
+  read waits, until the next turn. TCP pushes back on the flooding client.
+
+Throttled connections wait in one queue. Each turn starts by resuming them in queue order, for
+as long as its budget lasts, each with a quantum of ``max(fair share, serverRequestsPerTurn /
+queue length)`` requests, then its SYSTEM_BUSY answers, then back to the end of the queue; the
+others stay unread at the head of the queue. A connection whose read holds more than its fair
+share of requests while the budget is spent (a flood starting) is answered SYSTEM_BUSY and
+queued at once; everybody else keeps their fair share. So however many connections flood, a
+light client (no more than its fair share of requests in flight) is served in the first turn its
+request is read; the flooders share what is left, round robin; and a turn costs about
+``serverTurnMillis`` plus the light clients' own requests plus the SYSTEM_BUSY answers of
+newly flooding connections.
+
+A queued connection is not read, so before resuming one the governor peeks at its socket
+(``MSG_PEEK``): a peer that has reset or closed is dropped at once instead of being served what
+it left behind.
+
+Other limits: ``serverMaxConnections`` (refused with a logged reason before any byte is read;
+Java has no limit), ``serverMaxPendingFrameBytes`` (the bytes of partly received large frames,
+all connections together: 16 MiB frames trickled in by thousands of peers would otherwise be
+memory without bound). A peer that does not read its answers is paused by flow control
+(:mod:`rocketpy.transport.protocol`) and then closed by the idle timeout; a peer that trickles
+a frame (slow loris) is closed when the frame has not completed within the idle time.
+
+Every refused connection, bad frame, shed request, drop and expiry is logged once through
+:func:`trouble`: a ``twisted.logger`` event with the stable fields ``rocketpy_event`` (one of
+:data:`TROUBLE_EVENTS`), ``peer`` (``host:port``) and ``reason`` (a short literal), and counted in
+:class:`~rocketpy.transport.metrics.ServerMetrics`.
+"""
+import dataclasses
+import re
+import resource
+import socket
+from time import perf_counter
+
+from twisted.internet.protocol import Protocol
+from twisted.logger import Logger, LogLevel
+
+from ..remoting.command import FLAG_ONEWAY, FLAG_RESPONSE, RemotingCommand
+
+__all__ = ["ServerLimits", "LoadGovernor", "RefusedConnection", "OverloadAnswer", "LIMIT_KEYS",
+           "TROUBLE_EVENTS", "OVERLOAD_REMARK", "SYSTEM_BUSY", "NOT_SHED", "peek_request",
+           "trouble", "raise_open_files_limit", "peer_gone"]
+
+log = Logger()
+
+SYSTEM_BUSY = 2
+#: Java's remark when a request finds the executor queue full (NettyRemotingAbstract, 4.x-5.3).
+OVERLOAD_REMARK = "[OVERLOAD]system busy, start flow control for a while"
+
+#: The stable ``rocketpy_event`` values of :func:`trouble` (operators grep and alert on these).
+TROUBLE_EVENTS = {
+    "connection.refused": "a connection closed before it was served (max connections, TLS mode)",
+    "frame.bad": "a frame over the length limit or that did not decode; its connection is closed",
+    "request.shed": "requests answered SYSTEM_BUSY [OVERLOAD] instead of being processed "
+                    "(logged once per connection and overload episode)",
+    "overload.start": "a reactor turn ran out of request budget: shedding starts",
+    "overload.end": "a turn served everything again; the episode's shed count",
+    "connection.expired": "closed by a timeout: idle (no traffic), slow frame (slow loris)",
+    "connection.dropped": "closed by a limit: too much memory in partly received frames",
+    "queue.full": "the unregistration queue refused a request",
+    "broker.expired": "a broker sent no heartbeat within its timeout; its channel is closed",
+}
+
+#: ``(property key, attribute, default, meaning)``; 0 turns a limit off.
+LIMIT_KEYS = (
+    ("serverMaxConnections", "max_connections", 50_000,
+     "open connections at most; more are closed at once, logged (Java has no limit)"),
+    ("serverRequestsPerTurn", "requests_per_turn", 10_000,
+     "requests one reactor turn serves beyond the fair shares; past them (or serverTurnMillis) "
+     "connections that send more get SYSTEM_BUSY [OVERLOAD] and are queued"),
+    ("serverTurnMillis", "turn_millis", 50,
+     "milliseconds one reactor turn may spend on requests beyond the fair shares"),
+    ("serverFairRequestsPerTurn", "fair_requests_per_turn", 4,
+     "requests per connection and turn served even when the turn's budget is spent (not for a "
+     "connection that sends more in one read, or is queued)"),
+    ("serverShedRequestsPerTurn", "shed_requests_per_turn", 4,
+     "SYSTEM_BUSY answers per connection and turn; after them its socket is not read until its "
+     "turn in the queue"),
+    ("serverMaxPendingFrameBytes", "max_pending_frame_bytes", 1 << 30,
+     "bytes of partly received frames over 1 MiB, all connections together; the connection "
+     "that would exceed it is closed"),
+)
+
+#: Connections named in ``request.shed`` events per overload episode (the rest are counted).
+MAX_LOGGED_PEERS = 100
+#: Partly received frames smaller than this are not accounted (they are at most one read).
+LARGE_FRAME = 1 << 20
+_UNLIMITED = 1 << 62
+
+
+@dataclasses.dataclass(frozen=True)
+class ServerLimits:
+    """The values of :data:`LIMIT_KEYS` (0 = no limit)."""
+
+    max_connections: int = 50_000
+    requests_per_turn: int = 10_000
+    turn_millis: int = 50
+    fair_requests_per_turn: int = 4
+    shed_requests_per_turn: int = 4
+    max_pending_frame_bytes: int = 1 << 30
+
+    @classmethod
+    def from_properties(cls, props):
+        """From ``-D`` / ``-c`` properties; ValueError names a bad key."""
+        values = {}
+        for key, attr, _, _ in LIMIT_KEYS:
+            text = props.get(key)
+            if text is None or str(text).strip() == "":
+                continue
+            try:
+                value = int(str(text).strip())
+            except ValueError:
+                raise ValueError(f"{key} is not a number: {text!r}") from None
+            if value < 0:
+                raise ValueError(f"{key} must be >= 0, got {value}")
+            values[attr] = value
+        return cls(**values)
+
+
+def raise_open_files_limit(wanted):
+    """Raise the soft RLIMIT_NOFILE towards ``wanted`` (at most the hard limit), logged.
+
+    Each connection is a file descriptor; a distribution's usual soft limit (1,024) would make
+    ``accept`` fail long before ``serverMaxConnections``. Returns ``(old soft, new soft)``.
+    """
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == resource.RLIM_INFINITY or (soft >= wanted):
+        return soft, soft
+    target = wanted if hard == resource.RLIM_INFINITY else min(wanted, hard)
+    if target > soft:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+        except (ValueError, OSError) as exc:
+            log.warn("cannot raise the open files limit from {soft} to {target}: {why}",
+                     soft=soft, target=target, why=exc)
+            target = soft
+        else:
+            log.info("open files limit raised from {soft} to {target} (hard limit {hard})",
+                     soft=soft, target=target, hard=hard)
+    if target < wanted:
+        log.warn("open files limit {limit} (hard {hard}) is below serverMaxConnections + margin "
+                 "({wanted}): connections past it fail at accept", limit=target, hard=hard,
+                 wanted=wanted)
+    return soft, target
+
+
+class RefusedConnection(Protocol):
+    """What ``buildProtocol`` returns for a refused connection: it is cut at once. (``None``
+    would do for a plain TCP port, but not under a wrapping factory such as ``ssl:``'s.)"""
+
+    def connectionMade(self):
+        self.transport.abortConnection()
+
+
+def peer_gone(transport):
+    """True when a TCP peer has reset or closed the connection (with nothing unread before the
+    end). A queued connection is not read, so without this look (``MSG_PEEK``: nothing consumed)
+    a flooder that went away would hold its slot until its buffered requests were all served."""
+    sock = getattr(transport, "socket", None)
+    if not isinstance(sock, socket.socket):
+        return False
+    try:
+        return sock.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT) == b""
+    except (BlockingIOError, InterruptedError):
+        return False
+    except OSError:
+        return True
+
+
+def trouble(logger, event, peer, reason, format, level=LogLevel.warn, **fields):
+    """Log one trouble event with its stable fields (see :data:`TROUBLE_EVENTS`)."""
+    logger.emit(level, format, rocketpy_event=event, peer=peer, reason=reason, **fields)
+
+
+# -- the pre-encoded SYSTEM_BUSY answer -----------------------------------------------------------
+
+#: The three top-level numbers a shed answer needs, found in one pass over a JSON header.
+_NUMBERS = re.compile(rb'"(code|flag|opaque)":\s*(-?[0-9]{1,10})')
+
+#: :meth:`LoadGovernor.shed` result: this frame cannot be read cheaply; process it normally.
+NOT_SHED = object()
+
+
+def peek_request(frame):
+    """``(code, opaque, flag)`` of a whole frame without decoding it, or None when that cannot
+    be done cheaply and unambiguously (the caller then decodes it properly)."""
+    if len(frame) < 8:
+        return None
+    end = 8 + int.from_bytes(frame[5:8], "big")
+    if end > len(frame):
+        return None
+    kind = frame[4]
+    if kind == 0:
+        found = _NUMBERS.findall(frame, 8, end)
+        if len(found) != 3:
+            return None  # missing, or also a key inside extFields: let the decoder decide
+        numbers = dict(found)
+        if len(numbers) != 3:
+            return None
+        return int(numbers[b"code"]), int(numbers[b"opaque"]), int(numbers[b"flag"])
+    if kind == 1 and end >= 29:  # code2 language1 version2 opaque4 flag4 remark-len4 ext-len4
+        return (int.from_bytes(frame[8:10], "big", signed=True),
+                int.from_bytes(frame[13:17], "big", signed=True),
+                int.from_bytes(frame[17:21], "big", signed=True))
+    return None
+
+
+def _more_frames(data, n):
+    """True when ``data`` starts with more than ``n`` whole frames."""
+    pos, size = 0, len(data)
+    for _ in range(n + 1):
+        if size - pos < 4:
+            return False
+        pos += 4 + int.from_bytes(data[pos:pos + 4], "big")
+        if pos > size:
+            return False
+    return True
+
+
+class OverloadAnswer:
+    """Java's SYSTEM_BUSY "[OVERLOAD]..." frame, encoded once, with any opaque patched in.
+
+    :param overload_response: ``processor.overload_response(request)`` (the profile's version and
+        serialisation); None builds a JSON answer from the request.
+    """
+
+    def __init__(self, overload_response=None):
+        probe = RemotingCommand.request(0, None, opaque=0, version=0)
+        if overload_response is not None:
+            response = overload_response(probe)
+        else:
+            response = probe.create_response(SYSTEM_BUSY, remark=OVERLOAD_REMARK)
+        response.opaque = 0
+        response.flag |= FLAG_RESPONSE
+        frame = response.encode()
+        self.serialize_type = frame[4]
+        header_length = int.from_bytes(frame[5:8], "big")
+        header = frame[8:8 + header_length]
+        self._body = frame[8 + header_length:]
+        if self.serialize_type == 0:
+            at = header.index(b'"opaque":0') + len(b'"opaque":')
+            self._pre, self._post = header[:at], header[at + 1:]
+        else:
+            self._pre, self._post = header[:5], header[9:]
+        self._heads = {}
+
+    def encode_for(self, opaque):
+        """The answer frame for a request with ``opaque``."""
+        if self.serialize_type == 0:
+            patched = str(opaque).encode()
+        else:
+            patched = opaque.to_bytes(4, "big", signed=True)
+        head = self._heads.get(len(patched))
+        if head is None:
+            header_length = len(self._pre) + len(patched) + len(self._post)
+            head = self._heads[len(patched)] = b"".join((
+                (4 + header_length + len(self._body)).to_bytes(4, "big"),
+                bytes((self.serialize_type,)), header_length.to_bytes(3, "big"), self._pre))
+        return b"".join((head, patched, self._post, self._body))
+
+
+# -- the governor ---------------------------------------------------------------------------------
+
+class LoadGovernor:
+    """Applies :class:`ServerLimits` for one factory: connection admission, the per-turn request
+    budget (serve / shed / throttle), and the pending large-frame memory.
+
+    :param limits: a :class:`ServerLimits`.
+    :param clock: an ``IReactorTime``; a turn ends with ``clock.callLater(0, ...)``.
+    :param overload_response: the processor's ``overload_response`` (or None).
+    :param metrics: a :class:`~rocketpy.transport.metrics.ServerMetrics` (or None).
+    """
+
+    log = Logger()
+
+    def __init__(self, limits=None, clock=None, overload_response=None, metrics=None):
+        self.limits = limits = limits or ServerLimits()
+        self._clock = clock
+        self._metrics = metrics
+        self.answer = OverloadAnswer(overload_response)
+        self._pool = limits.requests_per_turn
+        self._unlimited = limits.requests_per_turn == 0
+        self._fair = limits.fair_requests_per_turn
+        self._shed_quota = limits.shed_requests_per_turn
+        self._turn_left = self._pool
+        self._turn_seconds = limits.turn_millis / 1000.0 if limits.turn_millis else float("inf")
+        self._turn_started = 0.0
+        self._turn_call = None
+        self._used = {}                # proto -> (served, shed) this turn
+        self._queue = {}               # throttled protos waiting for a turn, in order
+        self._heavy = set()            # protos that came from the queue this turn
+        self._quantum = limits.fair_requests_per_turn
+        #: the turn's stopwatch (seconds); tests replace it
+        self.timer = perf_counter
+        self._pending = {}       # proto -> bytes of its partly received large frame
+        self.pending_bytes = 0
+        # overload episode
+        self.overloaded = False
+        self._episode_start = 0.0
+        self._episode_shed = 0
+        self._shed_this_turn = 0
+        self._logged_peers = set()
+        self._episode_peers = 0
+        #: totals since start (the metrics carry the per-reason / per-code split)
+        self.shed_total = 0
+        self.throttles = 0
+        self.refused = 0
+        self.turns = 0
+        #: reason -> connections the server closed for a timeout or a limit
+        self.drops = {}
+
+    # -- connections ---------------------------------------------------------------------------
+
+    def admit_connection(self, open_connections, peer):
+        """True when one more connection may be served; else logs and counts the refusal."""
+        cap = self.limits.max_connections
+        if cap and open_connections >= cap:
+            self.refused += 1
+            self.refuse(peer, "max connections",
+                        "refusing the connection from {peer}: {open} connections are open "
+                        "(serverMaxConnections {cap})", open=open_connections, cap=cap)
+            return False
+        return True
+
+    def refuse(self, peer, reason, format, **fields):
+        """Log and count a connection refused before being served."""
+        trouble(self.log, "connection.refused", peer, reason, format, **fields)
+        if self._metrics is not None:
+            self._metrics.connection_refused(reason)
+
+    def bad_frame(self, proto, reason, format, **fields):
+        """Log and count a frame that closes its connection (length, decode)."""
+        trouble(self.log, "frame.bad", proto.remote_addr, reason, format, **fields)
+        if self._metrics is not None:
+            self._metrics.bad_frame(reason)
+
+    def expired(self, proto, reason, format, **fields):
+        """Log and count a connection closed by a timeout (idle, slow frame)."""
+        trouble(self.log, "connection.expired", proto.remote_addr, reason, format, **fields)
+        self._count_drop(reason)
+
+    def _count_drop(self, reason):
+        self.drops[reason] = self.drops.get(reason, 0) + 1
+        if self._metrics is not None:
+            self._metrics.connection_dropped(reason)
+
+    def forget(self, proto):
+        """``proto``'s connection is gone: release what it held."""
+        held = self._pending.pop(proto, 0)
+        self.pending_bytes -= held
+        self._used.pop(proto, None)
+        self._heavy.discard(proto)
+        self._logged_peers.discard(proto)
+        self._queue.pop(proto, None)
+
+    # -- the per-turn budget ---------------------------------------------------------------
+
+    def _start_turn(self):
+        self._turn_call = self._clock.callLater(0, self._end_turn)
+        self._turn_started = self.timer()
+
+    def allowance(self, proto, data=None):
+        """``(serve, stop)`` for one read ``data`` of ``proto``: serve the first ``serve`` frames,
+        shed those after, and from frame ``stop`` on leave the rest for the next turn."""
+        if self._unlimited:
+            return _UNLIMITED, _UNLIMITED
+        if self._turn_call is None:
+            self._start_turn()
+        elif self._turn_left > 0 and self.timer() - self._turn_started > self._turn_seconds:
+            self._turn_left = 0  # this turn has run long enough, whatever it served
+        served, shed = self._used.get(proto, (0, 0))
+        left = self._turn_left if self._turn_left > 0 else 0
+        if proto in self._heavy:
+            # came from the queue: its quantum of the budget, then back to the end of the queue
+            serve = self._quantum - served if served < self._quantum else 0
+            if serve > left:
+                serve = left
+        else:
+            serve = self._fair - served if served < self._fair else 0
+            if left:
+                serve += left
+            elif serve and data is not None and _more_frames(data, self._fair):
+                serve = 0  # a flood in one read while the budget is spent: queued at once
+        shed_left = self._shed_quota - shed
+        return serve, serve + (shed_left if shed_left > 0 else 0)
+
+    def spent(self, proto, served, shed):
+        """``proto`` served ``served`` frames of its allowance and shed ``shed``."""
+        if self._unlimited or not (served or shed):
+            return
+        before, before_shed = self._used.get(proto, (0, 0))
+        if proto in self._heavy:
+            beyond = served  # a queued connection's quantum is all budget
+        else:
+            fair_left = self._fair - before
+            beyond = served - (fair_left if fair_left > 0 else 0)
+        if beyond > 0:
+            self._turn_left -= beyond
+        self._used[proto] = (before + served, before_shed + shed)
+
+    def shed(self, proto, frame):
+        """The SYSTEM_BUSY answer for ``frame`` (None: no answer -- oneway, or a stray response),
+        or :data:`NOT_SHED` when the frame's header cannot be read cheaply."""
+        peeked = peek_request(frame)
+        if peeked is None:
+            return NOT_SHED
+        code, opaque, flag = peeked
+        if flag & FLAG_RESPONSE:
+            return None  # not a request; the normal path would only log it
+        self.shed_total += 1
+        self._shed_this_turn += 1
+        self._episode_shed += 1
+        if not self.overloaded:
+            self.overloaded = True
+            self._episode_start = self._clock.seconds()
+            trouble(self.log, "overload.start", proto.remote_addr, "overload",
+                    "system busy: a reactor turn used its budget ({budget} requests or {ms} ms); "
+                    "answering SYSTEM_BUSY [OVERLOAD] to connections past their fair share",
+                    budget=self._pool, ms=self.limits.turn_millis)
+        if proto not in self._logged_peers:
+            self._logged_peers.add(proto)
+            self._episode_peers += 1
+            if self._episode_peers <= MAX_LOGGED_PEERS:
+                trouble(self.log, "request.shed", proto.remote_addr, "overload",
+                        "{peer}, too many requests and system busy, request code: {code}; "
+                        "answering SYSTEM_BUSY [OVERLOAD] (logged once per connection and episode)",
+                        code=code)
+        if self._metrics is not None:
+            self._metrics.overload(code)
+        if flag & FLAG_ONEWAY:
+            return None  # Java's writeResponse sends nothing for a oneway request
+        return self.answer.encode_for(opaque)
+
+    def throttle(self, proto):
+        """``proto`` used its share of this turn: it joins the end of the queue."""
+        if proto in self._queue:
+            return
+        self.throttles += 1
+        self._queue[proto] = None
+        if self._turn_call is None:
+            self._start_turn()
+
+    def _end_turn(self):
+        self._turn_call = None
+        self.turns += 1
+        self._turn_left = self._pool
+        self._used.clear()
+        waiting = list(self._queue)
+        self._queue = {}
+        if self.overloaded and not self._shed_this_turn and not waiting:
+            self.overloaded = False
+            trouble(self.log, "overload.end", "", "overload",
+                    "system no longer busy: {shed} requests from {connections} connections shed "
+                    "with SYSTEM_BUSY over {seconds:.1f} s", level=LogLevel.info,
+                    shed=self._episode_shed, connections=self._episode_peers,
+                    seconds=self._clock.seconds() - self._episode_start)
+            self._episode_shed = 0
+            self._episode_peers = 0
+            self._logged_peers.clear()
+        self._shed_this_turn = 0
+        self._heavy = set(waiting)
+        if not waiting:
+            if self.overloaded:  # one more turn, even an empty one, to see the episode end
+                self._start_turn()
+            return
+        # The next turn starts now: the queue in order, each with its quantum, for as long as the
+        # budget lasts; the others keep their place at the head of the queue, unread.
+        self._quantum = max(1, self._fair, self._pool // len(waiting))  # progress, always
+        self._start_turn()
+        for i, proto in enumerate(waiting):
+            if self._turn_left <= 0 or self.timer() - self._turn_started > self._turn_seconds:
+                queue = dict.fromkeys(p for p in waiting[i:] if not p.closing)
+                queue.update(self._queue)
+                self._queue = queue
+                break
+            proto.unthrottle()
+
+    # -- partly received large frames ------------------------------------------------------
+
+    def hold_frame(self, proto, size):
+        """``proto`` now holds a partial frame of ``size`` bytes in all (0: none); False when
+        that would pass ``serverMaxPendingFrameBytes`` (the caller closes the connection)."""
+        if size < LARGE_FRAME:
+            size = 0
+        before = self._pending.get(proto, 0)
+        if size == before:
+            return True
+        cap = self.limits.max_pending_frame_bytes
+        if size > before and cap and self.pending_bytes - before + size > cap:
+            self.pending_bytes -= before
+            self._pending.pop(proto, None)
+            trouble(self.log, "connection.dropped", proto.remote_addr, "frame memory",
+                    "closing {peer}: its {size}-byte frame would put partly received frames "
+                    "over serverMaxPendingFrameBytes ({cap})", size=size, cap=cap)
+            self._count_drop("frame memory")
+            return False
+        self.pending_bytes += size - before
+        if size:
+            self._pending[proto] = size
+        else:
+            self._pending.pop(proto, None)
+        return True

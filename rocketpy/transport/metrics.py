@@ -1,0 +1,205 @@
+"""Transport layer: the server's counters (Java has none of its own: RocketMQ 5 exports broker
+metrics over OpenTelemetry, and its NameServer only logs). This module is what the transport and
+the services count into; :mod:`rocketpy.web.metrics` turns it into Prometheus text when (and
+only when) someone scrapes ``/metrics``.
+
+Why plain Python instead of ``prometheus_client`` metric objects here: everything runs on the
+reactor thread, so a processed request is one dict lookup (by request and response code) and two
+list updates (its latency bucket, its sum), while a ``prometheus_client`` counter or histogram
+takes a ``threading.Lock`` on every call. The transport never imports ``prometheus_client``. Gauges (open
+connections, clusters, brokers, topics, queue depth) are not kept here at all: the exposition
+computes them from the state at scrape time.
+
+Latency is measured where the request is answered. Requests that go through the processor are
+timed one by one: from the start of decoding to the encoded answer (``perf_counter``, twice per
+request). Answers served from :mod:`rocketpy.transport.answercache` (the route lookups that are
+most of the traffic) are counted exactly but timed *together*: the protocol takes the time once
+per socket read, subtracts what the processor took for the other frames of that read, and hands
+over the count and the total (:meth:`ServerMetrics.cached_answers`); every answer of that read is
+recorded at their mean. The histogram's count and sum are therefore exact and its buckets are
+per-read means -- two ``perf_counter`` calls and one method call per read, nothing per cached
+frame but an increment (about a microsecond per read on a slow machine, shared by every frame of
+a pipelined read).
+
+Label values are bounded: request codes outside :class:`~rocketpy.remoting.codes.RequestCode`
+are counted under :data:`OTHER_CODE` (a client sending random codes must not grow the table),
+and the same for response codes.
+"""
+from bisect import bisect_left
+
+from ..remoting.codes import RequestCode, ResponseCode
+
+__all__ = ["ServerMetrics", "LATENCY_BUCKETS", "OTHER_CODE", "NO_RESPONSE"]
+
+#: Upper bounds (seconds) of the latency buckets: a NameServer answers in tens of microseconds
+#: to a few milliseconds (a 1.5 MB registration), so the Prometheus default buckets (5 ms ...
+#: 10 s) would put everything in the first one.
+LATENCY_BUCKETS = (0.000025, 0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01,
+                   0.025, 0.05, 0.1, 0.25, 1.0)
+#: The code recorded for request or response codes rocketpy does not know.
+OTHER_CODE = -1
+#: The response code recorded for a request that got no answer (oneway, or 4.9's unknown codes).
+NO_RESPONSE = None
+
+_REQUEST_CODES = frozenset(int(c) for c in RequestCode)
+_RESPONSE_CODES = frozenset(int(c) for c in ResponseCode) | {NO_RESPONSE}
+_NBUCKETS = len(LATENCY_BUCKETS) + 1   # + the +Inf bucket
+
+
+class Histogram:
+    """Counts per bucket (not cumulative; the exposition accumulates) and the sum."""
+
+    __slots__ = ("counts", "total")
+
+    def __init__(self):
+        self.counts = [0] * _NBUCKETS
+        self.total = 0.0
+
+    @property
+    def count(self):
+        return sum(self.counts)
+
+    def cumulative(self):
+        """``[(upper bound, cumulative count)]`` ending with ``(inf, count)``."""
+        out = []
+        running = 0
+        for bound, n in zip(LATENCY_BUCKETS + (float("inf"),), self.counts):
+            running += n
+            out.append((bound, running))
+        return out
+
+
+class ServerMetrics:
+    """Counters of one NameServer (see the module docstring; the METRICS API in CONTRACT.md).
+
+    Plain attributes and dicts, read by the Prometheus collector at scrape time; ``requests``,
+    ``latency`` and ``cached_latency`` are views computed on access.
+    """
+
+    def __init__(self):
+        #: (request code, response code or None) -> [count per latency bucket ..., seconds]
+        self._records = {}
+        #: total seconds of every :meth:`request` (the protocol subtracts it per read)
+        self.processed_seconds = 0.0
+        self.cached = 0
+        self._cached = [0] * _NBUCKETS + [0.0]   # latency buckets ..., seconds
+        self.bytes_received = 0
+        self.bytes_sent = 0
+        #: reason -> count
+        self.bad_frames = {}
+        self.refused_connections = {}
+        self.dropped_connections = {}
+        #: request code -> count
+        self.overloaded = {}
+        self.expired_brokers = 0
+        self.channel_unregistrations = 0
+        self.unregistration_rejections = 0
+
+    # -- the transport's hot path -----------------------------------------------------------
+
+    def request(self, code, response_code, seconds):
+        """One request answered by the processor in ``seconds`` (None: no answer sent)."""
+        record = self._records.get((code, response_code))
+        if record is None:
+            record = self._record(code, response_code)
+        record[bisect_left(LATENCY_BUCKETS, seconds)] += 1
+        record[-1] += seconds
+        self.processed_seconds += seconds
+
+    def _record(self, code, response_code):
+        """The record of a first-seen pair; unknown codes share the OTHER_CODE record, and are
+        never keys themselves (so random codes cannot grow the table)."""
+        if code not in _REQUEST_CODES:
+            code = OTHER_CODE
+        if response_code not in _RESPONSE_CODES:
+            response_code = OTHER_CODE
+        record = self._records.get((code, response_code))
+        if record is None:
+            record = self._records[(code, response_code)] = [0] * _NBUCKETS + [0.0]
+        return record
+
+    @property
+    def requests(self):
+        """``{(request code, response code or None): count}``."""
+        return {key: sum(record[:-1]) for key, record in self._records.items()}
+
+    @property
+    def latency(self):
+        """``{request code: Histogram}`` over every response code."""
+        out = {}
+        for (code, _), record in self._records.items():
+            histogram = out.get(code)
+            if histogram is None:
+                histogram = out[code] = Histogram()
+            for i, n in enumerate(record[:-1]):
+                histogram.counts[i] += n
+            histogram.total += record[-1]
+        return out
+
+    def cached_answers(self, count, seconds):
+        """``count`` answers of one read served from the answer cache in ``seconds`` in all."""
+        self.cached += count
+        if seconds > 0.0:
+            record = self._cached
+            record[bisect_left(LATENCY_BUCKETS, seconds / count)] += count
+            record[-1] += seconds
+        else:   # clock noise: recorded as instantaneous
+            self._cached[0] += count
+
+    @property
+    def cached_latency(self):
+        """The cached answers' :class:`Histogram`."""
+        histogram = Histogram()
+        histogram.counts[:] = self._cached[:-1]
+        histogram.total = self._cached[-1]
+        return histogram
+
+    # -- rare events (connections, frames, load) -------------------------------------------
+
+    def bad_frame(self, reason):
+        """A frame that did not decode or was too long; its connection is closed."""
+        self.bad_frames[reason] = self.bad_frames.get(reason, 0) + 1
+
+    def connection_refused(self, reason):
+        """A connection closed before being served (TLS mode, limits, allow-list)."""
+        self.refused_connections[reason] = self.refused_connections.get(reason, 0) + 1
+
+    def connection_dropped(self, reason):
+        """A served connection closed by a timeout or limit (idle, slow frame, frame memory)."""
+        self.dropped_connections[reason] = self.dropped_connections.get(reason, 0) + 1
+
+    def overload(self, code):
+        """A request shed with SYSTEM_BUSY instead of being processed."""
+        if code not in _REQUEST_CODES:
+            code = OTHER_CODE
+        self.overloaded[code] = self.overloaded.get(code, 0) + 1
+
+    # -- wrappers for the services (tap.makeService applies them) --------------------------
+
+    def counting_scan(self, scan):
+        """Wrap ``RouteInfoManager.scan_not_active_broker``: count the brokers it expires."""
+        def counted(now_ms):
+            expired = scan(now_ms)
+            if expired:
+                self.expired_brokers += len(expired)
+            return expired
+        return counted
+
+    def counting_channel_destroy(self, on_channel_destroy):
+        """Wrap ``RouteInfoManager.on_channel_destroy``: count the unregistrations a closed,
+        failed or idle channel causes."""
+        def counted(channel):
+            requests = on_channel_destroy(channel)
+            if requests:
+                self.channel_unregistrations += len(requests)
+            return requests
+        return counted
+
+    def counting_submit(self, submit):
+        """Wrap ``BatchUnregistrationService.submit``: count refusals (queue full)."""
+        def counted(request):
+            accepted = submit(request)
+            if not accepted:
+                self.unregistration_rejections += 1
+            return accepted
+        return counted

@@ -1,0 +1,231 @@
+"""Web layer: the Prometheus exposition of one NameServer (``/metrics``).
+
+Nothing here runs per request. A custom collector (:class:`NameServerCollector`) turns the
+transport's plain counters (:class:`~rocketpy.transport.metrics.ServerMetrics`) into counter and
+histogram families, and computes the gauges -- clusters, broker groups, brokers, topics, open
+connections, unregistration queue depth -- from the state when Prometheus scrapes. Each server
+has its own ``CollectorRegistry`` (:func:`build_registry`), never the global one, so two servers
+in one process (or two tests) do not mix their numbers.
+
+``prometheus_client``'s Twisted resource runs its WSGI app in the reactor's thread pool, but the
+route tables may only be read on the reactor thread. So :class:`MetricsPage` collects on the
+reactor thread -- a consistent snapshot of every family -- and hands that frozen snapshot to a
+``MetricsResource``, which formats it (plain text or OpenMetrics, gzip, ``name[]`` filters) in
+the pool.
+
+Label values are names (``GET_ROUTEINFO_BY_TOPIC``, ``SUCCESS``), not numbers; codes rocketpy
+does not know are ``OTHER``, and a request that got no answer (oneway) has ``response_code="NONE"``.
+"""
+from prometheus_client import CollectorRegistry
+from prometheus_client.core import (CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily,
+                                    InfoMetricFamily)
+from prometheus_client.exposition import choose_encoder
+from prometheus_client.utils import floatToGoString
+from twisted.internet.interfaces import IReactorThreads
+from twisted.web.resource import Resource
+
+from ..remoting.codes import RequestCode, ResponseCode, request_code_name, response_code_name
+from ..transport.metrics import OTHER_CODE
+
+__all__ = ["NameServerCollector", "build_registry", "MetricsPage", "PREFIX", "code_label",
+           "response_label"]
+
+PREFIX = "rocketpy_"
+_REGISTER_BROKER = int(RequestCode.REGISTER_BROKER)
+_SUCCESS = int(ResponseCode.SUCCESS)
+#: reasons always exported (as 0 until they happen), so alert rules can use rate() from the start
+BAD_FRAME_REASONS = ("frame length", "decode")
+REFUSED_REASONS = ("tls disabled", "tls enforcing", "no tls context")
+ACL_COUNTERS = (("refused_network", "network"), ("refused_signature", "signature"),
+                ("refused_config_key", "config_key"))
+
+
+def code_label(code):
+    """The ``request_code`` label value of a request code."""
+    if code == OTHER_CODE:
+        return "OTHER"
+    return request_code_name(code) or "OTHER"
+
+
+def response_label(code):
+    """The ``response_code`` label value of a response code (None: no answer was sent)."""
+    if code is None:
+        return "NONE"
+    if code == OTHER_CODE:
+        return "OTHER"
+    return response_code_name(code) or "OTHER"
+
+
+def _buckets(histogram):
+    return [(floatToGoString(bound), count) for bound, count in histogram.cumulative()]
+
+
+class NameServerCollector:
+    """Every rocketpy family, from a :class:`~rocketpy.web.state.NameServerView` at scrape time."""
+
+    def __init__(self, view):
+        self.view = view
+
+    def describe(self):
+        return []  # collected only on demand: never at registration (the state may be empty)
+
+    def collect(self):
+        view = self.view
+        metrics = view.metrics
+        p = PREFIX
+
+        info = InfoMetricFamily(p + "build", "The rocketpy version and the Java NameServer "
+                                "version it answers like.")
+        info.add_metric([], {"version": view.version, "profile": view.profile.name})
+        yield info
+        yield GaugeMetricFamily(p + "start_time_seconds", "Start of this server, Unix time.",
+                                value=view.started)
+
+        counts = view.counts()
+        for key, name, doc in (
+                ("clusters", "clusters", "Clusters with at least one broker group."),
+                ("brokerGroups", "broker_groups", "Broker groups (broker names) registered."),
+                ("brokers", "brokers", "Live broker addresses (the broker live table)."),
+                ("topics", "topics", "Topics with a route (the topic queue table)."),
+                ("connections", "open_connections", "Open remoting connections."),
+                ("unregistrationQueueDepth", "unregistration_queue_depth",
+                 "Unregistrations queued for the next batch."),
+                ("unregistrationQueueCapacity", "unregistration_queue_capacity",
+                 "unRegisterBrokerQueueCapacity."),
+                ("kvNamespaces", "kv_namespaces", "KV config namespaces.")):
+            yield GaugeMetricFamily(p + name, doc, value=counts[key])
+
+        cache = view.answer_cache
+        if cache is not None:
+            yield GaugeMetricFamily(p + "answer_cache_entries", "Encoded answers kept for reuse.",
+                                    value=len(cache))
+        queue = view.unregistration
+        if queue is not None and hasattr(queue, "batches"):
+            yield CounterMetricFamily(p + "unregistration_batches", "Unregistration batches applied.",
+                                      value=queue.batches)
+
+        access = view.access_control
+        if access is not None:
+            refused = CounterMetricFamily(
+                p + "admin_requests_refused", "Administrative requests refused by access "
+                "control (adminAllowNetworks, aclEnable), by reason.", labels=["reason"])
+            for counter, reason in ACL_COUNTERS:
+                refused.add_metric([reason], access.counters.get(counter, 0))
+            yield refused
+
+        if metrics is None:
+            return
+        yield from self._traffic(metrics)
+
+    def _traffic(self, metrics):
+        p = PREFIX
+        requests = CounterMetricFamily(
+            p + "requests", "Requests answered by the processor, by request and response code "
+            "(answers from the answer cache are in rocketpy_cached_answers_total).",
+            labels=["request_code", "response_code"])
+        registrations = 0
+        for (code, response), n in sorted(metrics.requests.items(), key=lambda kv: (kv[0][0], str(kv[0][1]))):
+            requests.add_metric([code_label(code), response_label(response)], n)
+            if code == _REGISTER_BROKER and response == _SUCCESS:
+                registrations += n
+        yield requests
+        latency = HistogramMetricFamily(
+            p + "request_duration_seconds", "Time from a request's first byte decoded to its "
+            "answer encoded, by request code.", labels=["request_code"])
+        for code, histogram in sorted(metrics.latency.items()):
+            latency.add_metric([code_label(code)], _buckets(histogram), histogram.total)
+        yield latency
+        yield CounterMetricFamily(p + "cached_answers", "Answers served from the answer cache "
+                                  "(route queries answered without decoding).", value=metrics.cached)
+        cached = HistogramMetricFamily(
+            p + "cached_answer_duration_seconds", "Time per cached answer; the answers of one "
+            "socket read are timed together and recorded at their mean.")
+        cached.add_metric([], _buckets(metrics.cached_latency), metrics.cached_latency.total)
+        yield cached
+
+        yield CounterMetricFamily(p + "broker_registrations", "REGISTER_BROKER requests "
+                                  "answered SUCCESS.", value=registrations)
+        yield CounterMetricFamily(p + "broker_expiries", "Brokers expired by the liveness scan "
+                                  "(no heartbeat within their timeout).", value=metrics.expired_brokers)
+        yield CounterMetricFamily(p + "channel_unregistrations", "Unregistrations caused by a "
+                                  "broker's connection closing, failing or idling out.",
+                                  value=metrics.channel_unregistrations)
+        yield CounterMetricFamily(p + "unregistration_rejections", "Unregistrations refused "
+                                  "because the queue was full.", value=metrics.unregistration_rejections)
+
+        yield self._by_reason(p + "bad_frames", "Frames that closed their connection (too "
+                              "long, undecodable), by reason.", metrics.bad_frames, BAD_FRAME_REASONS)
+        yield self._by_reason(p + "refused_connections", "Connections closed before being "
+                              "served, by reason.", metrics.refused_connections, REFUSED_REASONS)
+        yield self._by_reason(p + "dropped_connections", "Served connections closed by a "
+                              "timeout or limit (idle, slow frame), by reason.",
+                              metrics.dropped_connections, ())
+        overloaded = CounterMetricFamily(p + "overloaded_requests", "Requests shed with "
+                                         "SYSTEM_BUSY instead of processed, by request code.",
+                                         labels=["request_code"])
+        for code, n in sorted(metrics.overloaded.items()):
+            overloaded.add_metric([code_label(code)], n)
+        yield overloaded
+        yield CounterMetricFamily(p + "received_bytes", "Remoting bytes received (after TLS).",
+                                  value=metrics.bytes_received)
+        yield CounterMetricFamily(p + "sent_bytes", "Remoting bytes sent (before TLS).",
+                                  value=metrics.bytes_sent)
+
+    @staticmethod
+    def _by_reason(name, doc, table, always):
+        family = CounterMetricFamily(name, doc, labels=["reason"])
+        for reason in sorted(set(always) | set(table)):
+            family.add_metric([str(reason)], table.get(reason, 0))
+        return family
+
+
+def build_registry(view, process=True):
+    """A fresh ``CollectorRegistry`` for one server: rocketpy's families, plus (``process``)
+    the standard ``process_*``, ``python_info`` and ``python_gc_*`` collectors."""
+    registry = CollectorRegistry()
+    registry.register(NameServerCollector(view))
+    if process:
+        from prometheus_client import GCCollector, PlatformCollector, ProcessCollector
+        ProcessCollector(registry=registry)
+        PlatformCollector(registry=registry)
+        GCCollector(registry=registry)
+    return registry
+
+
+class _Snapshot:
+    """Families collected on the reactor thread, served as a collector."""
+
+    def __init__(self, families):
+        self._families = families
+
+    def collect(self):
+        return self._families
+
+    describe = collect   # so the ``name[]`` filter of the exposition finds them
+
+
+class MetricsPage(Resource):
+    """``/metrics``: a snapshot collected on the reactor thread, formatted by
+    ``prometheus_client.twisted.MetricsResource``."""
+
+    isLeaf = True
+
+    def __init__(self, registry, reactor=None):
+        super().__init__()
+        self.registry = registry
+        self.reactor = reactor
+
+    def snapshot_registry(self):
+        frozen = CollectorRegistry()
+        frozen.register(_Snapshot(list(self.registry.collect())))
+        return frozen
+
+    def render_GET(self, request):
+        frozen = self.snapshot_registry()
+        if self.reactor is not None and not IReactorThreads.providedBy(self.reactor):
+            # a fake reactor (unit tests) has no thread pool: the same library call, inline
+            encoder, content_type = choose_encoder(request.getHeader("accept") or "")
+            request.setHeader("content-type", content_type)
+            return encoder(frozen)
+        from prometheus_client.twisted import MetricsResource   # binds the global reactor
+        return MetricsResource(frozen).render(request)

@@ -1,0 +1,198 @@
+"""Web layer: the ``twisted.web`` resources of the web endpoint and its site.
+
+``/``            the status page (:mod:`rocketpy.web.page`), ``?q=&page=&per=&refresh=``
+``/metrics``     Prometheus text (:class:`~rocketpy.web.metrics.MetricsPage`)
+``/api/``        an index of the JSON endpoints:
+``/api/summary``, ``/api/clusters``, ``/api/brokers``, ``/api/topics?q=&offset=&limit=``,
+``/api/topics/<topic>``, ``/api/kv``, ``/api/kv/<namespace>``
+
+Read-only: every resource answers GET and HEAD only (405 otherwise). :class:`WebSite` refuses
+(403) any client outside ``adminAllowNetworks`` when that allow-list is configured -- the same
+list that guards the administrative remoting requests (:mod:`rocketpy.namesrv.acl`); clients of
+a UNIX socket endpoint are local and always allowed (the socket file's permissions guard it).
+"""
+import ipaddress
+import json
+from urllib.parse import unquote
+
+from twisted.logger import Logger
+from twisted.web import http
+from twisted.web import pages
+from twisted.web.resource import Resource
+from twisted.web.server import Site
+
+from .metrics import MetricsPage
+from .page import CONTENT_SECURITY_POLICY, page_parameters, render_status_page
+from .state import DEFAULT_LIMIT, MAX_LIMIT
+
+__all__ = ["StatusPage", "ApiResource", "WebRoot", "WebSite", "client_allowed", "API_ENDPOINTS"]
+
+API_ENDPOINTS = {
+    "/api/summary": "server version, profile, uptime and the counts of the status page",
+    "/api/clusters": "clusters -> broker groups -> brokers (address, id, version, data version, "
+                     "heartbeat age and timeout, topic count, connection state)",
+    "/api/brokers": "every broker address as one flat list",
+    "/api/topics": f"topics with queue data and route; ?q= filter, ?offset=, ?limit= "
+                   f"(default {DEFAULT_LIMIT}, at most {MAX_LIMIT})",
+    "/api/topics/<topic>": "one topic (404 when it has no route)",
+    "/api/kv": "KV config: namespace -> key -> value",
+    "/api/kv/<namespace>": "one KV namespace",
+}
+
+
+def _args(request):
+    """``{name: first value}`` of the query string, as text."""
+    return {k.decode("utf-8", "replace"): v[0].decode("utf-8", "replace")
+            for k, v in (request.args or {}).items() if v}
+
+
+def _common_headers(request):
+    request.setHeader(b"cache-control", b"no-store")
+    request.setHeader(b"x-content-type-options", b"nosniff")
+    request.setHeader(b"referrer-policy", b"no-referrer")
+    request.setHeader(b"x-frame-options", b"DENY")
+
+
+class StatusPage(Resource):
+    """``/``: the HTML status page."""
+
+    isLeaf = True
+
+    def __init__(self, view):
+        super().__init__()
+        self.view = view
+
+    def render_GET(self, request):
+        if request.postpath and request.postpath != [b""]:
+            request.setResponseCode(http.NOT_FOUND)
+            request.setHeader(b"content-type", b"text/plain; charset=utf-8")
+            return b"Not found. The status page is /, metrics /metrics, JSON /api/.\n"
+        request.setHeader(b"content-type", b"text/html; charset=utf-8")
+        request.setHeader(b"content-security-policy", CONTENT_SECURITY_POLICY.encode())
+        return render_status_page(self.view, page_parameters(_args(request)))
+
+
+class ApiResource(Resource):
+    """``/api/...``: the status page's data as JSON."""
+
+    isLeaf = True
+
+    def __init__(self, view):
+        super().__init__()
+        self.view = view
+
+    def render_GET(self, request):
+        path = [unquote(p.decode("utf-8", "replace")) for p in request.postpath]
+        while path and path[-1] == "":
+            path.pop()
+        status, data = self.answer(path, _args(request))
+        request.setResponseCode(status)
+        request.setHeader(b"content-type", b"application/json; charset=utf-8")
+        return json.dumps(data, ensure_ascii=False, indent=1).encode("utf-8") + b"\n"
+
+    def answer(self, path, args):
+        """``(HTTP status, JSON-ready data)`` for the path segments after ``/api``."""
+        view = self.view
+        if not path:
+            return http.OK, {"endpoints": API_ENDPOINTS}
+        head, rest = path[0], path[1:]
+        if head == "summary" and not rest:
+            return http.OK, view.summary()
+        if head == "clusters" and not rest:
+            return http.OK, {"clusters": view.clusters()}
+        if head == "brokers" and not rest:
+            return http.OK, {"brokers": view.brokers()}
+        if head == "topics":
+            if not rest:
+                try:
+                    offset = int(args.get("offset", 0))
+                    limit = int(args.get("limit", DEFAULT_LIMIT))
+                except ValueError:
+                    return http.BAD_REQUEST, {"error": "offset and limit must be integers"}
+                return http.OK, view.topics(args.get("q"), offset, limit)
+            topic = view.topic("/".join(rest))
+            if topic is None:
+                return http.NOT_FOUND, {"error": f"no route for topic {'/'.join(rest)!r}"}
+            return http.OK, topic
+        if head == "kv":
+            kv = view.kv()
+            if not rest:
+                return http.OK, {"namespaces": kv}
+            namespace = "/".join(rest)
+            if namespace not in kv:
+                return http.NOT_FOUND, {"error": f"no KV namespace {namespace!r}"}
+            return http.OK, {"namespace": namespace, "entries": kv[namespace]}
+        return http.NOT_FOUND, {"error": "unknown endpoint", "endpoints": API_ENDPOINTS}
+
+
+class WebRoot(Resource):
+    """The tree: ``/`` status page, ``/metrics``, ``/api/``."""
+
+    def __init__(self, view, registry, reactor=None):
+        super().__init__()
+        self.status = StatusPage(view)
+        self.putChild(b"metrics", MetricsPage(registry, reactor))
+        self.putChild(b"api", ApiResource(view))
+
+    def getChild(self, path, request):
+        request.postpath.insert(0, path)
+        request.prepath.pop()
+        return self.status
+
+
+def client_allowed(address, networks):
+    """True when ``address`` (a Twisted address) may use the endpoint under ``networks``."""
+    if not networks:
+        return True
+    host = getattr(address, "host", None)
+    if host is None:
+        return True   # a UNIX socket: local, guarded by the file's permissions
+    try:
+        ip = ipaddress.ip_address(host.split("%", 1)[0])
+    except ValueError:
+        return False
+    if ip.version == 6 and ip.ipv4_mapped is not None:
+        ip = ip.ipv4_mapped
+    return any(ip in net for net in networks if net.version == ip.version)
+
+
+class WebSite(Site):
+    """A ``Site`` that honours the allow-list, sets the common headers and logs only refusals
+    and errors (a scrape every 15 s and a page refreshing every 10 s would drown the log)."""
+
+    _logger = Logger()
+
+    def __init__(self, resource, allow_networks=(), **kwargs):
+        kwargs.setdefault("timeout", 60)
+        super().__init__(resource, **kwargs)
+        self.noisy = False
+        self.allow_networks = tuple(allow_networks)
+        self.refused = 0
+
+    def getResourceFor(self, request):
+        _common_headers(request)
+        if not client_allowed(request.getClientAddress(), self.allow_networks):
+            self.refused += 1
+            self._logger.warn("web: refusing {client}: not in adminAllowNetworks",
+                          client=getattr(request.getClientAddress(), "host", "?"))
+            return pages.forbidden("Forbidden", "This client is not in adminAllowNetworks.")
+        if request.method not in (b"GET", b"HEAD"):
+            return _ReadOnly()
+        return super().getResourceFor(request)
+
+    def log(self, request):
+        """twisted.web's access-log hook: only errors and refusals are logged."""
+        if request.code >= 400:
+            self._logger.warn("web: {method} {uri} -> {code}",
+                              method=request.method.decode("ascii", "replace"),
+                              uri=request.uri.decode("utf-8", "replace"), code=request.code)
+
+
+class _ReadOnly(Resource):
+    isLeaf = True
+
+    def render(self, request):
+        request.setResponseCode(http.NOT_ALLOWED)
+        request.setHeader(b"allow", b"GET, HEAD")
+        request.setHeader(b"content-type", b"text/plain; charset=utf-8")
+        return b"Read-only: GET and HEAD only.\n"

@@ -1,0 +1,85 @@
+"""Web layer: the service that serves the web endpoint (``--web ENDPOINT``) and the one function
+``tap.makeService`` calls to build it.
+
+Listening fails loudly, like the remoting server (:mod:`rocketpy.service.server`): an endpoint
+that cannot be bound stops ``twistd`` instead of running a server whose metrics nobody can
+scrape. Once listening it logs ``rocketpy web endpoint on http://HOST:PORT/`` with the address
+actually bound (so ``tcp:0`` reports the port the kernel chose; tests wait for that line).
+"""
+from twisted.application.service import Service
+from twisted.internet import defer
+from twisted.internet.endpoints import serverFromString
+from twisted.logger import Logger
+
+from .metrics import build_registry
+from .resource import WebRoot, WebSite
+from .state import NameServerView
+
+__all__ = ["WebService", "make_web_service", "WEB_LINE_PREFIX"]
+
+#: The log line once listening; scripts and tests wait for it.
+WEB_LINE_PREFIX = "rocketpy web endpoint on"
+
+
+class WebService(Service):
+    """Listen with ``site`` on ``endpoint`` (an ``IStreamServerEndpoint`` or its string)."""
+
+    name = "web"
+    log = Logger()
+
+    def __init__(self, endpoint, site, reactor, description=None):
+        if isinstance(endpoint, str):
+            description = description or endpoint
+            endpoint = serverFromString(reactor, endpoint)
+        self.endpoint = endpoint
+        self.description = description or repr(endpoint)
+        self.site = site
+        self.port = None
+        self.url = None
+
+    def startService(self):
+        super().startService()
+        failures = []
+        d = self.endpoint.listen(self.site)
+        d.addCallbacks(self._listening, failures.append)
+        if failures:
+            self.running = 0
+            failures[0].raiseException()
+        d.addErrback(lambda f: self.log.failure("cannot listen on {what}", f, what=self.description))
+
+    def _listening(self, port):
+        self.port = port
+        host = port.getHost()
+        address = getattr(host, "host", None)
+        if address is not None:
+            shown = f"[{address}]" if ":" in address else address
+            self.url = f"http://{shown}:{host.port}/"
+        else:
+            self.url = f"unix:{getattr(host, 'name', '?')}"
+        self.log.info("{prefix} {url} (status page /, Prometheus /metrics, JSON /api/)",
+                      prefix=WEB_LINE_PREFIX, url=self.url)
+        return port
+
+    def stopService(self):
+        super().stopService()
+        port, self.port = self.port, None
+        if port is not None:
+            return defer.maybeDeferred(port.stopListening)
+        return None
+
+
+def make_web_service(endpoint, *, route_info_manager, kv_config_manager, factory, unregistration,
+                     processor, profile, reactor, listen=None):
+    """The web service for ``--web endpoint``, reading the given components (tap.makeService)."""
+    access = getattr(processor, "access_control", None)
+    view = NameServerView(
+        route_info_manager, kv_config_manager, clock=reactor, connections=factory.connections,
+        unregistration=unregistration, metrics=factory.metrics, profile=profile,
+        access_control=access, answer_cache=factory.answer_cache, listen=listen)
+    registry = build_registry(view)
+    site = WebSite(WebRoot(view, registry, reactor),
+                   allow_networks=getattr(access, "allow_networks", ()) or ())
+    service = WebService(endpoint, site, reactor)
+    service.view = view
+    service.registry = registry
+    return service

@@ -1,0 +1,260 @@
+"""Web layer: a read-only view of one NameServer's state as plain, JSON-ready data (what
+``mqadmin clusterList``, ``topicList``/``topicRoute`` and ``getKVListByNamespace`` show, in one
+place, plus what only the server knows: heartbeat ages, connection states, queue depth).
+
+The status page, the JSON API and the Prometheus gauges all read the state through this class,
+and only on the reactor thread (the tables have no locks; see STYLE.md). It is handed the
+narrow things it reads -- the route tables, the KV store, the transport's table of open
+connections, the unregistration queue, a clock -- never a controller, and it changes nothing:
+:meth:`~rocketpy.namesrv.route_info_manager.RouteInfoManager.pickup_topic_route_data` works on
+copies.
+
+The broker's version and language are those of the latest request on its connection (Java keeps
+neither; the transport notes them per connection), so they are known while the broker is
+connected.
+"""
+import time
+
+from ..namesrv.model import MASTER_ID, ORDER_TOPIC_CONFIG, PERM_INHERIT, PERM_READ, PERM_WRITE
+from ..remoting.codes import language_name, version_name
+
+__all__ = ["NameServerView", "perm_text", "DEFAULT_LIMIT", "MAX_LIMIT"]
+
+#: Topics per page / API call unless asked otherwise, and the most one call returns.
+DEFAULT_LIMIT = 100
+MAX_LIMIT = 5000
+
+
+def perm_text(perm):
+    """Java ``PermName.perm2String``: ``RW-`` for read+write, ``R--`` after a write wipe."""
+    return ("R" if perm & PERM_READ else "-") + ("W" if perm & PERM_WRITE else "-") + \
+        ("X" if perm & PERM_INHERIT else "-")
+
+
+def _rocketpy_version():
+    try:
+        from importlib.metadata import PackageNotFoundError, version
+        return version("rocketpy")
+    except PackageNotFoundError:   # a checkout on PYTHONPATH: its setup.cfg says
+        import os
+        import re
+        cfg = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(__file__))), "setup.cfg")
+        try:
+            with open(cfg, encoding="utf-8") as f:
+                m = re.search(r"^version\s*=\s*(\S+)", f.read(), re.M)
+        except OSError:
+            m = None
+        return m.group(1) if m else "unknown"
+
+
+class NameServerView:
+    """What the web endpoint shows, computed on demand.
+
+    :param route_info_manager: the :class:`~rocketpy.namesrv.route_info_manager.RouteInfoManager`.
+    :param kv_config_manager: the :class:`~rocketpy.namesrv.kvconfig.KVConfigManager` or None.
+    :param clock: an ``IReactorTime`` (heartbeat ages, uptime).
+    :param connections: the transport's ``{channel_id: protocol}`` (``RemotingServerFactory.connections``).
+    :param unregistration: the ``BatchUnregistrationService`` (``len()`` is its queue depth).
+    :param metrics: the transport's :class:`~rocketpy.transport.metrics.ServerMetrics`.
+    :param profile: the :class:`~rocketpy.namesrv.profile.BehaviourProfile` answered like.
+    :param access_control: the processor's :class:`~rocketpy.namesrv.acl.AccessControl` or None.
+    :param answer_cache: the transport's answer cache or None.
+    :param listen: the remoting endpoint description, shown on the page.
+    """
+
+    def __init__(self, route_info_manager, kv_config_manager=None, *, clock, connections=None,
+                 unregistration=None, metrics=None, profile=None, access_control=None,
+                 answer_cache=None, listen=None):
+        self.route_info_manager = route_info_manager
+        self.kv_config_manager = kv_config_manager
+        self.clock = clock
+        self.connections = connections if connections is not None else {}
+        self.unregistration = unregistration
+        self.metrics = metrics
+        self.profile = profile or route_info_manager.profile
+        self.access_control = access_control
+        self.answer_cache = answer_cache
+        self.listen = listen
+        self.started = clock.seconds()
+        self.version = _rocketpy_version()
+
+    # ------------------------------------------------------------------ small facts
+
+    def now_ms(self):
+        return int(self.clock.seconds() * 1000)
+
+    def counts(self):
+        """The gauges: clusters, broker groups, live brokers, topics, connections, queue."""
+        rim = self.route_info_manager
+        queue = self.unregistration
+        return {
+            "clusters": len(rim.cluster_addr_table),
+            "brokerGroups": len(rim.broker_addr_table),
+            "brokers": len(rim.broker_live_table),
+            "topics": len(rim.topic_queue_table),
+            "connections": len(self.connections),
+            "unregistrationQueueDepth": len(queue) if queue is not None else 0,
+            "unregistrationQueueCapacity": getattr(queue, "capacity", 0) if queue is not None else 0,
+            "kvNamespaces": len(self.kv_config_manager.config_table) if self.kv_config_manager else 0,
+        }
+
+    def summary(self):
+        now = self.clock.seconds()
+        out = {"server": "rocketpy", "version": self.version, "profile": self.profile.name,
+               "listen": self.listen, "serverTime": int(now * 1000),
+               "startTime": int(self.started * 1000), "uptimeSeconds": round(now - self.started, 3),
+               "wallClock": time.strftime("%Y-%m-%d %H:%M:%S %Z")}
+        out.update(self.counts())
+        return out
+
+    def connection_state(self, channel_id):
+        """``open``, ``paused`` (the peer is not reading its answers), ``closing``, ``closed``
+        (the connection is gone) or ``none`` (registered without a connection)."""
+        if channel_id is None:
+            return "none"
+        proto = self.connections.get(channel_id)
+        if proto is None:
+            return "closed"
+        if getattr(proto, "closing", False):
+            return "closing"
+        if getattr(proto, "paused", False):
+            return "paused"
+        return "open"
+
+    def _live(self, cluster, addr):
+        table = self.route_info_manager.broker_live_table
+        live = table.get((cluster, addr))   # 5.x keys the live table by (cluster, address)
+        return live if live is not None else table.get((None, addr))   # 4.9: by address
+
+    def _topic_counts(self):
+        counts = {}
+        for queue_map in self.route_info_manager.topic_queue_table.values():
+            for name in queue_map:
+                counts[name] = counts.get(name, 0) + 1
+        return counts
+
+    # ------------------------------------------------------------------ brokers
+
+    def broker(self, cluster, broker_id, addr, now_ms=None):
+        now_ms = self.now_ms() if now_ms is None else now_ms
+        live = self._live(cluster, addr)
+        out = {"brokerId": broker_id, "address": addr,
+               "role": "master" if broker_id == MASTER_ID else "slave", "live": live is not None,
+               "version": None, "versionCode": None, "language": None, "dataVersion": None,
+               "lastHeartbeatMs": None, "secondsSinceHeartbeat": None,
+               "heartbeatTimeoutSeconds": None, "haServerAddr": None, "channelId": None,
+               "remoteAddr": None, "connection": "none"}
+        if live is None:
+            return out
+        fixed = self.profile.fixed_broker_timeout_ms
+        timeout = live.heartbeat_timeout_ms if fixed is None else fixed
+        dv = live.data_version
+        out.update(dataVersion={"counter": dv.counter, "timestamp": dv.timestamp,
+                                "stateVersion": dv.state_version},
+                   lastHeartbeatMs=live.last_update_ms,
+                   secondsSinceHeartbeat=round((now_ms - live.last_update_ms) / 1000.0, 3),
+                   heartbeatTimeoutSeconds=timeout / 1000.0, haServerAddr=live.ha_server_addr,
+                   channelId=live.channel_id, connection=self.connection_state(live.channel_id))
+        proto = self.connections.get(live.channel_id)
+        if proto is not None:
+            out["remoteAddr"] = getattr(proto, "remote_addr", None)
+            version = getattr(proto, "peer_version", None)
+            language = getattr(proto, "peer_language", None)
+            if version is not None:
+                out["versionCode"] = version
+                out["version"] = version_name(version) or str(version)
+            if language is not None:
+                out["language"] = language_name(language) or str(language)
+        return out
+
+    def clusters(self):
+        """Clusters -> broker groups -> brokers, names sorted."""
+        rim = self.route_info_manager
+        now_ms = self.now_ms()
+        topic_counts = self._topic_counts()
+        out = []
+        for cluster in sorted(rim.cluster_addr_table):
+            groups = []
+            for name in sorted(rim.cluster_addr_table[cluster]):
+                data = rim.broker_addr_table.get(name)
+                if data is None:
+                    continue
+                groups.append({
+                    "brokerName": name, "cluster": data.cluster, "zoneName": data.zone_name,
+                    "enableActingMaster": data.enable_acting_master,
+                    "topicCount": topic_counts.get(name, 0),
+                    "brokers": [self.broker(cluster, bid, data.broker_addrs[bid], now_ms)
+                                for bid in sorted(data.broker_addrs)]})
+            out.append({"cluster": cluster, "brokerGroups": groups})
+        return out
+
+    def brokers(self):
+        """Every broker address as one flat list (cluster and group on each entry)."""
+        out = []
+        for cluster in self.clusters():
+            for group in cluster["brokerGroups"]:
+                for broker in group["brokers"]:
+                    out.append(dict(broker, cluster=cluster["cluster"],
+                                    brokerName=group["brokerName"], topicCount=group["topicCount"]))
+        return out
+
+    # ------------------------------------------------------------------ topics
+
+    def topic_names(self, query=None):
+        """Sorted topic names; with ``query``, those whose name or one of whose broker names
+        contains it (case-insensitive)."""
+        table = self.route_info_manager.topic_queue_table
+        names = sorted(table)
+        if query:
+            q = query.lower()
+            names = [t for t in names if q in t.lower() or any(q in b.lower() for b in table[t])]
+        return names
+
+    def topic(self, name):
+        """One topic: its queue data per broker and the route a client would get, or None."""
+        rim = self.route_info_manager
+        queue_map = rim.topic_queue_table.get(name)
+        if queue_map is None:
+            return None
+        queue_datas = [{"brokerName": qd.broker_name, "readQueueNums": qd.read_queue_nums,
+                        "writeQueueNums": qd.write_queue_nums, "perm": qd.perm,
+                        "permText": perm_text(qd.perm), "topicSysFlag": qd.topic_sys_flag}
+                       for _, qd in sorted(queue_map.items())]
+        route = rim.pickup_topic_route_data(name)
+        broker_datas = []
+        filters = {}
+        if route is not None:
+            for bd in sorted(route.broker_datas, key=lambda b: b.broker_name):
+                broker_datas.append({"cluster": bd.cluster, "brokerName": bd.broker_name,
+                                     "brokerAddrs": {str(k): v for k, v in sorted(bd.broker_addrs.items())},
+                                     "zoneName": bd.zone_name,
+                                     "enableActingMaster": bd.enable_acting_master})
+            filters = {k: v for k, v in route.filter_server_table.items() if v}
+        out = {"topic": name, "queueDatas": queue_datas, "brokerDatas": broker_datas,
+               "routable": route is not None}
+        if filters:
+            out["filterServerTable"] = filters
+        if self.kv_config_manager is not None:
+            order = self.kv_config_manager.get_kv_config(ORDER_TOPIC_CONFIG, name)
+            if order is not None:
+                out["orderTopicConf"] = order
+        return out
+
+    def topics(self, query=None, offset=0, limit=DEFAULT_LIMIT):
+        """A page of topics: ``{"total", "matched", "offset", "limit", "topics": [...]}``."""
+        names = self.topic_names(query)
+        offset = max(0, int(offset))
+        limit = max(1, min(int(limit), MAX_LIMIT))
+        page = names[offset:offset + limit]
+        return {"query": query or "", "total": len(self.route_info_manager.topic_queue_table),
+                "matched": len(names), "offset": offset, "limit": limit,
+                "topics": [self.topic(t) for t in page]}
+
+    # ------------------------------------------------------------------ KV config
+
+    def kv(self):
+        """``{namespace: {key: value}}``, sorted (what GET_KVLIST_BY_NAMESPACE answers)."""
+        if self.kv_config_manager is None:
+            return {}
+        table = self.kv_config_manager.config_table
+        return {ns: dict(sorted(table[ns].items())) for ns in sorted(table)}

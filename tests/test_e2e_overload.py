@@ -1,0 +1,209 @@
+"""End to end, reliability under abuse: ``twistd -n rocketnamesrv`` on 127.0.0.1 against a flood of
+2,000 connections (SYSTEM_BUSY [OVERLOAD] shedding while a well-behaved client keeps getting its
+routes), slow-loris and never-reading peers (closed by the idle timeout), the connection limit,
+TLS enforcing mode with a real TLS client, and ``bindAddress``.
+
+The flood runs in a subprocess (``tests/floodclient.py``) so that it does not share this
+process's GIL with the client whose latency is measured. Each test stops by itself in well
+under a minute.
+"""
+import json
+import os
+import resource
+import socket
+import ssl
+import statistics
+import subprocess
+import sys
+import time
+
+import pytest
+
+from rocketpy.remoting import RemotingCommand
+from serverproc import RemotingClient, running_server
+from test_e2e_server import register, rss_kib
+
+pytestmark = pytest.mark.network
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+#: Twisted's default listen backlog (50) makes 2,000 quick connects crawl through SYN retries;
+#: the real default endpoint uses serverSocketBacklog (1024), so do the same here.
+LISTEN = "tcp:0:interface=127.0.0.1:backlog=1024"
+FLOOD_CONNECTIONS = 2000
+#: The Java client's default timeout for NameServer calls is 3 s; the light client must stay
+#: well inside it on a typical run -- the bound leaves room for a loaded CI machine.
+MAX_LATENCY = 5.0
+
+
+def _hard_nofile():
+    hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+    return float("inf") if hard == resource.RLIM_INFINITY else hard
+
+
+@pytest.mark.skipif(_hard_nofile() < FLOOD_CONNECTIONS + 300,
+                    reason="the hard open files limit is too low for 2,000 connections")
+def test_flood_of_2000_connections_sheds_and_keeps_serving_a_light_client():
+    with running_server(listen=LISTEN) as server:
+        broker = RemotingClient(server.port)
+        register(broker)
+        light = RemotingClient(server.port)
+        assert light.call(105, {"topic": "TopicA"}).code == 0
+        baseline = rss_kib(server.proc.pid)
+        flood = subprocess.Popen(
+            [sys.executable, os.path.join(HERE, "floodclient.py"), "--port", str(server.port),
+             "--connections", str(FLOOD_CONNECTIONS), "--seconds", "8", "--never-read", "50"],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        latencies = []
+        try:
+            while flood.poll() is None:
+                started = time.monotonic()
+                answer = light.call(105, {"topic": "TopicA"})
+                latencies.append(time.monotonic() - started)
+                assert answer.code == 0, (answer.code, answer.remark)
+                assert b"127.0.0.1:10911" in answer.body
+                time.sleep(0.05)
+            out, err = flood.communicate(timeout=30)
+        finally:
+            if flood.poll() is None:
+                flood.kill()
+        grown = rss_kib(server.proc.pid) - baseline
+        result = json.loads(out.decode().strip().splitlines()[-1])
+        # every flooding connection was held (not dropped), and the flood got Java's answer
+        assert result["connections_opened"] == FLOOD_CONNECTIONS, (result, err.decode()[-2000:])
+        assert result["connections_held"] == FLOOD_CONNECTIONS, result
+        assert result["system_busy"] > 0 and result["ok"] > 0, result
+        # the light client: all answers right, within the bound, mostly quick
+        assert len(latencies) >= 20, latencies
+        assert max(latencies) < MAX_LATENCY, sorted(latencies)[-5:]
+        assert statistics.median(latencies) < 0.5, statistics.median(latencies)
+        # memory: bounded by one read plus the unsent answers per connection, not the flood
+        assert grown < 512 * 1024, f"server grew by {grown} KiB"
+        server.wait_for_log(r"system busy: a reactor turn used its budget")
+        server.wait_for_log(r"127\.0\.0\.1:\d+, too many requests and system busy, request code")
+        server.wait_for_log(r"system no longer busy: \d+ requests from \d+ connections shed",
+                            timeout=30)
+        # the broker's connection was never shed or closed
+        assert broker.call(105, {"topic": "TopicB"}).code == 0
+
+
+def test_slow_loris_silent_and_never_reading_peers_are_closed_by_the_idle_timeout():
+    with running_server("-D", "serverChannelMaxIdleTimeSeconds=2", listen=LISTEN) as server:
+        good = RemotingClient(server.port)
+        register(good)
+        silent = socket.create_connection(("127.0.0.1", server.port))
+        trickle = socket.create_connection(("127.0.0.1", server.port))
+        hog = socket.create_connection(("127.0.0.1", server.port))
+        hog.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        hog.setblocking(False)
+        frame = RemotingCommand.request(105, {"topic": "TopicA"}, opaque=1, version=479).encode()
+        burst = frame * 2000
+        start = time.monotonic()
+        trickle_closed = hog_closed = None
+        i = 0
+        while time.monotonic() - start < 8 and trickle_closed is None:
+            try:  # the slow loris: one byte every 0.3 s, never a whole frame
+                trickle.send(frame[i:i + 1])
+                i += 1
+            except OSError:
+                trickle_closed = time.monotonic() - start
+            try:  # the hog: sends and never reads
+                hog.send(burst)
+            except BlockingIOError:
+                pass
+            except OSError:
+                hog_closed = hog_closed or time.monotonic() - start
+            assert good.call(105, {"topic": "TopicA"}).code == 0  # the good one is served
+            time.sleep(0.3)
+        assert i < len(frame)
+        assert trickle_closed is not None and trickle_closed < 6.5, trickle_closed
+        silent.settimeout(3)
+        assert silent.recv(1) == b""
+        assert _closed(hog)
+        server.wait_for_log(r"closing 127\.0\.0\.1:\d+: a frame still incomplete after 2 s")
+        server.wait_for_log(r"NETTY SERVER PIPELINE: IDLE exception \[127\.0\.0\.1:\d+\]")
+        for s in (silent, trickle, hog):
+            s.close()
+
+
+def _closed(sock, timeout=5.0):
+    """True once the server has closed ``sock`` (reset, or EOF after its unread answers)."""
+    sock.setblocking(True)
+    sock.settimeout(timeout)
+    deadline = time.monotonic() + timeout
+    try:
+        while time.monotonic() < deadline:
+            if not sock.recv(1 << 20):
+                return True
+    except (ConnectionResetError, BrokenPipeError):
+        return True
+    except OSError:
+        return False
+    return False
+
+
+def _closed_now(sock):
+    """True when the server has already closed ``sock`` (without waiting)."""
+    sock.setblocking(False)
+    try:
+        return sock.recv(1) == b""
+    except BlockingIOError:
+        return False
+    except OSError:
+        return True
+
+
+def test_connections_past_the_limit_are_refused_with_a_logged_reason():
+    with running_server("-D", "serverMaxConnections=20", listen=LISTEN) as server:
+        socks = [socket.create_connection(("127.0.0.1", server.port)) for _ in range(25)]
+        time.sleep(1.0)  # the refusals are immediate; give the server a moment to make them
+        refused = [s for s in socks if _closed_now(s)]
+        assert len(refused) == 5
+        line = server.wait_for_log(r"refusing the connection from 127\.0\.0\.1:\d+: 20 "
+                                   r"connections are open \(serverMaxConnections 20\)")
+        assert "LoadGovernor" in line
+        for s in socks:
+            s.close()
+        deadline = time.monotonic() + 5
+        while True:  # the closes free the slots again
+            client = RemotingClient(server.port)
+            try:
+                if client.call(105, {"topic": "x"}).code == 17:
+                    break
+            except ConnectionError:
+                assert time.monotonic() < deadline
+                time.sleep(0.1)
+            finally:
+                client.close()
+
+
+def test_tls_enforcing_serves_a_real_tls_client_and_refuses_plain_with_a_reason():
+    import OpenSSL  # noqa: F401  (twisted[tls] is an install dependency: fail, not skip)
+    ctx = ssl.create_default_context()
+    ctx.check_hostname = False
+    ctx.verify_mode = ssl.CERT_NONE  # the server's throw-away test-mode certificate
+    with running_server("-D", "tls.server.mode=enforcing", listen=LISTEN) as server:
+        broker = RemotingClient(server.port)
+        broker.sock = ctx.wrap_socket(broker.sock)  # as a TLS-enabled Java broker does
+        assert broker.sock.version().startswith("TLS")
+        register(broker)
+        client = RemotingClient(server.port)
+        client.sock = ctx.wrap_socket(client.sock)
+        answer = client.call(105, {"topic": "TopicA"})
+        assert answer.code == 0
+        route = json.loads(answer.body)
+        assert route["brokerDatas"][0]["brokerAddrs"] == {"0": "127.0.0.1:10911"}
+        assert client.call(105, {"topic": "nope"}).code == 17
+        plain = RemotingClient(server.port)
+        plain.send_frame(RemotingCommand.request(105, {"topic": "TopicA"}, opaque=1,
+                                                 version=479).encode())
+        assert plain.is_closed_by_server(timeout=5.0)
+        server.wait_for_log(r"Clients intend to establish an insecure connection while this "
+                            r"server is running in SSL enforcing mode \(127\.0\.0\.1:\d+\)")
+        assert client.call(105, {"topic": "TopicA"}).code == 0  # TLS clients carry on
+
+
+def test_bind_address_key_chooses_the_interface():
+    with running_server("-D", "bindAddress=127.0.0.1", "-D", "listenPort=0", listen=None) as server:
+        line = server.wait_for_log(r"The Name Server boot success")
+        assert f"address 127.0.0.1:{server.port}" in line
+        assert RemotingClient(server.port).call(105, {"topic": "x"}).code == 17

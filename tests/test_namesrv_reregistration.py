@@ -1,0 +1,272 @@
+"""Re-registration shortcuts keep Java's semantics, and the route answer stamp follows the route
+handler's inputs.
+
+Every broker re-registers every 30 s with the same body. rocketpy then skips work Java does or
+does not do: the body's CRC (remembered per identical body and header CRC), the decode (an
+identical body gives back the same decoded table), and the 5.x per-topic walk (Java's
+``isTopicConfigChanged`` finds every topic present, unless some were removed since). These
+tests pin that the skips change no answer and no table, and that the skips are really taken.
+"""
+import json
+import zlib
+
+import pytest
+
+from rocketpy.namesrv import (Channel, Configuration, DefaultRequestProcessor, KVConfigManager,
+                              NamesrvConfig, NettyServerConfig, RouteInfoManager)
+from rocketpy.namesrv.model import QueueData, UnRegisterBrokerRequest
+from rocketpy.namesrv.processor import registration
+from rocketpy.namesrv.profile import PROFILE_49, PROFILE_50, PROFILE_53
+from rocketpy.remoting import RemotingCommand, bodies
+
+CH = Channel(1, "127.0.0.1:50000")
+ADDR = "127.0.0.1:10911"
+
+
+def make(tmp_path, profile=PROFILE_53, **settings_):
+    namesrv = NamesrvConfig(kv_config_path=str(tmp_path / "kv.json"),
+                            config_store_path=str(tmp_path / "namesrv.properties"), **settings_)
+    configuration = Configuration(namesrv, NettyServerConfig(), profile=profile)
+    rim = RouteInfoManager(namesrv, profile)
+    return DefaultRequestProcessor(rim, KVConfigManager(namesrv.kv_config_path),
+                                   submit_unregistration=lambda request: True, profile=profile,
+                                   configuration=configuration, startup_ms=0)
+
+
+def body_of(topics, counter=1, perm=6):
+    table = {t: {"order": False, "perm": perm, "readQueueNums": 4, "topicFilterType": "SINGLE_TAG",
+                 "topicName": t, "topicSysFlag": 0, "writeQueueNums": 4} for t in topics}
+    return json.dumps({"filterServerList": [], "topicConfigSerializeWrapper": {
+        "dataVersion": {"counter": counter, "stateVersion": 0, "timestamp": 1},
+        "topicConfigTable": table}}).encode()
+
+
+def register(proc, body, crc=None, name="broker-a", addr=ADDR, opaque=1):
+    ext = {"brokerName": name, "brokerAddr": addr, "clusterName": "C", "haServerAddr": "ha",
+           "brokerId": "0", "compressed": "false",
+           "bodyCrc32": str(zlib.crc32(body) & 0x7FFFFFFF if crc is None else crc)}
+    return proc.process(RemotingCommand.request(103, ext, body, opaque=opaque, version=479), CH, 1000)
+
+
+def call(proc, code, ext=None, body=None, now=1000, version=479, oneway=False):
+    return proc.process(RemotingCommand.request(code, ext, body, opaque=7, version=version,
+                                                oneway=oneway), CH, now)
+
+
+def count_calls(monkeypatch, owner, name):
+    calls = []
+    real = getattr(owner, name)
+
+    def counting(*args, **kwargs):
+        calls.append(args)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(owner, name, counting)
+    return calls
+
+
+# ------------------------------------------------------------------ body CRC
+
+def test_identical_body_is_summed_once_per_header_crc(tmp_path, monkeypatch):
+    proc = make(tmp_path)
+    sums = count_calls(monkeypatch, bodies, "body_crc32")
+    body = body_of(["T1", "T2"])
+    for opaque in range(1, 5):
+        assert register(proc, body, opaque=opaque).code == 0
+    assert len(sums) == 1
+
+
+def test_a_wrong_crc_fails_even_for_a_remembered_body(tmp_path):
+    """Java checks bodyCrc32 on every request: the memo never lends its verdict to another CRC."""
+    proc = make(tmp_path)
+    body = body_of(["T1", "Z"])
+    assert register(proc, body).code == 0
+    bad = register(proc, body, crc=12345)
+    assert (bad.code, bad.remark, bad.ext_fields) == (1, "crc32 not match", {})
+    assert register(proc, body).code == 0
+    assert register(proc, body, crc=0).code == 0       # 0: not checked, as Java
+    assert register(proc, body, crc=12345).remark == "crc32 not match"
+
+
+def test_a_changed_body_is_summed_and_decoded_again(tmp_path, monkeypatch):
+    proc = make(tmp_path)
+    assert register(proc, body_of(["T1", "Z"])).code == 0
+    sums = count_calls(monkeypatch, bodies, "body_crc32")
+    bad = register(proc, body_of(["T1", "T2"], counter=2), crc=1)
+    assert bad.remark == "crc32 not match" and len(sums) == 1
+    assert register(proc, body_of(["T1", "T2"], counter=2)).code == 0
+    assert "T2" in proc.route_info_manager.topic_queue_table
+
+
+# ------------------------------------------------------------------ the 5.x topic walk
+
+@pytest.mark.parametrize("profile", [PROFILE_50, PROFILE_53])
+def test_unchanged_reregistration_skips_the_walk_until_something_is_removed(tmp_path, monkeypatch,
+                                                                             profile):
+    proc = make(tmp_path, profile)
+    rim = proc.route_info_manager
+    walks = count_calls(monkeypatch, rim, "_apply_topic_configs")
+    body = body_of(["T1", "T2", "T3"])
+    register(proc, body)
+    register(proc, body)
+    register(proc, body)
+    assert len(walks) == 1                       # the first registration only
+    before = {t: dict(m) for t, m in rim.topic_queue_table.items()}
+
+    rim.delete_topic("T2")                        # DELETE_TOPIC_IN_NAMESRV
+    register(proc, body)                          # Java: T2 lacks this broker -> created again
+    assert len(walks) == 2
+    assert {t: dict(m) for t, m in rim.topic_queue_table.items()} == before
+    register(proc, body)
+    assert len(walks) == 2
+
+
+def test_a_removal_in_another_brokers_topic_does_not_hide_a_missing_one(tmp_path):
+    proc = make(tmp_path)
+    rim = proc.route_info_manager
+    body_a, body_b = body_of(["T1", "T2"]), body_of(["T1", "Z"])
+    register(proc, body_a)
+    register(proc, body_b, name="broker-b", addr="127.0.0.1:20911")
+    rim.delete_topic("T1", "C")                   # both brokers lose T1 (one cluster)
+    register(proc, body_a)
+    assert set(rim.topic_queue_table["T1"]) == {"broker-a"}
+    register(proc, body_b, name="broker-b", addr="127.0.0.1:20911")
+    assert set(rim.topic_queue_table["T1"]) == {"broker-a", "broker-b"}
+
+
+def test_unregistered_broker_registers_its_topics_again(tmp_path):
+    proc = make(tmp_path)
+    rim = proc.route_info_manager
+    body = body_of(["T1", "T2"])
+    register(proc, body)
+    rim.unregister_brokers([UnRegisterBrokerRequest("C", ADDR, "broker-a", 0)])
+    assert rim.topic_queue_table == {}
+    register(proc, body)
+    assert set(rim.topic_queue_table) == {"T1", "T2"}
+
+
+def test_write_perm_wiped_by_an_admin_stays_wiped_until_the_version_changes(tmp_path):
+    """Neither Java nor rocketpy rewrites present queue data on an unchanged version."""
+    proc = make(tmp_path)
+    rim = proc.route_info_manager
+    body = body_of(["T1", "Z"])
+    register(proc, body)
+    assert call(proc, 205, {"brokerName": "broker-a"}).code == 0      # WIPE_WRITE_PERM
+    register(proc, body)
+    assert rim.topic_queue_table["T1"]["broker-a"].perm == 4
+    register(proc, body_of(["T1", "Z"], counter=2))
+    assert rim.topic_queue_table["T1"]["broker-a"].perm == 6
+
+
+def test_49_walks_only_on_a_new_data_version(tmp_path):
+    proc = make(tmp_path, PROFILE_49)
+    rim = proc.route_info_manager
+    body = body_of(["T1", "T2"])
+    register(proc, body)
+    rim.delete_topic("T2")
+    register(proc, body)
+    assert "T2" not in rim.topic_queue_table          # 4.9.8: same DataVersion, no walk
+    register(proc, body_of(["T1", "T2"], counter=2))
+    assert "T2" in rim.topic_queue_table
+
+
+def test_changed_version_with_equal_queue_data_leaves_routes_valid(tmp_path):
+    """A new DataVersion walks every topic, but equal QueueData is not replaced (Java
+    ``createAndUpdateQueueData``), so cached route answers stay valid."""
+    proc = make(tmp_path)
+    rim = proc.route_info_manager
+    register(proc, body_of(["T1", "T2"]))
+    versions = {t: rim.route_version(t) for t in ("T1", "T2")}
+    register(proc, body_of(["T1", "T2", "T3"], counter=2))
+    assert {t: rim.route_version(t) for t in ("T1", "T2")} == versions
+    register(proc, body_of(["T1", "T2", "T3"], counter=3, perm=4))
+    assert all(rim.route_version(t) != versions[t] for t in ("T1", "T2"))
+    assert rim.topic_queue_table["T1"]["broker-a"] == QueueData("broker-a", 4, 4, 4, 0)
+
+
+# ------------------------------------------------------------------ the JSON fast path
+
+@pytest.mark.parametrize("config", [
+    {"topicName": "T", "perm": None, "readQueueNums": None},
+    {"perm": 6},
+    {"topicName": "T", "perm": True, "readQueueNums": 4, "writeQueueNums": 4},
+    {"topicName": "T", "perm": 2 ** 31, "readQueueNums": 4, "writeQueueNums": 4},
+    {"topicName": "T", "perm": -2 ** 31, "readQueueNums": 2 ** 31 - 1, "writeQueueNums": 0,
+     "topicSysFlag": 3},
+    {"topicName": "T", "perm": 6.0},
+    {"topicName": None, "perm": 6, "readQueueNums": 1, "writeQueueNums": 2, "topicSysFlag": 0},
+    {"topicName": 7, "perm": 6, "readQueueNums": 1, "writeQueueNums": 2, "topicSysFlag": 0},
+    None,
+    [],
+    "T",
+])
+def test_fast_json_path_agrees_with_the_codec(config):
+    body = json.dumps({"topicConfigSerializeWrapper": {
+        "dataVersion": {"counter": 1, "timestamp": 2}, "topicConfigTable": {"T": config}}}).encode()
+    try:
+        fast, _ = registration.decode_json_fast(body)
+    except registration._Unusual:
+        return  # the processor falls back to the codec, the reference
+    ref = bodies.RegisterBrokerBody.decode(body, False, broker_version=479)
+    assert fast == registration.wrapper_from_bean(ref.topic_config_serialize_wrapper)
+
+
+# ------------------------------------------------------------------ route answer stamps
+
+def test_answer_stamp_only_for_route_queries(tmp_path):
+    proc = make(tmp_path)
+    register(proc, body_of(["T1", "Z"]))
+    route = RemotingCommand.request(105, {"topic": "T1"}, opaque=1, version=401)
+    assert proc.answer_stamp(route, CH, 1000) is not None
+    for request in (RemotingCommand.request(106, None, opaque=1),
+                    RemotingCommand.request(105, {"topic": "T1"}, opaque=1, oneway=True),
+                    RemotingCommand.request(105, {}, opaque=1),
+                    RemotingCommand.request(105, None, opaque=1)):
+        assert proc.answer_stamp(request, CH, 1000) is None
+
+
+def test_answer_stamp_changes_with_every_input_of_the_route_answer(tmp_path):
+    proc = make(tmp_path)
+    register(proc, body_of(["T1", "Z"]))
+    stamp = proc.answer_stamp(RemotingCommand.request(105, {"topic": "T1"}, opaque=1), CH, 1000)
+    seen = [stamp()]
+
+    def changed():
+        value = stamp()
+        assert value not in seen
+        seen.append(value)
+
+    register(proc, body_of(["T1", "Z"], counter=2, perm=4))           # the route itself
+    changed()
+    call(proc, 100, {"namespace": "ORDER_TOPIC_CONFIG", "key": "T1", "value": "broker-a:4"})
+    assert stamp() == seen[-1]                   # orderMessageEnable is off: not in the answer
+    call(proc, 318, body=b"orderMessageEnable=true\n")
+    changed()
+    call(proc, 100, {"namespace": "ORDER_TOPIC_CONFIG", "key": "T1", "value": "broker-a:8"})
+    changed()
+    call(proc, 318, body=b"supportActingMaster=true\n")            # the table epoch
+    changed()
+    call(proc, 318, body=b"waitSecondsForService=100000\n")
+    changed()
+    call(proc, 318, body=b"needWaitForService=true\n")
+    changed()
+
+
+@pytest.mark.parametrize("profile, cacheable", [(PROFILE_53, False), (PROFILE_49, True)])
+def test_zone_filtered_answers_are_not_reused(tmp_path, profile, cacheable):
+    """The zone hook exists in 5.x only; 4.9 ignores the fields, so its answer is the plain one."""
+    proc = make(tmp_path, profile)
+    zone = RemotingCommand.request(105, {"topic": "T1", "__ZONE_MODE": "true", "__ZONE_NAME": "z"},
+                                   opaque=1)
+    assert (proc.answer_stamp(zone, CH, 1000) is not None) is cacheable
+    blank = RemotingCommand.request(105, {"topic": "T1", "__ZONE_MODE": "true", "__ZONE_NAME": " "},
+                                    opaque=1)
+    assert proc.answer_stamp(blank, CH, 1000) is not None
+
+
+def test_no_stamp_inside_the_wait_window_or_in_cluster_test_mode(tmp_path):
+    route = RemotingCommand.request(105, {"topic": "T1"}, opaque=1)
+    proc = make(tmp_path, need_wait_for_service=True)
+    assert proc.answer_stamp(route, CH, 44_999) is None
+    assert proc.answer_stamp(route, CH, 45_000) is not None
+    assert make(tmp_path, cluster_test=True).answer_stamp(route, CH, 1000) is None

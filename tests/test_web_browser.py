@@ -1,0 +1,201 @@
+"""The status page in a real browser: Debian's chromium, headless, driven over the DevTools
+protocol (a small client on ``websocket-client``), against a real ``twistd rocketnamesrv --web``.
+
+A few hundred topics are registered; the browser loads the page, types into the filter box (real
+key input, so the page's own script filters through the server and swaps the table in place),
+follows the pager, and a screenshot is kept as a test artifact (``$ROCKETPY_ARTIFACTS`` or
+``tests/artifacts/``). The page must load nothing from anywhere but the server and must raise no
+console error (a Content-Security-Policy violation is one).
+
+Chromium missing is a failure, not a skip: install it with ``apt-get install chromium``
+(tests/install.sh does).
+"""
+import base64
+import itertools
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+from test_web_server import populate, topic_names, web_server
+
+pytestmark = pytest.mark.network
+
+N_TOPICS = 300
+ARTIFACTS = Path(os.environ.get("ROCKETPY_ARTIFACTS") or Path(__file__).resolve().parent / "artifacts")
+BROWSERS = ("chromium", "chromium-browser")
+
+
+def _chromium():
+    for name in BROWSERS:
+        path = shutil.which(name)
+        if path:
+            return path
+    pytest.fail("chromium is not installed: apt-get install chromium (see tests/install.sh)")
+
+
+class DevTools:
+    """Just enough of the Chrome DevTools protocol: commands, and the events that came meanwhile."""
+
+    def __init__(self, ws_url):
+        import websocket
+        self.ws = websocket.create_connection(ws_url, timeout=20, suppress_origin=True)
+        self.ids = itertools.count(1)
+        self.events = []
+
+    def call(self, method, **params):
+        msg_id = next(self.ids)
+        self.ws.send(json.dumps({"id": msg_id, "method": method, "params": params}))
+        while True:
+            msg = json.loads(self.ws.recv())
+            if msg.get("id") == msg_id:
+                if "error" in msg:
+                    raise RuntimeError(f"{method}: {msg['error']}")
+                return msg.get("result", {})
+            self.events.append(msg)
+
+    def wait_event(self, method, timeout=15):
+        deadline = time.monotonic() + timeout
+        seen = 0
+        while time.monotonic() < deadline:
+            for event in self.events[seen:]:
+                if event.get("method") == method:
+                    self.events.remove(event)
+                    return event
+            seen = len(self.events)
+            self.ws.settimeout(max(0.05, deadline - time.monotonic()))
+            try:
+                self.events.append(json.loads(self.ws.recv()))
+            except Exception:
+                break
+        raise AssertionError(f"no {method} within {timeout} s")
+
+    def js(self, expression):
+        result = self.call("Runtime.evaluate", expression=expression, returnByValue=True,
+                           awaitPromise=True)
+        if "exceptionDetails" in result:
+            raise AssertionError(f"{expression}: {result['exceptionDetails']}")
+        return result["result"].get("value")
+
+    def wait_js(self, expression, timeout=10):
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.js(expression):
+                return
+            time.sleep(0.05)
+        raise AssertionError(f"still false after {timeout} s: {expression}")
+
+    def close(self):
+        self.ws.close()
+
+
+def _start_browser(profile_dir):
+    argv = [_chromium(), "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
+            "--no-first-run", "--disable-background-networking", "--disable-component-update",
+            "--disable-sync", "--disable-extensions", "--disable-dev-shm-usage",
+            "--remote-debugging-address=127.0.0.1", "--remote-debugging-port=0",
+            "--remote-allow-origins=*", f"--user-data-dir={profile_dir}",
+            "--window-size=1280,900", "about:blank"]
+    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            stdin=subprocess.DEVNULL)
+    port_file = Path(profile_dir) / "DevToolsActivePort"
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        if port_file.exists():
+            lines = port_file.read_text().split()
+            if len(lines) >= 2:
+                return proc, int(lines[0])
+        if proc.poll() is not None:
+            raise AssertionError(f"chromium exited with {proc.returncode}")
+        time.sleep(0.05)
+    proc.kill()
+    raise AssertionError("chromium did not open its DevTools port")
+
+
+def _page_target(port):
+    import urllib.request
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/json/list", timeout=10) as r:
+        targets = json.load(r)
+    return next(t["webSocketDebuggerUrl"] for t in targets if t.get("type") == "page")
+
+
+def test_status_page_in_headless_chromium():
+    started = time.monotonic()
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    with web_server() as (server, url), tempfile.TemporaryDirectory(prefix="rocketpy-chromium-") as profile:
+        clients, expected = populate(server.port, n_topics=N_TOPICS)
+        proc, port = _start_browser(profile)
+        tools = None
+        try:
+            tools = DevTools(_page_target(port))
+            for domain in ("Page", "Runtime", "Network", "Log"):
+                tools.call(f"{domain}.enable")
+            tools.call("Emulation.setDeviceMetricsOverride", width=1280, height=1000,
+                       deviceScaleFactor=1, mobile=False)
+            tools.call("Page.navigate", url=url)
+            tools.wait_event("Page.loadEventFired")
+
+            # the whole registration is on the page: every broker, the first page of topics
+            assert tools.js("document.querySelectorAll('tr.broker').length") == len(expected["brokers"])
+            assert tools.js("+document.getElementById('topic-count').dataset.total") == N_TOPICS
+            assert tools.js("document.querySelectorAll('tr.topic').length") == 100
+            assert tools.js("document.getElementById('autobox').hidden") is False   # script ran
+
+            # type into the filter box: the page's script asks the server and swaps the table
+            tools.js("document.getElementById('q').focus()")
+            tools.call("Input.insertText", text="Payments")
+            want = sorted(t for t in expected["topics"] if "payments" in t.lower())
+            tools.wait_js(f"+document.getElementById('topic-count').dataset.matched === {len(want)}")
+            shown = tools.js("[...document.querySelectorAll('tr.topic td:first-child')].map(td => td.textContent)")
+            assert shown == want[:100]
+            assert tools.js("location.search") == "?q=Payments"
+            assert tools.js("document.activeElement.id") == "q"     # typing was not interrupted
+            assert tools.js("document.getElementById('q').value") == "Payments"
+
+            # the pager, without leaving the filter
+            tools.call("Input.insertText", text="Topic00")
+            want = sorted(t for t in expected["topics"] if "paymentstopic00" in t.lower())
+            tools.wait_js(f"+document.getElementById('topic-count').dataset.matched === {len(want)}")
+            tools.js("document.getElementById('q').value = ''; "
+                     "document.getElementById('filter').requestSubmit()")
+            tools.wait_js(f"+document.getElementById('topic-count').dataset.matched === {N_TOPICS}")
+            tools.js("document.querySelector('a.pg[rel=next]').click()")
+            tools.wait_js("document.getElementById('topic-count').textContent.startsWith('Showing 101')")
+            first = tools.js("document.querySelector('tr.topic td').textContent")
+            assert first == sorted(topic_names(N_TOPICS))[100]
+
+            # back to the filtered view for the screenshot
+            tools.js("document.getElementById('q').focus()")
+            tools.call("Input.insertText", text="Payments")
+            tools.wait_js("document.getElementById('topic-count').textContent.includes('Payments')")
+            shot = tools.call("Page.captureScreenshot", format="png")
+            path = ARTIFACTS / "status-page.png"
+            path.write_bytes(base64.b64decode(shot["data"]))
+            assert path.stat().st_size > 10_000
+
+            # nothing but the server was asked for anything; no console error, no CSP violation
+            requested = [e["params"]["request"]["url"] for e in tools.events
+                         if e.get("method") == "Network.requestWillBeSent"]
+            assert requested and all(u.startswith(url) for u in requested), requested
+            errors = [e for e in tools.events
+                      if e.get("method") == "Runtime.exceptionThrown"
+                      or (e.get("method") == "Log.entryAdded" and e["params"]["entry"]["level"] == "error")
+                      or (e.get("method") == "Runtime.consoleAPICalled" and e["params"]["type"] == "error")]
+            assert not errors, errors
+        finally:
+            if tools is not None:
+                tools.close()
+            proc.terminate()
+            try:
+                proc.wait(10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(5)
+            for client in clients:
+                client.close()
+    assert time.monotonic() - started < 60

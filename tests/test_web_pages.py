@@ -1,0 +1,244 @@
+"""The status page and the JSON API in process (makeService on a fake reactor; requests through
+the ``twisted.web`` resource tree with DummyRequest): they list exactly what brokers registered
+over the remoting protocol, filter and paginate thousands of topics, escape whatever a peer put in
+a name, work without JavaScript, and the site honours the allow-list.
+"""
+import base64
+import hashlib
+import json
+import re
+import time
+import zlib
+
+from twisted.internet.address import IPv4Address, IPv6Address, UNIXAddress
+from twisted.internet.error import ConnectionDone
+from twisted.internet.testing import MemoryReactorClock, StringTransport
+from twisted.python.failure import Failure
+from twisted.trial.unittest import SynchronousTestCase
+from twisted.web.test.requesthelper import DummyRequest
+
+from rocketpy.remoting import RemotingCommand, decode_frame, split_frames
+from rocketpy.service.tap import Options, makeService
+from rocketpy.web.page import CONTENT_SECURITY_POLICY
+from rocketpy.web.resource import WebSite, client_allowed
+
+from test_web_server import page_rows
+
+
+class Server:
+    def __init__(self, case, *args):
+        self.reactor = MemoryReactorClock()
+        self.reactor.advance(1_700_000_000)
+        tmp = case.mktemp()
+        options = Options()
+        options.parseOptions(["--kvConfigPath", f"{tmp}-kv.json", "--listen", "tcp:9876",
+                              "--web", "tcp:8080", "-D", f"configStorePath={tmp}-ns.properties",
+                              *args])
+        self.top = makeService(options, reactor=self.reactor)
+        self.top.startService()
+        self.site = self.top.web.site
+        self.opaque = 0
+
+    def connect(self, port):
+        proto = self.top.factory.buildProtocol(IPv4Address("TCP", "127.0.0.1", port))
+        proto.makeConnection(StringTransport(peerAddress=IPv4Address("TCP", "127.0.0.1", port)))
+        return proto
+
+    def call(self, proto, code, ext=None, body=None, version=479):
+        self.opaque += 1
+        proto.transport.clear()
+        proto.dataReceived(RemotingCommand.request(code, ext, body, opaque=self.opaque,
+                                                   version=version).encode())
+        frames, _ = split_frames(proto.transport.value())
+        return decode_frame(frames[0]) if frames else None
+
+    def register(self, proto, cluster, group, broker_id, addr, topics, version=479):
+        table = {t: {"order": False, "perm": 6, "readQueueNums": 8, "topicFilterType": "SINGLE_TAG",
+                     "topicName": t, "topicSysFlag": 0, "writeQueueNums": 8} for t in topics}
+        body = json.dumps({"filterServerList": [], "topicConfigSerializeWrapper": {
+            "dataVersion": {"counter": 3, "stateVersion": 0, "timestamp": 1},
+            "topicConfigTable": table}}).encode()
+        answer = self.call(proto, 103, {
+            "brokerName": group, "brokerAddr": addr, "clusterName": cluster, "haServerAddr": addr,
+            "brokerId": str(broker_id), "compressed": "false",
+            "bodyCrc32": str(zlib.crc32(body) & 0x7FFFFFFF)}, body, version)
+        assert answer.code == 0, answer
+
+    def get(self, path, client=None, method=b"GET"):
+        """``(status, headers, body)`` of ``path`` (``/api/x?a=b``) through the site."""
+        path, _, query = path.partition("?")
+        request = DummyRequest([p.encode() for p in path.lstrip("/").split("/")])
+        request.method = method
+        request.uri = path.encode()
+        request.client = client or IPv4Address("TCP", "127.0.0.1", 55555)
+        for pair in filter(None, query.split("&")):
+            key, _, value = pair.partition("=")
+            request.addArg(key.encode(), value.encode())
+        request.postpath = [p.encode() for p in path.lstrip("/").split("/")]
+        resource = self.site.getResourceFor(request)
+        body = resource.render(request)
+        if not isinstance(body, bytes):
+            body = b"".join(request.written)
+        return request.responseCode or 200, request.responseHeaders, body
+
+    def api(self, path):
+        status, _, body = self.get("/api/" + path)
+        return status, json.loads(body)
+
+
+class StatusPageTests(SynchronousTestCase):
+    def setUp(self):
+        self.server = Server(self)
+        self.a = self.server.connect(41000)
+        self.server.register(self.a, "C1", "broker-a", 0, "10.0.0.1:10911",
+                             [f"Topic{i:04d}" for i in range(250)])
+        self.b = self.server.connect(41001)
+        self.server.register(self.b, "C1", "broker-a", 1, "10.0.0.2:10911", [], version=409)
+        self.c = self.server.connect(41002)
+        self.server.register(self.c, "C2", "broker-z", 0, "10.0.0.3:10911", ["Topic0001", "Lonely"])
+
+    def test_lists_exactly_the_registered_brokers_and_topics(self):
+        status, headers, html = self.server.get("/?per=1000")
+        self.assertEqual(status, 200)
+        rows = page_rows(html)
+        self.assertEqual(sorted(rows.broker_addrs), ["10.0.0.1:10911", "10.0.0.2:10911", "10.0.0.3:10911"])
+        self.assertEqual(sorted(rows.topics), sorted([f"Topic{i:04d}" for i in range(250)] + ["Lonely"]))
+        _, brokers = self.server.api("brokers")
+        by_addr = {b["address"]: b for b in brokers["brokers"]}
+        self.assertEqual(by_addr["10.0.0.2:10911"]["version"], "V4_9_8")
+        self.assertEqual(by_addr["10.0.0.2:10911"]["role"], "slave")
+        self.assertEqual(by_addr["10.0.0.1:10911"]["topicCount"], 250)
+        self.assertEqual(by_addr["10.0.0.3:10911"]["cluster"], "C2")
+        _, topic = self.server.api("topics/Topic0001")
+        self.assertEqual([q["brokerName"] for q in topic["queueDatas"]], ["broker-a", "broker-z"])
+        self.assertEqual(topic["brokerDatas"][0]["brokerAddrs"], {"0": "10.0.0.1:10911", "1": "10.0.0.2:10911"})
+
+    def test_pagination_and_filter(self):
+        html = self.server.get("/")[2]
+        self.assertEqual(len(page_rows(html).topics), 100)
+        self.assertIn(b"page 1 of 3", html)
+        last = page_rows(self.server.get("/?page=3")[2]).topics
+        self.assertEqual(len(last), 51)
+        self.assertEqual(page_rows(self.server.get("/?page=99")[2]).topics, last)   # clamped
+        self.assertEqual(page_rows(self.server.get("/?q=topic024")[2]).topics,
+                         [f"Topic024{i}" for i in range(10)])
+        self.assertEqual(page_rows(self.server.get("/?q=BROKER-Z")[2]).topics, ["Lonely", "Topic0001"])
+        html = self.server.get("/?q=nothing-like-this")[2]
+        self.assertEqual(page_rows(html).topics, [])
+        self.assertIn(b"No topic matches", html)
+        _, data = self.server.api("topics?q=topic02&offset=10&limit=5")
+        self.assertEqual((data["matched"], data["total"]), (50, 251))
+        self.assertEqual([t["topic"] for t in data["topics"]], [f"Topic02{i}" for i in range(10, 15)])
+        status, _ = self.server.api("topics?offset=x")
+        self.assertEqual(status, 400)
+
+    def test_connection_state_and_heartbeat_age(self):
+        self.server.reactor.advance(70)   # past half of the 120 s timeout: late
+        html = self.server.get("/")[2]
+        self.assertIn(b"st-late", html)
+        self.server.call(self.c, 904, {"clusterName": "C2", "brokerAddr": "10.0.0.3:10911",
+                                       "brokerName": "broker-z"})
+        _, brokers = self.server.api("brokers")
+        ages = {b["address"]: b["secondsSinceHeartbeat"] for b in brokers["brokers"]}
+        self.assertEqual(ages["10.0.0.3:10911"], 0.0)
+        self.assertEqual(ages["10.0.0.1:10911"], 70.0)
+        self.b.transport.producer.pauseProducing()   # a peer that stopped reading
+        _, brokers = self.server.api("brokers")
+        self.assertEqual({b["address"]: b["connection"] for b in brokers["brokers"]}["10.0.0.2:10911"],
+                         "paused")
+        self.c.connectionLost(Failure(ConnectionDone()))
+        self.server.reactor.advance(0)
+        _, brokers = self.server.api("brokers")
+        self.assertNotIn("10.0.0.3:10911", {b["address"] for b in brokers["brokers"]})
+        self.assertEqual(page_rows(self.server.get("/?q=Lonely")[2]).topics, [])
+
+    def test_kv_namespaces(self):
+        self.server.call(self.a, 100, {"namespace": "ORDER_TOPIC_CONFIG", "key": "Topic0001",
+                                       "value": "broker-a:8"})
+        self.server.call(self.a, 100, {"namespace": "ns<2>", "key": "k", "value": "<b>v</b>"})
+        _, kv = self.server.api("kv")
+        self.assertEqual(kv["namespaces"], {"ORDER_TOPIC_CONFIG": {"Topic0001": "broker-a:8"},
+                                            "ns<2>": {"k": "<b>v</b>"}})
+        _, one = self.server.api("kv/ns%3C2%3E")
+        self.assertEqual(one["entries"], {"k": "<b>v</b>"})
+        html = self.server.get("/")[2]
+        self.assertIn(b"&lt;b&gt;v&lt;/b&gt;", html)
+        self.assertNotIn(b"<b>v</b>", html)
+        _, topic = self.server.api("topics/Topic0001")
+        self.assertEqual(topic["orderTopicConf"], "broker-a:8")
+
+    def test_names_from_peers_are_escaped(self):
+        evil = '<img src=x onerror="alert(1)">'
+        self.server.register(self.server.connect(41003), "C3", "b'\"<", 0, "10.0.0.9:1", [evil, "plain"])
+        html = self.server.get("/?per=1000")[2]
+        self.assertNotIn(evil.encode(), html)
+        self.assertIn(b"&lt;img src=x onerror=&quot;alert(1)&quot;&gt;", html)
+        self.assertIn(evil, page_rows(html).topics)
+
+    def test_works_without_javascript_and_csp_matches_the_page(self):
+        status, headers, html = self.server.get("/?q=Topic0&refresh=30")
+        text = html.decode()
+        self.assertIn('<noscript><meta http-equiv="refresh" content="30"></noscript>', text)
+        self.assertRegex(text, r'<form id="filter" method="get" action="/"')
+        self.assertIn('name="q" type="search" value="Topic0"', text)
+        self.assertIn('<input type="hidden" name="refresh" value="30">', text)
+        self.assertIn('href="/?q=Topic0&amp;page=2&amp;refresh=30"', text)   # pager keeps the filter
+        self.assertNotIn("<noscript>", self.server.get("/?refresh=0")[2].decode())
+        csp = headers.getRawHeaders("content-security-policy")[0]
+        self.assertEqual(csp, CONTENT_SECURITY_POLICY)
+        for tag in ("script", "style"):
+            inline = re.search(rf"<{tag}>(.*?)</{tag}>", text, re.S).group(1)
+            digest = base64.b64encode(hashlib.sha256(inline.encode()).digest()).decode()
+            self.assertIn(f"'sha256-{digest}'", csp)
+        self.assertEqual(len(re.findall(r"<script", text)), 1)
+        self.assertNotRegex(text, r'(src|href)="(https?:)?//')
+
+    def test_read_only(self):
+        for method in (b"POST", b"PUT", b"DELETE", b"PATCH"):
+            status, headers, _ = self.server.get("/api/kv", method=method)
+            self.assertEqual(status, 405)
+            self.assertEqual(headers.getRawHeaders("allow"), ["GET, HEAD"])
+
+    def test_thousands_of_topics_stay_one_page(self):
+        self.server.register(self.server.connect(41004), "C9", "big", 0, "10.0.0.8:1",
+                             [f"Bulk{i:05d}" for i in range(6000)])
+        started = time.perf_counter()
+        html = self.server.get("/?q=bulk01")[2]
+        took = time.perf_counter() - started
+        self.assertEqual(len(page_rows(html).topics), 100)
+        self.assertIn(b'data-matched="1000"', html)
+        self.assertLess(len(html), 200_000)
+        self.assertLess(took, 2.0)
+
+
+class AllowListTests(SynchronousTestCase):
+    def test_client_allowed(self):
+        from rocketpy.namesrv.acl import parse_networks
+        nets = parse_networks("10.0.0.0/8, ::1")
+        self.assertTrue(client_allowed(IPv4Address("TCP", "10.1.2.3", 1), nets))
+        self.assertFalse(client_allowed(IPv4Address("TCP", "192.168.1.1", 1), nets))
+        self.assertTrue(client_allowed(IPv6Address("TCP", "::ffff:10.1.2.3", 1), nets))
+        self.assertTrue(client_allowed(IPv6Address("TCP", "::1", 1), nets))
+        self.assertFalse(client_allowed(IPv6Address("TCP", "fe80::1%eth0", 1), nets))
+        self.assertTrue(client_allowed(UNIXAddress(b"/run/x.sock"), nets))
+        self.assertTrue(client_allowed(IPv4Address("TCP", "192.168.1.1", 1), ()))
+
+    def test_site_refuses_outside_clients(self):
+        server = Server(self, "-D", "adminAllowNetworks=10.0.0.0/8")
+        self.assertIsInstance(server.site, WebSite)
+        for path in ("/", "/api/summary", "/metrics"):
+            status, _, _ = server.get(path, client=IPv4Address("TCP", "127.0.0.1", 1))
+            self.assertEqual(status, 403)
+        status, _, body = server.get("/api/summary", client=IPv4Address("TCP", "10.9.9.9", 1))
+        self.assertEqual(status, 200)
+        self.assertEqual(json.loads(body)["brokers"], 0)
+        self.assertEqual(server.site.refused, 3)
+        self.assertEqual(server.site.refused, 3)
+        server.site.getResourceFor(_request("10.0.0.1"))
+        self.assertEqual(server.site.refused, 3)
+
+
+def _request(host):
+    request = DummyRequest([b""])
+    request.client = IPv4Address("TCP", host, 1)
+    return request
