@@ -19,6 +19,7 @@ from rocketpy.transport.metrics import LATENCY_BUCKETS, OTHER_CODE, ServerMetric
 from rocketpy.web.metrics import MetricsPage, code_label, response_label
 
 from serverproc import REPO_ROOT
+from test_web_pages import Server as WebServer
 
 
 def samples(registry):
@@ -27,20 +28,14 @@ def samples(registry):
             for family in text_string_to_metric_families(text) for s in family.samples}
 
 
-class Server:
+
+
+class Server(WebServer):
     """makeService on a fake reactor, with the web view (no socket is opened)."""
 
-    def __init__(self, case, *args):
-        self.reactor = MemoryReactorClock()
-        self.reactor.advance(1_700_000_000)
-        tmp = case.mktemp()
-        options = Options()
-        options.parseOptions(["--kvConfigPath", f"{tmp}-kv.json", "--listen", "tcp:9876",
-                              "--web", "tcp:8080", "-D", f"configStorePath={tmp}-ns.properties",
-                              *args])
-        self.top = makeService(options, reactor=self.reactor)
-        self.top.startService()
-        self.registry = self.top.web.registry
+    @property
+    def registry(self):
+        return self.top.web.registry
 
     def connect(self, host="127.0.0.1", port=40000):
         proto = self.top.factory.buildProtocol(IPv4Address("TCP", host, port))

@@ -24,21 +24,8 @@ from rocketpy.transport import limits as limits_module
 from rocketpy.transport.limits import (LIMIT_KEYS, NOT_SHED, OVERLOAD_REMARK, TROUBLE_EVENTS,
                                        LoadGovernor, OverloadAnswer, RefusedConnection,
                                        ServerLimits, peek_request, raise_open_files_limit)
-from test_transport_protocol import BoundedTransport, FakeProcessor, RecordingListener
-
-ECHO = 7
-
-
-def request(code=ECHO, opaque=1, ext=None, body=None, oneway=False, serialize_type=0):
-    return RemotingCommand.request(code, ext if ext is not None else {"k": "v"}, body,
-                                   opaque=opaque, oneway=oneway, version=479,
-                                   serialize_type=serialize_type).encode()
-
-
-def answers(transport):
-    frames, rest = split_frames(transport.value())
-    assert rest == b""
-    return [decode_frame(f) for f in frames]
+from test_transport_protocol import (ECHO, BoundedTransport, FakeProcessor, RecordingListener,
+                                     answers, request)
 
 
 class Addr:
