@@ -9,12 +9,11 @@ import sys
 from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 from twisted.internet.address import IPv4Address
-from twisted.internet.testing import MemoryReactorClock, StringTransport
+from twisted.internet.testing import StringTransport
 from twisted.trial.unittest import SynchronousTestCase
 from twisted.web.test.requesthelper import DummyRequest
 
 from rocketpy.remoting import RemotingCommand
-from rocketpy.service.tap import Options, makeService
 from rocketpy.transport.metrics import LATENCY_BUCKETS, OTHER_CODE, ServerMetrics
 from rocketpy.web.metrics import MetricsPage, code_label, response_label
 
