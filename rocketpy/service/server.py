@@ -9,12 +9,10 @@ actually bound (so ``tcp:0`` reports the port the kernel chose). Failing to list
 stops listening and closes every connection (their close events still reach the housekeeping
 service); the returned Deferred fires when they are all gone, or after ``close_timeout``.
 """
-from twisted.application.service import Service
 from twisted.internet import defer
-from twisted.internet.endpoints import serverFromString
-from twisted.logger import Logger
 
 from ..transport.protocol import format_address
+from .listening import ListeningService
 
 __all__ = ["RemotingServerService", "BOOT_LINE_PREFIX"]
 
@@ -22,33 +20,16 @@ __all__ = ["RemotingServerService", "BOOT_LINE_PREFIX"]
 BOOT_LINE_PREFIX = "The Name Server boot success."
 
 
-class RemotingServerService(Service):
+class RemotingServerService(ListeningService):
     """Listen with ``factory`` on ``endpoint`` (an ``IStreamServerEndpoint`` or its string)."""
 
     name = "remoting-server"
-    log = Logger()
 
     def __init__(self, endpoint, factory, reactor, close_timeout=1.0, description=None):
-        if isinstance(endpoint, str):
-            description = description or endpoint
-            endpoint = serverFromString(reactor, endpoint)
-        self.endpoint = endpoint
-        self.description = description or repr(endpoint)
+        super().__init__(endpoint, factory, reactor, description)
         self.factory = factory
-        self.reactor = reactor
         self.close_timeout = close_timeout
-        self.port = None
         self.address = None
-
-    def startService(self):
-        super().startService()
-        d = self.endpoint.listen(self.factory)
-        failures = []
-        d.addCallbacks(self._listening, failures.append)
-        if failures:  # synchronous failure (address in use, bad interface): stop twistd
-            self.running = 0
-            failures[0].raiseException()
-        d.addErrback(lambda f: self.log.failure("cannot listen on {what}", f, what=self.description))
 
     def _listening(self, port):
         self.port = port

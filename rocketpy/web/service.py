@@ -6,11 +6,9 @@ that cannot be bound stops ``twistd`` instead of running a server whose metrics 
 scrape. Once listening it logs ``rocketpy web endpoint on http://HOST:PORT/`` with the address
 actually bound (so ``tcp:0`` reports the port the kernel chose; tests wait for that line).
 """
-from twisted.application.service import Service
 from twisted.internet import defer
-from twisted.internet.endpoints import serverFromString
-from twisted.logger import Logger
 
+from ..service.listening import ListeningService
 from .metrics import build_registry
 from .resource import WebRoot, WebSite
 from .state import NameServerView
@@ -21,31 +19,15 @@ __all__ = ["WebService", "make_web_service", "WEB_LINE_PREFIX"]
 WEB_LINE_PREFIX = "rocketpy web endpoint on"
 
 
-class WebService(Service):
+class WebService(ListeningService):
     """Listen with ``site`` on ``endpoint`` (an ``IStreamServerEndpoint`` or its string)."""
 
     name = "web"
-    log = Logger()
 
     def __init__(self, endpoint, site, reactor, description=None):
-        if isinstance(endpoint, str):
-            description = description or endpoint
-            endpoint = serverFromString(reactor, endpoint)
-        self.endpoint = endpoint
-        self.description = description or repr(endpoint)
+        super().__init__(endpoint, site, reactor, description)
         self.site = site
-        self.port = None
         self.url = None
-
-    def startService(self):
-        super().startService()
-        failures = []
-        d = self.endpoint.listen(self.site)
-        d.addCallbacks(self._listening, failures.append)
-        if failures:
-            self.running = 0
-            failures[0].raiseException()
-        d.addErrback(lambda f: self.log.failure("cannot listen on {what}", f, what=self.description))
 
     def _listening(self, port):
         self.port = port
