@@ -18,17 +18,14 @@ import pytest
 
 from rocketpy.remoting import RemotingCommand
 from serverproc import REPO_ROOT, RemotingClient, running_server, server_command
+from brokerbody import register_body
 
 pytestmark = pytest.mark.network
 
 
 def register(client, broker="broker-a", addr="127.0.0.1:10911", topics=("TopicA", "TopicB"),
              counter=1, **ext):
-    table = {t: {"order": False, "perm": 6, "readQueueNums": 4, "topicFilterType": "SINGLE_TAG",
-                 "topicName": t, "topicSysFlag": 0, "writeQueueNums": 4} for t in topics}
-    body = json.dumps({"filterServerList": [], "topicConfigSerializeWrapper": {
-        "dataVersion": {"counter": counter, "stateVersion": 0, "timestamp": 1},
-        "topicConfigTable": table}}).encode()
+    body = register_body(topics, counter)
     fields = {"brokerName": broker, "brokerAddr": addr, "clusterName": "DefaultCluster",
               "haServerAddr": "127.0.0.1:10912", "brokerId": "0", "compressed": "false",
               "bodyCrc32": str(zlib.crc32(body) & 0x7FFFFFFF)}

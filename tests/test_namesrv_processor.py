@@ -1,5 +1,4 @@
 """DefaultRequestProcessor: the dispatch table, Java's answer rules and error answers."""
-import json
 import zlib
 
 import pytest
@@ -10,6 +9,7 @@ from rocketpy.namesrv import (Channel, Configuration, DefaultRequestProcessor, K
 from rocketpy.namesrv.processor import handler_table
 from rocketpy.namesrv.profile import PROFILE_49, PROFILE_50, PROFILE_53
 from rocketpy.remoting import RemotingCommand, decode_frame, fastjson
+import brokerbody
 
 CH = Channel(1, "127.0.0.1:50000")
 SERVED_53 = {100, 101, 102, 103, 104, 105, 106, 205, 206, 216, 217, 219, 224, 304, 311, 312, 313,
@@ -36,11 +36,7 @@ def make(tmp_path, profile=PROFILE_53, accept=True, **settings_):
 
 
 def register_body(*topics, counter=1):
-    table = {t: {"order": False, "perm": 6, "readQueueNums": 4, "topicFilterType": "SINGLE_TAG",
-                 "topicName": t, "topicSysFlag": 0, "writeQueueNums": 4} for t in topics}
-    return json.dumps({"filterServerList": [], "topicConfigSerializeWrapper": {
-        "dataVersion": {"counter": counter, "stateVersion": 0, "timestamp": 1},
-        "topicConfigTable": table}}).encode()
+    return brokerbody.register_body(topics, counter)
 
 
 def register(proc, name="broker-a", addr="127.0.0.1:10911", bid="0", topics=("T1", "T2"),

@@ -18,6 +18,7 @@ from rocketpy.namesrv.model import QueueData, UnRegisterBrokerRequest
 from rocketpy.namesrv.processor import registration
 from rocketpy.namesrv.profile import PROFILE_49, PROFILE_50, PROFILE_53
 from rocketpy.remoting import RemotingCommand, bodies
+from brokerbody import register_body
 
 CH = Channel(1, "127.0.0.1:50000")
 ADDR = "127.0.0.1:10911"
@@ -33,12 +34,7 @@ def make(tmp_path, profile=PROFILE_53, **settings_):
                                    configuration=configuration, startup_ms=0)
 
 
-def body_of(topics, counter=1, perm=6):
-    table = {t: {"order": False, "perm": perm, "readQueueNums": 4, "topicFilterType": "SINGLE_TAG",
-                 "topicName": t, "topicSysFlag": 0, "writeQueueNums": 4} for t in topics}
-    return json.dumps({"filterServerList": [], "topicConfigSerializeWrapper": {
-        "dataVersion": {"counter": counter, "stateVersion": 0, "timestamp": 1},
-        "topicConfigTable": table}}).encode()
+body_of = register_body
 
 
 def register(proc, body, crc=None, name="broker-a", addr=ADDR, opaque=1):

@@ -14,6 +14,7 @@ from twisted.trial.unittest import SynchronousTestCase
 
 from rocketpy.remoting import RemotingCommand, decode_frame, split_frames
 from rocketpy.service.tap import Options, makeService
+from brokerbody import register_body
 
 T0 = 1_700_000_000
 
@@ -53,11 +54,7 @@ class NameServer:
 
     def register(self, proto, broker="broker-a", broker_id=0, addr="127.0.0.1:10911", topics=("T", "U"),
                  counter=1, **ext):
-        table = {t: {"order": False, "perm": 6, "readQueueNums": 4, "topicFilterType": "SINGLE_TAG",
-                     "topicName": t, "topicSysFlag": 0, "writeQueueNums": 4} for t in topics}
-        body = json.dumps({"filterServerList": [], "topicConfigSerializeWrapper": {
-            "dataVersion": {"counter": counter, "stateVersion": 0, "timestamp": 1},
-            "topicConfigTable": table}}).encode()
+        body = register_body(topics, counter)
         fields = {"brokerName": broker, "brokerAddr": addr, "clusterName": "DefaultCluster",
                   "haServerAddr": addr.replace(":109", ":108"), "brokerId": str(broker_id),
                   "compressed": "false", "bodyCrc32": str(zlib.crc32(body) & 0x7FFFFFFF)}

@@ -17,6 +17,7 @@ from rocketpy.remoting import RemotingCommand, decode_frame, split_frames
 from rocketpy.service.tap import Options, makeService
 from rocketpy.transport import RemotingServerFactory, TlsMode
 from rocketpy.transport.answercache import AnswerCache
+from brokerbody import register_body
 
 
 class Counter:
@@ -245,13 +246,8 @@ _ops = st.lists(st.one_of(
 
 
 def _register_frame(broker, topics, counter, perm, opaque):
-    import json
     import zlib
-    table = {t: {"order": False, "perm": perm, "readQueueNums": 4, "topicFilterType": "SINGLE_TAG",
-                 "topicName": t, "topicSysFlag": 0, "writeQueueNums": 4} for t in topics}
-    body = json.dumps({"filterServerList": [], "topicConfigSerializeWrapper": {
-        "dataVersion": {"counter": counter, "stateVersion": 0, "timestamp": 1},
-        "topicConfigTable": table}}).encode()
+    body = register_body(topics, counter, perm)
     ext = {"brokerName": f"b{broker}", "brokerAddr": f"127.0.0.1:{20000 + broker}",
            "clusterName": "C", "haServerAddr": f"127.0.0.1:{30000 + broker}",
            "brokerId": "0", "compressed": "false", "bodyCrc32": str(zlib.crc32(body) & 0x7FFFFFFF)}

@@ -23,6 +23,7 @@ from rocketpy.web.page import CONTENT_SECURITY_POLICY
 from rocketpy.web.resource import WebSite, client_allowed
 
 from test_web_server import page_rows
+from brokerbody import register_body
 
 
 class Server:
@@ -53,11 +54,7 @@ class Server:
         return decode_frame(frames[0]) if frames else None
 
     def register(self, proto, cluster, group, broker_id, addr, topics, version=479):
-        table = {t: {"order": False, "perm": 6, "readQueueNums": 8, "topicFilterType": "SINGLE_TAG",
-                     "topicName": t, "topicSysFlag": 0, "writeQueueNums": 8} for t in topics}
-        body = json.dumps({"filterServerList": [], "topicConfigSerializeWrapper": {
-            "dataVersion": {"counter": 3, "stateVersion": 0, "timestamp": 1},
-            "topicConfigTable": table}}).encode()
+        body = register_body(topics, counter=3, queues=8)
         answer = self.call(proto, 103, {
             "brokerName": group, "brokerAddr": addr, "clusterName": cluster, "haServerAddr": addr,
             "brokerId": str(broker_id), "compressed": "false",

@@ -18,6 +18,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from serverproc import RemotingClient, running_server
+from brokerbody import register_body
 
 pytestmark = pytest.mark.network
 
@@ -35,11 +36,7 @@ def web_server(*args, web="tcp:0:interface=127.0.0.1"):
 def register(client, cluster, broker, broker_id, addr, topics, *, counter=1, version=479,
              queues=4, perm=6):
     """REGISTER_BROKER as a 5.x broker sends it (JSON body, CRC); the answer must be SUCCESS."""
-    table = {t: {"order": False, "perm": perm, "readQueueNums": queues, "topicFilterType": "SINGLE_TAG",
-                 "topicName": t, "topicSysFlag": 0, "writeQueueNums": queues} for t in topics}
-    body = json.dumps({"filterServerList": [], "topicConfigSerializeWrapper": {
-        "dataVersion": {"counter": counter, "stateVersion": 0, "timestamp": 1700000000000 + counter},
-        "topicConfigTable": table}}).encode()
+    body = register_body(topics, counter, perm, queues, timestamp=1700000000000 + counter)
     fields = {"brokerName": broker, "brokerAddr": addr, "clusterName": cluster,
               "haServerAddr": addr.rsplit(":", 1)[0] + ":10912", "brokerId": str(broker_id),
               "compressed": "false", "bodyCrc32": str(zlib.crc32(body) & 0x7FFFFFFF),
