@@ -262,29 +262,29 @@ class RemotingServerProtocol(Protocol):
         mode = server.tls_mode
         if data[0] == HANDSHAKE_MAGIC:
             if mode is TlsMode.DISABLED:
-                self._gate.refuse(self.remote_addr, "tls disabled",
-                                  "Clients intend to establish an SSL connection while this server "
-                                  "is running in SSL disabled mode ({peer})")
-                self.close("tls disabled")
-                return False
+                return self._refuse_tls("tls disabled", "Clients intend to establish an SSL "
+                                        "connection while this server is running in SSL disabled "
+                                        "mode ({peer})")
             context = server.tls_context_factory
             if context is None or not ITLSTransport.providedBy(self.transport):
-                self._gate.refuse(self.remote_addr, "no tls context", "Trying to establish an SSL "
-                                  "connection but sslContext is null ({peer})")
-                self.close("no tls context")
-                return False
+                return self._refuse_tls("no tls context", "Trying to establish an SSL connection "
+                                        "but sslContext is null ({peer})")
             self.transport.startTLS(context)
             self.log.debug("TLS started for {addr}", addr=self.remote_addr)
             # The TLS layer now sits between the socket and us: feed it the bytes we peeked at.
             self.transport.protocol.dataReceived(data)
             return False
         if mode is TlsMode.ENFORCING:
-            self._gate.refuse(self.remote_addr, "tls enforcing",
-                              "Clients intend to establish an insecure connection while this "
-                              "server is running in SSL enforcing mode ({peer})")
-            self.close("tls enforcing")
-            return False
+            return self._refuse_tls("tls enforcing", "Clients intend to establish an insecure "
+                                    "connection while this server is running in SSL enforcing "
+                                    "mode ({peer})")
         return True
+
+    def _refuse_tls(self, reason, message):
+        """Log and count a connection the TLS mode refuses, close it; False: nothing to read."""
+        self._gate.refuse(self.remote_addr, reason, message)
+        self.close(reason)
+        return False
 
     def _read_ahead(self, missing):
         """Let the next reads take up to ``missing`` bytes (a big frame's rest), or go back to
