@@ -35,6 +35,7 @@ import zlib
 import golden
 from rocketpy.namesrv import (Channel, Configuration, DefaultRequestProcessor, KVConfigManager,
                               RouteInfoManager, profile_for)
+from rocketpy.namesrv.pending import Pending
 from rocketpy.remoting import bodies, decode_frame
 from rocketpy.remoting.codes import RequestCode, ResponseCode
 from rocketpy.remoting.command import RemotingCommand
@@ -637,14 +638,17 @@ class ProcessorTarget:
     def _guard(self, code, fn):
         findings = self.findings
 
-        def guarded(proc, request, channel, now_ms):
+        def guarded(*args):
             try:
-                return fn(proc, request, channel, now_ms)
+                reply = fn(*args)
             except RemotingCodecError:
                 raise
             except Exception as exc:  # noqa: BLE001
                 findings.append((code, exc))
                 raise
+            if isinstance(reply, Pending):   # a big body: its work and finish are guarded too
+                return Pending(self._guard(code, reply.work), self._guard(code, reply.finish))
+            return reply
         return guarded
 
     def run(self, data, rng):

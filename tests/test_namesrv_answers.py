@@ -3,17 +3,25 @@
 * route bodies: ``encode_topic_route`` == ``fastjson.dumps(topic_route_json(...))`` for random
   routes, both JSON styles, 4.9 and 5.x shapes;
 * registration bodies: ``decode_json_fast`` == the codec's ``RegisterBrokerBody`` for every
-  REGISTER_BROKER body in the captures (or declines it), and for random bodies.
+  REGISTER_BROKER body in the captures (or declines it), and for random bodies;
+  ``decode_compressed_fast`` == the codec for every compressed one, for random compressed
+  bodies with odd lines, and raises the codec's very error for broken ones.
 """
 import json
+import struct
+import zlib
 
+import pytest
 from hypothesis import given, settings, strategies as st
 
 import replay
 from rocketpy.namesrv.answers import encode_topic_route, topic_route_json
 from rocketpy.namesrv.model import BrokerData, QueueData, TopicRouteData
-from rocketpy.namesrv.processor.registration import _Unusual, decode_json_fast, wrapper_from_bean
+from fuzzharness import topic_line_bomb, zip_bomb
+from rocketpy.namesrv.processor.registration import (_Unusual, decode_compressed_fast,
+                                                     decode_json_fast, wrapper_from_bean)
 from rocketpy.remoting import bodies, fastjson
+from rocketpy.remoting.errors import BodyDecodeError
 
 names = st.text(alphabet=st.characters(codec="utf-8", exclude_categories=("Cs",)), min_size=1, max_size=6)
 ids = st.integers(0, 40)
@@ -87,3 +95,81 @@ def test_fast_registration_decode_equals_the_codec_on_random_bodies(table, versi
     slow = bodies.RegisterBrokerBody.decode(body, False)
     assert decode_json_fast(body) == (wrapper_from_bean(slow.topic_config_serialize_wrapper),
                                       slow.filter_server_list)
+
+
+def _codec(body, version):
+    slow = bodies.RegisterBrokerBody.decode(body, True, broker_version=version)
+    return wrapper_from_bean(slow.topic_config_serialize_wrapper), slow.filter_server_list
+
+
+def _same_outcome(body, version=479):
+    """The fast compressed decode gives what the codec gives, or raises its very error."""
+    try:
+        expected = _codec(body, version)
+    except BodyDecodeError as exc:
+        with pytest.raises(BodyDecodeError) as raised:
+            decode_compressed_fast(body, version)
+        assert str(raised.value) == str(exc)
+        return None
+    assert decode_compressed_fast(body, version) == expected
+    return expected
+
+
+def test_fast_compressed_decode_equals_the_codec_on_every_captured_body():
+    checked = 0
+    for name, request in REGISTRATIONS:
+        if request.ext_fields.get("compressed") != "true":
+            continue
+        assert _same_outcome(request.body, request.version) is not None, name
+        _same_outcome(request.body, 409)   # the 4.x reading (no mapping part) too
+        checked += 1
+    assert checked >= 4
+
+
+def _compressed(lines, data_version=b'{"counter":1}', tail=(b"[]",), mapping=0):
+    parts = [struct.pack(">i", len(data_version)), data_version, struct.pack(">i", len(lines))]
+    for line in lines:
+        parts += (struct.pack(">i", len(line)), line)
+    for part in tail:
+        parts += (struct.pack(">i", len(part)), part)
+    if mapping is not None:
+        parts.append(struct.pack(">i", mapping))
+    return zlib.compress(b"".join(parts))
+
+
+line_parts = st.sampled_from([b"T", b"", b"T2", "t\u00e9".encode(), b"\xff", b"1", b"+7", b"-1",
+                              b"007", b"2147483648", b"99999999999", b"\xd9\xa3", b"SINGLE_TAG",
+                              b"MULTI_TAG", b"single_tag", b"{}", b'{"a":"b"}', b"{bad"])
+
+
+@settings(max_examples=400, deadline=None)
+@given(lines=st.lists(st.lists(line_parts, max_size=7).map(b" ".join), max_size=6),
+       cut=st.integers(0, 400))
+def test_fast_compressed_decode_equals_the_codec_on_odd_lines(lines, cut):
+    """Odd numbers, names, filter types and attributes, truncated streams: same result, same
+    error, whatever the tail cache has seen before."""
+    body = _compressed(lines)
+    _same_outcome(body)
+    _same_outcome(zlib.compress(zlib.decompress(body)[:cut]))
+
+
+def test_fast_compressed_decode_keeps_the_codec_errors_of_broken_bodies():
+    good = b"T 8 8 6 SINGLE_TAG"
+    cases = [
+        zip_bomb(1 << 22, first_part_length=1 << 30),      # a part past the bound
+        zip_bomb(1 << 20, first_part_length=-5),          # a negative length
+        topic_line_bomb(50_000),                          # valid lines, then no filter list
+        _compressed([good] * 3)[:-7],                     # cut inside the zlib stream
+        _compressed([good] * 3) + b"junk",                 # junk after the stream: ignored
+        _compressed([good, b"T 1 1 6"]),                   # too few fields
+        _compressed([good, b"T x 1 6 SINGLE_TAG"]),        # not a number
+        _compressed([good, b"T\xff 1 1 6 SINGLE_TAG"]),    # not UTF-8 (name)
+        _compressed([good, b"T 1 1 6 SINGLE_TAG \xff"]),   # not UTF-8 (attributes)
+        _compressed([good], tail=(b"not json",)),          # broken filter list: empty, as Java
+        _compressed([good], mapping=1),                    # a mapping part missing
+        _compressed([good] * 2, mapping=None),             # no mapping count (a 4.x body)
+        b"\x78\x9c not zlib",
+    ]
+    for body in cases:
+        for version in (479, 409):
+            _same_outcome(body, version)

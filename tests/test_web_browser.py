@@ -127,7 +127,8 @@ def _page_target(port):
 def test_status_page_in_headless_chromium():
     started = time.monotonic()
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    with web_server() as (server, url), tempfile.TemporaryDirectory(prefix="rocketpy-chromium-") as profile:
+    with web_server() as (server, url), tempfile.TemporaryDirectory(
+            prefix="rocketpy-chromium-", ignore_cleanup_errors=True) as profile:  # its helpers may still write
         clients, expected = populate(server.port, n_topics=N_TOPICS)
         proc, port = _start_browser(profile)
         tools = None

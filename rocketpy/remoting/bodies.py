@@ -45,9 +45,9 @@ __all__ = [
     "P", "JsonBean", "body_crc32", "check_body_crc32", "DEFAULT_MAX_INFLATED", "TOPIC_FILTER_TYPES",
     "DataVersion", "TopicConfig", "TopicConfigSerializeWrapper",
     "TopicConfigAndMappingSerializeWrapper", "TopicQueueMappingInfo", "TopicQueueMappingDetail",
-    "LogicQueueMappingItem", "RegisterBrokerBody", "QueueData", "BrokerData", "TopicRouteData",
-    "ClusterInfo", "TopicList", "KVTable", "RegisterBrokerResult", "BrokerMemberGroup",
-    "GetBrokerMemberGroupResponseBody", "GetRemoteClientConfigBody",
+    "LogicQueueMappingItem", "RegisterBrokerBody", "read_compressed", "QueueData", "BrokerData",
+    "TopicRouteData", "ClusterInfo", "TopicList", "KVTable", "RegisterBrokerResult",
+    "BrokerMemberGroup", "GetBrokerMemberGroupResponseBody", "GetRemoteClientConfigBody",
 ]
 
 #: Bound on the inflated size of a compressed RegisterBrokerBody (4x the 16 MiB frame limit).
@@ -430,6 +430,12 @@ class TopicConfig(JsonBean):
         return text
 
     @classmethod
+    def from_part(cls, raw, index):
+        """Topic line number ``index`` of a compressed registration (UTF-8 bytes), as Java
+        reads it: ``new String(bytes, UTF_8)`` then :meth:`from_text`."""
+        return cls.from_text(_utf8(raw, f"topic config #{index}"), f"TopicConfig #{index}")
+
+    @classmethod
     def from_text(cls, text, where="TopicConfig"):
         """``TopicConfig.decode(String)`` of 5.3: split on blanks; the 6th part is attributes.
 
@@ -612,12 +618,76 @@ class _Inflated:
     def read_part(self, what):
         return self.read(self.read_int(what), what)
 
+    def parts(self, count, what):
+        """The next ``count`` parts (the topic lines), exactly as ``count`` calls of
+        ``read_part(f"{what} #{i}")`` would give them, with the same errors; a part already
+        inflated is sliced out here without those calls (a broker sends one line per topic,
+        and a bomb millions)."""
+        unpack = _I32.unpack_from
+        buf, pos = self._buf, self._pos
+        base = self._consumed - pos                  # consumed at the buffer's start
+        bound = min(len(buf), self.max_inflated - base)
+        for i in range(count):
+            start = pos + 4
+            if start <= bound:
+                (length,) = unpack(buf, pos)
+                end = start + length
+                if start <= end <= bound:            # not negative, inflated, within the bound
+                    pos = end
+                    yield buf[start:end]
+                    continue
+            # not all inflated yet, or an error to report: the general path, from the same state
+            self._pos, self._consumed = pos, base + pos
+            yield self.read_part(f"{what} #{i}")
+            buf, pos = self._buf, self._pos
+            base = self._consumed - pos
+            bound = min(len(buf), self.max_inflated - base)
+        self._pos, self._consumed = pos, base + pos
+
 
 def _utf8(raw, what):
     try:
         return raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise BodyDecodeError(f"{what} is not UTF-8: {exc}") from None
+
+
+def read_compressed(data, broker_version, read_topics, max_inflated=DEFAULT_MAX_INFLATED):
+    """The parts of a compressed ``RegisterBrokerBody`` (Java ``RegisterBrokerBody.decode``):
+    ``(DataVersion, read_topics(lines), filter server list, {topic: TopicQueueMappingInfo} or
+    None before V5_0_0)``.
+
+    ``read_topics(lines, count)`` consumes the topic lines (raw parts, in order, for
+    :meth:`TopicConfig.from_part`; a part that cannot be read raises when reached; ``count`` is
+    how many the body declares, known before any is inflated) and returns
+    what its caller keeps of them: :meth:`RegisterBrokerBody.decode` makes beans, the NameServer
+    its route records (``rocketpy.namesrv.processor.registration``), so both read the wire the
+    same way, through one lazy, bounded reader (:class:`_Inflated`).
+    """
+    stream = _Inflated(data, max_inflated)
+    data_version = DataVersion.from_json(stream.read_part("DataVersion"))
+    count = stream.read_int("topic count")  # a negative count reads no topic, as Java's loop
+    topics = read_topics(stream.parts(count, "topic config"), count)
+    raw = stream.read_part("filter server list")
+    try:  # Java logs a broken list and goes on with an empty one
+        filter_servers = list_of(STR).load(fastjson.loads(raw), "filterServerList")
+    except BodyDecodeError:
+        filter_servers = []
+    infos = None
+    if broker_version >= MQVersion.V5_0_0:
+        infos = {}
+        for i in range(stream.read_int("topic queue mapping count")):
+            info = TopicQueueMappingInfo.from_json(stream.read_part(f"topic queue mapping #{i}"))
+            infos[info.topic] = info
+    return data_version, topics, filter_servers, infos
+
+
+def _topic_beans(lines, _count):
+    table = {}
+    for i, raw in enumerate(lines):
+        topic = TopicConfig.from_part(raw, i)
+        table[topic.topic_name] = topic
+    return table
 
 
 class RegisterBrokerBody(JsonBean):
@@ -652,31 +722,14 @@ class RegisterBrokerBody(JsonBean):
             return cls()
         if not compressed:
             return cls.from_json(data)
-        stream = _Inflated(data, max_inflated)
+        data_version, table, filter_servers, infos = read_compressed(
+            data, broker_version, _topic_beans, max_inflated)
         self = cls()
+        self.filter_server_list = filter_servers
         wrapper = self.topic_config_serialize_wrapper
-        wrapper.data_version = DataVersion.from_json(stream.read_part("DataVersion"))
-        table = wrapper.topic_config_table
-        count = stream.read_int("topic count")
-        for i in range(count):  # a negative count reads no topic, as Java's loop
-            line = _utf8(stream.read_part(f"topic config #{i}"), f"topic config #{i}")
-            topic = TopicConfig.from_text(line, f"TopicConfig #{i}")
-            table[topic.topic_name] = topic
-        raw = stream.read_part("filter server list")
-        try:  # Java logs a broken list and goes on with an empty one
-            filter_servers = fastjson.loads(raw)
-            self.filter_server_list = list_of(STR).load(filter_servers, "filterServerList")
-        except BodyDecodeError:
-            self.filter_server_list = []
-        if broker_version >= MQVersion.V5_0_0:
-            infos = wrapper.topic_queue_mapping_info_map
-            count = stream.read_int("topic queue mapping count")
-            for i in range(count):
-                raw = stream.read_part(f"topic queue mapping #{i}")
-                info = TopicQueueMappingInfo.from_json(raw)
-                infos[info.topic] = info
-        else:
-            wrapper.topic_queue_mapping_info_map = None
+        wrapper.data_version = data_version
+        wrapper.topic_config_table = table
+        wrapper.topic_queue_mapping_info_map = infos
         wrapper.mapping_data_version = None
         wrapper.topic_queue_mapping_detail_map = None
         return self

@@ -16,6 +16,7 @@ component declares with :func:`register_key`. ``-D`` keys with a dot are Java sy
 import difflib
 
 from ..namesrv.config import NamesrvConfig, NettyServerConfig
+from ..namesrv.processor.registration import MAX_TOPICS_KEY
 
 __all__ = ["PropertyError", "check_properties", "register_key", "known_keys", "Spec"]
 
@@ -131,6 +132,7 @@ def _builtin_specs():
                                               "separated by commas"),
         "aclEnable": BOOL,
         "aclConfigPath": TEXT,
+        MAX_TOPICS_KEY: _int_spec(0, _INT_MAX, "a number of topics"),
         # Java system properties mqnamesrv reads
         "rocketmq.home.dir": TEXT, "user.home": TEXT,
     })

@@ -17,6 +17,7 @@ import os
 import sys
 
 from twisted.application.service import MultiService, Service
+from twisted.internet.interfaces import IReactorFromThreads
 from twisted.logger import Logger
 from twisted.python import usage
 
@@ -29,6 +30,7 @@ from ..transport.client import OnewayNotifier
 from ..transport.factory import RemotingServerFactory
 from ..transport.limits import ServerLimits, raise_open_files_limit
 from ..transport.metrics import ServerMetrics
+from ..transport.offload import DecodePool
 from ..transport.tls import TLS_KEYS, TlsMode, TlsSettings, TlsUnavailableError, build_context_factory
 from .allocator import tune_allocator
 from .housekeeping import BrokerHousekeepingService
@@ -183,15 +185,24 @@ def _tls_settings(props):
     return TlsSettings.from_properties(merged)
 
 
-class _Closer(Service):
-    """Runs ``close()`` when the service tree stops (the oneway notifier's connections)."""
+class _Hooks(Service):
+    """Runs ``start()`` and ``stop()`` with the service tree (the decode pool's thread, the
+    oneway notifier's connections)."""
 
-    def __init__(self, close):
-        self._close = close
+    def __init__(self, name, start=None, stop=None):
+        self.name = name
+        self._start = start
+        self._stop = stop
+
+    def startService(self):
+        super().startService()
+        if self._start is not None:
+            self._start()
 
     def stopService(self):
         super().stopService()
-        self._close()
+        if self._stop is not None:
+            self._stop()
 
 
 def makeService(options, reactor=None):
@@ -222,6 +233,9 @@ def makeService(options, reactor=None):
     housekeeping = BrokerHousekeepingService(metrics.counting_channel_destroy(route.on_channel_destroy),
                                              submit)
     cache = AnswerCache(processor.answer_stamp) if options["answerCache"] else None
+    # big registration bodies are decoded on its thread; a fake reactor that takes no calls
+    # from threads (in-process tests) gets everything done on the spot
+    decode_pool = DecodePool(reactor) if IReactorFromThreads.providedBy(reactor) else None
 
     settings = options["tls"]
     context = None
@@ -236,7 +250,7 @@ def makeService(options, reactor=None):
         tls_context_factory=context, send_buffer=netty.server_socket_snd_buf_size,
         receive_buffer=netty.server_socket_rcv_buf_size,
         write_high_water_mark=netty.write_buffer_high_water_mark, answer_cache=cache,
-        limits=options.get("limits"), metrics=metrics)
+        limits=options.get("limits"), metrics=metrics, decode_pool=decode_pool)
     if factory.governor.limits.max_connections:  # one descriptor per connection, and some spare
         raise_open_files_limit(factory.governor.limits.max_connections + 256)
     interval = (SCAN_INTERVAL_49_MS if profile.fixed_broker_timeout_ms is not None
@@ -244,12 +258,15 @@ def makeService(options, reactor=None):
 
     top = MultiService()
     # Started in this order, stopped in reverse: the server stops listening and closes its
-    # connections first, the scan stops, the KV file is flushed, and the batch queue applies
-    # what is left (later close events of a stopping server change nothing that survives).
+    # connections first, the scan stops, the decode pool finishes what it holds (for nobody),
+    # the KV file is flushed, and the batch queue applies what is left (later close events of
+    # a stopping server change nothing that survives).
     batch.setServiceParent(top)
     KVConfigService(kv, reactor, load=False).setServiceParent(top)
     if notifier is not None:
-        _Closer(notifier.close).setServiceParent(top)
+        _Hooks("oneway-notifier", stop=notifier.close).setServiceParent(top)
+    if decode_pool is not None:
+        _Hooks("decode-pool", decode_pool.start, decode_pool.stop).setServiceParent(top)
     ScanNotActiveBrokerService(metrics.counting_scan(route.scan_not_active_broker),
                                factory.close_channel, submit, reactor,
                                interval_ms=interval).setServiceParent(top)

@@ -37,6 +37,8 @@ class RemotingServerFactory(ServerFactory):
         (a fresh one when None).
     :param limits: a :class:`~rocketpy.transport.limits.ServerLimits` (max connections, the
         per-turn request budget and shedding, pending frame memory); None = the defaults.
+    :param decode_pool: a :class:`~rocketpy.transport.offload.DecodePool` for the costly
+        decodes the processor hands back as Pending work; None = all work on the reactor thread.
     """
 
     protocol = RemotingServerProtocol
@@ -46,7 +48,7 @@ class RemotingServerFactory(ServerFactory):
     def __init__(self, processor, listener=None, *, clock, max_frame_length=DEFAULT_MAX_FRAME_LENGTH,
                  idle_seconds=120, tls_mode=TlsMode.PERMISSIVE, tls_context_factory=None,
                  send_buffer=0, receive_buffer=0, write_high_water_mark=0, answer_cache=None,
-                 metrics=None, limits=None):
+                 metrics=None, limits=None, decode_pool=None):
         self.processor = processor
         self.listener = listener
         self.clock = clock
@@ -58,6 +60,7 @@ class RemotingServerFactory(ServerFactory):
         self.receive_buffer = receive_buffer
         self.write_high_water_mark = write_high_water_mark
         self.answer_cache = answer_cache
+        self.decode_pool = decode_pool
         self.metrics = metrics if metrics is not None else ServerMetrics()
         self.governor = LoadGovernor(limits, clock, getattr(processor, "overload_response", None),
                                      self.metrics)

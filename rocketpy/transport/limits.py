@@ -73,7 +73,8 @@ TROUBLE_EVENTS = {
     "connection.refused": "a connection closed before it was served (max connections, TLS mode)",
     "frame.bad": "a frame over the length limit or that did not decode; its connection is closed",
     "request.shed": "requests answered SYSTEM_BUSY [OVERLOAD] instead of being processed "
-                    "(logged once per connection and overload episode)",
+                    "(logged once per connection and overload episode; a full decode pool: "
+                    "reason 'decode queue', logged at the 1st, 2nd, 4th... refusal)",
     "overload.start": "a reactor turn ran out of request budget: shedding starts",
     "overload.end": "a turn served everything again; the episode's shed count",
     "connection.expired": "closed by a timeout: idle (no traffic), slow frame (slow loris)",
@@ -451,6 +452,23 @@ class LoadGovernor:
         if flag & FLAG_ONEWAY:
             return None  # Java's writeResponse sends nothing for a oneway request
         return self.answer.encode_for(opaque)
+
+    def refuse_work(self, proto, request, refused):
+        """The decode pool is full (:mod:`rocketpy.transport.offload`): Java's SYSTEM_BUSY
+        "[OVERLOAD]..." answer to ``request`` (None for a oneway one), counted as shed and
+        logged at the 1st, 2nd, 4th, 8th... of the pool's ``refused`` refusals, so a flood of
+        big bodies costs a few log lines."""
+        self.shed_total += 1
+        if refused & (refused - 1) == 0:
+            trouble(self.log, "request.shed", proto.remote_addr, "decode queue",
+                    "{peer}: the decode pool is full; answering request code {code} with "
+                    "SYSTEM_BUSY [OVERLOAD] ({refused} refused so far)",
+                    code=request.code, refused=refused)
+        if self._metrics is not None:
+            self._metrics.overload(request.code)
+        if request.flag & FLAG_ONEWAY:
+            return None
+        return self.answer.encode_for(request.opaque)
 
     def throttle(self, proto):
         """``proto`` used its share of this turn: it joins the end of the queue."""

@@ -16,6 +16,13 @@ Java stacks ``HandshakeHandler`` -> ``TlsModeHandler`` -> ``NettyDecoder`` (a
   with one ``writeSequence``. Requests are answered in arrival order (Java may answer pipelined
   requests out of order, since its executors run them concurrently; in order is one of the orders
   Java can produce). A processor may return a Deferred; that answer is written when it fires.
+* Costly decodes off the reactor thread: with a decode pool (:mod:`rocketpy.transport.offload`)
+  the processor may answer a request with a :class:`~rocketpy.namesrv.pending.Pending` (a big
+  REGISTER_BROKER body). Its ``work`` runs on the pool's thread while this connection is paused
+  -- its later frames wait, so a broker's REGISTER and QUERY_DATA_VERSION are still answered
+  in order -- and everyone else is served; ``finish`` then runs on the reactor thread, the
+  answer is written and the connection resumes. A connection gone by then gets nothing, and
+  its registration is not applied. A full pool answers SYSTEM_BUSY "[OVERLOAD]...".
 * Flow control (Java ``channelWritabilityChanged`` turns auto-read off): the protocol is a
   streaming producer for its own transport. When the transport's write buffer passes its high
   water mark it pauses us, we stop reading the socket and stop serving frames already buffered,
@@ -28,6 +35,7 @@ Java stacks ``HandshakeHandler`` -> ``TlsModeHandler`` -> ``NettyDecoder`` (a
 
 Channel events go to an :class:`~rocketpy.transport.interfaces.IChannelEventListener`.
 """
+from functools import partial
 from time import perf_counter
 
 from twisted.internet.defer import Deferred
@@ -37,6 +45,7 @@ from twisted.internet.protocol import Protocol, connectionDone
 from twisted.logger import Logger
 from zope.interface import implementer
 
+from ..namesrv.pending import Pending
 from ..remoting.command import FLAG_ONEWAY, FLAG_RESPONSE
 from ..remoting.errors import RemotingCodecError
 from ..remoting.frame import decode_frame
@@ -81,13 +90,18 @@ class RemotingServerProtocol(Protocol):
     _reading_ahead = False  # the read size is raised for a big incomplete frame
     #: this turn's request budget is spent: not read again until the next turn (limits.py)
     throttled = False
+    #: a request's work is on the decode pool: not read again until it is answered
+    waiting = False
     #: language and version of the peer's latest request (the status page shows them)
     peer_language = None
     peer_version = None
 
     def __init__(self, server):
         self.server = server
+        self._pool = server.decode_pool
         self._process = server.processor.process
+        if self._pool is not None:  # the processor may hand back Pending work for the pool
+            self._process = partial(self._process, offload=True)
         self._clock = server.clock
         self._max = server.max_frame_length
         self._cache = server.answer_cache
@@ -197,7 +211,7 @@ class RemotingServerProtocol(Protocol):
 
     def resumeProducing(self):
         self._flow_paused = False
-        if self.paused and not self.closing and not self.throttled:
+        if self.paused and not self.closing and not self.throttled and not self.waiting:
             self._resume()
 
     def _throttle(self):
@@ -211,7 +225,7 @@ class RemotingServerProtocol(Protocol):
     def unthrottle(self):
         """A new turn (called by the governor): serve what waits, read again."""
         self.throttled = False
-        if self.paused and not self.closing and not self._flow_paused:
+        if self.paused and not self.closing and not self._flow_paused and not self.waiting:
             if peer_gone(self.transport):  # a queued socket is not read: is anyone still there?
                 self.transport.abortConnection()
                 return
@@ -429,6 +443,8 @@ class RemotingServerProtocol(Protocol):
                 return None
             response = request.create_response(SYSTEM_ERROR, remark="internal error, see the server log")
             key = None
+        if response.__class__ is Pending:
+            return self._offload(response, request, started)
         if response is None or flag & FLAG_ONEWAY:
             self._metrics.request(request.code, None, perf_counter() - started)
             return None
@@ -448,8 +464,40 @@ class RemotingServerProtocol(Protocol):
 
     def _late_failure(self, failure, request):
         self.log.failure("process request exception, remoteAddr: {addr}", failure, addr=self.remote_addr)
-        if not self.closing:
+        if not self.closing and not request.flag & FLAG_ONEWAY:
             self._write([request.create_response(SYSTEM_ERROR, remark=failure.getErrorMessage()).encode()])
+
+    # -- work on the decode pool ------------------------------------------------------------
+
+    def _offload(self, pending, request, started):
+        """Run ``pending.work`` on the decode pool and stop reading until it is answered; the
+        SYSTEM_BUSY answer when the pool is full. Returns what ``_handle`` returns."""
+        pool = self._pool
+        d = pool.submit(pending.work)
+        if d is None:
+            return self._gate.refuse_work(self, request, pool.refused)
+        self.waiting = True
+        if not self.paused:
+            self.paused = True
+            self.transport.pauseProducing()
+        d.addCallback(self._finish, pending, request, started)
+        d.addErrback(self._late_failure, request)
+        d.addCallback(self._done_waiting)
+        return None
+
+    def _finish(self, result, pending, request, started):
+        """Back on the reactor thread: apply the result and answer, unless the peer is gone."""
+        if self.closing:
+            return
+        response = pending.finish(result)
+        code = None if response is None else getattr(response, "code", -1)
+        self._metrics.request(request.code, code, perf_counter() - started)
+        self._late_answer(response, request)
+
+    def _done_waiting(self, _):
+        self.waiting = False
+        if self.paused and not self.closing and not self._flow_paused and not self.throttled:
+            self._resume()
 
 
 def encode_answer(response, request):

@@ -13,6 +13,10 @@ same way). Oneway requests are applied and get no answer. Unknown codes get
 REQUEST_CODE_NOT_SUPPORTED with the opaque echoed, except under the 4.9 profile, where the
 Java processor returns null and nothing is sent.
 
+A handler may return a :class:`~rocketpy.namesrv.pending.Pending` (REGISTER_BROKER with a big
+body): ``process`` finishes it at once, or, for a transport that asked (``offload=True``),
+hands back the Pending of the answer so the decode can run on a worker thread.
+
 Before a handler runs, the :class:`~rocketpy.namesrv.acl.AccessControl` (rocketpy's addition,
 off unless configured) may refuse an administrative request with NO_PERMISSION.
 """
@@ -26,9 +30,10 @@ from rocketpy.remoting.javahash import hashmap_ordered
 
 from ..acl import AccessControl
 from ..config import Configuration
+from ..pending import Pending
 from ..route_cache import RouteCache
 from . import admin, broker, kv, route, topics
-from .registration import RegistrationBodies
+from .registration import RegistrationBodies, max_topics_from_properties
 from .replies import Reply, java_exception_remark
 
 __all__ = ["DefaultRequestProcessor", "handler_table", "Reply"]
@@ -125,6 +130,7 @@ class DefaultRequestProcessor:
         self.cluster_test = bool(self.namesrv_config.cluster_test)
         self.route_cache = route_cache or RouteCache(route_info_manager)
         self.registration_bodies = RegistrationBodies()
+        self.register_max_topics = max_topics_from_properties(configuration.all_configs)
         self.handlers = handler_table(self.profile)
         # read once, like the black list; AclConfigError (a bad setting) stops the start
         if access_control is None:
@@ -132,17 +138,20 @@ class DefaultRequestProcessor:
         self.access_control = access_control
         self._guarded = self.access_control.codes
 
-    def process(self, request, channel, now_ms):
-        """The answer to ``request`` from ``channel`` at ``now_ms``; None when nothing is sent."""
+    def process(self, request, channel, now_ms, offload=False):
+        """The answer to ``request`` from ``channel`` at ``now_ms``; None when nothing is sent.
+
+        A request with costly pure work (a big registration body) is answered after that work;
+        with ``offload`` it is answered by a :class:`~rocketpy.namesrv.pending.Pending` of the
+        answer instead, for a caller that runs its ``work`` on another thread.
+        """
         handler = self.handlers.get(request.code)
         if handler is not None and request.code in self._guarded:
             refusal = self.access_control.decide(request, channel)
             if refusal is not None:
                 log.warning("request %s from %s refused: %s", request.code,
                             getattr(channel, "remote_addr", channel), refusal)
-                if request.is_oneway:
-                    return None
-                return self.respond(request, Reply(ResponseCode.NO_PERMISSION, refusal))
+                return self._answer(request, Reply(ResponseCode.NO_PERMISSION, refusal))
         failed = False
         try:
             if handler is None:
@@ -152,18 +161,46 @@ class DefaultRequestProcessor:
                               f" request type {request.code} not supported")
             else:
                 reply = handler(self, request, channel, now_ms)
-        except (RemotingCodecError, ValueError, TypeError, KeyError, AttributeError) as exc:
+        except Exception as exc:  # never let a request take the server down
+            reply = self._failure(exc, request, channel)
+            failed = True
+        if reply.__class__ is Pending:
+            pending = self._later(reply, request, channel)
+            return pending if offload else pending.run()
+        return self._answer(request, reply, failed)
+
+    def _answer(self, request, reply, failed=False):
+        return None if request.is_oneway else self.respond(request, reply, failed)
+
+    def _failure(self, exc, request, channel):
+        """SYSTEM_ERROR with a Java-like remark for a request that raised; a codec error
+        (bad input) is a warning, anything else a bug, logged with its traceback."""
+        if isinstance(exc, (RemotingCodecError, ValueError, TypeError, KeyError, AttributeError)):
             log.warning("request %s from %s failed: %s", request.code,
                         getattr(channel, "remote_addr", channel), exc)
-            reply = Reply(ResponseCode.SYSTEM_ERROR, _failure_remark(exc))
-            failed = True
-        except Exception as exc:  # never let a request take the server down
-            log.exception("request %s failed", request.code)
-            reply = Reply(ResponseCode.SYSTEM_ERROR, _failure_remark(exc))
-            failed = True
-        if request.is_oneway:
-            return None
-        return self.respond(request, reply, failed)
+        else:
+            log.error("request %s failed", request.code, exc_info=exc)
+        return Reply(ResponseCode.SYSTEM_ERROR, _failure_remark(exc))
+
+    def _later(self, pending, request, channel):
+        """A handler's Pending reply as the Pending of the answer frame: an exception in its
+        work (on whatever thread) or its finish is answered as a handler's would be."""
+        def work():
+            try:
+                return pending.work(), None
+            except Exception as exc:  # handed to finish: logged and answered on the reactor
+                return None, exc
+
+        def finish(outcome):
+            result, exc = outcome
+            if exc is None:
+                try:
+                    return self._answer(request, pending.finish(result))
+                except Exception as raised:
+                    exc = raised
+            return self._answer(request, self._failure(exc, request, channel), True)
+
+        return Pending(work, finish)
 
     def answer_stamp(self, request, channel, now_ms):
         """For a transport that reuses encoded answers (:mod:`rocketpy.transport.answercache`):

@@ -3,8 +3,11 @@ registerBroker, unregisterBroker, queryBrokerTopicConfig, brokerHeartbeat,
 getBrokerMemberGroup).
 
 Codes 103, 104, 322, 904 and 901. Registration bodies become route records in
-:mod:`.registration`.
+:mod:`.registration`; a big one comes back as a :class:`~rocketpy.namesrv.pending.Pending`,
+and so does the registration's answer.
 """
+from functools import partial
+
 from rocketpy.remoting import bodies
 from rocketpy.remoting.codes import ResponseCode
 from rocketpy.remoting.headers import (ZONE_NAME, BrokerHeartbeatRequestHeader,
@@ -14,6 +17,7 @@ from rocketpy.remoting.headers import (ZONE_NAME, BrokerHeartbeatRequestHeader,
 
 from ..answers import encode_broker_member_group, encode_data_version
 from ..model import ORDER_TOPIC_CONFIG, UnRegisterBrokerRequest
+from ..pending import Pending
 from .registration import data_version_from_bean, decode_registration
 from .replies import NOT_SET_REMARK, Reply, error, ok
 
@@ -24,6 +28,12 @@ __all__ = ["register_broker", "unregister_broker", "query_data_version", "broker
 def register_broker(proc, request, channel, now_ms):
     header = RegisterBrokerRequestHeader.from_ext_fields(request.ext_fields)
     decoded = decode_registration(proc, request, header)  # checks bodyCrc32 first, as Java
+    if isinstance(decoded, Pending):  # a big body: decoded first, maybe on another thread
+        return decoded.then(partial(_register, proc, request, header, channel, now_ms))
+    return _register(proc, request, header, channel, now_ms, decoded)
+
+
+def _register(proc, request, header, channel, now_ms, decoded):
     if isinstance(decoded, Reply):
         return decoded
     wrapper, filter_servers = decoded
