@@ -168,9 +168,11 @@ def main(argv=None):
     print(f"plain read          : {mb:8.0f} MB in {el:7.1f} s = {mb / el:8.1f} MB/s", flush=True)
     if not a.skip_inprocess:
         frames, el, stats = bench_inprocess(a.out)
+        from rocketpy.capture.rows import _memo_summary
+        memo = _memo_summary.cache_info()
         print(f"in-process          : {mb:8.0f} MB in {el:7.1f} s = {mb / el:8.1f} MB/s, "
-              f"{frames / el:9.0f} frames/s ({frames} frames, {stats.get('packets')} packets)",
-              flush=True)
+              f"{frames / el:9.0f} frames/s ({frames} frames, {stats.get('packets')} packets; "
+              f"body summaries remembered {memo.hits} times, computed {memo.misses})", flush=True)
     if not a.skip_spark:
         runs = [("split", [a.out])]
         if a.files:

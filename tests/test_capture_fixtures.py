@@ -151,3 +151,57 @@ def test_counts_match_tshark_payload_export(decoded, tmp_path):
         assert len(rows) == frames[fi], f.name
         assert collections.Counter(r["code"] for r in rows if not r["is_response"]) == requests[fi]
         assert collections.Counter(r["code"] for r in rows if r["is_response"]) == responses[fi]
+
+
+def test_compressed_registration_summary_counts_as_the_codec():
+    """The summary reads only a compressed body's first parts; its topic count is the one the
+    codec's whole decode finds, for every compressed registration captured."""
+    from fuzzharness import corpus
+    from rocketpy.capture.rows import body_summary
+    from rocketpy.remoting.bodies import RegisterBrokerBody
+    seen = 0
+    for frame in corpus():
+        cmd = decode_frame(frame)
+        if cmd.code == 103 and not cmd.flag & 1 and (cmd.ext_fields or {}).get("compressed") == "true":
+            whole = RegisterBrokerBody.decode(cmd.body, True, broker_version=cmd.version)
+            assert body_summary(cmd).endswith(f" topics={len(whole.topic_config_table)} compressed")
+            seen += 1
+    assert seen >= 10
+
+
+def test_compressed_summary_of_a_zip_bomb_inflates_almost_nothing():
+    import tracemalloc
+    from fuzzharness import topic_line_bomb, zip_bomb_fast
+    from rocketpy.capture.rows import body_summary
+    from rocketpy.remoting.command import RemotingCommand
+    for body, expect in ((zip_bomb_fast(1024), None),
+                         (topic_line_bomb(3_000_000), "broker=b cluster=c topics=3000000 compressed")):
+        cmd = RemotingCommand.request(103, {"brokerName": "b", "clusterName": "c",
+                                            "compressed": "true"}, body)
+        tracemalloc.start()
+        try:
+            summary = body_summary(cmd)
+            peak = tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+        assert summary == expect and peak < 4 << 20   # the body itself is ~1 MiB; inflated 1 GiB
+
+
+def test_memoised_body_summaries_are_the_summaries():
+    """A body seen again gets the summary computed afresh, for every captured frame (the memo
+    is keyed on everything a summary reads: body, broker and cluster names, registration)."""
+    from fuzzharness import corpus
+    from rocketpy.capture import rows
+    rows._memo_summary.cache_clear()
+    frames = [decode_frame(f) for f in corpus()]
+    with_body = [cmd for cmd in frames if cmd.body]
+    assert len(with_body) > 1000
+    first = [rows.body_summary(cmd) for cmd in with_body]
+    again = [rows.body_summary(cmd) for cmd in with_body]
+    ext = [cmd.ext_fields or {} for cmd in with_body]
+    fresh = [rows._summary(e.get("brokerName"), e.get("clusterName"),
+                           cmd.code == 103 and not cmd.flag & 1, cmd.body)
+             for cmd, e in zip(with_body, ext)]
+    assert first == again == fresh
+    assert rows._memo_summary.cache_info().hits >= len(with_body)
+    assert sum(s is not None for s in fresh) > 500

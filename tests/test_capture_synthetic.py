@@ -375,3 +375,37 @@ def test_split_ranges_read_every_packet_once(tmp_path, fmt, monkeypatch):
     for a, b in zip(cuts, cuts[1:]):
         got += [(x.offset, x.data) for x in range_packets(str(p), info, a, b)]
     assert got == whole
+
+
+def test_ethernet_ipv4_shortcut_reads_as_the_general_path():
+    """``decode_tcp``'s one-read shortcut for untagged Ethernet + IPv4 + TCP gives the segment
+    the general path gives for the same IP packet (read as raw IP), on genuine packets and on
+    damaged copies: cut short, options, fragments, other protocols, odd total lengths."""
+    import struct
+    from pathlib import Path
+    from rocketpy.capture.layers import decode_tcp
+    fixtures = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "pcap"
+    rng = random.Random(7)
+    packets = []
+    for path in sorted(fixtures.glob("*.pcap"))[:12]:
+        with open(path, "rb") as f:
+            info = read_capture_info(f.read(1 << 16))
+            f.seek(info.data_offset)
+            packets += [p.data for p in iter_packets(f, info) if info.linktype == 1]
+    assert len(packets) > 1000
+    checked = 0
+    for data in packets[::3]:
+        variants = [data, data[:rng.randrange(14, len(data) + 1)]]
+        for pos, value in ((14, 0x46), (23, 17), (20, 0x20), (21, 0x01), (16, 0), (17, 0),
+                           (16, 0xFF), (46, 0x30), (46, 0xF0)):
+            if len(data) > pos:
+                variants.append(data[:pos] + bytes((value,)) + data[pos + 1:])
+        for v in variants:
+            if len(v) <= 14 or v[12:14] != b"\x08\x00":
+                continue
+            stats_fast, stats_general = {}, {}
+            assert decode_tcp(1, v, stats_fast) == decode_tcp(101, v[14:], stats_general), v.hex()
+            assert stats_fast == stats_general
+            checked += 1
+    assert checked > 3000
+    assert struct.calcsize("!12xHBxH2xHxB2x4s4sHHIIBB") == 48

@@ -94,6 +94,75 @@ def test_json_values_in_every_body_reader(value):
             pass
 
 
+_JSON_VALUES = st.recursive(st.none() | st.booleans() | st.integers() | st.floats() | st.text(),
+                            lambda kids: (st.lists(kids, max_size=3)
+                                          | st.dictionaries(st.text(max_size=6), kids, max_size=3)),
+                            max_leaves=8)
+_HEADER_FIELDS = ("code", "flag", "language", "opaque", "version", "remark", "extFields")
+
+
+def _header_outcome(reader, header):
+    try:
+        command = reader(header)
+    except HeaderDecodeError as exc:
+        return "error", str(exc)
+    return (command.code, command.language, command.version, command.opaque, command.flag,
+            command.remark, command.ext_fields, command.serialize_type)
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(frame=st.sampled_from([f for f in CORPUS if f[4] == 0]),
+       changes=st.dictionaries(st.sampled_from(_HEADER_FIELDS),
+                               _JSON_VALUES | st.sampled_from(["JAVA", "CPP", "GO", "java"])
+                               | st.sampled_from(fh._INTERESTING_INTS)
+                               | st.dictionaries(st.text(max_size=6),
+                                                 st.text(max_size=6) | _JSON_VALUES, max_size=3),
+                               max_size=3),
+       drop=st.lists(st.sampled_from(_HEADER_FIELDS), max_size=2))
+def test_usual_json_header_shortcut_reads_as_the_full_reader(frame, changes, drop):
+    """Genuine JSON headers with fields replaced or dropped: the shortcut every capture frame
+    takes gives the full reader's command, and declines (None) whatever it does not handle."""
+    from rocketpy.remoting import frame as codec_frame
+    obj = json.loads(frame[8:8 + int.from_bytes(frame[5:8], "big")])
+    obj.update(changes)
+    for field in drop:
+        obj.pop(field, None)
+    header = json.dumps(obj).encode()
+    fast = codec_frame._decode_usual_json_header(header)
+    full = _header_outcome(codec_frame._decode_any_json_header, header)
+    if fast is not None:
+        assert _header_outcome(lambda h: fast, header) == full
+    assert _header_outcome(codec_frame._decode_json_header, header) == full
+
+
+def test_usual_json_header_shortcut_on_every_odd_value_of_every_field():
+    """Each header field set to each interesting value (and dropped), on genuine headers."""
+    from rocketpy.remoting import frame as codec_frame
+    values = [*fh._INTERESTING_INTS, *fh._INTERESTING_STRINGS, None, True, 1.5, [], {}, {"a": 1},
+              {"a": None}, {"a": "b"}, "JAVA", "CPP", "GO", "OTHER"]
+    genuine = [f for f in CORPUS if f[4] == 0][::97]
+    for frame in genuine:
+        base = json.loads(frame[8:8 + int.from_bytes(frame[5:8], "big")])
+        for field in _HEADER_FIELDS:
+            for value in [*values, _HEADER_FIELDS]:     # the tuple stands for "dropped"
+                obj = dict(base)
+                if value is _HEADER_FIELDS:
+                    obj.pop(field, None)
+                else:
+                    obj[field] = value
+                header = json.dumps(obj).encode()
+                fast = codec_frame._decode_usual_json_header(header)
+                full = _header_outcome(codec_frame._decode_any_json_header, header)
+                assert fast is None or _header_outcome(lambda h: fast, header) == full, (field, value)
+
+
+def test_usual_json_header_shortcut_takes_every_genuine_json_header():
+    from rocketpy.remoting import frame as codec_frame
+    headers = [f[8:8 + int.from_bytes(f[5:8], "big")] for f in CORPUS if f[4] == 0]
+    assert len(headers) > 1900
+    assert all(codec_frame._decode_usual_json_header(h) is not None for h in headers)
+
+
 # ------------------------------------------------------------------ memory stays bounded
 
 def _peak(fn):

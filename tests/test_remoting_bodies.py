@@ -8,7 +8,7 @@ import struct
 import zlib
 
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import example, given, settings, strategies as st
 
 from rocketpy.remoting import bodies as B, fastjson
 from rocketpy.remoting.codes import MQVersion
@@ -381,3 +381,22 @@ def test_random_compressed_registrations_roundtrip(topics, counter, filters, map
     assert back.encode(compress=True) == data
     json_form = body.encode()
     assert B.RegisterBrokerBody.decode(json_form, False) == body
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.recursive(
+    st.integers() | st.text(alphabet='{},:"\\ 0123ab-\u00e9'),
+    lambda kids: (st.lists(kids, max_size=3)
+                  | st.dictionaries(st.integers(-50, 50) | st.text(alphabet='{},:"0 1a', max_size=5),
+                                    kids, max_size=3)),
+    max_leaves=10))
+@example({"a,1:b": {0: "x{2:y"}, 3: [{"k": ",4 : "}]})
+@example([{",5:": 1}, {6: "{7:"}])
+def test_int_key_marking_shortcut_equals_the_string_aware_pattern(value):
+    """fastjson's int-key marking without backslashes (quote parity) marks exactly what the
+    string-aware pattern marks, for any nesting of int keys and strings full of '{', ',', ':'
+    and quotes; and the parsed value comes back with its int keys."""
+    from rocketpy.remoting import fastjson as fj
+    text = fj.dumps(value).decode("utf-8")
+    assert fj._mark_int_keys(text) == fj._UNQUOTED_KEY.sub(fj._mark_int_key, text)
+    assert fj.loads(text) == value

@@ -125,11 +125,46 @@ class FrameExtractor:
             data = data[k:]
         buf = self.buf
         if not buf:
+            if self.found and self.synced:
+                data = self._whole_frames(data, ts)
+                if not data:
+                    return
             self.first_ts = ts
         buf += data
         if len(buf) < self._need:
             return
         self._parse(ts)
+
+    def _whole_frames(self, data: bytes, ts: int) -> bytes:
+        """Cut the whole frames at the start of ``data`` without buffering them; the rest.
+
+        The usual segment of an in-step stream holds whole frames (most often exactly one), so
+        they are sliced from the segment itself. The checks are those of
+        :func:`plausible_frame_start` without the header (as ``_parse`` applies them once a
+        stream is known to be RocketMQ); anything else is left to ``_parse``.
+        """
+        n = len(data)
+        pos = 0
+        mfl = self.max_frame_length
+        out = self.out
+        offset = self.offset
+        while n - pos >= 9:
+            length = int.from_bytes(data[pos:pos + 4], "big")
+            total = length + 4
+            if n - pos < total or total > mfl:
+                break
+            stype = data[pos + 4]
+            hlen = int.from_bytes(data[pos + 5:pos + 8], "big")
+            if (hlen == 0 or hlen > length - 4 or stype > 1
+                    or (data[pos + 8] != 0x7B if stype == 0 else hlen < _ROCKETMQ_MIN_HEADER)):
+                break
+            out.append(Frame(data if total == n else data[pos:pos + total], ts, ts,
+                             offset + pos, total))
+            pos += total
+        if pos:
+            self.offset = offset + pos
+            data = data[pos:]
+        return data
 
     def gap(self, n: int, ts: int) -> None:
         if self.abandoned:

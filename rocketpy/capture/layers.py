@@ -35,7 +35,11 @@ _U32BE = struct.Struct("!I")
 _IPV4 = struct.Struct("!BxHHHBB")        # ver/ihl, total length, id, frag, ttl, proto
 _IPV6 = struct.Struct("!HB")             # payload length (at +4), next header (at +6)
 _TCP = struct.Struct("!HHIIBB")          # sport dport seq ack data-offset flags
-_IPV6_EXT = (0, 43, 60, 51, 135, 139, 140)  # hop-by-hop, routing, dest opts, AH, mobility, HIP, shim6
+_IPV6_EXT = (0, 43, 60, 51, 135, 139, 140)
+#: Ethernet without VLAN tag + IPv4 without options + TCP, in one read: nearly every packet of a
+#: capture taken on a host or a switch port (ethertype, ver/ihl, total, frag, proto, src, dst,
+#: sport, dport, seq, ack, data offset, flags).
+_ETH_IPV4_TCP = struct.Struct("!12xHBxH2xHxB2x4s4sHHIIBB")  # hop-by-hop, routing, dest opts, AH, mobility, HIP, shim6
 
 
 class Segment(NamedTuple):
@@ -111,6 +115,18 @@ def decode_tcp(linktype: int, data: bytes, stats: dict | None = None) -> Segment
     IP fragments are skipped (counted as ``ip_fragments``): RocketMQ peers send TCP segments
     that fit the path MTU, and reassembling IP fragments is out of scope.
     """
+    if linktype == 1 and len(data) >= 48:
+        etype, vihl, total, frag, proto, src, dst, sport, dport, seq, ack, doff, flags = \
+            _ETH_IPV4_TCP.unpack_from(data)
+        if etype == _ETHER_IPV4 and vihl == 0x45 and proto == 6 and not frag & 0x3FFF:
+            n = len(data)
+            end = 14 + total if total else n
+            p = 34 + (doff >> 4) * 4
+            if end >= p:
+                if end > n:
+                    return Segment(src, sport, dst, dport, seq, ack, flags,
+                                   data[p:] if p < n else b"", end - max(p, n))
+                return Segment(src, sport, dst, dport, seq, ack, flags, data[p:end], 0)
     l3 = _l3_offset(linktype, data)
     if l3 is None:
         if stats is not None:
@@ -151,7 +167,7 @@ def decode_tcp(linktype: int, data: bytes, stats: dict | None = None) -> Segment
             nxt, hl = data[l4], data[l4 + 1]
             l4 += (hl + 2) * 4 if nxt == 51 else (hl + 1) * 8
         end = off + 40 + plen if plen else n   # jumbogram / TSO: use what is there
-    if n < l4 + 13:
+    if n < l4 + 14:
         return _short(stats)
     sport, dport, seq, ack, doff, flags = _TCP.unpack_from(data, l4)
     p = l4 + (doff >> 4) * 4

@@ -70,11 +70,14 @@ class Reassembler:
         nxt = self.next
         if nxt is None:
             self.next = nxt = seq
-        rel = _rel(seq, nxt)
-        if rel == 0 and not self.pending:           # the common case: in order, nothing waiting
+        if seq == nxt and not self.pending:         # the common case: in order, nothing waiting
             self.next = (nxt + n) & _MASK
-            self._deliver(payload, missing, ts)
+            if missing:
+                self._deliver(payload, missing, ts)
+            else:
+                self.sink.data(payload, ts)
             return
+        rel = _rel(seq, nxt)
         if rel + n <= 0:
             self.stats["retransmitted_bytes"] = self.stats.get("retransmitted_bytes", 0) + n
             return

@@ -9,6 +9,7 @@ Spark job's Parquet output and ``docs/capture.md``: columns are only ever added 
 """
 from __future__ import annotations
 
+import functools
 import zlib
 
 from rocketpy.remoting import decode_frame
@@ -50,6 +51,12 @@ SCHEMA: list[tuple[str, str]] = [
 COLUMNS = [name for name, _ in SCHEMA]
 
 _SERIALIZE = {0: "JSON", 1: "ROCKETMQ"}
+#: a DataVersion's JSON is ~70 bytes; a longer first part is not a registration
+_MAX_DATA_VERSION_JSON = 1 << 16
+_REQUEST_NAMES = {int(c): c.name for c in codes.RequestCode}
+_RESPONSE_NAMES = {int(c): c.name for c in codes.ResponseCode}
+_VERSION_NAMES = {int(v): v.name for v in codes.MQVersion}
+_LANGUAGE_NAMES = {int(c): c.name for c in codes.LanguageCode}
 
 
 def empty_row() -> dict:
@@ -82,6 +89,41 @@ def _fill_header(row: dict, cmd) -> None:
 
 def frame_row(frame, file: str | None, src: str, dst: str, conn: str) -> dict:
     """A row for a :class:`~rocketpy.capture.framing.Frame` (pairing columns left null)."""
+    data = frame.data
+    if frame.lost or frame.error or len(data) < 8:
+        return _damaged_row(frame, file, src, dst, conn)
+    try:
+        cmd = decode_frame(data)
+    except (RemotingCodecError, ValueError) as exc:
+        row = _damaged_row(frame, file, src, dst, conn)
+        row["error"] = f"{type(exc).__name__}: {exc}"
+        return row
+    # one dict display in SCHEMA order: a frame's row is built once per frame of the capture
+    flag = cmd.flag
+    resp = flag & 1
+    code = cmd.code
+    body = cmd.body
+    language = cmd.language
+    ts = frame.ts_ns
+    return {
+        "file": file, "ts": ts / 1e9, "ts_ns": ts, "src": src, "dst": dst, "conn": conn,
+        "stream_offset": frame.offset, "frame_len": frame.length,
+        "serialize_type": _SERIALIZE.get(data[4], str(data[4])),
+        "code": code,
+        "code_name": _RESPONSE_NAMES.get(code) if resp else _REQUEST_NAMES.get(code),
+        "flag": flag, "opaque": cmd.opaque, "is_response": bool(resp),
+        "is_oneway": bool(flag & 2) and not resp,
+        "language": _LANGUAGE_NAMES.get(language) or _language(language),
+        "version": cmd.version, "version_name": _VERSION_NAMES.get(cmd.version),
+        "remark": cmd.remark, "ext_fields": cmd.ext_fields,
+        "body_len": frame.length - 8 - int.from_bytes(data[5:8], "big"),
+        "body_summary": body_summary(cmd) if body else None,
+        "request_code": None, "request_code_name": None, "latency_ms": None, "error": None,
+    }
+
+
+def _damaged_row(frame, file, src, dst, conn) -> dict:
+    """The row of a frame the capture damaged: what its prefix and header revealed."""
     row = dict.fromkeys(COLUMNS)
     row["file"] = file
     row["ts_ns"] = frame.ts_ns
@@ -96,61 +138,68 @@ def frame_row(frame, file: str | None, src: str, dst: str, conn: str) -> dict:
         row["serialize_type"] = _SERIALIZE.get(data[4], str(data[4]))
         hlen = int.from_bytes(data[5:8], "big")
         row["body_len"] = max(0, frame.length - 8 - hlen)
-    if frame.lost or frame.error:
-        if frame.header is not None:
-            _fill_header(row, frame.header)
-        row["error"] = frame.error
-        return row
-    try:
-        cmd = decode_frame(data)
-    except (RemotingCodecError, ValueError) as exc:
-        row["error"] = f"{type(exc).__name__}: {exc}"
-        return row
-    _fill_header(row, cmd)
-    if cmd.body:
-        row["body_summary"] = body_summary(cmd)
+    if frame.header is not None:
+        _fill_header(row, frame.header)
+    row["error"] = frame.error
     return row
 
 
 # ---- body summaries ---------------------------------------------------------------------------
 
-def _compressed_register_topics(body: bytes, version: int):
-    """Topic count of a compressed RegisterBrokerBody (Java ``RegisterBrokerBody.decode``),
-    through the codec's ``bodies.RegisterBrokerBody``; a plain reading of the leading parts
-    (DataVersion JSON, then the topic count) when that is unavailable or refuses the body."""
+def _compressed_register_topics(body: bytes):
+    """The topic count a compressed RegisterBrokerBody declares (Java
+    ``RegisterBrokerBody.decode`` reads the DataVersion part, then this count, then the topics),
+    inflating only those first parts; None when they do not read. A capture may hold a zip
+    bomb, and a summary must not cost more than the frame's header does."""
+    inflater = zlib.decompressobj()
     try:
-        from rocketpy.remoting.bodies import RegisterBrokerBody
-        return len(RegisterBrokerBody.decode(body, True, broker_version=version)
-                   .topic_config_table)
-    except Exception:
-        pass
-    raw = zlib.decompress(body)
-    n = int.from_bytes(raw[0:4], "big")            # DataVersion JSON length, then the JSON
-    return int.from_bytes(raw[4 + n:8 + n], "big")  # then the topic count
+        raw = inflater.decompress(body, 4)
+        n = int.from_bytes(raw[:4], "big", signed=True)
+        if len(raw) < 4 or not 0 <= n <= _MAX_DATA_VERSION_JSON:
+            return None
+        raw += inflater.decompress(inflater.unconsumed_tail, n + 4)
+    except zlib.error:
+        return None
+    if len(raw) < n + 8:
+        return None
+    return int.from_bytes(raw[4 + n:8 + n], "big", signed=True)
 
 
 def body_summary(cmd) -> str | None:
-    """A short human summary of a body the codec knows, else None (never raises)."""
+    """A short human summary of a body the codec knows, else None (never raises).
+
+    The summary depends on the body, the broker and cluster names and whether the frame is a
+    registration; bodies up to :data:`_MEMO_BODY_BYTES` are remembered on that key, because a
+    NameServer's traffic repeats them: every client polls each topic's route every 30 s and gets
+    the same answer until the route changes, and a broker re-registers the same body.
+    """
     body = cmd.body
+    ext = cmd.ext_fields or {}
+    key = (ext.get("brokerName"), ext.get("clusterName"), cmd.code == 103 and not cmd.flag & 1,
+           body)
+    if len(body) <= _MEMO_BODY_BYTES and body.__class__ is bytes:
+        return _memo_summary(*key)
+    return _summary(*key)
+
+
+def _summary(broker, cluster, registration, body) -> str | None:
     try:
         if body[:1] not in (b"{", b"["):
-            ext = cmd.ext_fields or {}
-            if cmd.code == 103 and not cmd.flag & 1:
-                topics = _compressed_register_topics(body, cmd.version)
-                return (f"broker={ext.get('brokerName')} cluster={ext.get('clusterName')} "
-                        f"topics={topics} compressed")
+            if registration:
+                topics = _compressed_register_topics(body)
+                if topics is None:
+                    return None
+                return f"broker={broker} cluster={cluster} topics={topics} compressed"
             return None
         obj = fastjson.loads(body)
     except Exception:
         return None
     if not isinstance(obj, dict):
         return None
-    ext = cmd.ext_fields or {}
     if "topicConfigSerializeWrapper" in obj:
         wrapper = obj.get("topicConfigSerializeWrapper") or {}
         table = wrapper.get("topicConfigTable") or {}
-        return (f"broker={ext.get('brokerName')} cluster={ext.get('clusterName')} "
-                f"topics={len(table)}")
+        return f"broker={broker} cluster={cluster} topics={len(table)}"
     if "brokerDatas" in obj or "queueDatas" in obj:
         brokers = obj.get("brokerDatas") or []
         queues = obj.get("queueDatas") or []
@@ -170,3 +219,8 @@ def body_summary(cmd) -> str | None:
     if "topicConfigTable" in obj:
         return f"topics={len(obj.get('topicConfigTable') or {})}"
     return None
+
+
+#: bodies up to this size are memoised (a 10-topic registration is ~2 KiB, a route ~250 B)
+_MEMO_BODY_BYTES = 16 << 10
+_memo_summary = functools.lru_cache(maxsize=2048)(_summary)

@@ -139,7 +139,53 @@ def _int_field(obj, name):
     return value
 
 
+_scan_json = json.decoder.JSONDecoder().scan_once  # the C scanner json.loads runs, minus its wrapping
+_LANGUAGES = dict(codes.LanguageCode.__members__)
+_INT_MIN, _INT_MAX = -0x80000000, 0x7FFFFFFF
+
+
+def _decode_usual_json_header(header):
+    """The header as :func:`_decode_json_header` reads it, for the usual shape only (UTF-8, an
+    object with int fields, a known language name, string extFields); None for anything else,
+    which the full reader then judges. Every frame of a capture takes this path, so it skips
+    ``json.loads``'s encoding sniffing and per-field calls."""
+    if header[:1] != b"{" or header[1:2] == b"\x00":
+        return None
+    try:
+        text = header.decode("utf-8")
+        obj, end = _scan_json(text, 0)
+    except (ValueError, StopIteration, RecursionError):
+        return None
+    if end != len(text) or obj.__class__ is not dict:
+        return None
+    get = obj.get
+    code, version, opaque, flag = get("code", 0), get("version", 0), get("opaque", 0), get("flag", 0)
+    if not (code.__class__ is version.__class__ is opaque.__class__ is flag.__class__ is int
+            and _INT_MIN <= code <= _INT_MAX and _INT_MIN <= version <= _INT_MAX
+            and _INT_MIN <= opaque <= _INT_MAX and _INT_MIN <= flag <= _INT_MAX):
+        return None
+    language = get("language", "JAVA")
+    language = _LANGUAGES.get(language) if language.__class__ is str else None
+    remark = get("remark")
+    ext = get("extFields")
+    if language is None or (remark is not None and remark.__class__ is not str):
+        return None
+    if ext is not None:
+        if ext.__class__ is not dict:
+            return None
+        for value in ext.values():
+            if value.__class__ is not str:
+                return None
+    return RemotingCommand(code, language, version, opaque, flag, remark, ext, None, 0)
+
+
 def _decode_json_header(header):
+    command = _decode_usual_json_header(header)
+    return command if command is not None else _decode_any_json_header(header)
+
+
+def _decode_any_json_header(header):
+    """Any JSON header, with a specific :class:`HeaderDecodeError` for what is wrong with it."""
     try:
         obj = json.loads(header)
     except (ValueError, RecursionError) as exc:  # UnicodeDecodeError is a ValueError
