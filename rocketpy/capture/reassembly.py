@@ -72,17 +72,14 @@ class Reassembler:
             self.next = nxt = seq
         if seq == nxt and not self.pending:         # the common case: in order, nothing waiting
             self.next = (nxt + n) & _MASK
-            if missing:
-                self._deliver(payload, missing, ts)
-            else:
-                self.sink.data(payload, ts)
+            self._deliver(payload, missing, ts)
             return
         rel = _rel(seq, nxt)
-        if rel + n <= 0:
-            self.stats["retransmitted_bytes"] = self.stats.get("retransmitted_bytes", 0) + n
-            return
         if rel < 0:
-            payload, missing = self._trim(payload, missing, -rel)
+            new = self._new_part(rel, payload, missing)
+            if new is None:
+                return
+            payload, missing = new
             seq, rel, n = nxt, 0, n + rel
         if rel == 0:
             self.next = (nxt + n) & _MASK
@@ -144,8 +141,14 @@ class Reassembler:
 
     # -----------------------------------------------------------------------------------------
 
-    @staticmethod
-    def _trim(payload: bytes, missing: int, k: int) -> tuple[bytes, int]:
+    def _new_part(self, rel: int, payload: bytes, missing: int):
+        """(payload, missing) of what a segment starting ``rel`` < 0 bytes before the next
+        expected byte adds, or None (counted) when it is all retransmitted."""
+        k = -rel
+        if k >= len(payload) + missing:
+            self.stats["retransmitted_bytes"] = (self.stats.get("retransmitted_bytes", 0)
+                                                 + len(payload) + missing)
+            return None
         if k <= len(payload):
             return payload[k:], missing
         return b"", missing - (k - len(payload))
@@ -172,11 +175,11 @@ class Reassembler:
             n = len(payload) + missing
             self.pending_bytes -= n
             rel = _rel(ready, nxt)
-            if rel + n <= 0:
-                self.stats["retransmitted_bytes"] = self.stats.get("retransmitted_bytes", 0) + n
-                continue
             if rel < 0:
-                payload, missing = self._trim(payload, missing, -rel)
+                new = self._new_part(rel, payload, missing)
+                if new is None:
+                    continue
+                payload, missing = new
                 n += rel
             self.next = (nxt + n) & _MASK
             self._deliver(payload, missing, seg_ts if own_ts else ts)

@@ -63,28 +63,21 @@ def empty_row() -> dict:
     return dict.fromkeys(COLUMNS)
 
 
-def _language(lang) -> str | None:
-    if isinstance(lang, str):
-        return lang
-    name = codes.language_name(lang)
-    return name if name is not None else str(lang)
-
-
-def _fill_header(row: dict, cmd) -> None:
-    row["code"] = cmd.code
-    row["flag"] = cmd.flag
-    row["opaque"] = cmd.opaque
-    resp = bool(cmd.flag & 1)
-    row["is_response"] = resp
-    row["is_oneway"] = bool(cmd.flag & 2) and not resp
-    row["code_name"] = (codes.response_code_name(cmd.code) if resp
-                        else codes.request_code_name(cmd.code))
-    row["language"] = _language(cmd.language)
-    row["version"] = cmd.version
-    row["version_name"] = codes.version_name(cmd.version)
-    row["remark"] = cmd.remark
-    row["ext_fields"] = cmd.ext_fields
-    row["serialize_type"] = _SERIALIZE.get(cmd.serialize_type, str(cmd.serialize_type))
+def _header_columns(cmd) -> dict:
+    """The columns a frame's header gives, from ``code`` to ``ext_fields`` in SCHEMA order."""
+    flag = cmd.flag
+    resp = flag & 1
+    code = cmd.code
+    language = cmd.language
+    return {
+        "code": code,
+        "code_name": _RESPONSE_NAMES.get(code) if resp else _REQUEST_NAMES.get(code),
+        "flag": flag, "opaque": cmd.opaque, "is_response": bool(resp),
+        "is_oneway": bool(flag & 2) and not resp,
+        "language": language if language.__class__ is str else _LANGUAGE_NAMES.get(language, str(language)),
+        "version": cmd.version, "version_name": _VERSION_NAMES.get(cmd.version),
+        "remark": cmd.remark, "ext_fields": cmd.ext_fields,
+    }
 
 
 def frame_row(frame, file: str | None, src: str, dst: str, conn: str) -> dict:
@@ -99,25 +92,14 @@ def frame_row(frame, file: str | None, src: str, dst: str, conn: str) -> dict:
         row["error"] = f"{type(exc).__name__}: {exc}"
         return row
     # one dict display in SCHEMA order: a frame's row is built once per frame of the capture
-    flag = cmd.flag
-    resp = flag & 1
-    code = cmd.code
-    body = cmd.body
-    language = cmd.language
     ts = frame.ts_ns
     return {
         "file": file, "ts": ts / 1e9, "ts_ns": ts, "src": src, "dst": dst, "conn": conn,
         "stream_offset": frame.offset, "frame_len": frame.length,
         "serialize_type": _SERIALIZE.get(data[4], str(data[4])),
-        "code": code,
-        "code_name": _RESPONSE_NAMES.get(code) if resp else _REQUEST_NAMES.get(code),
-        "flag": flag, "opaque": cmd.opaque, "is_response": bool(resp),
-        "is_oneway": bool(flag & 2) and not resp,
-        "language": _LANGUAGE_NAMES.get(language) or _language(language),
-        "version": cmd.version, "version_name": _VERSION_NAMES.get(cmd.version),
-        "remark": cmd.remark, "ext_fields": cmd.ext_fields,
+        **_header_columns(cmd),
         "body_len": frame.length - 8 - int.from_bytes(data[5:8], "big"),
-        "body_summary": body_summary(cmd) if body else None,
+        "body_summary": body_summary(cmd) if cmd.body else None,
         "request_code": None, "request_code_name": None, "latency_ms": None, "error": None,
     }
 
@@ -138,8 +120,10 @@ def _damaged_row(frame, file, src, dst, conn) -> dict:
         row["serialize_type"] = _SERIALIZE.get(data[4], str(data[4]))
         hlen = int.from_bytes(data[5:8], "big")
         row["body_len"] = max(0, frame.length - 8 - hlen)
-    if frame.header is not None:
-        _fill_header(row, frame.header)
+    header = frame.header
+    if header is not None:
+        row.update(_header_columns(header))
+        row["serialize_type"] = _SERIALIZE.get(header.serialize_type, str(header.serialize_type))
     row["error"] = frame.error
     return row
 
