@@ -21,9 +21,10 @@ from rocketpy.remoting import RemotingCommand, decode_frame, split_frames
 from rocketpy.service.tap import Options, default_listen
 from rocketpy.transport import RemotingServerFactory, TlsMode
 from rocketpy.transport import limits as limits_module
+from rocketpy.remoting.layout import peek_request
 from rocketpy.transport.limits import (LIMIT_KEYS, NOT_SHED, OVERLOAD_REMARK, TROUBLE_EVENTS,
-                                       LoadGovernor, OverloadAnswer, RefusedConnection,
-                                       ServerLimits, peek_request, raise_open_files_limit)
+                                       LoadGovernor, RefusedConnection, ServerLimits,
+                                       overload_answer, raise_open_files_limit)
 from test_transport_protocol import (ECHO, BoundedTransport, FakeProcessor, RecordingListener,
                                      answers, request)
 
@@ -328,7 +329,7 @@ class PeekTests(SynchronousTestCase):
         self.assertIs(g.shed(None, b"\x00\x00\x00\x05\x02\x00\x00\x00\x00"), NOT_SHED)
 
     def test_overload_answer_without_processor(self):
-        frame = OverloadAnswer().encode_for(42)
+        frame = overload_answer().encode_for(42)
         answer = decode_frame(frame)
         self.assertEqual((answer.code, answer.opaque, answer.remark, answer.is_response),
                          (2, 42, OVERLOAD_REMARK, True))

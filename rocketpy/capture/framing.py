@@ -18,26 +18,21 @@ test count), this extractor is gap-aware and finds RocketMQ by content:
 """
 from __future__ import annotations
 
-import re
 from typing import NamedTuple
 
 from rocketpy.remoting.errors import RemotingCodecError
-from rocketpy.remoting.frame import DEFAULT_MAX_FRAME_LENGTH, decode_header
+from rocketpy.remoting.frame import decode_header
+from rocketpy.remoting.layout import (DEFAULT_MAX_FRAME_LENGTH, FRAME_START_CANDIDATE, JSON,
+                                      LENGTH_SIZE, PREFIX_SIZE,
+                                      ROCKETMQ, ROCKETMQ_MIN_HEADER, ROCKETMQ_FIELDS,
+                                      frame_total, read_prefix, rocketmq_field)
 
 __all__ = ["Frame", "FrameExtractor", "plausible_frame_start"]
 
 OK, BAD, MORE = 1, 0, -1
-#: fixed part of a ROCKETMQ binary header: code, language, version, opaque, flag, remark len
-#: (+ the extFields length int32 after the remark).
-_ROCKETMQ_MIN_HEADER = 2 + 1 + 2 + 4 + 4 + 4 + 4
+_FLAG_END = PREFIX_SIZE + sum(ROCKETMQ_FIELDS["flag"])
 #: hunting stops trusting a header this long without seeing it whole
 _MAX_HUNT_HEADER = 1 << 20
-
-# Candidate frame starts: a length below 16 MiB (top byte 0), a serialize type byte (0 or 1),
-# and for JSON a '{' right after the 24-bit header length.  Lookahead finds overlapping starts.
-_CANDIDATE = re.compile(rb"(?=\x00[\x00-\xff]{3}(?:\x00[\x00-\xff]{3}\{|\x01\x00[\x00-\xff]{2}))",
-                        re.S)
-
 
 class Frame(NamedTuple):
     """A frame cut from a stream.  ``lost`` > 0 marks a damaged frame: ``data`` then holds what
@@ -57,32 +52,30 @@ def plausible_frame_start(buf, i: int, max_frame_length: int = DEFAULT_MAX_FRAME
                           need_header: bool = True):
     """OK / BAD / MORE (need more bytes) for a frame starting at ``buf[i]``."""
     n = len(buf)
-    if n - i < 8:
-        if n - i >= 4 and not (4 <= int.from_bytes(buf[i:i + 4], "big") <= max_frame_length - 4):
+    if n - i < PREFIX_SIZE:
+        if n - i >= LENGTH_SIZE and not (2 * LENGTH_SIZE <= frame_total(buf, i) <= max_frame_length):
             return BAD
-        if n - i >= 5 and buf[i + 4] > 1:
+        if n - i > LENGTH_SIZE and buf[i + LENGTH_SIZE] > ROCKETMQ:
             return BAD
         return MORE
-    length = int.from_bytes(buf[i:i + 4], "big")
-    stype = buf[i + 4]
-    hlen = int.from_bytes(buf[i + 5:i + 8], "big")
-    if length + 4 > max_frame_length or stype > 1 or hlen == 0 or hlen > length - 4:
+    total, stype, hlen = read_prefix(buf, i)
+    if total > max_frame_length or stype > ROCKETMQ or hlen == 0 or hlen > total - PREFIX_SIZE:
         return BAD
-    if stype == 0:
-        if n - i >= 9 and buf[i + 8] != 0x7B:          # '{'
+    if stype == JSON:
+        if n - i > PREFIX_SIZE and buf[i + PREFIX_SIZE] != 0x7B:          # '{'
             return BAD
-    elif hlen < _ROCKETMQ_MIN_HEADER:
+    elif hlen < ROCKETMQ_MIN_HEADER:
         return BAD
     if not need_header:
         return OK
-    if n - i < 8 + hlen:
-        if stype == 1 and n - i >= 8 + 13:
-            flag = int.from_bytes(buf[i + 17:i + 21], "big")
-            if flag & ~3 or buf[i + 10] > 30:
+    if n - i < PREFIX_SIZE + hlen:
+        if stype == ROCKETMQ and n - i >= _FLAG_END:
+            if (rocketmq_field(buf, i + PREFIX_SIZE, "flag") & ~3
+                    or not 0 <= rocketmq_field(buf, i + PREFIX_SIZE, "language") <= 30):
                 return BAD
         return MORE if hlen <= _MAX_HUNT_HEADER else BAD
     try:
-        decode_header(stype, bytes(buf[i + 8:i + 8 + hlen]))
+        decode_header(stype, bytes(buf[i + PREFIX_SIZE:i + PREFIX_SIZE + hlen]))
     except (RemotingCodecError, ValueError, TypeError, OverflowError):
         return BAD
     return OK
@@ -148,15 +141,12 @@ class FrameExtractor:
         mfl = self.max_frame_length
         out = self.out
         offset = self.offset
-        while n - pos >= 9:
-            length = int.from_bytes(data[pos:pos + 4], "big")
-            total = length + 4
+        while n - pos > PREFIX_SIZE:
+            total, stype, hlen = read_prefix(data, pos)
             if n - pos < total or total > mfl:
                 break
-            stype = data[pos + 4]
-            hlen = int.from_bytes(data[pos + 5:pos + 8], "big")
-            if (hlen == 0 or hlen > length - 4 or stype > 1
-                    or (data[pos + 8] != 0x7B if stype == 0 else hlen < _ROCKETMQ_MIN_HEADER)):
+            if (hlen == 0 or hlen > total - PREFIX_SIZE or stype > ROCKETMQ
+                    or (data[pos + PREFIX_SIZE] != 0x7B if stype == JSON else hlen < ROCKETMQ_MIN_HEADER)):
                 break
             out.append(Frame(data if total == n else data[pos:pos + total], ts, ts,
                              offset + pos, total))
@@ -178,9 +168,9 @@ class FrameExtractor:
                 return
         buf = self.buf
         self._need = 0
-        if self.synced and len(buf) >= 8 and plausible_frame_start(
+        if self.synced and len(buf) >= PREFIX_SIZE and plausible_frame_start(
                 buf, 0, self.max_frame_length, need_header=False) == OK:
-            total = int.from_bytes(buf[0:4], "big") + 4
+            total = frame_total(buf)
             have = len(buf)
             rest = total - have
             lost = min(n, rest)
@@ -205,9 +195,9 @@ class FrameExtractor:
         """End of stream: a partial frame left over is reported damaged."""
         buf = self.buf
         if not self.abandoned and buf:
-            if self.synced and len(buf) >= 8 and plausible_frame_start(
+            if self.synced and len(buf) >= PREFIX_SIZE and plausible_frame_start(
                     buf, 0, self.max_frame_length, need_header=False) == OK:
-                total = int.from_bytes(buf[0:4], "big") + 4
+                total = frame_total(buf)
                 self._damaged(total, total - len(buf), ts,
                               f"capture ended mid-frame: {len(buf)} of {total} bytes seen")
             else:
@@ -227,10 +217,10 @@ class FrameExtractor:
     def _damaged(self, total, lost, ts, msg):
         buf = self.buf
         header = None
-        hlen = int.from_bytes(buf[5:8], "big")
-        if len(buf) >= 8 + hlen:
+        _, stype, hlen = read_prefix(buf)
+        if len(buf) >= PREFIX_SIZE + hlen:
             try:
-                header = decode_header(buf[4], bytes(buf[8:8 + hlen]))
+                header = decode_header(stype, bytes(buf[PREFIX_SIZE:PREFIX_SIZE + hlen]))
             except (RemotingCodecError, ValueError):
                 header = None
         self._count("damaged_frames")
@@ -254,9 +244,9 @@ class FrameExtractor:
                     return
                 hunt_from = 0
             n = len(buf)
-            if n - pos < 8:
+            if n - pos < PREFIX_SIZE:
                 break
-            total = int.from_bytes(buf[pos:pos + 4], "big") + 4
+            total = frame_total(buf, pos)
             if n - pos < total:
                 # check the header as soon as it is whole, not only when the frame is
                 verdict = plausible_frame_start(buf, pos, mfl, need_header=not self.found)
@@ -287,7 +277,7 @@ class FrameExtractor:
         buf = self.buf
         mfl = self.max_frame_length
         while True:
-            m = _CANDIDATE.search(buf, pos)
+            m = FRAME_START_CANDIDATE.search(buf, pos)
             if m is None:
                 keep = min(len(buf) - pos, 7)
                 drop = len(buf) - keep

@@ -10,11 +10,11 @@ Spark job's Parquet output and ``docs/capture.md``: columns are only ever added 
 from __future__ import annotations
 
 import functools
-import zlib
 
 from rocketpy.remoting import decode_frame
-from rocketpy.remoting import codes, fastjson
+from rocketpy.remoting import bodies, codes, fastjson
 from rocketpy.remoting.errors import RemotingCodecError
+from rocketpy.remoting.layout import PREFIX_SIZE, read_prefix
 
 __all__ = ["SCHEMA", "COLUMNS", "frame_row", "body_summary", "empty_row"]
 
@@ -51,8 +51,6 @@ SCHEMA: list[tuple[str, str]] = [
 COLUMNS = [name for name, _ in SCHEMA]
 
 _SERIALIZE = {0: "JSON", 1: "ROCKETMQ"}
-#: a DataVersion's JSON is ~70 bytes; a longer first part is not a registration
-_MAX_DATA_VERSION_JSON = 1 << 16
 _REQUEST_NAMES = {int(c): c.name for c in codes.RequestCode}
 _RESPONSE_NAMES = {int(c): c.name for c in codes.ResponseCode}
 _VERSION_NAMES = {int(v): v.name for v in codes.MQVersion}
@@ -83,7 +81,7 @@ def _header_columns(cmd) -> dict:
 def frame_row(frame, file: str | None, src: str, dst: str, conn: str) -> dict:
     """A row for a :class:`~rocketpy.capture.framing.Frame` (pairing columns left null)."""
     data = frame.data
-    if frame.lost or frame.error or len(data) < 8:
+    if frame.lost or frame.error or len(data) < PREFIX_SIZE:
         return _damaged_row(frame, file, src, dst, conn)
     try:
         cmd = decode_frame(data)
@@ -93,12 +91,13 @@ def frame_row(frame, file: str | None, src: str, dst: str, conn: str) -> dict:
         return row
     # one dict display in SCHEMA order: a frame's row is built once per frame of the capture
     ts = frame.ts_ns
+    _, stype, hlen = read_prefix(data)
     return {
         "file": file, "ts": ts / 1e9, "ts_ns": ts, "src": src, "dst": dst, "conn": conn,
         "stream_offset": frame.offset, "frame_len": frame.length,
-        "serialize_type": _SERIALIZE.get(data[4], str(data[4])),
+        "serialize_type": _SERIALIZE.get(stype, str(stype)),
         **_header_columns(cmd),
-        "body_len": frame.length - 8 - int.from_bytes(data[5:8], "big"),
+        "body_len": frame.length - PREFIX_SIZE - hlen,
         "body_summary": body_summary(cmd) if cmd.body else None,
         "request_code": None, "request_code_name": None, "latency_ms": None, "error": None,
     }
@@ -116,10 +115,10 @@ def _damaged_row(frame, file, src, dst, conn) -> dict:
     row["stream_offset"] = frame.offset
     row["frame_len"] = frame.length
     data = frame.data
-    if len(data) >= 8:
-        row["serialize_type"] = _SERIALIZE.get(data[4], str(data[4]))
-        hlen = int.from_bytes(data[5:8], "big")
-        row["body_len"] = max(0, frame.length - 8 - hlen)
+    if len(data) >= PREFIX_SIZE:
+        _, stype, hlen = read_prefix(data)
+        row["serialize_type"] = _SERIALIZE.get(stype, str(stype))
+        row["body_len"] = max(0, frame.length - PREFIX_SIZE - hlen)
     header = frame.header
     if header is not None:
         row.update(_header_columns(header))
@@ -129,25 +128,6 @@ def _damaged_row(frame, file, src, dst, conn) -> dict:
 
 
 # ---- body summaries ---------------------------------------------------------------------------
-
-def _compressed_register_topics(body: bytes):
-    """The topic count a compressed RegisterBrokerBody declares (Java
-    ``RegisterBrokerBody.decode`` reads the DataVersion part, then this count, then the topics),
-    inflating only those first parts; None when they do not read. A capture may hold a zip
-    bomb, and a summary must not cost more than the frame's header does."""
-    inflater = zlib.decompressobj()
-    try:
-        raw = inflater.decompress(body, 4)
-        n = int.from_bytes(raw[:4], "big", signed=True)
-        if len(raw) < 4 or not 0 <= n <= _MAX_DATA_VERSION_JSON:
-            return None
-        raw += inflater.decompress(inflater.unconsumed_tail, n + 4)
-    except zlib.error:
-        return None
-    if len(raw) < n + 8:
-        return None
-    return int.from_bytes(raw[4 + n:8 + n], "big", signed=True)
-
 
 def body_summary(cmd) -> str | None:
     """A short human summary of a body the codec knows, else None (never raises).
@@ -170,7 +150,7 @@ def _summary(broker, cluster, registration, body) -> str | None:
     try:
         if body[:1] not in (b"{", b"["):
             if registration:
-                topics = _compressed_register_topics(body)
+                topics = bodies.compressed_topic_count(body)
                 if topics is None:
                     return None
                 return f"broker={broker} cluster={cluster} topics={topics} compressed"

@@ -1,82 +1,34 @@
-"""Wire codec layer: the RocketMQ remoting frame and its two header serialisations.
+"""Wire codec layer: a frame to a :class:`RemotingCommand` and back, in both header
+serialisations (Java ``RemotingCommand.encode``/``decode``, ``RocketMQSerializable``).
 
-The ``construct`` schemas below are the single statement of the format (Java
-``RemotingCommand.encode``/``decode``, ``RocketMQSerializable``)::
-
-    int32   length            bytes that follow (header-length field + header + body)
-    int8    serialize type    0 JSON, 1 ROCKETMQ
-    int24   header length
-    bytes   header            fastjson object, or ROCKETMQ binary (ROCKETMQ_HEADER)
-    bytes   body
-
-Frames are on every request's path, so ``decode_frame``/``encode_frame`` slice with
-``int.from_bytes``/``struct`` instead of running the schema (construct costs ~10 µs compiled and
-~100 µs for a binary header with extFields; the slices ~1-4 µs). The golden tests parse and build
-every captured frame with the schemas *and* the fast path and require identical results, so the
-schemas stay the specification and the fast path a proven-equal shortcut.
+The layout itself, its ``construct`` schemas and the readers derived from them are in
+:mod:`rocketpy.remoting.layout`. Frames are on every request's path, so the header codecs here
+use ``struct`` and the C JSON scanner instead of running the schema (construct costs ~10 µs
+compiled and ~100 µs for a binary header with extFields; these ~1-4 µs). The golden tests parse
+and build every captured frame with the schemas *and* these codecs and require identical results,
+so the schemas stay the specification and the fast path a proven-equal shortcut.
 """
 import json
 import struct
 
-from construct import (Bytes, GreedyBytes, GreedyRange, Int8sb, Int8ub, Int16sb, Int16ub,
-                       Int24ub, Int32sb, Int32ub, Prefixed, Rebuild, Struct, len_, this)
-
 from . import codes
 from .command import RemotingCommand
-from .errors import FrameTooLargeError, HeaderDecodeError, TruncatedFrameError
+from .errors import HeaderDecodeError, TruncatedFrameError
 from .fastjson import escape_string
+from .layout import (DEFAULT_MAX_FRAME_LENGTH, FRAME, FRAME_COMPILED, JSON, LENGTH_SIZE,
+                     PREFIX_SIZE, ROCKETMQ, ROCKETMQ_EXT_LENGTH, ROCKETMQ_FIXED, ROCKETMQ_HEADER,
+                     ROCKETMQ_KEY_LENGTH, ROCKETMQ_VALUE_LENGTH,
+                     ROCKETMQ_HEADER_COMPILED, ROCKETMQ_OPAQUE, OpaqueTemplate, pack_prefix,
+                     frame_length, read_prefix)
 
 __all__ = ["FRAME", "FRAME_COMPILED", "ROCKETMQ_HEADER", "ROCKETMQ_HEADER_COMPILED",
-           "DEFAULT_MAX_FRAME_LENGTH", "decode_frame", "encode_frame", "decode_header",
-           "encode_header", "frame_length"]
+           "DEFAULT_MAX_FRAME_LENGTH", "decode_frame", "encode_frame", "encode_template",
+           "decode_header", "encode_header", "frame_length"]
 
-#: Java ``NettySystemConfig.frameMaxLength`` default; counts the 4-byte length field too.
-DEFAULT_MAX_FRAME_LENGTH = 16 * 1024 * 1024
-
-FRAME = Struct(
-    "length" / Rebuild(Int32ub, 4 + len_(this.header) + len_(this.body)),
-    "serialize_type" / Int8ub,
-    "header_length" / Rebuild(Int24ub, len_(this.header)),
-    "header" / Bytes(this.header_length),
-    "body" / Bytes(this.length - 4 - this.header_length),
-)
-
-#: ``RocketMQSerializable``: a zero length stands for null (remark) or an absent map (extFields).
-ROCKETMQ_HEADER = Struct(
-    "code" / Int16sb,
-    "language" / Int8sb,
-    "version" / Int16sb,
-    "opaque" / Int32sb,
-    "flag" / Int32sb,
-    "remark" / Prefixed(Int32ub, GreedyBytes),
-    "ext_fields" / Prefixed(Int32ub, GreedyRange(Struct(
-        "key" / Prefixed(Int16ub, GreedyBytes),
-        "value" / Prefixed(Int32ub, GreedyBytes),
-    ))),
-)
-
-FRAME_COMPILED = FRAME.compile()
-ROCKETMQ_HEADER_COMPILED = ROCKETMQ_HEADER.compile()
-
-_SERIALIZE_NAMES = {0: "JSON", 1: "ROCKETMQ"}
-_FIXED = struct.Struct(">hbhiii")
-_I32 = struct.Struct(">i")
+_SERIALIZE_NAMES = {JSON: "JSON", ROCKETMQ: "ROCKETMQ"}
 #: Java's ``String.getBytes(UTF_8)`` writes '?' for a lone surrogate (a JSON "\\ud800" a peer
 #: sent); Python's "replace" does the same instead of raising.
 _JAVA_UTF8 = "replace"
-_U16 = struct.Struct(">H")
-
-
-def frame_length(prefix, max_frame_length=DEFAULT_MAX_FRAME_LENGTH):
-    """The value of a 4-byte length prefix, refused past the limit (as Java's frame decoder)."""
-    length = int.from_bytes(prefix[:4], "big")
-    if length + 4 > max_frame_length:
-        raise FrameTooLargeError(
-            f"frame of {length + 4} bytes is over the {max_frame_length}-byte limit "
-            "(com.rocketmq.remoting.frameMaxLength)")
-    if length < 4:
-        raise TruncatedFrameError(f"frame length {length} is shorter than the 4-byte header length field")
-    return length
 
 
 def _text(raw, what):
@@ -88,28 +40,28 @@ def _text(raw, what):
 
 def _decode_rocketmq_header(header):
     try:
-        code, language, version, opaque, flag, remark_len = _FIXED.unpack_from(header, 0)
-        pos = _FIXED.size
-        if remark_len < 0 or pos + remark_len > len(header):
+        code, language, version, opaque, flag, remark_len = ROCKETMQ_FIXED.unpack_from(header, 0)
+        pos = ROCKETMQ_FIXED.size
+        if pos + remark_len > len(header):
             raise HeaderDecodeError(f"remark length {remark_len} runs past the {len(header)}-byte header")
         remark = _text(header[pos:pos + remark_len], "remark") if remark_len else None
         pos += remark_len
-        (ext_len,) = _I32.unpack_from(header, pos)
-        pos += 4
+        (ext_len,) = ROCKETMQ_EXT_LENGTH.unpack_from(header, pos)
+        pos += ROCKETMQ_EXT_LENGTH.size
         end = pos + ext_len
-        if ext_len < 0 or end > len(header):
+        if end > len(header):
             raise HeaderDecodeError(f"extFields length {ext_len} runs past the {len(header)}-byte header")
         ext_fields = None
         if ext_len:
             ext_fields = {}
             while pos < end:
-                (key_len,) = _U16.unpack_from(header, pos)
-                pos += 2
+                (key_len,) = ROCKETMQ_KEY_LENGTH.unpack_from(header, pos)
+                pos += ROCKETMQ_KEY_LENGTH.size
                 key = _text(header[pos:pos + key_len], "extFields key")
                 pos += key_len
-                (value_len,) = _I32.unpack_from(header, pos)
-                pos += 4
-                if value_len < 0 or pos + value_len > end or pos > end:
+                (value_len,) = ROCKETMQ_VALUE_LENGTH.unpack_from(header, pos)
+                pos += ROCKETMQ_VALUE_LENGTH.size
+                if pos + value_len > end:
                     raise HeaderDecodeError(f"extFields entry {key!r} runs past the extFields block")
                 ext_fields[key] = _text(header[pos:pos + value_len], "extFields value")
                 pos += value_len
@@ -117,7 +69,7 @@ def _decode_rocketmq_header(header):
             raise HeaderDecodeError(f"{len(header) - pos} stray bytes after the ROCKETMQ header")
     except struct.error as exc:
         raise HeaderDecodeError(f"truncated ROCKETMQ header: {exc}") from None
-    return RemotingCommand(code, language, version, opaque, flag, remark, ext_fields, None, 1)
+    return RemotingCommand(code, language, version, opaque, flag, remark, ext_fields, None, ROCKETMQ)
 
 
 def _ext_value(key, value):
@@ -176,7 +128,7 @@ def _decode_usual_json_header(header):
         for value in ext.values():
             if value.__class__ is not str:
                 return None
-    return RemotingCommand(code, language, version, opaque, flag, remark, ext, None, 0)
+    return RemotingCommand(code, language, version, opaque, flag, remark, ext, None, JSON)
 
 
 def _decode_json_header(header):
@@ -207,32 +159,31 @@ def _decode_any_json_header(header):
             raise HeaderDecodeError("JSON header field extFields is not an object")
         ext = {k: _ext_value(k, v) for k, v in ext.items() if v is not None}
     return RemotingCommand(_int_field(obj, "code"), language, _int_field(obj, "version"),
-                           _int_field(obj, "opaque"), _int_field(obj, "flag"), remark, ext, None, 0)
+                           _int_field(obj, "opaque"), _int_field(obj, "flag"), remark, ext, None, JSON)
 
 
 def decode_header(serialize_type, header):
     """A command (without body) from header bytes of the given serialize type."""
-    if serialize_type == 0:
+    if serialize_type == JSON:
         return _decode_json_header(header)
-    if serialize_type == 1:
+    if serialize_type == ROCKETMQ:
         return _decode_rocketmq_header(header)
     raise HeaderDecodeError(f"unknown serialize type {serialize_type} (0 JSON, 1 ROCKETMQ)")
 
 
 def decode_frame(data, max_frame_length=DEFAULT_MAX_FRAME_LENGTH):
     """Decode one whole frame (length prefix included) into a :class:`RemotingCommand`."""
-    if len(data) < 8:
+    if len(data) < PREFIX_SIZE:
         raise TruncatedFrameError(f"{len(data)} bytes is shorter than the 8-byte frame prefix")
     length = frame_length(data, max_frame_length)
-    if length + 4 != len(data):
-        raise TruncatedFrameError(f"length prefix says {length + 4} bytes, got {len(data)}")
-    serialize_type = data[4]
-    header_length = int.from_bytes(data[5:8], "big")
-    if header_length > length - 4:
+    if length + LENGTH_SIZE != len(data):
+        raise TruncatedFrameError(f"length prefix says {length + LENGTH_SIZE} bytes, got {len(data)}")
+    _, serialize_type, header_length = read_prefix(data)
+    if header_length > length - LENGTH_SIZE:
         raise TruncatedFrameError(
-            f"header length {header_length} is larger than the {length - 4} bytes the frame holds")
-    command = decode_header(serialize_type, bytes(data[8:8 + header_length]))
-    body = data[8 + header_length:]
+            f"header length {header_length} is larger than the {length - LENGTH_SIZE} bytes the frame holds")
+    command = decode_header(serialize_type, bytes(data[PREFIX_SIZE:PREFIX_SIZE + header_length]))
+    body = data[PREFIX_SIZE + header_length:]
     command.body = bytes(body) if body else None
     return command
 
@@ -244,7 +195,9 @@ def _language_json(language):
     return f'"{name}"' if name else str(language)
 
 
-def _encode_json_header(cmd):
+def _json_header_parts(cmd):
+    """The JSON header's text as parts, and the index of the opaque's part (fastjson order:
+    sorted keys, nulls left out)."""
     parts = ['{"code":', str(cmd.code)]
     if cmd.ext_fields is not None:
         parts.append(',"extFields":{')
@@ -253,11 +206,12 @@ def _encode_json_header(cmd):
         parts.append("}")
     parts += [',"flag":', str(cmd.flag), ',"language":', _language_json(cmd.language),
               ',"opaque":', str(cmd.opaque)]
+    at = len(parts) - 1
     if cmd.remark is not None:
         parts += [',"remark":', escape_string(cmd.remark)]
     parts += [',"serializeTypeCurrentRPC":"', _SERIALIZE_NAMES[cmd.serialize_type],
               '","version":', str(cmd.version), "}"]
-    return "".join(parts).encode("utf-8", _JAVA_UTF8)
+    return parts, at
 
 
 def _encode_rocketmq_header(cmd):
@@ -269,19 +223,20 @@ def _encode_rocketmq_header(cmd):
             if value is not None:
                 raw_key = key.encode("utf-8", _JAVA_UTF8)
                 raw_value = _ext_value(key, value).encode("utf-8", _JAVA_UTF8)
-                ext += (_U16.pack(len(raw_key)), raw_key, _I32.pack(len(raw_value)), raw_value)
+                ext += (ROCKETMQ_KEY_LENGTH.pack(len(raw_key)), raw_key,
+                        ROCKETMQ_VALUE_LENGTH.pack(len(raw_value)), raw_value)
         ext = b"".join(ext)
-        return b"".join((_FIXED.pack(cmd.code, language or 0, cmd.version, cmd.opaque, cmd.flag,
-                                     len(remark)), remark, _I32.pack(len(ext)), ext))
+        return b"".join((ROCKETMQ_FIXED.pack(cmd.code, language or 0, cmd.version, cmd.opaque,
+                                             cmd.flag, len(remark)), remark, ROCKETMQ_EXT_LENGTH.pack(len(ext)), ext))
     except struct.error as exc:  # e.g. a pop code (200050) does not fit the int16 code field
         raise ValueError(f"cannot encode a ROCKETMQ header: {exc}") from None
 
 
 def encode_header(cmd):
     """Header bytes of ``cmd`` in its own serialize type."""
-    if cmd.serialize_type == 0:
-        return _encode_json_header(cmd)
-    if cmd.serialize_type == 1:
+    if cmd.serialize_type == JSON:
+        return "".join(_json_header_parts(cmd)[0]).encode("utf-8", _JAVA_UTF8)
+    if cmd.serialize_type == ROCKETMQ:
         return _encode_rocketmq_header(cmd)
     raise ValueError(f"cannot encode serialize type {cmd.serialize_type}")
 
@@ -290,6 +245,19 @@ def encode_frame(cmd):
     """The frame bytes of ``cmd``, length prefix included."""
     header = encode_header(cmd)
     body = cmd.body or b""
-    length = 4 + len(header) + len(body)
-    return b"".join((length.to_bytes(4, "big"), bytes((cmd.serialize_type,)),
-                     len(header).to_bytes(3, "big"), header, body))
+    return b"".join((pack_prefix(cmd.serialize_type, len(header), len(body)), header, body))
+
+
+def encode_template(cmd):
+    """``cmd`` encoded with a hole for its opaque (:class:`~rocketpy.remoting.layout.OpaqueTemplate`):
+    one answer sent to many requests (a reused route answer, the overload answer)."""
+    if cmd.serialize_type == JSON:
+        parts, at = _json_header_parts(cmd)
+        pre = "".join(parts[:at]).encode("utf-8", _JAVA_UTF8)
+        post = "".join(parts[at + 1:]).encode("utf-8", _JAVA_UTF8)
+    elif cmd.serialize_type == ROCKETMQ:
+        header = _encode_rocketmq_header(cmd)
+        pre, post = header[:ROCKETMQ_OPAQUE[0]], header[ROCKETMQ_OPAQUE[1]:]
+    else:
+        raise ValueError(f"cannot encode serialize type {cmd.serialize_type}")
+    return OpaqueTemplate(cmd.serialize_type, pre, post, cmd.body or b"")

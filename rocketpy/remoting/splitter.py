@@ -1,29 +1,11 @@
 """Wire codec layer: cut a TCP byte stream into whole frames (Java ``NettyDecoder``'s framing).
 
-Pure and incremental, for the capture tool and tests; the Twisted transport frames the live
-stream itself but applies the same limit through :func:`frame_length`.
+Pure and incremental, for tools and tests; the layout and the limit are
+:mod:`rocketpy.remoting.layout`'s.
 """
-from .frame import DEFAULT_MAX_FRAME_LENGTH, frame_length
+from .layout import DEFAULT_MAX_FRAME_LENGTH, LENGTH_SIZE, frame_total, split_frames
 
 __all__ = ["split_frames", "FrameSplitter"]
-
-
-def split_frames(buf, max_frame_length=DEFAULT_MAX_FRAME_LENGTH):
-    """Return ``(frames, remainder)``: every whole frame at the front of ``buf``, and the rest.
-
-    Raises :class:`~rocketpy.remoting.errors.FrameTooLargeError` as soon as a length prefix
-    announces a frame over the limit, before any of it is buffered.
-    """
-    frames = []
-    pos = 0
-    size = len(buf)
-    while size - pos >= 4:
-        end = pos + 4 + frame_length(buf[pos:pos + 4], max_frame_length)
-        if end > size:
-            break
-        frames.append(bytes(buf[pos:end]))
-        pos = end
-    return frames, bytes(buf[pos:])
 
 
 class FrameSplitter:
@@ -38,7 +20,7 @@ class FrameSplitter:
         self.max_frame_length = max_frame_length
         self._chunks = []
         self._have = 0
-        self._need = 4
+        self._need = LENGTH_SIZE
 
     @property
     def pending(self):
@@ -56,5 +38,5 @@ class FrameSplitter:
         self._chunks = [rest] if rest else []
         self._have = len(rest)
         # split_frames has checked a whole prefix of what is left against the limit
-        self._need = 4 + int.from_bytes(rest[:4], "big") if len(rest) >= 4 else 4
+        self._need = frame_total(rest) if len(rest) >= LENGTH_SIZE else LENGTH_SIZE
         return frames

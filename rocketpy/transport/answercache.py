@@ -6,7 +6,7 @@ So for a request the processor declares *cacheable*, the transport keeps the enc
 by the request's bytes **without its opaque** (the JSON header split around ``"opaque":<digits>``,
 or the ROCKETMQ header without its 4 opaque bytes, plus the body). The next identical request is
 answered without decoding, processing or encoding anything: the request's opaque goes into the
-stored answer, the two length fields are recomputed, done.
+stored answer (an :class:`~rocketpy.remoting.layout.OpaqueTemplate`), done.
 
 Correctness rests on the processor's *stamp*: when it declares a request cacheable it hands over
 a zero-argument callable whose value changes whenever the answer may change (for routes: the
@@ -18,21 +18,11 @@ cache: an entry is stored only after the full decoder accepted the request and t
 decoded is exactly the digits the key was cut around, so a hit is byte-for-byte a request the
 decoder accepted, with a different (canonical) opaque.
 """
-import re
+from ..remoting.command import FLAG_RESPONSE
+from ..remoting.frame import encode_template
+from ..remoting.layout import JSON, request_without_opaque
 
 __all__ = ["AnswerCache"]
-
-_OPAQUE = re.compile(rb'"opaque":(-?[0-9]{1,10})(?=[,}\s])')
-_ZERO_OR_MINUS = b"0-"
-_FLAG_RESPONSE = 1
-_FLAG_ONEWAY = 2
-
-
-def _canonical(digits):
-    """Digits that ``json`` would read back to the same text (no leading zero, no ``-0``)."""
-    if digits[:1] == b"-":
-        return len(digits) > 1 and digits[1] != 48
-    return digits[0] != 48 or len(digits) == 1
 
 
 class AnswerCache:
@@ -58,88 +48,40 @@ class AnswerCache:
         self._entries.clear()
 
     def lookup(self, frame):
-        """The answer bytes for ``frame`` (bytes), else a key to :meth:`store` under (a tuple),
+        """The answer bytes for ``frame`` (bytes), else a key to :meth:`answer` under (a tuple),
         else None (this frame cannot be cached)."""
         if len(frame) > self.max_request:
             return None
-        header_end = 8 + int.from_bytes(frame[5:8], "big")
-        if frame[4] == 0:
-            start = frame.find(b'"opaque":', 8, header_end) + 9
-            if start == 8:
-                return None
-            end = frame.find(b",", start, header_end)
-            digits = frame[start:end]
-            if end < 0 or not digits.isdigit() or (digits[0] == 48 and len(digits) > 1):
-                # not Java's `"opaque":123,` form: the general (rarer) path
-                m = _OPAQUE.match(frame, start - 9, header_end)
-                if m is None:
-                    return None
-                end = m.end(1)
-                digits = m.group(1)
-                if digits[0] in _ZERO_OR_MINUS and not _canonical(digits):
-                    return None
-            key = (frame[8:start], frame[end:])
-            opaque = None
-        elif frame[4] == 1 and header_end >= 17:
-            # ROCKETMQ header: int16 code, int8 language, int16 version, int32 opaque, ...
-            key = (frame[8:13], frame[17:])
-            digits = None
-            opaque = int.from_bytes(frame[13:17], "big", signed=True)
-        else:
+        split = request_without_opaque(frame)
+        if split is None:
             return None
-        entry = self._entries.get(key)
+        entry = self._entries.get(split[0])
         if entry is None or entry[0]() != entry[1]:
             self.misses += 1
-            return key if digits is None else key + (digits,)
+            return split
         self.hits += 1
-        if entry[2]:
-            patched = digits if digits is not None else str(opaque).encode()
-        else:
-            value = opaque if digits is None else int(digits)
-            if not -0x80000000 <= value <= 0x7FFFFFFF:
-                return None
-            patched = value.to_bytes(4, "big", signed=True)
-        heads = entry[3]
-        head = heads.get(len(patched))
-        if head is None:
-            head = heads[len(patched)] = self._head(entry, len(patched))
-        return b"".join((head, patched, entry[4]))
+        template = entry[2]
+        opaque = split[1]
+        if opaque.__class__ is bytes:       # a JSON request's digits
+            if template.serialize_type == JSON:
+                return template.frame(opaque)
+            opaque = int(opaque)
+        patched = template.opaque_bytes(opaque)
+        return None if patched is None else template.frame(patched)
 
-    @staticmethod
-    def _head(entry, opaque_length):
-        """Length prefix, serialize type, header length and the header up to the opaque."""
-        _, _, _, _, _, serialize_type, pre, post_length, body_length = entry
-        header_length = len(pre) + opaque_length + post_length
-        return b"".join(((4 + header_length + body_length).to_bytes(4, "big"), serialize_type,
-                         header_length.to_bytes(3, "big"), pre))
-
-    def store(self, key, request, channel, now_ms, answer):
-        """Keep ``answer`` (the encoded frame) for ``key`` if the processor allows it."""
-        if request.flag & (_FLAG_RESPONSE | _FLAG_ONEWAY):
-            return
-        if len(key) == 3:
-            if key[2] != str(request.opaque).encode():
-                return  # the digits we cut around are not the opaque the decoder read
-            key = key[:2]
+    def answer(self, key, request, channel, now_ms, response):
+        """``response`` (a RemotingCommand answering ``request``) encoded, and kept under ``key``
+        (from :meth:`lookup`) if the processor allows it."""
+        response.opaque = request.opaque
+        response.flag |= FLAG_RESPONSE
+        key, opaque = key
+        if opaque.__class__ is bytes and opaque != str(request.opaque).encode():
+            return response.encode()  # the digits we cut around are not the opaque the decoder read
         stamp = self._stamp_for(request, channel, now_ms)
         if stamp is None:
-            return
-        serialize_type = answer[4]
-        header_length = int.from_bytes(answer[5:8], "big")
-        header = answer[8:8 + header_length]
-        body = answer[8 + header_length:]
-        if serialize_type == 0:
-            m = _OPAQUE.search(header)
-            if m is None or m.group(1) != str(request.opaque).encode():
-                return
-            pre, post = header[:m.start(1)], header[m.end(1):]
-        elif serialize_type == 1:
-            pre, post = header[:5], header[9:]
-        else:
-            return
+            return response.encode()
+        template = encode_template(response)
         if len(self._entries) >= self.max_entries:
             self._entries.clear()
-        # stamp, its value, JSON answer?, {opaque length: frame start}, header after the opaque
-        # + body, serialize type byte, header before the opaque, len(post), len(body)
-        self._entries[key] = (stamp, stamp(), serialize_type == 0, {}, post + body, answer[4:5],
-                              pre, len(post), len(body))
+        self._entries[key] = (stamp, stamp(), template)
+        return template.encode_for(request.opaque)

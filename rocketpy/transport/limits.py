@@ -48,7 +48,6 @@ Every refused connection, bad frame, shed request, drop and expiry is logged onc
 :class:`~rocketpy.transport.metrics.ServerMetrics`.
 """
 import dataclasses
-import re
 import resource
 import socket
 from time import perf_counter
@@ -57,9 +56,11 @@ from twisted.internet.protocol import Protocol
 from twisted.logger import Logger, LogLevel
 
 from ..remoting.command import FLAG_ONEWAY, FLAG_RESPONSE, RemotingCommand
+from ..remoting.frame import encode_template
+from ..remoting.layout import frames_at_least, peek_request
 
-__all__ = ["ServerLimits", "LoadGovernor", "RefusedConnection", "OverloadAnswer", "LIMIT_KEYS",
-           "TROUBLE_EVENTS", "OVERLOAD_REMARK", "SYSTEM_BUSY", "NOT_SHED", "peek_request",
+__all__ = ["ServerLimits", "LoadGovernor", "RefusedConnection", "overload_answer", "LIMIT_KEYS",
+           "TROUBLE_EVENTS", "OVERLOAD_REMARK", "SYSTEM_BUSY", "NOT_SHED",
            "trouble", "raise_open_files_limit", "peer_gone"]
 
 log = Logger()
@@ -196,89 +197,24 @@ def trouble(logger, event, peer, reason, format, level=LogLevel.warn, **fields):
 
 # -- the pre-encoded SYSTEM_BUSY answer -----------------------------------------------------------
 
-#: The three top-level numbers a shed answer needs, found in one pass over a JSON header.
-_NUMBERS = re.compile(rb'"(code|flag|opaque)":\s*(-?[0-9]{1,10})')
-
 #: :meth:`LoadGovernor.shed` result: this frame cannot be read cheaply; process it normally.
 NOT_SHED = object()
 
 
-def peek_request(frame):
-    """``(code, opaque, flag)`` of a whole frame without decoding it, or None when that cannot
-    be done cheaply and unambiguously (the caller then decodes it properly)."""
-    if len(frame) < 8:
-        return None
-    end = 8 + int.from_bytes(frame[5:8], "big")
-    if end > len(frame):
-        return None
-    kind = frame[4]
-    if kind == 0:
-        found = _NUMBERS.findall(frame, 8, end)
-        if len(found) != 3:
-            return None  # missing, or also a key inside extFields: let the decoder decide
-        numbers = dict(found)
-        if len(numbers) != 3:
-            return None
-        return int(numbers[b"code"]), int(numbers[b"opaque"]), int(numbers[b"flag"])
-    if kind == 1 and end >= 29:  # code2 language1 version2 opaque4 flag4 remark-len4 ext-len4
-        return (int.from_bytes(frame[8:10], "big", signed=True),
-                int.from_bytes(frame[13:17], "big", signed=True),
-                int.from_bytes(frame[17:21], "big", signed=True))
-    return None
-
-
-def _more_frames(data, n):
-    """True when ``data`` starts with more than ``n`` whole frames."""
-    pos, size = 0, len(data)
-    for _ in range(n + 1):
-        if size - pos < 4:
-            return False
-        pos += 4 + int.from_bytes(data[pos:pos + 4], "big")
-        if pos > size:
-            return False
-    return True
-
-
-class OverloadAnswer:
-    """Java's SYSTEM_BUSY "[OVERLOAD]..." frame, encoded once, with any opaque patched in.
+def overload_answer(overload_response=None):
+    """Java's SYSTEM_BUSY "[OVERLOAD]..." frame, encoded once, for any opaque (an
+    :class:`~rocketpy.remoting.layout.OpaqueTemplate`).
 
     :param overload_response: ``processor.overload_response(request)`` (the profile's version and
         serialisation); None builds a JSON answer from the request.
     """
-
-    def __init__(self, overload_response=None):
-        probe = RemotingCommand.request(0, None, opaque=0, version=0)
-        if overload_response is not None:
-            response = overload_response(probe)
-        else:
-            response = probe.create_response(SYSTEM_BUSY, remark=OVERLOAD_REMARK)
-        response.opaque = 0
-        response.flag |= FLAG_RESPONSE
-        frame = response.encode()
-        self.serialize_type = frame[4]
-        header_length = int.from_bytes(frame[5:8], "big")
-        header = frame[8:8 + header_length]
-        self._body = frame[8 + header_length:]
-        if self.serialize_type == 0:
-            at = header.index(b'"opaque":0') + len(b'"opaque":')
-            self._pre, self._post = header[:at], header[at + 1:]
-        else:
-            self._pre, self._post = header[:5], header[9:]
-        self._heads = {}
-
-    def encode_for(self, opaque):
-        """The answer frame for a request with ``opaque``."""
-        if self.serialize_type == 0:
-            patched = str(opaque).encode()
-        else:
-            patched = opaque.to_bytes(4, "big", signed=True)
-        head = self._heads.get(len(patched))
-        if head is None:
-            header_length = len(self._pre) + len(patched) + len(self._post)
-            head = self._heads[len(patched)] = b"".join((
-                (4 + header_length + len(self._body)).to_bytes(4, "big"),
-                bytes((self.serialize_type,)), header_length.to_bytes(3, "big"), self._pre))
-        return b"".join((head, patched, self._post, self._body))
+    probe = RemotingCommand.request(0, None, opaque=0, version=0)
+    if overload_response is not None:
+        response = overload_response(probe)
+    else:
+        response = probe.create_response(SYSTEM_BUSY, remark=OVERLOAD_REMARK)
+    response.flag |= FLAG_RESPONSE
+    return encode_template(response)
 
 
 # -- the governor ---------------------------------------------------------------------------------
@@ -299,7 +235,7 @@ class LoadGovernor:
         self.limits = limits = limits or ServerLimits()
         self._clock = clock
         self._metrics = metrics
-        self.answer = OverloadAnswer(overload_response)
+        self.answer = overload_answer(overload_response)
         self._pool = limits.requests_per_turn
         self._unlimited = limits.requests_per_turn == 0
         self._fair = limits.fair_requests_per_turn
@@ -401,7 +337,7 @@ class LoadGovernor:
             serve = self._fair - served if served < self._fair else 0
             if left:
                 serve += left
-            elif serve and data is not None and _more_frames(data, self._fair):
+            elif serve and data is not None and frames_at_least(data, self._fair + 1):
                 serve = 0  # a flood in one read while the budget is spent: queued at once
         shed_left = self._shed_quota - shed
         return serve, serve + (shed_left if shed_left > 0 else 0)

@@ -46,9 +46,10 @@ from twisted.logger import Logger
 from zope.interface import implementer
 
 from ..namesrv.pending import Pending
-from ..remoting.command import FLAG_ONEWAY, FLAG_RESPONSE
+from ..remoting.command import FLAG_ONEWAY, FLAG_RESPONSE, RemotingCommand
 from ..remoting.errors import RemotingCodecError
 from ..remoting.frame import decode_frame
+from ..remoting.layout import LENGTH_SIZE, frame_total
 from .limits import LARGE_FRAME, NOT_SHED, peer_gone
 from .tls import HANDSHAKE_MAGIC, TlsMode
 
@@ -326,23 +327,22 @@ class RemotingServerProtocol(Protocol):
         limit = self._max
         handle = self._handle
         lookup = self._cache.lookup if self._cache is not None else None
-        length = 0
         gate = self._gate  # this turn's budget: serve, then shed, then stop (transport/limits.py)
         serve, stop = gate.allowance(self, data)
         taken = 0
         throttle = False
         metrics = self._metrics  # cached answers are timed per read: see transport/metrics.py
         started, slow, hits = perf_counter(), metrics.processed_seconds, 0
-        while size - pos >= 4:
-            length = int.from_bytes(data[pos:pos + 4], "big")
-            if length + 4 > limit or length < 4:
+        while size - pos >= LENGTH_SIZE:
+            total = frame_total(data, pos)
+            if total > limit or total < 2 * LENGTH_SIZE:
                 gate.bad_frame(self, "frame length", "decode exception, {peer}: frame length {n} "
-                               "(limit {limit}); closing", n=length + 4, limit=limit)
+                               "(limit {limit}); closing", n=total, limit=limit)
                 if out:
                     self._write(out)
                 self.close("frame length")
                 return
-            end = pos + 4 + length
+            end = pos + total
             if end > size:
                 break
             if taken >= stop:  # shed enough this turn: the rest waits for the next one
@@ -383,7 +383,7 @@ class RemotingServerProtocol(Protocol):
             rest = (memoryview(data)[pos:] if throttle else data[pos:]) if pos else data
             self._chunks = [rest]
             self._have = size - pos
-            self._need = 4 + int.from_bytes(rest[:4], "big") if self._have >= 4 else 4
+            self._need = frame_total(rest) if self._have >= LENGTH_SIZE else LENGTH_SIZE
             if self._read_size and self._need - self._have > self._read_size:
                 self._read_ahead(self._need - self._have)
             self._frame_started = self._last_activity
@@ -452,9 +452,10 @@ class RemotingServerProtocol(Protocol):
             response.addCallbacks(self._late_answer, self._late_failure,
                                   callbackArgs=(request,), errbackArgs=(request,))
             return None
-        answer = encode_answer(response, request)
-        if key is not None:
-            self._cache.store(key, request, self.channel, now_ms, answer)
+        if key is not None and response.__class__ is RemotingCommand:
+            answer = self._cache.answer(key, request, self.channel, now_ms, response)
+        else:
+            answer = encode_answer(response, request)
         self._metrics.request(request.code, getattr(response, "code", -1), perf_counter() - started)
         return answer
 

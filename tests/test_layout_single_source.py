@@ -1,0 +1,44 @@
+"""One source of truth for the frame layout: outside the codec, no module reads or writes
+integers in bytes by hand (``int.from_bytes``, ``.to_bytes``, ``struct``); they call
+:mod:`rocketpy.remoting.layout`. The packet layers of the capture reader (pcap records, link,
+IP and TCP headers) are not frames and are the only other modules allowed to."""
+import ast
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+#: modules that may read integers out of bytes: the codec, and the capture's packet layers
+ALLOWED = {"rocketpy/remoting", "rocketpy/capture/readers.py", "rocketpy/capture/layers.py",
+           "rocketpy/capture/split.py", "rocketpy/capture/reassembly.py"}
+
+
+def _allowed(rel):
+    return any(rel == a or rel.startswith(a + "/") for a in ALLOWED)
+
+
+def byte_integer_uses(source):
+    """``(line, what)`` for each hand-made integer<->bytes conversion in ``source``."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Attribute) and node.attr in ("from_bytes", "to_bytes"):
+            found.append((node.lineno, node.attr))
+        elif isinstance(node, ast.Import) and any(a.name == "struct" for a in node.names):
+            found.append((node.lineno, "import struct"))
+        elif isinstance(node, ast.ImportFrom) and node.module == "struct":
+            found.append((node.lineno, "from struct import"))
+    return found
+
+
+def test_no_frame_bytes_sliced_outside_the_codec():
+    offenders = []
+    for path in sorted(ROOT.glob("rocketpy/**/*.py")):
+        rel = path.relative_to(ROOT).as_posix()
+        if not _allowed(rel):
+            offenders += [f"{rel}:{line} {what}" for line, what in byte_integer_uses(path.read_text())]
+    assert offenders == []
+
+
+def test_the_check_catches_a_hand_sliced_prefix():
+    assert byte_integer_uses("n = int.from_bytes(frame[:4], 'big')\n") == [(1, "from_bytes")]
+    assert byte_integer_uses("import struct\n") == [(1, "import struct")]
+    assert byte_integer_uses("from struct import pack\nb = (5).to_bytes(4, 'big')\n") == [
+        (1, "from struct import"), (2, "to_bytes")]
