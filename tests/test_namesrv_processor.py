@@ -6,7 +6,6 @@ from hypothesis import given, settings, strategies as st
 
 from rocketpy.namesrv import (Channel, Configuration, DefaultRequestProcessor, KVConfigManager,
                               NamesrvConfig, NettyServerConfig, RouteInfoManager)
-from rocketpy.namesrv.processor import handler_table
 from rocketpy.namesrv.profile import PROFILE_49, PROFILE_50, PROFILE_53
 from rocketpy.remoting import RemotingCommand, decode_frame, fastjson
 import brokerbody
@@ -55,10 +54,10 @@ def call(proc, code, ext=None, body=None, version=479, now=1000, **kw):
 
 # ------------------------------------------------------------------ dispatch
 
-def test_served_codes_per_profile():
-    assert set(handler_table(PROFILE_53)) == SERVED_53
-    assert set(handler_table(PROFILE_50)) == SERVED_53 | {47}
-    assert set(handler_table(PROFILE_49)) == SERVED_53 - {217, 901, 904}
+def test_served_codes_per_profile(tmp_path):
+    assert set(make(tmp_path, PROFILE_53).handlers) == SERVED_53
+    assert set(make(tmp_path, PROFILE_50).handlers) == SERVED_53 | {47}
+    assert set(make(tmp_path, PROFILE_49).handlers) == SERVED_53 - {217, 901, 904}
 
 
 def test_unknown_code_5x_answers_3_with_opaque(tmp_path):

@@ -9,6 +9,7 @@ namespace's last key keeps the (now empty) namespace: GET_KVLIST_BY_NAMESPACE th
 ``{"table":{}}``, and REGISTER_BROKER answers carry that body.
 """
 from rocketpy.remoting import fastjson
+from rocketpy.remoting.bodies import KVTable
 from rocketpy.remoting.errors import BodyDecodeError
 from rocketpy.remoting.javahash import hashmap_order
 
@@ -87,8 +88,9 @@ class KVConfigManager:
         return None if table is None else table.get(key)
 
     def get_kv_list_by_namespace(self, namespace):
-        """The ``KVTable`` body (``{"table":{...}}``), or None if the namespace never existed."""
+        """The ``KVTable`` body (the namespace in HashMap order), or None if the namespace never
+        existed."""
         table = self.config_table.get(namespace)
         if table is None:
             return None
-        return fastjson.dumps({"table": _java_order(table, self._high.get(namespace, 0))})
+        return KVTable(table=_java_order(table, self._high.get(namespace, 0))).to_json()

@@ -1,10 +1,11 @@
-"""NameServer state layer: which Java NameServer version rocketpy answers like.
+"""NameServer state layer: which Java NameServer version rocketpy answers like (the facts).
 
 rocketpy behaves like the newest Java NameServer (5.3.3) by default. Where the recorded 4.9.8 and
 5.0.0 NameServers answer differently (the genuine captures prove each difference), the difference
 is a field of :class:`BehaviourProfile`, so a replay of a 4.9.8 capture runs with
-:data:`PROFILE_49` and one of a 5.0.0 capture with :data:`PROFILE_50`. Nothing else in the
-package compares version numbers.
+:data:`PROFILE_49` and one of a 5.0.0 capture with :data:`PROFILE_50`. A profile is data only:
+:func:`rocketpy.namesrv.policy.policies_for` turns it, once, into the policy objects the rest of
+the NameServer calls; no other module reads a profile's fields.
 """
 from dataclasses import dataclass
 
@@ -58,6 +59,9 @@ class BehaviourProfile:
     fixed_broker_timeout_ms: "int | None"
     #: REGISTER_TOPIC_IN_NAMESRV for a topic that exists: 5.0 ignores it, 5.1+ merges.
     register_topic_merges: bool = True
+    #: where Java's processor dereferences a RegisterBrokerBody it read as null (its
+    #: NullPointerException remark): the body class's package, the method and its line.
+    register_npe_site: "tuple[str, str, int]" = ("remoting.protocol", "registerBroker", 242)
 
 
 PROFILE_49 = BehaviourProfile(
@@ -67,7 +71,8 @@ PROFILE_49 = BehaviourProfile(
     prime_slave_wipe_needs_acting_master=True, unregister_by_address=False,
     query_data_version_always_refreshes=False, topic_list_switches=False,
     wait_for_service=False, topic_list_set="hashset", concurrent_tables=False,
-    data_version_state=False, sorted_config_text=False, fixed_broker_timeout_ms=120_000)
+    data_version_state=False, sorted_config_text=False, fixed_broker_timeout_ms=120_000,
+    register_npe_site=("common.protocol", "registerBrokerWithFilterServer", 254))
 
 PROFILE_50 = BehaviourProfile(
     name="5.0", server_version=413, reply_in_request_serialize_type=False,
@@ -77,7 +82,7 @@ PROFILE_50 = BehaviourProfile(
     query_data_version_always_refreshes=True, topic_list_switches=True,
     wait_for_service=False, topic_list_set="insertion", concurrent_tables=True,
     data_version_state=True, sorted_config_text=True, fixed_broker_timeout_ms=None,
-    register_topic_merges=False)
+    register_topic_merges=False, register_npe_site=("common.protocol", "registerBroker", 228))
 
 PROFILE_53 = BehaviourProfile(
     name="5.3", server_version=479, reply_in_request_serialize_type=False,

@@ -7,14 +7,17 @@ starts at 9876, unknown keys are kept for GET_NAMESRV_CONFIG, ``configStorePath`
 file); ``-p/--printConfigItem`` prints every config item and exits; ``-n/--namesrvAddr`` is
 accepted and ignored, as the NameServer itself ignores it. rocketpy adds ``--listen`` (any
 Twisted endpoint string; default ``tcp:<listenPort>:interface=<bindAddress>``),
-``--kvConfigPath``, ``--profile`` (which Java version to answer like) and ``-D key=value``
-(a Java ``-D`` system property or any config key, applied after the file), for the ``tls.*``
-settings and ``com.rocketmq.remoting.frameMaxLength``.
+``--kvConfigPath``, ``--profile`` (which Java version to answer like), ``--tune-allocator`` and
+``-D key=value`` (a Java ``-D`` system property or any config key, applied after the file), for
+the ``tls.*`` settings and ``com.rocketmq.remoting.frameMaxLength``.
 
-Only :func:`makeService` knows every component; each gets the narrow callable it needs.
+The profile becomes its policies (:func:`rocketpy.namesrv.policy.policies_for`) once, when the
+options are parsed. Only :func:`makeService` knows every component; each gets the narrow callable
+or policy it needs.
 """
 import os
 import sys
+from functools import partial
 
 from twisted.application.service import MultiService, Service
 from twisted.internet.interfaces import IReactorFromThreads
@@ -23,6 +26,7 @@ from twisted.python import usage
 
 from ..namesrv.config import Configuration, load_properties
 from ..namesrv.kvconfig import KVConfigManager
+from ..namesrv.policy import policies_for
 from ..namesrv.profile import profile_for
 from ..remoting.frame import DEFAULT_MAX_FRAME_LENGTH
 from ..transport.answercache import AnswerCache
@@ -45,8 +49,6 @@ log = Logger()
 
 #: Java's ``-Dcom.rocketmq.remoting.frameMaxLength`` (NettyDecoder's limit, length field included).
 FRAME_MAX_LENGTH_KEY = "com.rocketmq.remoting.frameMaxLength"
-#: 4.9 scans every 10 s (a fixed schedule); 5.x every scanNotActiveBrokerInterval ms.
-SCAN_INTERVAL_49_MS = 10_000
 
 
 class Options(usage.Options):
@@ -61,6 +63,9 @@ class Options(usage.Options):
         ["no-answer-cache", None, "Encode every route answer afresh instead of reusing the encoded "
                                   "answer of an identical earlier query (for benchmarks and "
                                   "debugging; the answers are the same)."],
+        ["tune-allocator", None, "When the server starts, keep frame-sized buffers on the C "
+                                 "heap (glibc mallopt; process-wide): large registrations then "
+                                 "reuse memory instead of mapping fresh pages."],
     ]
     optParameters = [
         ["configFile", "c", None, "Java properties file with NamesrvConfig / NettyServerConfig "
@@ -107,6 +112,7 @@ class Options(usage.Options):
             self["profile_obj"] = profile_for(self["profile"])
         except ValueError as exc:
             raise usage.UsageError(str(exc)) from None
+        self["policies"] = policies_for(self["profile_obj"])
         props = {}
         path = self["configFile"]
         if path:
@@ -117,7 +123,7 @@ class Options(usage.Options):
             log.info("load config properties file OK, {path}", path=path)
         _check_properties(props, path, self["define"], self)   # warn / refuse (propcheck)
         props.update(self["define"])
-        configuration = Configuration.from_properties(props, self["profile_obj"], path or None)
+        configuration = Configuration.from_properties(props, self["policies"].config, path or None)
         if self["kvConfigPath"]:
             configuration.namesrv_config.kv_config_path = self["kvConfigPath"]
         self["configuration"] = configuration
@@ -145,7 +151,6 @@ def _check_properties(file_props, path, defines, options):
     """Unknown keys warned about by name, bad values refused, endpoints parsed: all before
     anything listens (:mod:`rocketpy.service.propcheck`)."""
     from twisted.internet.endpoints import serverFromString
-    from twisted.internet.testing import MemoryReactor
 
     from .propcheck import PropertyError, check_properties
     try:
@@ -159,7 +164,7 @@ def _check_properties(file_props, path, defines, options):
     for name in ("listen", "web"):
         if options[name]:
             try:
-                serverFromString(MemoryReactor(), options[name])
+                serverFromString(None, options[name])   # parsed only: nothing listens
             except (ValueError, TypeError, KeyError) as exc:
                 raise usage.UsageError(f"--{name}={options[name]!r}: not a Twisted server endpoint "
                                        f"(expected e.g. tcp:8080:interface=127.0.0.1): {exc}") from None
@@ -208,31 +213,32 @@ class _Hooks(Service):
 def makeService(options, reactor=None):
     """The NameServer service tree (Java ``NamesrvController``), from parsed :class:`Options`."""
     from ..namesrv.processor import DefaultRequestProcessor
+    from ..namesrv.processor.broker import MinBrokerIdNotifier
     from ..namesrv.route_info_manager import RouteInfoManager
 
     if reactor is None:
         from twisted.internet import reactor
-    profile = options["profile_obj"]
+    policies = options["policies"]
     configuration = options["configuration"]
     namesrv_config = configuration.namesrv_config
     netty = configuration.netty_server_config
 
-    tune_allocator(options["frame_max_length"])  # large frames reuse heap memory (allocator.py)
     kv = KVConfigManager(namesrv_config.kv_config_path)
     kv.load()  # a broken file stops the start, as in Java
     notifier = OnewayNotifier(reactor) if namesrv_config.notify_min_broker_id_changed else None
-    route = RouteInfoManager(namesrv_config, profile, notify_min_broker_id_changed=notifier)
+    route = RouteInfoManager(namesrv_config, policies,
+                             None if notifier is None else MinBrokerIdNotifier(notifier, policies.wire))
     batch = BatchUnregistrationService(
         route.unregister_brokers, reactor, capacity=namesrv_config.un_register_broker_queue_capacity,
-        immediate=not profile.queued_unregistration)
+        immediate=not policies.routes.queued_unregistration)
     metrics = ServerMetrics()   # counters for /metrics; the wrappers below count service events
     submit = metrics.counting_submit(batch.submit)
     processor = DefaultRequestProcessor(
-        route, kv, namesrv_config, netty, submit, profile=profile,
-        configuration=configuration, startup_ms=int(reactor.seconds() * 1000))
+        route, kv, submit_unregistration=submit, profile=policies, configuration=configuration,
+        startup_ms=int(reactor.seconds() * 1000))
     housekeeping = BrokerHousekeepingService(metrics.counting_channel_destroy(route.on_channel_destroy),
                                              submit)
-    cache = AnswerCache(processor.answer_stamp) if options["answerCache"] else None
+    cache = AnswerCache(route.route_version) if options["answerCache"] else None
     # big registration bodies are decoded on its thread; a fake reactor that takes no calls
     # from threads (in-process tests) gets everything done on the spot
     decode_pool = DecodePool(reactor) if IReactorFromThreads.providedBy(reactor) else None
@@ -253,8 +259,7 @@ def makeService(options, reactor=None):
         limits=options.get("limits"), metrics=metrics, decode_pool=decode_pool)
     if factory.governor.limits.max_connections:  # one descriptor per connection, and some spare
         raise_open_files_limit(factory.governor.limits.max_connections + 256)
-    interval = (SCAN_INTERVAL_49_MS if profile.fixed_broker_timeout_ms is not None
-                else namesrv_config.scan_not_active_broker_interval)
+    interval = policies.liveness.scan_interval_ms(namesrv_config)
 
     top = MultiService()
     # Started in this order, stopped in reverse: the server stops listening and closes its
@@ -263,6 +268,9 @@ def makeService(options, reactor=None):
     # a stopping server change nothing that survives).
     batch.setServiceParent(top)
     KVConfigService(kv, reactor, load=False).setServiceParent(top)
+    if options.get("tune-allocator"):   # process-wide: only when asked, when the server starts
+        _Hooks("allocator", partial(tune_allocator, options["frame_max_length"])
+               ).setServiceParent(top)
     if notifier is not None:
         _Hooks("oneway-notifier", stop=notifier.close).setServiceParent(top)
     if decode_pool is not None:
@@ -276,7 +284,7 @@ def makeService(options, reactor=None):
         from ..web.service import make_web_service
         top.web = make_web_service(
             options["web"], route_info_manager=route, kv_config_manager=kv, factory=factory,
-            unregistration=batch, processor=processor, profile=profile, reactor=reactor,
+            unregistration=batch, processor=processor, policies=policies, reactor=reactor,
             listen=options["listen"])
         top.web.setServiceParent(top)
     top.route_info_manager = route

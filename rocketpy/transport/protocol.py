@@ -452,8 +452,8 @@ class RemotingServerProtocol(Protocol):
             response.addCallbacks(self._late_answer, self._late_failure,
                                   callbackArgs=(request,), errbackArgs=(request,))
             return None
-        if key is not None and response.__class__ is RemotingCommand:
-            answer = self._cache.answer(key, request, self.channel, now_ms, response)
+        if key is not None and isinstance(response, RemotingCommand):
+            answer = self._cache.answer(key, request, response)
         else:
             answer = encode_answer(response, request)
         self._metrics.request(request.code, getattr(response, "code", -1), perf_counter() - started)

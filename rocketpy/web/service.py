@@ -51,12 +51,12 @@ class WebService(ListeningService):
 
 
 def make_web_service(endpoint, *, route_info_manager, kv_config_manager, factory, unregistration,
-                     processor, profile, reactor, listen=None):
+                     processor, policies, reactor, listen=None):
     """The web service for ``--web endpoint``, reading the given components (tap.makeService)."""
     access = getattr(processor, "access_control", None)
     view = NameServerView(
         route_info_manager, kv_config_manager, clock=reactor, connections=factory.connections,
-        unregistration=unregistration, metrics=factory.metrics, profile=profile,
+        unregistration=unregistration, metrics=factory.metrics, policies=policies,
         access_control=access, answer_cache=factory.answer_cache, listen=listen)
     registry = build_registry(view)
     site = WebSite(WebRoot(view, registry, reactor),

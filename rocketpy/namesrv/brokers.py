@@ -1,0 +1,193 @@
+"""NameServer policy layer: how registrations and unregistrations change the route tables,
+4.9 and 5.x (Java ``RouteInfoManager.registerBroker``, ``unRegisterBroker``,
+``pickupTopicRouteData``, ``registerTopic`` of each release).
+
+Two registration policies, chosen once by :func:`rocketpy.namesrv.policy.policies_for`:
+:class:`Registration49` (4.9.8: the live table keyed by address, a fixed topic walk on a new
+data version) and :class:`Registration5` (5.x: keyed by (cluster, address), per-topic change
+detection, the prime slave, acting master and zone, the rejection paths, static-topic mappings).
+They work on the tables only through the :class:`~rocketpy.namesrv.route_info_manager.
+RouteInfoManager`'s writers, so every change they make is seen by its mutation gate.
+"""
+from dataclasses import replace
+from functools import partial
+
+from rocketpy.remoting.codes import MQVersion
+
+from .model import MASTER_ID, PERM_WRITE, SYNC_BROKER_MEMBER_GROUP_PREFIX, BrokerData, DataVersion, \
+    RegisterBrokerResult
+
+__all__ = ["Registration49", "Registration5"]
+
+
+class Registration49:
+    """The 4.9.8 NameServer's rules."""
+
+    #: 4.9 routes list only the filter servers a broker registered
+    lists_missing_filter_servers = False
+    register_topic_merges = True
+    #: unregistrations are applied at once (4.9 has no BatchUnregistrationService)
+    queued_unregistration = False
+
+    def live_key(self, cluster_name, broker_addr):
+        return (None, broker_addr)
+
+    def body_version(self, request_version):
+        """The broker version a registration body is read as: 4.9 knows no 5.x body part."""
+        return min(request_version, MQVersion.V4_9_8)
+
+    def unregistered_ids(self, addrs, request):
+        return [request.broker_id] if request.broker_id in addrs else []
+
+    def answers_order_topic_config(self, namesrv_config):
+        """Whether REGISTER_BROKER's answer carries ORDER_TOPIC_CONFIG (4.9: always)."""
+        return True
+
+    def unregistration(self, apply_batch, submit):
+        """UNREGISTER_BROKER's ``unregister(request) -> bool``: 4.9 applies it before answering,
+        5.x queues it (``submit``)."""
+        return lambda request: apply_batch([request]) or True
+
+    def finish_route(self, rim, topic, route):
+        return route
+
+    def _group(self, rim, cluster_name, broker_name):
+        """The broker group (created, and put in its cluster, if new) and whether it is new."""
+        rim._add_to_cluster(cluster_name, broker_name)
+        broker_data = rim.broker_addr_table.get(broker_name)
+        if broker_data is None:
+            broker_data = BrokerData(cluster_name, broker_name)
+            rim._set_broker(broker_data)
+            return broker_data, True
+        return broker_data, False
+
+    @staticmethod
+    def _without_stale(broker_data, broker_addr, broker_id):
+        """Slave -> master switch: one address has one id."""
+        return {bid: addr for bid, addr in broker_data.broker_addrs.items()
+                if broker_addr is None or addr != broker_addr or bid == broker_id}
+
+    def register_broker(self, rim, cluster_name, broker_addr, broker_name, broker_id,
+                        ha_server_addr, wrapper, filter_servers, channel_id, now_ms, zone_name,
+                        timeout_millis, enable_acting_master):
+        broker_data, first = self._group(rim, cluster_name, broker_name)
+        addrs = self._without_stale(broker_data, broker_addr, broker_id)
+        first = not addrs.get(broker_id) or first
+        addrs[broker_id] = broker_addr
+        rim._set_broker(BrokerData(broker_data.cluster, broker_name, addrs))
+        if wrapper is not None and broker_id == MASTER_ID and (
+                first or rim.is_broker_topic_config_changed(cluster_name, broker_addr,
+                                                            wrapper.data_version)):
+            rim._apply_topic_configs(broker_name, wrapper.topic_config_table.values(), False, False)
+        rim._live(self.live_key(cluster_name, broker_addr), now_ms, timeout_millis,
+                  wrapper.data_version if wrapper is not None else DataVersion(timestamp=now_ms),
+                  channel_id, ha_server_addr, broker_name, filter_servers)
+        return RegisterBrokerResult(*rim._master_result(cluster_name, broker_id, addrs))
+
+
+class Registration5(Registration49):
+    """The 5.x NameServer's rules; ``wipe_needs_acting_master`` (5.1+: a prime slave's topics
+    lose write permission only with acting master on), ``unregister_by_address`` (5.1+: an
+    unregistration removes the address whatever its id) and ``register_topic_merges`` (5.1+:
+    REGISTER_TOPIC_IN_NAMESRV adds to a topic that exists) tell the 5.x releases apart."""
+
+    lists_missing_filter_servers = True
+    queued_unregistration = True
+
+    def __init__(self, wipe_needs_acting_master=True, unregister_by_address=True,
+                 register_topic_merges=True):
+        self.wipe_needs_acting_master = wipe_needs_acting_master
+        self.unregister_by_address = unregister_by_address
+        self.register_topic_merges = register_topic_merges
+
+    def live_key(self, cluster_name, broker_addr):
+        return (cluster_name, broker_addr)
+
+    def body_version(self, request_version):
+        return request_version
+
+    def answers_order_topic_config(self, namesrv_config):
+        return namesrv_config.return_order_topic_config_to_broker
+
+    def unregistration(self, apply_batch, submit):
+        return submit
+
+    def unregistered_ids(self, addrs, request):
+        if self.unregister_by_address:
+            return [bid for bid, addr in addrs.items() if addr == request.broker_addr]
+        return super().unregistered_ids(addrs, request)
+
+    def register_broker(self, rim, cluster_name, broker_addr, broker_name, broker_id,
+                        ha_server_addr, wrapper, filter_servers, channel_id, now_ms, zone_name,
+                        timeout_millis, enable_acting_master):
+        broker_data, first = self._group(rim, cluster_name, broker_name)
+        min_id_changed = broker_id < (min(broker_data.broker_addrs) if broker_data.broker_addrs else 0)
+        addrs = self._without_stale(broker_data, broker_addr, broker_id)
+        group = partial(BrokerData, broker_data.cluster, broker_name,
+                        enable_acting_master=bool(enable_acting_master), zone_name=zone_name)
+        old_addr = addrs.get(broker_id)
+        if old_addr is not None and old_addr != broker_addr:
+            old_live = rim.broker_live_table.get(self.live_key(cluster_name, old_addr))
+            new_state = wrapper.data_version.state_version if wrapper is not None else 0
+            if old_live is not None and old_live.data_version.state_version > new_state:
+                rim._set_broker(group(addrs))
+                rim._remove_live(self.live_key(cluster_name, broker_addr))
+                return RegisterBrokerResult()
+        if broker_id not in addrs and wrapper is not None and len(wrapper.topic_config_table) == 1:
+            rim._set_broker(group(addrs))
+            return None
+        first = not old_addr or first
+        addrs[broker_id] = broker_addr
+        broker_data = group(addrs)
+        rim._set_broker(broker_data)
+        prime_slave = (enable_acting_master is not None and broker_id != MASTER_ID
+                       and broker_id == min(addrs))
+        if wrapper is not None and (broker_id == MASTER_ID or prime_slave):
+            self._merge_topics(rim, cluster_name, broker_addr, broker_data, wrapper, first,
+                               prime_slave)
+        rim._live(self.live_key(cluster_name, broker_addr), now_ms, timeout_millis,
+                  wrapper.data_version if wrapper is not None else DataVersion(timestamp=now_ms),
+                  channel_id, ha_server_addr, broker_name, filter_servers)
+        result = RegisterBrokerResult(*rim._master_result(cluster_name, broker_id, addrs))
+        if min_id_changed and rim.config.notify_min_broker_id_changed:
+            rim._notify_min_broker_id_changed(addrs, None, ha_server_addr)
+        return result
+
+    def _merge_topics(self, rim, cluster_name, broker_addr, broker_data, wrapper, first,
+                      prime_slave):
+        name = broker_data.broker_name
+        table = wrapper.topic_config_table
+        mapping = wrapper.topic_queue_mapping_info_map or {}
+        if rim.config.delete_topic_with_broker_registration and not mapping:
+            for topic in list(rim._topics_by_broker.get(name, ())):
+                if topic not in table:
+                    rim._remove_queue_data(topic, name)
+        changed = rim.is_broker_topic_config_changed(cluster_name, broker_addr, wrapper.data_version)
+        wipe = prime_slave and (broker_data.enable_acting_master or not self.wipe_needs_acting_master)
+        rim._apply_table(name, table, wipe, first or changed)
+        if changed or first:
+            for topic, info in mapping.items():
+                rim._set_mapping(topic, info)
+
+    def finish_route(self, rim, topic, route):
+        """5.x adds the static-topic mappings and, with ``supportActingMaster``, shows the
+        smallest live id of a masterless read-only group as its master."""
+        route.topic_queue_mapping_by_broker = rim.topic_queue_mapping_info_table.get(topic)
+        if rim.config.support_acting_master and not topic.startswith(SYNC_BROKER_MEMBER_GROUP_PREFIX):
+            route.broker_datas = [self._acting(broker_data, route.queue_datas)
+                                  for broker_data in route.broker_datas]
+        return route
+
+    @staticmethod
+    def _acting(broker_data, queue_datas):
+        addrs = broker_data.broker_addrs
+        if not addrs or MASTER_ID in addrs or not broker_data.enable_acting_master:
+            return broker_data
+        for queue_data in queue_datas:
+            if queue_data.broker_name == broker_data.broker_name:
+                if not queue_data.perm & PERM_WRITE:
+                    addrs = dict(addrs)
+                    addrs[MASTER_ID] = addrs.pop(min(addrs))
+                    return replace(broker_data, broker_addrs=addrs)
+                break
+        return broker_data
