@@ -212,6 +212,25 @@ class ChannelEventTests(SynchronousTestCase):
         self.assertEqual(ns.brokers_in_route(), ["broker-a"])
 
 
+class LenientHeaderTests(SynchronousTestCase):
+    def test_raw_control_characters_in_a_header_are_answered_not_disconnected(self):
+        """A .NET client (NewLife.RocketMQ) writes raw 0x01/0x02 inside JSON strings; Java's
+        fastjson reads them, so the connection lives and the request is answered."""
+        ns = NameServer(self)
+        broker, _ = ns.connect()
+        ns.register(broker)
+        client, transport = ns.connect(port=45000)
+        header = (b'{"code":105,"extFields":{"topic":"T","tag":"a\x01b\x02"},"flag":0,'
+                  b'"language":"DOTNET","opaque":7,"serializeTypeCurrentRPC":"JSON","version":401}')
+        client.dataReceived(b"".join(((4 + len(header)).to_bytes(4, "big"), b"\x00",
+                                      len(header).to_bytes(3, "big"), header)))
+        frames, _ = split_frames(transport.value())
+        [answer] = [decode_frame(f) for f in frames]
+        self.assertEqual((answer.code, answer.opaque), (0, 7))
+        self.assertEqual(json.loads(answer.body)["brokerDatas"][0]["brokerName"], "broker-a")
+        self.assertFalse(transport.disconnecting)
+
+
 class NotifyMinBrokerIdTests(SynchronousTestCase):
     def test_slave_told_when_master_comes_and_goes(self):
         ns = NameServer(self, notifyMinBrokerIdChanged="true", supportActingMaster="true")
