@@ -257,6 +257,30 @@ class NotifyMinBrokerIdTests(SynchronousTestCase):
         self.assertEqual(note.ext_fields["offlineBrokerAddr"], "127.0.0.1:10911")
         self.assertNotEqual(note.opaque, 0)
 
+    def test_switched_on_at_run_time(self):
+        """UPDATE_NAMESRV_CONFIG notifyMinBrokerIdChanged=true takes effect at once: Java reads
+        the switch on every registration and unregistration."""
+        ns = NameServer(self, supportActingMaster="true")
+        admin, _ = ns.connect(port=45000)
+        [answer] = ns.request(admin, 318, body=b"notifyMinBrokerIdChanged=true\n")
+        self.assertEqual(answer.code, 0)
+        slave, _ = ns.connect(port=44001)
+        ns.register(slave, broker_id=1, addr="127.0.0.1:10921", enableActingMaster="true")
+        master, _ = ns.connect(port=44000)
+        ns.register(master, broker_id=0, addr="127.0.0.1:10911", enableActingMaster="true")
+        [(host, port, factory, _, _)] = ns.reactor.tcpClients
+        self.assertEqual((host, port), ("127.0.0.1", 10921))
+        out = StringTransport()
+        factory.buildProtocol(None).makeConnection(out)
+        [note] = [decode_frame(f) for f in split_frames(out.value())[0]]
+        self.assertEqual((note.code, note.ext_fields["minBrokerId"]), (905, "0"))
+        # and off again: the master's departure is not announced
+        [answer] = ns.request(admin, 318, body=b"notifyMinBrokerIdChanged=false\n")
+        out.clear()
+        master.connectionLost(Failure(ConnectionDone()))
+        ns.turn()
+        self.assertEqual(out.value(), b"")
+
     def test_off_by_default(self):
         ns = NameServer(self)
         slave, _ = ns.connect(port=44001)
