@@ -196,3 +196,37 @@ def test_builds_without_the_optional_pages_and_picks_up_new_ones(tmp_path):
         assert f'href="{name}.html"' not in toc
     protocol = _text(out / "protocol.html")
     assert "request code page" in protocol  # the optional link degrades to text
+
+
+def _test_exists(module, name):
+    """True when ``tests/<module>`` defines ``name`` (``test_x`` or ``Class::test_x``)."""
+    import ast
+    tree = ast.parse((ROOT / "tests" / module).read_text(encoding="utf-8"))
+    scope = tree.body
+    *classes, function = name.split("::")
+    for class_name in classes:
+        found = [n for n in scope if isinstance(n, ast.ClassDef) and n.name == class_name]
+        if not found:
+            return False
+        scope = found[0].body
+    return any(isinstance(n, ast.FunctionDef) and n.name == function for n in scope)
+
+
+def test_java_53_page_covers_every_profile_difference_with_a_test():
+    """docs/java-5.3-changes.md is the evidence for the default profile: each setting in which
+    the 5.0 and 5.3 profiles differ is on it, and each test it names exists."""
+    import dataclasses
+    profile = importlib.import_module("rocketpy.namesrv.profile")
+    page = (DOCS / "java-5.3-changes.md").read_text(encoding="utf-8")
+    differing = [f.name for f in dataclasses.fields(profile.BehaviourProfile) if f.name != "name"
+                 and getattr(profile.PROFILE_50, f.name) != getattr(profile.PROFILE_53, f.name)]
+    assert len(differing) >= 10
+    for name in differing:
+        assert f"`{name}`" in page, f"{name} differs between 5.0 and 5.3 but is not on the page"
+    points = re.findall(r"^\d+\. \*\*.*?(?=^\d+\. |^#|\Z)", page, re.M | re.S)
+    assert len(points) > 20
+    for point in points:
+        assert re.search(r"`test_\w+\.py::", point), f"no test named for: {point[:70]}"
+    named = re.findall(r"`(test_\w+\.py)::([\w:]+)`", page)
+    for module, test in named:
+        assert _test_exists(module, test), f"{module}::{test} named on the page does not exist"

@@ -132,7 +132,7 @@ def test_route_json_style_by_version_and_flag(tmp_path):
     missing = call(proc, 105, {"topic": "NOPE"})
     assert missing.code == 17 and missing.remark == (
         "No topic route info in name server for the topic: NOPE\n"
-        "See http://rocketmq.apache.org/docs/faq/ for further details.")
+        "See https://rocketmq.apache.org/docs/bestPractice/06FAQ for further details.")
 
 
 def test_order_topic_conf_only_when_enabled(tmp_path):

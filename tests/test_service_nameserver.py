@@ -315,3 +315,18 @@ class LifecycleTests(SynchronousTestCase):
         lines = [formatEvent(e) for e in seen]
         self.assertTrue(any(l.startswith("The Name Server boot success. serializeType=JSON, address ")
                             and l.endswith(":9876") for l in lines), lines)
+
+    def test_graceful_shutdown_keys_do_not_delay_the_stop(self):
+        """5.3's enableShutdownGracefully/shutdownWaitTimeSeconds are read and reported, but the
+        stop closes every connection at once and sends no GO_AWAY (docs/java-5.3-changes.md)."""
+        ns = NameServer(self, enableShutdownGracefully="true", shutdownWaitTimeSeconds="30")
+        client, t = ns.connect()
+        [answer] = ns.request(client, 319)
+        self.assertIn(b"enableShutdownGracefully=true", answer.body)
+        self.assertIn(b"shutdownWaitTimeSeconds=30", answer.body)
+        t.clear()
+        d = ns.top.stopService()
+        self.assertTrue(t.disconnecting)
+        self.assertEqual(t.value(), b"")
+        client.connectionLost(Failure(ConnectionDone()))
+        self.successResultOf(d)
