@@ -97,6 +97,25 @@ class ChannelEventTests(SynchronousTestCase):
         ns.turn()
         self.assertEqual(ns.route().code, 17)
 
+    def test_close_of_a_connection_carrying_several_brokers_unregisters_them_all(self):
+        """A 5.x BrokerContainer registers several brokers over one connection. Java's
+        onChannelDestroy stops at the first broker it finds on the channel and leaves the others'
+        routes up until their heartbeat times out; rocketpy removes them all, on purpose
+        (docs/architecture.md, "What is different from Java")."""
+        ns = NameServer(self)
+        container, _ = ns.connect()
+        ns.register(container, broker="broker-a", addr="127.0.0.1:10911", topics=("T", "A"))
+        ns.register(container, broker="broker-b", addr="127.0.0.1:20911", topics=("T", "U"))
+        ns.register(container, broker="broker-c", addr="127.0.0.1:30911", topics=("U", "C"))
+        alone, _ = ns.connect(port=40001)
+        ns.register(alone, broker="broker-d", addr="127.0.0.1:40911", topics=("T", "D"))
+        self.assertEqual(ns.brokers_in_route("T"), ["broker-a", "broker-b", "broker-d"])
+        container.connectionLost(Failure(ConnectionDone()))
+        ns.turn()
+        self.assertEqual(ns.brokers_in_route("T"), ["broker-d"])
+        self.assertEqual(ns.route("U").code, 17)
+        self.assertEqual(sorted(ns.rim.broker_addr_table), ["broker-d"])
+
     def test_routes_survive_while_the_broker_talks(self):
         ns = NameServer(self)
         broker, t = ns.connect()
