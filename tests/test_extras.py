@@ -91,3 +91,42 @@ def test_documented_test_commands_install_every_extra_the_tests_need():
     for name, line in commands:
         assert extras.INSTALL_COMMAND in line, f"{name}: {line!r} does not install the extras"
 
+
+def test_readme_keeps_two_setup_commands_and_says_what_they_need():
+    readme = (ROOT / "README.md").read_text()
+    setup = readme.split("## Set up on a fresh machine", 1)[1].split("\n## ", 1)[0]
+    assert _command_lines(setup) == ["python3 -m pip install . && twistd -n rocketnamesrv",
+                                     f"{extras.INSTALL_COMMAND} && python3 -m pytest"]
+    prose = " ".join(setup.split())
+    assert "virtual environment" in prose and "externally-managed-environment" in prose
+    assert "root" in prose and "network" in prose
+
+
+def _fake_bin(tmp_path, **scripts):
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir(parents=True)
+    for name in ("dirname", "cat"):
+        (bin_dir / name).symlink_to(subprocess.run(["which", name], capture_output=True,
+                                                    text=True).stdout.strip())
+    for name, body in scripts.items():
+        (bin_dir / name).write_text(f"#!/bin/sh\n{body}\n")
+        (bin_dir / name).chmod(0o755)
+    return bin_dir
+
+
+def _install(bin_dir):
+    return subprocess.run(["/bin/bash", str(TESTS / "install.sh")], capture_output=True, text=True,
+                          env={"PATH": str(bin_dir), "HOME": str(bin_dir)}, timeout=60)
+
+
+def test_install_script_names_what_it_needs_before_touching_anything(tmp_path):
+    """One line naming the problem: a system-managed Python (pip would refuse), or no root and
+    no sudo to apt-get the missing Debian packages. Nothing is installed either way."""
+    managed = _install(_fake_bin(tmp_path / "a", python3="cat >/dev/null; exit 1"))
+    assert managed.returncode == 1
+    assert "externally-managed-environment" in managed.stderr
+    assert "python3 -m venv .venv" in managed.stderr
+    no_root = _install(_fake_bin(tmp_path / "b", python3="cat >/dev/null; exit 0", id="echo 1000"))
+    assert no_root.returncode == 1
+    assert no_root.stderr.strip() == ("tests/install.sh: installing tshark chromium with apt-get "
+                                      "needs root: run it as root or install them first")
