@@ -12,8 +12,6 @@ RouteInfoManager`'s writers, so every change they make is seen by its mutation g
 from dataclasses import replace
 from functools import partial
 
-from rocketpy.remoting.codes import MQVersion
-
 from .model import MASTER_ID, PERM_WRITE, SYNC_BROKER_MEMBER_GROUP_PREFIX, BrokerData, DataVersion, \
     RegisterBrokerResult
 
@@ -29,12 +27,16 @@ class Registration49:
     #: unregistrations are applied at once (4.9 has no BatchUnregistrationService)
     queued_unregistration = False
 
+    def __init__(self, body_broker_version=None):
+        self._body_version = body_broker_version
+
     def live_key(self, cluster_name, broker_addr):
         return (None, broker_addr)
 
     def body_version(self, request_version):
-        """The broker version a registration body is read as: 4.9 knows no 5.x body part."""
-        return min(request_version, MQVersion.V4_9_8)
+        """The broker version a compressed registration body is read as: the request's, or the
+        release's own (4.9.8 reads every body as a 4.9 one, 5.0.0 as a 5.0 one)."""
+        return self._body_version or request_version
 
     def unregistered_ids(self, addrs, request):
         return [request.broker_id] if request.broker_id in addrs else []
@@ -95,16 +97,14 @@ class Registration5(Registration49):
     queued_unregistration = True
 
     def __init__(self, wipe_needs_acting_master=True, unregister_by_address=True,
-                 register_topic_merges=True):
+                 register_topic_merges=True, body_broker_version=None):
+        super().__init__(body_broker_version)
         self.wipe_needs_acting_master = wipe_needs_acting_master
         self.unregister_by_address = unregister_by_address
         self.register_topic_merges = register_topic_merges
 
     def live_key(self, cluster_name, broker_addr):
         return (cluster_name, broker_addr)
-
-    def body_version(self, request_version):
-        return request_version
 
     def answers_order_topic_config(self, namesrv_config):
         return namesrv_config.return_order_topic_config_to_broker

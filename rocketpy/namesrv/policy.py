@@ -51,9 +51,11 @@ class WireShape:
 
     def __init__(self, server_version, reply_in_request_type=False, broker_fields_5x=True,
                  state_version=True, topic_set="chm", concurrent_tables=True,
-                 null_register_body_remark=None):
+                 null_register_body_remark=None, faq_url=None):
         #: ``version`` of every answer (Java ``MQVersion.CURRENT_VERSION``)
         self.server_version = server_version
+        #: the FAQ page TOPIC_NOT_EXIST's remark points to (``FAQUrl.APPLY_TOPIC_URL``)
+        self.faq_url = faq_url
         self._reply_in_request_type = reply_in_request_type
         self._broker_fields_5x = broker_fields_5x
         self._state_version = state_version
@@ -146,9 +148,11 @@ class WireShape:
 class LivenessPolicy:
     """When a live broker expires, and what keeps it alive."""
 
-    def __init__(self, fixed_timeout_ms=None, query_always_refreshes=True):
+    def __init__(self, fixed_timeout_ms=None, query_always_refreshes=True, query_needs_body=False):
         self._fixed = fixed_timeout_ms
         self._query_always_refreshes = query_always_refreshes
+        #: QUERY_DATA_VERSION without a body fails (4.9.8, 5.0.0: a null DataVersion)
+        self.query_needs_body = query_needs_body
 
     def timeout(self, requested_ms):
         """A registration's heartbeat timeout: 4.9's fixed 120 s, else what the broker asked
@@ -170,9 +174,13 @@ class HandlerSet:
     """The request codes a release serves and the switches its handlers consult."""
 
     def __init__(self, missing=frozenset(), answers_unknown_code=True, topic_list_switches=True,
-                 zone_hook=True, wait_for_service=True, config_blacklist=True):
+                 zone_hook=True, wait_for_service=True, config_blacklist=True,
+                 header_first=frozenset()):
         #: request codes this release does not serve
         self.missing = missing
+        #: codes whose header this release decodes before a switch its newer releases check
+        #: first (5.0.0's GET_TOPICS_BY_CLUSTER)
+        self.header_first = header_first
         #: 4.9's processor returns null for an unknown code (no answer); 5.x answers
         #: REQUEST_CODE_NOT_SUPPORTED
         self.answers_unknown_code = answers_unknown_code
@@ -232,9 +240,9 @@ def policies_for(profile):
     p = profile
     if p.v5_registration:
         routes = Registration5(p.prime_slave_wipe_needs_acting_master, p.unregister_by_address,
-                               p.register_topic_merges)
+                               p.register_topic_merges, p.compressed_body_broker_version)
     else:
-        routes = Registration49()
+        routes = Registration49(p.compressed_body_broker_version)
     missing = frozenset()
     if not p.serve_5x_codes:
         missing |= _SINCE_5
@@ -242,12 +250,15 @@ def policies_for(profile):
         missing |= _ONLY_5_0
     return Policies(
         name=p.name, routes=routes,
-        liveness=LivenessPolicy(p.fixed_broker_timeout_ms, p.query_data_version_always_refreshes),
+        liveness=LivenessPolicy(p.fixed_broker_timeout_ms, p.query_data_version_always_refreshes,
+                                p.query_data_version_needs_body),
         wire=WireShape(p.server_version, p.reply_in_request_serialize_type, p.v5_registration,
                        p.data_version_state, p.topic_list_set, p.concurrent_tables,
-                       _npe_remark(p.register_npe_site)),
+                       _npe_remark(p.register_npe_site), p.topic_not_exist_faq_url),
         handlers=HandlerSet(missing, p.answer_unknown_code, p.topic_list_switches,
-                            p.serve_5x_codes, p.wait_for_service, p.config_blacklist),
+                            p.serve_5x_codes, p.wait_for_service, p.config_blacklist,
+                            frozenset() if p.topics_by_cluster_switch_first
+                            else frozenset((int(RequestCode.GET_TOPICS_BY_CLUSTER),))),
         config=ConfigShape.of_release(p.name, p.sorted_config_text))
 
 

@@ -225,9 +225,11 @@ def makeService(options, reactor=None):
 
     kv = KVConfigManager(namesrv_config.kv_config_path)
     kv.load()  # a broken file stops the start, as in Java
-    notifier = OnewayNotifier(reactor) if namesrv_config.notify_min_broker_id_changed else None
-    route = RouteInfoManager(namesrv_config, policies,
-                             None if notifier is None else MinBrokerIdNotifier(notifier, policies.wire))
+    # Always there (it connects only when used): RouteInfoManager reads notifyMinBrokerIdChanged
+    # on every registration and unregistration, as Java does, so UPDATE_NAMESRV_CONFIG can turn
+    # it on at run time.
+    notifier = OnewayNotifier(reactor)
+    route = RouteInfoManager(namesrv_config, policies, MinBrokerIdNotifier(notifier, policies.wire))
     batch = BatchUnregistrationService(
         route.unregister_brokers, reactor, capacity=namesrv_config.un_register_broker_queue_capacity,
         immediate=not policies.routes.queued_unregistration)
@@ -271,8 +273,7 @@ def makeService(options, reactor=None):
     if options.get("tune-allocator"):   # process-wide: only when asked, when the server starts
         _Hooks("allocator", partial(tune_allocator, options["frame_max_length"])
                ).setServiceParent(top)
-    if notifier is not None:
-        _Hooks("oneway-notifier", stop=notifier.close).setServiceParent(top)
+    _Hooks("oneway-notifier", stop=notifier.close).setServiceParent(top)
     if decode_pool is not None:
         _Hooks("decode-pool", decode_pool.start, decode_pool.stop).setServiceParent(top)
     ScanNotActiveBrokerService(metrics.counting_scan(route.scan_not_active_broker),

@@ -98,10 +98,11 @@ class DefaultRequestProcessor:
                           bool(config.cluster_test)),   # Java reads clusterTest once
             TopicHandlers(rim, config, policies.handlers),
             AdminHandlers(configuration, rim.invalidate_routes, policies.handlers))
-        missing = policies.handlers.missing
+        missing, first = policies.handlers.missing, policies.handlers.header_first
         #: request code -> handler(header, request, channel, now_ms)
-        self.handlers = {code: fn for code, (_, fn) in table.items() if code not in missing}
-        self._headers = {code: cls for code, (cls, _) in table.items() if cls is not None}
+        self.handlers = {code: fn for code, (_, _, fn) in table.items() if code not in missing}
+        self._headers = {code: cls for code, (cls, typed, _) in table.items()
+                         if cls is not None and (typed or code in first)}
         # read once, like the black list; AclConfigError (a bad setting) stops the start
         if access_control is None:
             access_control = AccessControl.from_properties(configuration.all_configs)
@@ -197,6 +198,7 @@ class DefaultRequestProcessor:
         stype = wire.serialize_type(request, failed)
         if reply.reuse is not None and request.code not in self._guarded:
             return ReusableResponse(int(reply.code), JAVA, wire.server_version, request.opaque,
-                                    FLAG_RESPONSE, reply.remark, ext, body, stype, reply.reuse)
+                                    FLAG_RESPONSE, reply.remark, ext, body, stype,
+                                    reuse=reply.reuse)
         return RemotingCommand(int(reply.code), JAVA, wire.server_version, request.opaque,
                                FLAG_RESPONSE, reply.remark, ext, body, stype)

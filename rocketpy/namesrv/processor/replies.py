@@ -63,7 +63,8 @@ class ReusableResponse(RemotingCommand):
 def responder(code, typed_header=True):
     """Mark a method as the handler of request ``code``. With ``typed_header`` the dispatcher
     decodes the code's header first and passes it (None when the code has none); without, the
-    method gets None and decodes it itself (where Java checks something before decoding)."""
+    method gets None and decodes it itself (where Java checks something before decoding), unless
+    the release decodes it first (:attr:`~rocketpy.namesrv.policy.HandlerSet.header_first`)."""
     def mark(method):
         method.responds_to = (int(code), typed_header)
         return method
@@ -71,12 +72,13 @@ def responder(code, typed_header=True):
 
 
 def responders(*groups):
-    """``{code: (header class or None, bound method)}`` of the marked methods of ``groups``."""
+    """``{code: (header class or None, decoded first?, bound method)}`` of the marked methods of
+    ``groups``."""
     table = {}
     for group in groups:
         for name in dir(type(group)):
             mark = getattr(getattr(type(group), name), "responds_to", None)
             if mark is not None:
                 code, typed = mark
-                table[code] = (request_header_class(code) if typed else None, getattr(group, name))
+                table[code] = (request_header_class(code), typed, getattr(group, name))
     return table

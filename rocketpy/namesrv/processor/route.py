@@ -60,9 +60,10 @@ class RouteHandlers:
         self.cluster_test = cluster_test
 
     def _not_found(self, topic):
+        """``FAQUrl.suggestTodo(APPLY_TOPIC_URL)`` ends the remark; the page moved in 5.1."""
         return error(ResponseCode.TOPIC_NOT_EXIST,
                      f"No topic route info in name server for the topic: {topic}"
-                     "\nSee http://rocketmq.apache.org/docs/faq/ for further details.")
+                     f"\nSee {self.wire.faq_url} for further details.")
 
     @responder(RequestCode.GET_ROUTEINFO_BY_TOPIC)
     def get_route_info_by_topic(self, header, request, channel, now_ms):

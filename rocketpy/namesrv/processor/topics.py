@@ -69,8 +69,9 @@ class TopicHandlers:
     @responder(RequestCode.GET_TOPICS_BY_CLUSTER, typed_header=False)
     def get_topics_by_cluster(self, header, request, channel, now_ms):
         if not self.handlers.lists_enabled(self.config):
-            return _DISABLED   # Java answers before it decodes the header
-        header = GetTopicsByClusterRequestHeader.from_ext_fields(request.ext_fields)
+            return _DISABLED   # 5.1+ answers before it decodes the header (5.0.0 after)
+        if header is None:
+            header = GetTopicsByClusterRequestHeader.from_ext_fields(request.ext_fields)
         return _topic_list(self.routes.get_topics_by_cluster(header.cluster))
 
     @responder(RequestCode.GET_SYSTEM_TOPIC_LIST_FROM_NS)
