@@ -723,7 +723,7 @@ class ProcessorTarget:
         for topic in list(self.route.topic_queue_table)[:50]:
             self._process(RemotingCommand.request(
                 int(RequestCode.GET_ROUTEINFO_BY_TOPIC), {"topic": topic}, None, opaque=8,
-                version=self.processor.policies.wire.server_version), channel, data)
+                version=self.processor.policies.wire.own_version), channel, data)
             self._process(RemotingCommand.request(
                 int(RequestCode.GET_ROUTEINFO_BY_TOPIC), {"topic": topic}, None, opaque=9,
                 version=37), channel, data)

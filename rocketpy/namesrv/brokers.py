@@ -23,12 +23,13 @@ class Registration49:
 
     #: 4.9 routes list only the filter servers a broker registered
     lists_missing_filter_servers = False
-    register_topic_merges = True
-    #: unregistrations are applied at once (4.9 has no BatchUnregistrationService)
-    queued_unregistration = False
-
-    def __init__(self, body_broker_version=None):
+    #: REGISTER_TOPIC_IN_NAMESRV adds to a topic that exists
+    merges_topics = True
+    def __init__(self, body_broker_version=None, queues_unregistrations=False):
         self._body_version = body_broker_version
+        #: unregistrations wait in a queue (5.x ``BatchUnregistrationService``); 4.9 applies them
+        #: at once
+        self.queues_unregistrations = queues_unregistrations
 
     def live_key(self, cluster_name, broker_addr):
         return (None, broker_addr)
@@ -46,8 +47,10 @@ class Registration49:
         return True
 
     def unregistration(self, apply_batch, submit):
-        """UNREGISTER_BROKER's ``unregister(request) -> bool``: 4.9 applies it before answering,
-        5.x queues it (``submit``)."""
+        """UNREGISTER_BROKER's ``unregister(request) -> bool``: queued (``submit``), or applied
+        before the answer."""
+        if self.queues_unregistrations:
+            return submit
         return lambda request: apply_batch([request]) or True
 
     def finish_route(self, rim, topic, route):
@@ -89,19 +92,17 @@ class Registration49:
 
 class Registration5(Registration49):
     """The 5.x NameServer's rules; ``wipe_needs_acting_master`` (5.1+: a prime slave's topics
-    lose write permission only with acting master on), ``unregister_by_address`` (5.1+: an
-    unregistration removes the address whatever its id) and ``register_topic_merges`` (5.1+:
+    lose write permission only with acting master on), ``by_address`` (5.1+: an
+    unregistration removes the address whatever its id) and ``merges_topics`` (5.1+:
     REGISTER_TOPIC_IN_NAMESRV adds to a topic that exists) tell the 5.x releases apart."""
 
     lists_missing_filter_servers = True
-    queued_unregistration = True
-
-    def __init__(self, wipe_needs_acting_master=True, unregister_by_address=True,
-                 register_topic_merges=True, body_broker_version=None):
-        super().__init__(body_broker_version)
+    def __init__(self, wipe_needs_acting_master=True, by_address=True, merges_topics=True,
+                 body_broker_version=None, queues_unregistrations=True):
+        super().__init__(body_broker_version, queues_unregistrations)
         self.wipe_needs_acting_master = wipe_needs_acting_master
-        self.unregister_by_address = unregister_by_address
-        self.register_topic_merges = register_topic_merges
+        self.by_address = by_address
+        self.merges_topics = merges_topics
 
     def live_key(self, cluster_name, broker_addr):
         return (cluster_name, broker_addr)
@@ -109,11 +110,8 @@ class Registration5(Registration49):
     def answers_order_topic_config(self, namesrv_config):
         return namesrv_config.return_order_topic_config_to_broker
 
-    def unregistration(self, apply_batch, submit):
-        return submit
-
     def unregistered_ids(self, addrs, request):
-        if self.unregister_by_address:
+        if self.by_address:
             return [bid for bid, addr in addrs.items() if addr == request.broker_addr]
         return super().unregistered_ids(addrs, request)
 

@@ -49,11 +49,11 @@ class WireShape:
     """What the answers of one release look like; bodies are the codec's beans
     (:mod:`rocketpy.remoting.bodies`), built from route records in Java's map orders."""
 
-    def __init__(self, server_version, reply_in_request_type=False, broker_fields_5x=True,
+    def __init__(self, own_version, reply_in_request_type=False, broker_fields_5x=True,
                  state_version=True, topic_set="chm", concurrent_tables=True,
                  null_register_body_remark=None, faq_url=None):
         #: ``version`` of every answer (Java ``MQVersion.CURRENT_VERSION``)
-        self.server_version = server_version
+        self.own_version = own_version
         #: the FAQ page TOPIC_NOT_EXIST's remark points to (``FAQUrl.APPLY_TOPIC_URL``)
         self.faq_url = faq_url
         self._reply_in_request_type = reply_in_request_type
@@ -240,9 +240,10 @@ def policies_for(profile):
     p = profile
     if p.v5_registration:
         routes = Registration5(p.prime_slave_wipe_needs_acting_master, p.unregister_by_address,
-                               p.register_topic_merges, p.compressed_body_broker_version)
+                               p.register_topic_merges, p.compressed_body_broker_version,
+                               p.queued_unregistration)
     else:
-        routes = Registration49(p.compressed_body_broker_version)
+        routes = Registration49(p.compressed_body_broker_version, p.queued_unregistration)
     missing = frozenset()
     if not p.serve_5x_codes:
         missing |= _SINCE_5

@@ -480,7 +480,7 @@ class RouteInfoManager:
         if not queue_datas:
             return
         if topic in self.topic_queue_table:
-            if not self.registration.register_topic_merges:
+            if not self.registration.merges_topics:
                 return
             for queue_data in queue_datas:   # Java stops at the first unknown broker
                 if queue_data.broker_name not in self.broker_addr_table:

@@ -82,98 +82,90 @@ def _ext_value(key, value):
     raise HeaderDecodeError(f"extFields value of {key!r} is {type(value).__name__}, not a string")
 
 
-def _int_field(obj, name):
-    value = obj.get(name, 0)
+def _int_field(name, value):
     if type(value) is not int:
         raise HeaderDecodeError(f"JSON header field {name} is {value!r}, not an integer")
-    if not -0x80000000 <= value <= 0x7FFFFFFF:  # Java int fields: fastjson fails "int overflow"
+    if not _INT_MIN <= value <= _INT_MAX:  # Java int fields: fastjson fails "int overflow"
         raise HeaderDecodeError(f"JSON header field {name} is {value}, outside the Java int range")
     return value
 
 
 _scan_json = json.decoder.JSONDecoder().scan_once  # the C scanner json.loads runs, minus its wrapping
-_scan_json_lenient = lenient_decoder.scan_once
 _LANGUAGES = dict(codes.LanguageCode.__members__)
 _INT_MIN, _INT_MAX = -0x80000000, 0x7FFFFFFF
 
 
-def _decode_usual_json_header(header):
-    """The header as :func:`_decode_json_header` reads it, for the usual shape only (UTF-8, an
-    object with int fields, a known language name, string extFields); None for anything else,
-    which the full reader then judges. Every frame of a capture takes this path, so it skips
-    ``json.loads``'s encoding sniffing and per-field calls. Raw control characters in strings
-    (fastjson takes them) cost a second scan, only when the strict one failed."""
-    if header[:1] != b"{" or header[1:2] == b"\x00":
-        return None
-    verbatim = None
-    try:
-        text = header.decode("utf-8")
+def _json_object(header):
+    """``(object, verbatim)`` of a JSON header. The usual header (UTF-8, an object, nothing after
+    it) takes the C scanner alone: every frame of a capture comes this way, so it skips
+    ``json.loads``'s encoding sniffing and wrapping. Anything else goes through ``json.loads``
+    (its error messages, trailing blanks); raw control characters in strings, which fastjson
+    takes, through the lenient decoder, remembering how they were written."""
+    if header[:1] == b"{" and header[1:2] != b"\x00":
         try:
+            text = header.decode("utf-8")
             obj, end = _scan_json(text, 0)
-        except ValueError:
-            obj, end = _scan_json_lenient(text, 0)
-            verbatim = raw_string_literals(text) or None
-    except (ValueError, StopIteration, RecursionError):
-        return None
-    if end != len(text) or obj.__class__ is not dict:
-        return None
-    get = obj.get
-    code, version, opaque, flag = get("code", 0), get("version", 0), get("opaque", 0), get("flag", 0)
-    if not (code.__class__ is version.__class__ is opaque.__class__ is flag.__class__ is int
-            and _INT_MIN <= code <= _INT_MAX and _INT_MIN <= version <= _INT_MAX
-            and _INT_MIN <= opaque <= _INT_MAX and _INT_MIN <= flag <= _INT_MAX):
-        return None
-    language = get("language", "JAVA")
-    language = _LANGUAGES.get(language) if language.__class__ is str else None
-    remark = get("remark")
-    ext = get("extFields")
-    if language is None or (remark is not None and remark.__class__ is not str):
-        return None
-    if ext is not None:
-        if ext.__class__ is not dict:
-            return None
-        for value in ext.values():
-            if value.__class__ is not str:
-                return None
-    return RemotingCommand(code, language, version, opaque, flag, remark, ext, None, JSON, verbatim)
-
-
-def _decode_json_header(header):
-    command = _decode_usual_json_header(header)
-    return command if command is not None else _decode_any_json_header(header)
-
-
-def _decode_any_json_header(header):
-    """Any JSON header, with a specific :class:`HeaderDecodeError` for what is wrong with it."""
-    verbatim = None
+            if end == len(text):
+                return obj, None
+        except (ValueError, StopIteration, RecursionError):
+            pass
     try:
         try:
-            obj = json.loads(header)
+            return json.loads(header), None
         except ValueError:   # raw control characters in strings, which fastjson reads, or broken
             text = header.decode("utf-8")
-            obj = lenient_decoder.decode(text)
-            verbatim = raw_string_literals(text) or None
+            return lenient_decoder.decode(text), raw_string_literals(text) or None
     except (ValueError, RecursionError) as exc:  # UnicodeDecodeError is a ValueError
         raise HeaderDecodeError(f"broken JSON header: {exc}") from None
-    if not isinstance(obj, dict):
+
+
+def _header_values(header):
+    """``(code, language, version, opaque, flag, remark, extFields, verbatim)`` of a JSON header
+    as it says them (Java's defaults for absent fields)."""
+    obj, verbatim = _json_object(header)
+    if obj.__class__ is not dict:
         raise HeaderDecodeError("JSON header is not an object")
-    language = obj.get("language", "JAVA")
+    get = obj.get
+    return (get("code", 0), get("language", "JAVA"), get("version", 0), get("opaque", 0),
+            get("flag", 0), get("remark"), get("extFields"), verbatim)
+
+
+def _usual(code, language, version, opaque, flag, remark, ext, verbatim):
+    """The command of a header in the usual shape (int fields, a known language name, string
+    extFields) taken as it is; None for anything else (:func:`_field_by_field` judges it)."""
+    known = _LANGUAGES.get(language) if language.__class__ is str else None
+    if (known is not None and (remark is None or remark.__class__ is str)
+            and code.__class__ is version.__class__ is opaque.__class__ is flag.__class__ is int
+            and _INT_MIN <= code <= _INT_MAX and _INT_MIN <= version <= _INT_MAX
+            and _INT_MIN <= opaque <= _INT_MAX and _INT_MIN <= flag <= _INT_MAX
+            and (ext is None or ext.__class__ is dict
+                 and all(value.__class__ is str for value in ext.values()))):
+        return RemotingCommand(code, known, version, opaque, flag, remark, ext, None, JSON, verbatim)
+    return None
+
+
+def _field_by_field(code, language, version, opaque, flag, remark, ext, verbatim):
+    """Any header's command, with a specific :class:`HeaderDecodeError` for what is wrong."""
     if isinstance(language, str):
-        known = codes.language_from_name(language)
-        language = language if known is None else known
+        language = _LANGUAGES.get(language, language)
     elif type(language) is not int:
         raise HeaderDecodeError(f"JSON header field language is {language!r}")
-    remark = obj.get("remark")
     if remark is not None and not isinstance(remark, str):
         raise HeaderDecodeError(f"JSON header field remark is {remark!r}, not a string")
-    ext = obj.get("extFields")
     if ext is not None:
         if not isinstance(ext, dict):
             raise HeaderDecodeError("JSON header field extFields is not an object")
         ext = {k: _ext_value(k, v) for k, v in ext.items() if v is not None}
-    return RemotingCommand(_int_field(obj, "code"), language, _int_field(obj, "version"),
-                           _int_field(obj, "opaque"), _int_field(obj, "flag"), remark, ext, None, JSON,
-                           verbatim)
+    return RemotingCommand(_int_field("code", code), language, _int_field("version", version),
+                           _int_field("opaque", opaque), _int_field("flag", flag), remark, ext,
+                           None, JSON, verbatim)
+
+
+def _decode_json_header(header):
+    """The one reader of a JSON header: its values, then the usual shape as it is, anything
+    else field by field (tests/test_fuzz_codec.py holds the two equal)."""
+    values = _header_values(header)
+    return _usual(*values) or _field_by_field(*values)
 
 
 def decode_header(serialize_type, header):

@@ -197,8 +197,8 @@ class DefaultRequestProcessor:
         ext = None if header is None else header.to_ext_fields()
         stype = wire.serialize_type(request, failed)
         if reply.reuse is not None and request.code not in self._guarded:
-            return ReusableResponse(int(reply.code), JAVA, wire.server_version, request.opaque,
+            return ReusableResponse(int(reply.code), JAVA, wire.own_version, request.opaque,
                                     FLAG_RESPONSE, reply.remark, ext, body, stype,
                                     reuse=reply.reuse)
-        return RemotingCommand(int(reply.code), JAVA, wire.server_version, request.opaque,
+        return RemotingCommand(int(reply.code), JAVA, wire.own_version, request.opaque,
                                FLAG_RESPONSE, reply.remark, ext, body, stype)

@@ -125,5 +125,5 @@ class MinBrokerIdNotifier:
             min_broker_id=change.min_broker_id, min_broker_addr=change.min_broker_addr,
             offline_broker_addr=change.offline_broker_addr, ha_broker_addr=change.ha_broker_addr)
         self.send(list(change.targets), RemotingCommand(
-            code=int(RequestCode.NOTIFY_MIN_BROKER_ID_CHANGE), version=self.wire.server_version,
+            code=int(RequestCode.NOTIFY_MIN_BROKER_ID_CHANGE), version=self.wire.own_version,
             flag=FLAG_ONEWAY, ext_fields=header.to_ext_fields()))
