@@ -25,6 +25,7 @@ class Registration49:
     lists_missing_filter_servers = False
     #: REGISTER_TOPIC_IN_NAMESRV adds to a topic that exists
     merges_topics = True
+
     def __init__(self, body_broker_version=None, queues_unregistrations=False):
         self._body_version = body_broker_version
         #: unregistrations wait in a queue (5.x ``BatchUnregistrationService``); 4.9 applies them
@@ -56,38 +57,58 @@ class Registration49:
     def finish_route(self, rim, topic, route):
         return route
 
-    def _group(self, rim, cluster_name, broker_name):
-        """The broker group (created, and put in its cluster, if new) and whether it is new."""
-        rim._add_to_cluster(cluster_name, broker_name)
-        broker_data = rim.broker_addr_table.get(broker_name)
-        if broker_data is None:
-            broker_data = BrokerData(cluster_name, broker_name)
-            rim._set_broker(broker_data)
-            return broker_data, True
-        return broker_data, False
-
-    @staticmethod
-    def _without_stale(broker_data, broker_addr, broker_id):
-        """Slave -> master switch: one address has one id."""
-        return {bid: addr for bid, addr in broker_data.broker_addrs.items()
-                if broker_addr is None or addr != broker_addr or bid == broker_id}
-
     def register_broker(self, rim, cluster_name, broker_addr, broker_name, broker_id,
                         ha_server_addr, wrapper, filter_servers, channel_id, now_ms, zone_name,
                         timeout_millis, enable_acting_master):
-        broker_data, first = self._group(rim, cluster_name, broker_name)
-        addrs = self._without_stale(broker_data, broker_addr, broker_id)
-        first = not addrs.get(broker_id) or first
+        rim._add_to_cluster(cluster_name, broker_name)
+        known = rim.broker_addr_table.get(broker_name)
+        if known is None:   # Java puts a new group in before it checks anything
+            known = BrokerData(cluster_name, broker_name)
+            rim._set_broker(known)
+        min_id_changed = broker_id < min(known.broker_addrs, default=0)
+        group = self._group(known, enable_acting_master, zone_name)
+        addrs = {bid: addr for bid, addr in known.broker_addrs.items()   # slave -> master switch:
+                 if broker_addr is None or addr != broker_addr or bid == broker_id}  # 1 id an addr
+        refused = self._refused(rim, cluster_name, broker_addr, broker_id, addrs, wrapper)
+        if refused is not None:
+            rim._set_broker(group(addrs))
+            return refused[0]
+        first = not addrs.get(broker_id)
         addrs[broker_id] = broker_addr
-        rim._set_broker(BrokerData(broker_data.cluster, broker_name, addrs))
-        if wrapper is not None and broker_id == MASTER_ID and (
-                first or rim.is_broker_topic_config_changed(cluster_name, broker_addr,
-                                                            wrapper.data_version)):
-            rim._apply_topic_configs(broker_name, wrapper.topic_config_table.values(), False, False)
+        broker_data = group(addrs)
+        rim._set_broker(broker_data)
+        if wrapper is not None:
+            self._merge(rim, cluster_name, broker_addr, broker_data, broker_id, wrapper, first,
+                        enable_acting_master)
         rim._live(self.live_key(cluster_name, broker_addr), now_ms, timeout_millis,
                   wrapper.data_version if wrapper is not None else DataVersion(timestamp=now_ms),
                   channel_id, ha_server_addr, broker_name, filter_servers)
-        return RegisterBrokerResult(*rim._master_result(cluster_name, broker_id, addrs))
+        result = RegisterBrokerResult(*rim._master_result(cluster_name, broker_id, addrs))
+        if min_id_changed and self.notifies and rim.config.notify_min_broker_id_changed:
+            rim._notify_min_broker_id_changed(addrs, None, ha_server_addr)
+        return result
+
+    # -- what 5.x does differently
+
+    #: a new smallest brokerId is told to the group (``notifyMinBrokerIdChanged``, 5.x)
+    notifies = False
+
+    @staticmethod
+    def _group(known, enable_acting_master, zone_name):
+        """The group's record for its new addresses (4.9 has no acting master, no zone)."""
+        return partial(BrokerData, known.cluster, known.broker_name)
+
+    def _refused(self, rim, cluster_name, broker_addr, broker_id, addrs, wrapper):
+        """``(answer,)`` when the registration is refused (5.x), else None."""
+        return None
+
+    def _merge(self, rim, cluster_name, broker_addr, broker_data, broker_id, wrapper, first,
+               enable_acting_master):
+        """A master's topics, all again, on its first registration or a new data version."""
+        if broker_id == MASTER_ID and (first or rim.is_broker_topic_config_changed(
+                cluster_name, broker_addr, wrapper.data_version)):
+            rim._apply_topic_configs(broker_data.broker_name, wrapper.topic_config_table.values(),
+                                     False, False)
 
 
 class Registration5(Registration49):
@@ -97,6 +118,7 @@ class Registration5(Registration49):
     REGISTER_TOPIC_IN_NAMESRV adds to a topic that exists) tell the 5.x releases apart."""
 
     lists_missing_filter_servers = True
+
     def __init__(self, wipe_needs_acting_master=True, by_address=True, merges_topics=True,
                  body_broker_version=None, queues_unregistrations=True):
         super().__init__(body_broker_version, queues_unregistrations)
@@ -115,44 +137,35 @@ class Registration5(Registration49):
             return [bid for bid, addr in addrs.items() if addr == request.broker_addr]
         return super().unregistered_ids(addrs, request)
 
-    def register_broker(self, rim, cluster_name, broker_addr, broker_name, broker_id,
-                        ha_server_addr, wrapper, filter_servers, channel_id, now_ms, zone_name,
-                        timeout_millis, enable_acting_master):
-        broker_data, first = self._group(rim, cluster_name, broker_name)
-        min_id_changed = broker_id < (min(broker_data.broker_addrs) if broker_data.broker_addrs else 0)
-        addrs = self._without_stale(broker_data, broker_addr, broker_id)
-        group = partial(BrokerData, broker_data.cluster, broker_name,
-                        enable_acting_master=bool(enable_acting_master), zone_name=zone_name)
+    notifies = True
+
+    @staticmethod
+    def _group(known, enable_acting_master, zone_name):
+        return partial(BrokerData, known.cluster, known.broker_name,
+                       enable_acting_master=bool(enable_acting_master), zone_name=zone_name)
+
+    def _refused(self, rim, cluster_name, broker_addr, broker_id, addrs, wrapper):
+        """Refused: an address taken over by a broker whose old address has a newer state, or a
+        single-topic registration (after ``updateTopic``) from a broker not registered yet."""
         old_addr = addrs.get(broker_id)
         if old_addr is not None and old_addr != broker_addr:
             old_live = rim.broker_live_table.get(self.live_key(cluster_name, old_addr))
             new_state = wrapper.data_version.state_version if wrapper is not None else 0
             if old_live is not None and old_live.data_version.state_version > new_state:
-                rim._set_broker(group(addrs))
                 rim._remove_live(self.live_key(cluster_name, broker_addr))
-                return RegisterBrokerResult()
+                return (RegisterBrokerResult(),)
         if broker_id not in addrs and wrapper is not None and len(wrapper.topic_config_table) == 1:
-            rim._set_broker(group(addrs))
-            return None
-        first = not old_addr or first
-        addrs[broker_id] = broker_addr
-        broker_data = group(addrs)
-        rim._set_broker(broker_data)
-        prime_slave = (enable_acting_master is not None and broker_id != MASTER_ID
-                       and broker_id == min(addrs))
-        if wrapper is not None and (broker_id == MASTER_ID or prime_slave):
-            self._merge_topics(rim, cluster_name, broker_addr, broker_data, wrapper, first,
-                               prime_slave)
-        rim._live(self.live_key(cluster_name, broker_addr), now_ms, timeout_millis,
-                  wrapper.data_version if wrapper is not None else DataVersion(timestamp=now_ms),
-                  channel_id, ha_server_addr, broker_name, filter_servers)
-        result = RegisterBrokerResult(*rim._master_result(cluster_name, broker_id, addrs))
-        if min_id_changed and rim.config.notify_min_broker_id_changed:
-            rim._notify_min_broker_id_changed(addrs, None, ha_server_addr)
-        return result
+            return (None,)
+        return None
 
-    def _merge_topics(self, rim, cluster_name, broker_addr, broker_data, wrapper, first,
-                      prime_slave):
+    def _merge(self, rim, cluster_name, broker_addr, broker_data, broker_id, wrapper, first,
+               enable_acting_master):
+        """A master's or prime slave's topics: the ones the queue table lacks, or all on a first
+        registration or a new data version; a prime slave's without write permission."""
+        prime_slave = (enable_acting_master is not None and broker_id != MASTER_ID
+                       and broker_id == min(broker_data.broker_addrs))
+        if broker_id != MASTER_ID and not prime_slave:
+            return
         name = broker_data.broker_name
         table = wrapper.topic_config_table
         mapping = wrapper.topic_queue_mapping_info_map or {}

@@ -1,33 +1,23 @@
 """NameServer state layer: the route tables (Java ``RouteInfoManager``).
 
-Same tables as Java: ``topic_queue_table`` (topic -> broker name -> QueueData),
-``broker_addr_table`` (broker name -> BrokerData), ``cluster_addr_table`` (cluster -> broker
-names), ``broker_live_table`` (keyed by (cluster, address) in 5.x, by address in 4.9),
-``filter_server_table`` and 5.x ``topic_queue_mapping_info_table``; same registration,
-unregistration and lookup semantics. What differs between Java versions is the registration
-policy's (:mod:`rocketpy.namesrv.brokers`), the liveness policy's and the wire shape's
-(:mod:`rocketpy.namesrv.policy`).
+Java's tables (``topic_queue_table``, ``broker_addr_table``, ``cluster_addr_table``,
+``broker_live_table``, ``filter_server_table``, 5.x ``topic_queue_mapping_info_table``) and
+semantics; what differs between releases is the registration policy's
+(:mod:`rocketpy.namesrv.brokers`), the liveness policy's and the wire shape's. Not in Java:
 
-What Java does not have:
-
-* no locks: every call runs on one thread (the reactor), time comes in as ``now_ms``;
-* one mutation gate: every public method that changes a table runs through :func:`_gate`, and
-  the tables change only through the few ``_set_*``/``_put_*``/``_remove_*`` writers below,
-  which note what they changed (a topic's queue data, a broker group, its filter servers, a
-  static-topic mapping). When the outermost call returns, the gate reports the topics touched
-  to the :class:`~rocketpy.namesrv.snapshot.RouteSnapshots`, which version them; so the route
-  of a topic changes exactly when its version does, without anyone listing by hand what a route
-  depends on;
-* an index from channel id to live entries, so a closed connection is found in O(1), and an
-  index from broker name to its topics, so unregistering or re-permissioning a broker touches
-  only its topics;
-* an expiry index (:mod:`rocketpy.namesrv.expiry`): the liveness scan looks only at brokers past
-  their deadline;
-* channel-caused unregistrations are tied to the channel and registration they came from and
-  are dropped if the broker registered again meanwhile (apache/rocketmq#11043);
-* a note of the decoded topic table each broker name last had applied: a re-registration that
-  hands over the very same (immutable) table, with none of that broker's queue data removed
-  since, has nothing to add, so the walk over its topics is skipped.
+* no locks: every call runs on the reactor thread, time comes in as ``now_ms``;
+* one mutation gate (:func:`_gate`): the tables change only through the few writers below,
+  which note the topics and broker groups they changed; when the outermost call returns, the
+  gate reports the topics touched to :class:`~rocketpy.namesrv.snapshot.RouteSnapshots`, which
+  version them. A route changes exactly when its version does, and nobody lists by hand what a
+  route depends on;
+* indexes from channel id to live entries (a closed connection is found in O(1)), from broker
+  name to topics, and by expiry (:mod:`rocketpy.namesrv.expiry`: the liveness scan looks only at
+  brokers past their deadline);
+* channel-caused unregistrations carry the channel and registration they came from, and are
+  dropped if the broker registered again meanwhile (apache/rocketmq#11043);
+* the decoded topic table each broker last had applied: a re-registration handing over the very
+  same (immutable) table, none of whose queue data was removed since, skips the topic walk.
 """
 from dataclasses import replace
 from functools import wraps
@@ -56,6 +46,16 @@ def _gate(method):
             if not self._depth and (self._dirty_topics or self._dirty_brokers):
                 self._publish()
     return gated
+
+
+def _unindex(index, key, item):
+    """Take ``item`` out of ``index[key]`` (a dict used as an ordered set), and the key when
+    nothing is left."""
+    items = index.get(key)
+    if items is not None:
+        items.pop(item, None)
+        if not items:
+            del index[key]
 
 
 class RouteInfoManager:
@@ -88,6 +88,7 @@ class RouteInfoManager:
         self.topic_queue_mapping_info_table = {}
         self.snapshots = RouteSnapshots()
         self.expiry = ExpiryIndex()
+        self.live_key = policies.routes.live_key
         self._by_channel = {}          # channel id -> {live key: None}
         self._topics_by_broker = {}    # broker name -> {topic: None}
         self._applied = {}             # broker name -> (topic table, its size): all held
@@ -145,7 +146,7 @@ class RouteInfoManager:
         if queue_map is None or queue_map.pop(broker_name, None) is None:
             return
         self._applied.pop(broker_name, None)
-        self._unindex_topic(broker_name, topic)
+        _unindex(self._topics_by_broker, broker_name, topic)
         if not queue_map:
             self._drop_topic(topic)
         self._dirty_topics.add(topic)
@@ -153,16 +154,9 @@ class RouteInfoManager:
     def _drop_topic(self, topic):
         for name in self.topic_queue_table.pop(topic, None) or ():
             self._applied.pop(name, None)
-            self._unindex_topic(name, topic)
+            _unindex(self._topics_by_broker, name, topic)
         self._queue_map_high.pop(topic, None)
         self._dirty_topics.add(topic)
-
-    def _unindex_topic(self, broker_name, topic):
-        topics = self._topics_by_broker.get(broker_name)
-        if topics is not None:
-            topics.pop(topic, None)
-            if not topics:
-                del self._topics_by_broker[broker_name]
 
     def _set_broker(self, broker_data):
         """Put (or replace) a broker group."""
@@ -217,7 +211,7 @@ class RouteInfoManager:
     def _put_live(self, key, live):
         old = self.broker_live_table.get(key)
         if old is not None and old.channel_id != live.channel_id:
-            self._unindex_channel(old.channel_id, key)
+            _unindex(self._by_channel, old.channel_id, key)
         self.broker_live_table[key] = live
         self.expiry.set(key, live.last_update_ms + live.heartbeat_timeout_ms)
         if live.channel_id is not None:
@@ -227,18 +221,8 @@ class RouteInfoManager:
         live = self.broker_live_table.pop(key, None)
         if live is not None:
             self.expiry.remove(key)
-            self._unindex_channel(live.channel_id, key)
+            _unindex(self._by_channel, live.channel_id, key)
         return live
-
-    def _unindex_channel(self, channel_id, key):
-        keys = self._by_channel.get(channel_id)
-        if keys is not None:
-            keys.pop(key, None)
-            if not keys:
-                del self._by_channel[channel_id]
-
-    def live_key(self, cluster_name, broker_addr):
-        return self.registration.live_key(cluster_name, broker_addr)
 
     # ------------------------------------------------------------------ registration
 

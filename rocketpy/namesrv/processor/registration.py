@@ -82,10 +82,6 @@ class RegistrationBodies:
         self._last = {}
         self._sweep_at = 64
 
-    def get(self, key, body, compressed, version):
-        entry = self.entry(key, body, compressed, version)
-        return None if entry is None else entry[3]
-
     def entry(self, key, body, compressed, version):
         """``[body, compressed, version, decoded, verified header CRC or 0]`` for an identical
         body, else None."""
@@ -103,9 +99,6 @@ class RegistrationBodies:
             if len(self._last) >= self.limit:
                 self._last.clear()
         self._last[key] = [body, compressed, version, decoded, crc]
-
-    def forget(self, key):
-        self._last.pop(key, None)
 
 
 #: rocketpy's bound on the topics of one registration (Java has none); 0 turns it off.
