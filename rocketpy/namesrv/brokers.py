@@ -10,7 +10,6 @@ They work on the tables only through the :class:`~rocketpy.namesrv.route_info_ma
 RouteInfoManager`'s writers, so every change they make is seen by its mutation gate.
 """
 from dataclasses import replace
-from functools import partial
 
 from .model import MASTER_ID, PERM_WRITE, SYNC_BROKER_MEMBER_GROUP_PREFIX, BrokerData, DataVersion, \
     RegisterBrokerResult
@@ -66,16 +65,15 @@ class Registration49:
             known = BrokerData(cluster_name, broker_name)
             rim._set_broker(known)
         min_id_changed = broker_id < min(known.broker_addrs, default=0)
-        group = self._group(known, enable_acting_master, zone_name)
         addrs = {bid: addr for bid, addr in known.broker_addrs.items()   # slave -> master switch:
                  if broker_addr is None or addr != broker_addr or bid == broker_id}  # 1 id an addr
         refused = self._refused(rim, cluster_name, broker_addr, broker_id, addrs, wrapper)
         if refused is not None:
-            rim._set_broker(group(addrs))
+            rim._set_broker(self._group(known, addrs, enable_acting_master, zone_name))
             return refused[0]
         first = not addrs.get(broker_id)
         addrs[broker_id] = broker_addr
-        broker_data = group(addrs)
+        broker_data = self._group(known, addrs, enable_acting_master, zone_name)
         rim._set_broker(broker_data)
         if wrapper is not None:
             self._merge(rim, cluster_name, broker_addr, broker_data, broker_id, wrapper, first,
@@ -94,9 +92,12 @@ class Registration49:
     notifies = False
 
     @staticmethod
-    def _group(known, enable_acting_master, zone_name):
-        """The group's record for its new addresses (4.9 has no acting master, no zone)."""
-        return partial(BrokerData, known.cluster, known.broker_name)
+    def _group(known, addrs, enable_acting_master, zone_name):
+        """The group's record with ``addrs`` (``known`` itself when nothing changes; 4.9 has no
+        acting master, no zone)."""
+        if addrs == known.broker_addrs:
+            return known
+        return BrokerData(known.cluster, known.broker_name, addrs)
 
     def _refused(self, rim, cluster_name, broker_addr, broker_id, addrs, wrapper):
         """``(answer,)`` when the registration is refused (5.x), else None."""
@@ -140,9 +141,12 @@ class Registration5(Registration49):
     notifies = True
 
     @staticmethod
-    def _group(known, enable_acting_master, zone_name):
-        return partial(BrokerData, known.cluster, known.broker_name,
-                       enable_acting_master=bool(enable_acting_master), zone_name=zone_name)
+    def _group(known, addrs, enable_acting_master, zone_name):
+        acting = bool(enable_acting_master)
+        if (addrs == known.broker_addrs and acting is known.enable_acting_master
+                and zone_name == known.zone_name):
+            return known
+        return BrokerData(known.cluster, known.broker_name, addrs, acting, zone_name)
 
     def _refused(self, rim, cluster_name, broker_addr, broker_id, addrs, wrapper):
         """Refused: an address taken over by a broker whose old address has a newer state, or a

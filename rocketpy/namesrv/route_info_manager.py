@@ -162,7 +162,7 @@ class RouteInfoManager:
         """Put (or replace) a broker group."""
         name = broker_data.broker_name
         old = self.broker_addr_table.get(name)
-        if old == broker_data:
+        if old is broker_data or old == broker_data:
             return
         self.broker_addr_table[name] = broker_data
         if old is None:

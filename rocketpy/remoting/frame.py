@@ -134,14 +134,18 @@ def _usual(code, language, version, opaque, flag, remark, ext, verbatim):
     """The command of a header in the usual shape (int fields, a known language name, string
     extFields) taken as it is; None for anything else (:func:`_field_by_field` judges it)."""
     known = _LANGUAGES.get(language) if language.__class__ is str else None
-    if (known is not None and (remark is None or remark.__class__ is str)
+    if not (known is not None and (remark is None or remark.__class__ is str)
             and code.__class__ is version.__class__ is opaque.__class__ is flag.__class__ is int
             and _INT_MIN <= code <= _INT_MAX and _INT_MIN <= version <= _INT_MAX
-            and _INT_MIN <= opaque <= _INT_MAX and _INT_MIN <= flag <= _INT_MAX
-            and (ext is None or ext.__class__ is dict
-                 and all(value.__class__ is str for value in ext.values()))):
-        return RemotingCommand(code, known, version, opaque, flag, remark, ext, None, JSON, verbatim)
-    return None
+            and _INT_MIN <= opaque <= _INT_MAX and _INT_MIN <= flag <= _INT_MAX):
+        return None
+    if ext is not None:
+        if ext.__class__ is not dict:
+            return None
+        for value in ext.values():
+            if value.__class__ is not str:
+                return None
+    return RemotingCommand(code, known, version, opaque, flag, remark, ext, None, JSON, verbatim)
 
 
 def _field_by_field(code, language, version, opaque, flag, remark, ext, verbatim):

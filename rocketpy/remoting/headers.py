@@ -206,6 +206,8 @@ class CommandHeader:
                 values[spec.attr] = spec.default
             elif raw.__class__ is str and spec.type is STRING:   # most fields: as they are
                 values[spec.attr] = raw
+            elif raw.__class__ is str and spec.type is BOOLEAN:
+                values[spec.attr] = raw.lower() == "true"         # Boolean.parseBoolean
             else:
                 try:
                     values[spec.attr] = _parse(spec, raw, cls.JAVA_NAME)

@@ -27,6 +27,10 @@ _NO_DATA_VERSION = error(ResponseCode.SYSTEM_ERROR, java_exception_remark(
     "java.lang.NullPointerException", "QUERY_DATA_VERSION carries no DataVersion body"))
 
 
+#: a master's answer (no master to name): never changed, shared by every registration
+_MASTER_LESS = RegisterBrokerResponseHeader()
+
+
 class BrokerHandlers:
     """:param route_info_manager: the route tables.
     :param kv_config_manager: the KV store (ORDER_TOPIC_CONFIG for registration answers).
@@ -71,6 +75,8 @@ class BrokerHandlers:
         body = None
         if self.registration.answers_order_topic_config(self.config):
             body = self.kv.get_kv_list_by_namespace(ORDER_TOPIC_CONFIG)
+        if result.master_addr is None and result.ha_server_addr is None:
+            return ok(body, _MASTER_LESS)
         return ok(body, RegisterBrokerResponseHeader(ha_server_addr=result.ha_server_addr,
                                                      master_addr=result.master_addr))
 
