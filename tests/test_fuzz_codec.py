@@ -21,6 +21,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 import fuzzharness as fh
 import golden
+from jsonheader import full_json_header, usual_json_header
 from rocketpy.remoting import bodies, decode_frame, fastjson
 from rocketpy.remoting.errors import (BodyDecodeError, FrameTooLargeError, HeaderDecodeError,
                                       InvalidFieldError, RemotingCodecError, TruncatedFrameError)
@@ -32,20 +33,6 @@ from rocketpy.remoting.splitter import FrameSplitter
 SEED = int(os.environ.get("ROCKETPY_FUZZ_SEED", "20250601"))
 CORPUS = fh.corpus()
 MIB = 1 << 20
-
-
-def usual_json_header(header):
-    """The JSON header reader's usual-shape shortcut: its command, or None where it declines."""
-    try:
-        values = codec_frame._header_values(header)
-    except HeaderDecodeError:
-        return None
-    return codec_frame._usual(*values)
-
-
-def full_json_header(header):
-    """The JSON header reader field by field (the reference the shortcut is held to)."""
-    return codec_frame._field_by_field(*codec_frame._header_values(header))
 
 
 def test_corpus_is_every_genuine_frame():

@@ -11,10 +11,10 @@ from hypothesis import given, settings, strategies as st
 
 from rocketpy.capture import Stats, decode_file
 from rocketpy.remoting import RemotingCommand, decode_frame, fastjson
-from rocketpy.remoting import frame as codec_frame
 from rocketpy.remoting.errors import BodyDecodeError, HeaderDecodeError
 
 import capture_synth as cs
+from jsonheader import full_json_header, usual_json_header
 
 # NameServer-bound requests and a SEND_MESSAGE_V2 as the .NET client writes them: the message
 # properties joined with raw 0x01 (between key and value) and 0x02 (between pairs).
@@ -23,20 +23,6 @@ SEND_V2 = ('{"code":310,"extFields":{"a":"PID-x","b":"T0200","c":"TBW102","d":"4
            '"f":"0","g":"1700000000000","h":"0","i":"' + PROPERTIES + '","j":"0","k":"false",'
            '"m":"false"},"flag":0,"language":"DOTNET","opaque":41,"serializeTypeCurrentRPC":"JSON",'
            '"version":401}').encode()
-
-
-def usual_json_header(header):
-    """The JSON header reader's usual-shape shortcut: its command, or None where it declines."""
-    try:
-        values = codec_frame._header_values(header)
-    except HeaderDecodeError:
-        return None
-    return codec_frame._usual(*values)
-
-
-def full_json_header(header):
-    """The JSON header reader field by field (the reference the shortcut is held to)."""
-    return codec_frame._field_by_field(*codec_frame._header_values(header))
 
 
 def frame(header, body=b""):
