@@ -10,9 +10,9 @@ def usual_json_header(header):
         values = codec_frame._header_values(header)
     except HeaderDecodeError:
         return None
-    return codec_frame._usual(*values)
+    return codec_frame._usual(values)
 
 
 def full_json_header(header):
     """The reader field by field (the reference the shortcut is held to)."""
-    return codec_frame._field_by_field(*codec_frame._header_values(header))
+    return codec_frame._field_by_field(codec_frame._header_values(header))

@@ -71,6 +71,17 @@ def test_no_wire_name_written_by_hand_outside_the_codec():
     assert offenders == []
 
 
+def test_no_test_double_in_production_code():
+    """``twisted.internet.testing`` (MemoryReactor, StringTransport) is for tests only."""
+    offenders = [f"{rel}:{node.lineno}" for rel, source in _modules("rocketpy/")
+                 for node in ast.walk(ast.parse(source))
+                 if isinstance(node, (ast.Import, ast.ImportFrom))
+                 and any(name.startswith("twisted.internet.testing") for name in
+                         ([node.module or ""] if isinstance(node, ast.ImportFrom)
+                          else [a.name for a in node.names]))]
+    assert offenders == []
+
+
 def test_the_checks_catch_what_they_forbid():
     assert profile_reads("if proc.profile.v5_registration:\n    x = p.server_version\n") == [
         (1, "v5_registration"), (2, "server_version")]

@@ -15,7 +15,7 @@ from . import codes
 from .command import RemotingCommand
 from .errors import HeaderDecodeError, TruncatedFrameError
 from .fastjson import escape_string, lenient_decoder, raw_string_literals
-from .layout import (DEFAULT_MAX_FRAME_LENGTH, FRAME, FRAME_COMPILED, JSON, LENGTH_SIZE,
+from .layout import (DEFAULT_MAX_FRAME_LENGTH, FRAME, FRAME_COMPILED, JSON,
                      PREFIX_SIZE, ROCKETMQ, ROCKETMQ_EXT_LENGTH, ROCKETMQ_FIXED, ROCKETMQ_HEADER,
                      ROCKETMQ_KEY_LENGTH, ROCKETMQ_VALUE_LENGTH,
                      ROCKETMQ_HEADER_COMPILED, ROCKETMQ_OPAQUE, OpaqueTemplate, pack_prefix,
@@ -95,34 +95,32 @@ _LANGUAGES = dict(codes.LanguageCode.__members__)
 _INT_MIN, _INT_MAX = -0x80000000, 0x7FFFFFFF
 
 
-def _json_object(header):
-    """``(object, verbatim)`` of a JSON header. The usual header (UTF-8, an object, nothing after
-    it) takes the C scanner alone: every frame of a capture comes this way, so it skips
-    ``json.loads``'s encoding sniffing and wrapping. Anything else goes through ``json.loads``
-    (its error messages, trailing blanks); raw control characters in strings, which fastjson
-    takes, through the lenient decoder, remembering how they were written."""
+def _header_values(header):
+    """``(code, language, version, opaque, flag, remark, extFields, verbatim)`` of a JSON header
+    as it says them (Java's defaults for absent fields). The usual header (UTF-8, an object,
+    nothing after it) takes the C scanner alone: every frame of a capture comes this way, so it
+    skips ``json.loads``'s encoding sniffing and wrapping. Anything else goes through
+    ``json.loads`` (its error messages, trailing blanks); raw control characters in strings,
+    which fastjson takes, through the lenient decoder, remembering how they were written."""
+    obj = verbatim = None
     if header[:1] == b"{" and header[1:2] != b"\x00":
         try:
             text = header.decode("utf-8")
             obj, end = _scan_json(text, 0)
-            if end == len(text):
-                return obj, None
+            if end != len(text):
+                obj = None
         except (ValueError, StopIteration, RecursionError):
-            pass
-    try:
+            obj = None
+    if obj is None:
         try:
-            return json.loads(header), None
-        except ValueError:   # raw control characters in strings, which fastjson reads, or broken
-            text = header.decode("utf-8")
-            return lenient_decoder.decode(text), raw_string_literals(text) or None
-    except (ValueError, RecursionError) as exc:  # UnicodeDecodeError is a ValueError
-        raise HeaderDecodeError(f"broken JSON header: {exc}") from None
-
-
-def _header_values(header):
-    """``(code, language, version, opaque, flag, remark, extFields, verbatim)`` of a JSON header
-    as it says them (Java's defaults for absent fields)."""
-    obj, verbatim = _json_object(header)
+            try:
+                obj = json.loads(header)
+            except ValueError:   # raw control characters in strings, which fastjson reads, or broken
+                text = header.decode("utf-8")
+                obj = lenient_decoder.decode(text)
+                verbatim = raw_string_literals(text) or None
+        except (ValueError, RecursionError) as exc:  # UnicodeDecodeError is a ValueError
+            raise HeaderDecodeError(f"broken JSON header: {exc}") from None
     if obj.__class__ is not dict:
         raise HeaderDecodeError("JSON header is not an object")
     get = obj.get
@@ -130,9 +128,10 @@ def _header_values(header):
             get("flag", 0), get("remark"), get("extFields"), verbatim)
 
 
-def _usual(code, language, version, opaque, flag, remark, ext, verbatim):
+def _usual(values):
     """The command of a header in the usual shape (int fields, a known language name, string
     extFields) taken as it is; None for anything else (:func:`_field_by_field` judges it)."""
+    code, language, version, opaque, flag, remark, ext, verbatim = values
     known = _LANGUAGES.get(language) if language.__class__ is str else None
     if not (known is not None and (remark is None or remark.__class__ is str)
             and code.__class__ is version.__class__ is opaque.__class__ is flag.__class__ is int
@@ -148,8 +147,9 @@ def _usual(code, language, version, opaque, flag, remark, ext, verbatim):
     return RemotingCommand(code, known, version, opaque, flag, remark, ext, None, JSON, verbatim)
 
 
-def _field_by_field(code, language, version, opaque, flag, remark, ext, verbatim):
+def _field_by_field(values):
     """Any header's command, with a specific :class:`HeaderDecodeError` for what is wrong."""
+    code, language, version, opaque, flag, remark, ext, verbatim = values
     if isinstance(language, str):
         language = _LANGUAGES.get(language, language)
     elif type(language) is not int:
@@ -169,7 +169,7 @@ def _decode_json_header(header):
     """The one reader of a JSON header: its values, then the usual shape as it is, anything
     else field by field (tests/test_fuzz_codec.py holds the two equal)."""
     values = _header_values(header)
-    return _usual(*values) or _field_by_field(*values)
+    return _usual(values) or _field_by_field(values)
 
 
 def decode_header(serialize_type, header):
@@ -185,24 +185,28 @@ def decode_frame(data, max_frame_length=DEFAULT_MAX_FRAME_LENGTH):
     """Decode one whole frame (length prefix included) into a :class:`RemotingCommand`."""
     if len(data) < PREFIX_SIZE:
         raise TruncatedFrameError(f"{len(data)} bytes is shorter than the 8-byte frame prefix")
-    length = frame_length(data, max_frame_length)
-    if length + LENGTH_SIZE != len(data):
-        raise TruncatedFrameError(f"length prefix says {length + LENGTH_SIZE} bytes, got {len(data)}")
-    _, serialize_type, header_length = read_prefix(data)
-    if header_length > length - LENGTH_SIZE:
+    total, serialize_type, header_length = read_prefix(data)
+    if not PREFIX_SIZE <= total <= max_frame_length:
+        frame_length(data, max_frame_length)   # raises the limit's error
+    if total != len(data):
+        raise TruncatedFrameError(f"length prefix says {total} bytes, got {len(data)}")
+    if header_length > total - PREFIX_SIZE:
         raise TruncatedFrameError(
-            f"header length {header_length} is larger than the {length - LENGTH_SIZE} bytes the frame holds")
+            f"header length {header_length} is larger than the {total - PREFIX_SIZE} bytes the frame holds")
     command = decode_header(serialize_type, bytes(data[PREFIX_SIZE:PREFIX_SIZE + header_length]))
     body = data[PREFIX_SIZE + header_length:]
     command.body = bytes(body) if body else None
     return command
 
 
+#: a language byte as the JSON header writes it (the enum name, quoted)
+_LANGUAGE_JSON = {code.value: f'"{code.name}"' for code in reversed(codes.LanguageCode)}
+
+
 def _language_json(language, quote):
     if isinstance(language, str):
         return quote(language)
-    name = codes.language_name(language)
-    return f'"{name}"' if name else str(language)
+    return _LANGUAGE_JSON.get(language) or str(language)
 
 
 def _verbatim_quote(verbatim):
