@@ -18,6 +18,7 @@ Handlers, tables and services call these and never test a profile themselves
 (``tests/test_policy_layering.py`` checks it).
 """
 from dataclasses import dataclass
+from functools import lru_cache
 
 from rocketpy.remoting import bodies
 from rocketpy.remoting.codes import RequestCode, SerializeType
@@ -28,7 +29,7 @@ from .brokers import Registration5, Registration49
 from .config import ConfigShape
 from .javaorder import HighWater, chm_capacity, hashmap_capacity, ordered
 from .model import DEFAULT_BROKER_TIMEOUT_MS
-from .profile import DEFAULT_PROFILE, BehaviourProfile
+from .profile import DEFAULT_PROFILE
 
 __all__ = ["Policies", "WireShape", "LivenessPolicy", "HandlerSet", "policies_for", "as_policies"]
 
@@ -263,17 +264,10 @@ def policies_for(profile):
         config=ConfigShape.of_release(p.name, p.sorted_config_text))
 
 
-_DEFAULT = None
-
-
 def as_policies(value=None):
-    """``value`` as :class:`Policies`: policies as they are, a profile turned into its policies,
-    None the default profile's (built once)."""
-    global _DEFAULT
-    if isinstance(value, Policies):
-        return value
-    if isinstance(value, BehaviourProfile) and value is not DEFAULT_PROFILE:
-        return policies_for(value)
-    if _DEFAULT is None:
-        _DEFAULT = policies_for(DEFAULT_PROFILE)
-    return _DEFAULT
+    """``value`` as :class:`Policies`: policies as they are, a profile (default: 5.3) as its
+    policies, built once per profile."""
+    return value if isinstance(value, Policies) else _policies_of(value or DEFAULT_PROFILE)
+
+
+_policies_of = lru_cache(maxsize=None)(policies_for)
