@@ -87,6 +87,8 @@ class RouteInfoManager:
         self.filter_server_table = {}
         self.topic_queue_mapping_info_table = {}
         self.snapshots = RouteSnapshots()
+        #: ``route_version(topic)``: a number that changes whenever the topic's route may change
+        self.route_version = self.snapshots.version
         self.expiry = ExpiryIndex()
         self.live_key = policies.routes.live_key
         self._by_channel = {}          # channel id -> {live key: None}
@@ -111,10 +113,6 @@ class RouteInfoManager:
             topics.update(self._topics_by_broker.get(name, ()))
         self._dirty_brokers = set()
         self.snapshots.touched(topics, self.topic_queue_table)
-
-    def route_version(self, topic):
-        """A number that changes whenever ``topic``'s route answer may change."""
-        return self.snapshots.version(topic)
 
     def route_snapshot(self, topic):
         """The :class:`~rocketpy.namesrv.snapshot.RouteSnapshot` of ``topic``, or None."""

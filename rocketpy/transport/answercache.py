@@ -17,10 +17,10 @@ reach the cache: an entry is stored only after the full decoder accepted the req
 opaque it decoded is exactly the digits the key was cut around, so a hit is byte-for-byte a
 request the decoder accepted, with a different (canonical) opaque.
 
-The cache is bounded by bytes (keys and answers), evicting the least recently used entries.
+The cache is bounded by bytes (keys and answers), evicting the least recently used entries (the
+"second chance" approximation: a hit only marks its entry, and eviction passes over marked
+entries once, unmarking them, so a hit costs one store instead of a reordering).
 """
-from collections import OrderedDict
-
 from ..remoting.command import FLAG_RESPONSE
 from ..remoting.frame import encode_template
 from ..remoting.layout import JSON, request_without_opaque
@@ -46,7 +46,7 @@ class AnswerCache:
         self._version_of = version_of
         self.max_bytes = max_bytes
         self.max_request = max_request
-        self._entries = OrderedDict()   # shape -> (topic, version, template, size)
+        self._entries = {}   # shape -> [topic, version, template, size, used], oldest first
         self.bytes = 0
         self.hits = 0
         self.misses = 0
@@ -71,7 +71,7 @@ class AnswerCache:
         if entry is None or self._version_of(entry[0]) != entry[1]:
             self.misses += 1
             return split
-        self._entries.move_to_end(shape)
+        entry[4] = True
         self.hits += 1
         template = entry[2]
         opaque = split[1]
@@ -99,8 +99,14 @@ class AnswerCache:
         if old is not None:
             self.bytes -= old[3]
         if size <= self.max_bytes:
-            entries[shape] = (reuse[0], reuse[1], template, size)
+            entries[shape] = [reuse[0], reuse[1], template, size, False]
             self.bytes += size
             while self.bytes > self.max_bytes:
-                self.bytes -= entries.popitem(last=False)[1][3]
+                oldest = next(iter(entries))
+                entry = entries.pop(oldest)
+                if entry[4]:                     # used since it last came up: a second chance
+                    entry[4] = False
+                    entries[oldest] = entry
+                else:
+                    self.bytes -= entry[3]
         return template.encode_for(request.opaque)

@@ -333,7 +333,7 @@ class RemotingServerProtocol(Protocol):
         throttle = False
         metrics = self._metrics  # cached answers are timed per read: see transport/metrics.py
         started, slow, hits = perf_counter(), metrics.processed_seconds, 0
-        while True:
+        while pos < size:
             end = frame_at(data, pos, size, limit)
             if end < 0:
                 gate.bad_frame(self, "frame length", "decode exception, {peer}: frame length {n} "

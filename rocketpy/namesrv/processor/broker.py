@@ -27,7 +27,8 @@ _NO_DATA_VERSION = error(ResponseCode.SYSTEM_ERROR, java_exception_remark(
     "java.lang.NullPointerException", "QUERY_DATA_VERSION carries no DataVersion body"))
 
 
-#: a master's answer (no master to name): never changed, shared by every registration
+#: the answer that names no master (a master's, a slave's without a live master): never
+#: changed, shared by every registration
 _MASTER_LESS = RegisterBrokerResponseHeader()
 
 
