@@ -13,7 +13,7 @@ import re
 
 from .fileio import write_file_java
 from .javaorder import chm_capacity, ordered
-from .javaprops import format_properties, parse_properties
+from .javaprops import format_properties, parse_properties, store_properties
 from .profile import DEFAULT_PROFILE
 
 __all__ = ["NamesrvConfig", "NettyServerConfig", "Configuration", "java_keys", "attr_name",
@@ -21,7 +21,8 @@ __all__ = ["NamesrvConfig", "NettyServerConfig", "Configuration", "java_keys", "
 
 _HOME = os.path.expanduser("~")
 
-#: keys UPDATE_NAMESRV_CONFIG always refuses, whatever ``configBlackList`` says
+#: keys Java's UPDATE_NAMESRV_CONFIG always refuses, whatever ``configBlackList`` says (rocketpy
+#: refuses more: :mod:`rocketpy.namesrv.configguard`)
 CONFIG_BLACKLIST_FIXED = ("configBlackList", "configStorePath", "kvConfigPath", "rocketmqHome")
 
 
@@ -260,11 +261,6 @@ class Configuration:
         order = ordered(list(known), chm_capacity(len(known), 8))
         return format_properties((k, known[k]) for k in order)
 
-    def blacklist(self):
-        """``configBlackList`` keys plus the fixed ones (read once at start in Java)."""
-        listed = (self.namesrv_config.config_black_list or "").split(";")
-        return set(CONFIG_BLACKLIST_FIXED) | set(listed)
-
     def update(self, props):
         """``Configuration.update``: merge known keys, set both objects, persist."""
         for key, value in props.items():
@@ -278,7 +274,7 @@ class Configuration:
         path = self.namesrv_config.config_store_path
         if path:
             try:
-                write_file_java(path, self.all_configs_text())
+                write_file_java(path, store_properties(self.items()))
             except OSError:
                 pass  # Java logs "persist string2File error" and carries on
 

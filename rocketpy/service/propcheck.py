@@ -18,7 +18,8 @@ import difflib
 from ..namesrv.config import NamesrvConfig, NettyServerConfig
 from ..namesrv.processor.registration import MAX_TOPICS_KEY
 
-__all__ = ["PropertyError", "check_properties", "register_key", "known_keys", "Spec"]
+__all__ = ["PropertyError", "check_properties", "register_key", "known_keys", "Spec",
+           "value_problem"]
 
 
 class PropertyError(ValueError):
@@ -179,6 +180,15 @@ def check_properties(props, source=None, *, system_properties=False):
         if not spec.check(str(value)):
             raise PropertyError(key, value, spec.expected, source)
     return warnings
+
+
+def value_problem(key, value):
+    """What the start-up check expects of ``key`` when ``value`` fails it, else None (unknown
+    keys pass): UPDATE_NAMESRV_CONFIG refuses a value the next start would refuse."""
+    spec = known_keys().get(key)
+    if spec is None or spec.check(str(value)):
+        return None
+    return spec.expected
 
 
 def help_epilog():

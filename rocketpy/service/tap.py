@@ -22,13 +22,14 @@ from twisted.logger import Logger
 from twisted.python import usage
 
 from ..namesrv.config import Configuration, load_properties
+from ..namesrv.configguard import ConfigUpdateGuard
 from ..namesrv.kvconfig import KVConfigManager
 from ..namesrv.profile import profile_for
 from ..remoting.frame import DEFAULT_MAX_FRAME_LENGTH
 from ..transport.answercache import AnswerCache
 from ..transport.client import OnewayNotifier
 from ..transport.factory import RemotingServerFactory
-from ..transport.limits import ServerLimits, raise_open_files_limit
+from ..transport.limits import LIMIT_KEYS, ServerLimits, raise_open_files_limit
 from ..transport.metrics import ServerMetrics
 from ..transport.offload import DecodePool
 from ..transport.tls import TLS_KEYS, TlsMode, TlsSettings, TlsUnavailableError, build_context_factory
@@ -36,6 +37,7 @@ from .allocator import tune_allocator
 from .housekeeping import BrokerHousekeepingService
 from .kvconfig import KVConfigService
 from .liveness import ScanNotActiveBrokerService
+from .propcheck import value_problem
 from .server import RemotingServerService
 from .unregistration import BatchUnregistrationService
 
@@ -227,9 +229,11 @@ def makeService(options, reactor=None):
         immediate=not profile.queued_unregistration)
     metrics = ServerMetrics()   # counters for /metrics; the wrappers below count service events
     submit = metrics.counting_submit(batch.submit)
+    guard = ConfigUpdateGuard.from_configuration(   # the transport's limits guard it too
+        configuration, protected=[key for key, *_ in LIMIT_KEYS], value_check=value_problem)
     processor = DefaultRequestProcessor(
         route, kv, namesrv_config, netty, submit, profile=profile,
-        configuration=configuration, startup_ms=int(reactor.seconds() * 1000))
+        configuration=configuration, startup_ms=int(reactor.seconds() * 1000), config_guard=guard)
     housekeeping = BrokerHousekeepingService(metrics.counting_channel_destroy(route.on_channel_destroy),
                                              submit)
     cache = AnswerCache(processor.answer_stamp) if options["answerCache"] else None

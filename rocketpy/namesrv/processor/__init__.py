@@ -30,6 +30,7 @@ from rocketpy.remoting.javahash import hashmap_ordered
 
 from ..acl import AccessControl
 from ..config import Configuration
+from ..configguard import ConfigUpdateGuard
 from ..pending import Pending
 from ..route_cache import RouteCache
 from . import admin, broker, kv, route, topics
@@ -110,7 +111,7 @@ class DefaultRequestProcessor:
     def __init__(self, route_info_manager, kv_config_manager, namesrv_config=None,
                  netty_server_config=None, submit_unregistration=None,
                  notify_min_broker_id_changed=None, *, profile=None, configuration=None,
-                 startup_ms=0, route_cache=None, access_control=None):
+                 startup_ms=0, route_cache=None, access_control=None, config_guard=None):
         self.route_info_manager = route_info_manager
         self.kv_config_manager = kv_config_manager
         self.profile = profile or route_info_manager.profile
@@ -126,7 +127,7 @@ class DefaultRequestProcessor:
             route_info_manager.notify_min_broker_id_changed = notify_min_broker_id_changed
         self.startup_ms = startup_ms
         # Java reads these once, when the processor is built
-        self.config_blacklist = configuration.blacklist()
+        self.config_guard = config_guard or ConfigUpdateGuard.from_configuration(configuration)
         self.cluster_test = bool(self.namesrv_config.cluster_test)
         self.route_cache = route_cache or RouteCache(route_info_manager)
         self.registration_bodies = RegistrationBodies()
