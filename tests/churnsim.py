@@ -269,7 +269,6 @@ class Simulation:
         configuration = Configuration.from_properties(props, self.profile)
         self.rim = RouteInfoManager(configuration.namesrv_config, self.profile)
         kv = KVConfigManager(configuration.namesrv_config.kv_config_path)
-        kv.persist = lambda: True
         self.processor = DefaultRequestProcessor(
             self.rim, kv, submit_unregistration=self._submit, profile=self.profile,
             configuration=configuration)

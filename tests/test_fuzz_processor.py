@@ -18,6 +18,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 import fuzzharness as fh
+from rocketpy.service.fileio import write_file_java
 from rocketpy.namesrv import (Channel, Configuration, DefaultRequestProcessor, KVConfigManager,
                               RouteInfoManager, profile_for)
 from rocketpy.namesrv.acl import AccessControl, Account, parse_networks
@@ -89,10 +90,12 @@ _SHARED = {"target": fh.ProcessorTarget("5.3", reset_every=200)}
 def _processor(tmp_path, profile="5.3"):
     prof = profile_for(profile)
     configuration = Configuration.from_properties(
-        {"kvConfigPath": str(tmp_path / "kv.json")}, prof, str(tmp_path / "namesrv.properties"))
+        {"kvConfigPath": str(tmp_path / "kv.json")}, prof, str(tmp_path / "namesrv.properties"),
+        store=write_file_java)
     rim = RouteInfoManager(configuration.namesrv_config, prof)
     queue = []
-    proc = DefaultRequestProcessor(rim, KVConfigManager(configuration.namesrv_config.kv_config_path),
+    kv = KVConfigManager(configuration.namesrv_config.kv_config_path, store=write_file_java)
+    proc = DefaultRequestProcessor(rim, kv,
                                    submit_unregistration=lambda r: queue.append(r) or True,
                                    profile=prof, configuration=configuration)
     return proc

@@ -10,6 +10,7 @@ from rocketpy.namesrv.config import Configuration, NamesrvConfig, NettyServerCon
 from rocketpy.namesrv.configguard import ConfigUpdateGuard, is_protected, round_trip_problem
 from rocketpy.namesrv.javaprops import (body_to_properties, format_properties, parse_properties,
                                         store_properties)
+from rocketpy.service.fileio import load_properties, write_file_java
 from rocketpy.service.propcheck import value_problem
 
 JAVA_BLACK_LIST = "configBlackList;configStorePath;kvConfigPath"
@@ -97,11 +98,11 @@ def test_config_file_is_stored_escaped(tmp_path):
     # e.g. from a -c file holding productEnvName=a\nkvConfigPath\=/evil
     configuration = Configuration(NamesrvConfig(config_store_path=str(store),
                                                 product_env_name="a\nkvConfigPath=/evil"),
-                                  NettyServerConfig())
+                                  NettyServerConfig(), store=write_file_java)
     configuration.persist()
     text = store.read_text(encoding="ascii")
     assert "productEnvName=a\\nkvConfigPath\\=/evil\n" in text
     assert "\nkvConfigPath=/evil" not in text
-    loaded = Configuration.from_properties_file(str(store))
+    loaded = Configuration.from_properties(load_properties(str(store)), config_path=str(store))
     assert loaded.all_configs["productEnvName"] == "a\nkvConfigPath=/evil"
     assert loaded.namesrv_config.kv_config_path == NamesrvConfig().kv_config_path

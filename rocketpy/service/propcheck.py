@@ -141,12 +141,11 @@ def _builtin_specs():
 
 
 def _limit_specs():
-    try:
-        from ..transport.limits import LIMIT_KEYS
-    except ImportError:
-        return {}
+    """rocketpy's own integer settings: the transport's limits and the state's bounds."""
+    from ..namesrv.kvconfig import KV_LIMIT_KEYS
+    from ..transport.limits import LIMIT_KEYS
     spec = Spec(lambda t: _is_int(t, 0), "an integer >= 0 (0 = no limit)")
-    return {entry[0]: spec for entry in LIMIT_KEYS}
+    return {entry[0]: spec for table in (LIMIT_KEYS, KV_LIMIT_KEYS) for entry in table}
 
 
 def known_keys():

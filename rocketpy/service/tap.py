@@ -21,9 +21,9 @@ from twisted.internet.interfaces import IReactorFromThreads
 from twisted.logger import Logger
 from twisted.python import usage
 
-from ..namesrv.config import Configuration, load_properties
+from ..namesrv.config import Configuration
 from ..namesrv.configguard import ConfigUpdateGuard
-from ..namesrv.kvconfig import KVConfigManager
+from ..namesrv.kvconfig import KVConfigManager, KVLimits
 from ..namesrv.profile import profile_for
 from ..remoting.frame import DEFAULT_MAX_FRAME_LENGTH
 from ..transport.answercache import AnswerCache
@@ -31,9 +31,10 @@ from ..transport.client import OnewayNotifier
 from ..transport.factory import RemotingServerFactory
 from ..transport.limits import LIMIT_KEYS, ServerLimits, raise_open_files_limit
 from ..transport.metrics import ServerMetrics
-from ..transport.offload import DecodePool
+from ..transport.offload import DecodePool, WritePool
 from ..transport.tls import TLS_KEYS, TlsMode, TlsSettings, TlsUnavailableError, build_context_factory
 from .allocator import tune_allocator
+from .fileio import load_properties, read_text, write_file_java
 from .housekeeping import BrokerHousekeepingService
 from .kvconfig import KVConfigService
 from .liveness import ScanNotActiveBrokerService
@@ -119,13 +120,15 @@ class Options(usage.Options):
             log.info("load config properties file OK, {path}", path=path)
         _check_properties(props, path, self["define"], self)   # warn / refuse (propcheck)
         props.update(self["define"])
-        configuration = Configuration.from_properties(props, self["profile_obj"], path or None)
+        configuration = Configuration.from_properties(props, self["profile_obj"], path or None,
+                                                      store=write_file_java)
         if self["kvConfigPath"]:
             configuration.namesrv_config.kv_config_path = self["kvConfigPath"]
         self["configuration"] = configuration
         self["tls"] = _tls_settings(props)
         try:
             self["limits"] = ServerLimits.from_properties(props)
+            self["kv_limits"] = KVLimits.from_properties(props)
         except ValueError as exc:
             raise usage.UsageError(str(exc)) from None
         frame_max = props.get(FRAME_MAX_LENGTH_KEY, str(DEFAULT_MAX_FRAME_LENGTH))
@@ -204,7 +207,8 @@ class _Hooks(Service):
     def stopService(self):
         super().stopService()
         if self._stop is not None:
-            self._stop()
+            return self._stop()  # a Deferred, when stopping takes time (the writer's last writes)
+        return None
 
 
 def makeService(options, reactor=None):
@@ -220,8 +224,9 @@ def makeService(options, reactor=None):
     netty = configuration.netty_server_config
 
     tune_allocator(options["frame_max_length"])  # large frames reuse heap memory (allocator.py)
-    kv = KVConfigManager(namesrv_config.kv_config_path)
-    kv.load()  # a broken file stops the start, as in Java
+    kv = KVConfigManager(namesrv_config.kv_config_path, store=write_file_java,
+                         limits=options.get("kv_limits"))
+    kv.load_json(read_text(kv.path))  # a broken file stops the start, as in Java
     notifier = OnewayNotifier(reactor) if namesrv_config.notify_min_broker_id_changed else None
     route = RouteInfoManager(namesrv_config, profile, notify_min_broker_id_changed=notifier)
     batch = BatchUnregistrationService(
@@ -237,9 +242,11 @@ def makeService(options, reactor=None):
     housekeeping = BrokerHousekeepingService(metrics.counting_channel_destroy(route.on_channel_destroy),
                                              submit)
     cache = AnswerCache(processor.answer_stamp) if options["answerCache"] else None
-    # big registration bodies are decoded on its thread; a fake reactor that takes no calls
-    # from threads (in-process tests) gets everything done on the spot
-    decode_pool = DecodePool(reactor) if IReactorFromThreads.providedBy(reactor) else None
+    # big registration bodies are decoded on one thread, files written on another; a fake
+    # reactor that takes no calls from threads (in-process tests) gets everything done on the spot
+    threads = IReactorFromThreads.providedBy(reactor)
+    decode_pool = DecodePool(reactor) if threads else None
+    write_pool = WritePool(reactor) if threads else None
 
     settings = options["tls"]
     context = None
@@ -254,7 +261,8 @@ def makeService(options, reactor=None):
         tls_context_factory=context, send_buffer=netty.server_socket_snd_buf_size,
         receive_buffer=netty.server_socket_rcv_buf_size,
         write_high_water_mark=netty.write_buffer_high_water_mark, answer_cache=cache,
-        limits=options.get("limits"), metrics=metrics, decode_pool=decode_pool)
+        limits=options.get("limits"), metrics=metrics, decode_pool=decode_pool,
+        write_pool=write_pool)
     if factory.governor.limits.max_connections:  # one descriptor per connection, and some spare
         raise_open_files_limit(factory.governor.limits.max_connections + 256)
     interval = (SCAN_INTERVAL_49_MS if profile.fixed_broker_timeout_ms is not None
@@ -263,10 +271,13 @@ def makeService(options, reactor=None):
     top = MultiService()
     # Started in this order, stopped in reverse: the server stops listening and closes its
     # connections first, the scan stops, the decode pool finishes what it holds (for nobody),
-    # the KV file is flushed, and the batch queue applies what is left (later close events of
-    # a stopping server change nothing that survives).
+    # the KV file is flushed, the writer writes what it holds, and the batch queue applies
+    # what is left (later close events of a stopping server change nothing that survives).
     batch.setServiceParent(top)
-    KVConfigService(kv, reactor, load=False).setServiceParent(top)
+    if write_pool is not None:
+        _Hooks("writer", write_pool.start, write_pool.stop).setServiceParent(top)
+    KVConfigService(kv, reactor, load=False,
+                    write=write_pool.submit if write_pool is not None else None).setServiceParent(top)
     if notifier is not None:
         _Hooks("oneway-notifier", stop=notifier.close).setServiceParent(top)
     if decode_pool is not None:
@@ -284,6 +295,7 @@ def makeService(options, reactor=None):
             listen=options["listen"])
         top.web.setServiceParent(top)
     top.route_info_manager = route
+    top.processor = processor
     top.factory = factory
     top.server = server
     return top

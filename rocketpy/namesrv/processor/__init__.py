@@ -13,9 +13,11 @@ same way). Oneway requests are applied and get no answer. Unknown codes get
 REQUEST_CODE_NOT_SUPPORTED with the opaque echoed, except under the 4.9 profile, where the
 Java processor returns null and nothing is sent.
 
-A handler may return a :class:`~rocketpy.namesrv.pending.Pending` (REGISTER_BROKER with a big
-body): ``process`` finishes it at once, or, for a transport that asked (``offload=True``),
-hands back the Pending of the answer so the decode can run on a worker thread.
+A handler may return a :class:`~rocketpy.namesrv.pending.Pending`: REGISTER_BROKER with a big
+body (its decode), PUT_KV_CONFIG, DELETE_KV_CONFIG and UPDATE_NAMESRV_CONFIG (their file write,
+answered once it is durable). ``process`` finishes it at once, or, for a transport that asked
+(``offload=True``), hands back the Pending of the answer so the work can run on the pool of its
+lane (the decode pool, the writer thread).
 
 Before a handler runs, the :class:`~rocketpy.namesrv.acl.AccessControl` (rocketpy's addition,
 off unless configured) may refuse an administrative request with NO_PERMISSION.
@@ -184,24 +186,24 @@ class DefaultRequestProcessor:
         return Reply(ResponseCode.SYSTEM_ERROR, _failure_remark(exc))
 
     def _later(self, pending, request, channel):
-        """A handler's Pending reply as the Pending of the answer frame: an exception in its
-        work (on whatever thread) or its finish is answered as a handler's would be."""
-        def work():
-            try:
-                return pending.work(), None
-            except Exception as exc:  # handed to finish: logged and answered on the reactor
-                return None, exc
-
-        def finish(outcome):
-            result, exc = outcome
-            if exc is None:
+        """A handler's Pending reply as the Pending of the answer frame, on the same lane with
+        the same work: an exception in its work (on whatever thread) or its finish is answered
+        as a handler's would be (or by the handler's own ``fail``)."""
+        def fail(exc):
+            if pending.fail is not None:
                 try:
-                    return self._answer(request, pending.finish(result))
+                    return self._answer(request, pending.fail(exc), True)
                 except Exception as raised:
                     exc = raised
             return self._answer(request, self._failure(exc, request, channel), True)
 
-        return Pending(work, finish)
+        def finish(result):
+            try:
+                return self._answer(request, pending.finish(result))
+            except Exception as exc:
+                return fail(exc)
+
+        return Pending(pending.work, finish, pending.lane, fail)
 
     def answer_stamp(self, request, channel, now_ms):
         """For a transport that reuses encoded answers (:mod:`rocketpy.transport.answercache`):
