@@ -38,6 +38,7 @@ from .javaprops import format_properties, parse_properties
 from .kvconfig import KV_LIMIT_KEYS
 from .processor.registration import MAX_TOPICS_KEY
 from .processor.replies import error
+from .route_bounds import ROUTE_BOUND_KEYS
 
 __all__ = ["ConfigUpdateGuard", "PROTECTED_KEYS", "BLACK_LIST_REMARK", "is_protected"]
 
@@ -48,7 +49,8 @@ BLACK_LIST_REMARK = "Can not update config in black list."
 
 #: Keys no update may change, whatever ``configBlackList`` says.
 PROTECTED_KEYS = frozenset(CONFIG_BLACKLIST_FIXED + ("bindAddress", MAX_TOPICS_KEY)
-                           + ACL_CONFIG_KEYS + tuple(entry[0] for entry in KV_LIMIT_KEYS))
+                           + ACL_CONFIG_KEYS
+                           + tuple(entry[0] for entry in KV_LIMIT_KEYS + ROUTE_BOUND_KEYS))
 _PATH_LIKE = re.compile(r"path|dir|file|home", re.IGNORECASE)
 _NAMES = {"\n": "a line feed (U+000A)", "\r": "a carriage return (U+000D)", "\0": "NUL (U+0000)",
           "\\": "a backslash", "=": "'='", ":": "':'", " ": "a blank", "\t": "a tab (U+0009)",

@@ -93,6 +93,8 @@ class KVConfigManager:
         self._high = {}            # namespace -> largest key count (HashMap capacity)
         self._namespaces_high = 0
         self._total = 0            # bytes of the table, as the bounds count them
+        #: puts refused since start, by bound (the property key)
+        self.refused = {key: 0 for key, *_ in KV_LIMIT_KEYS}
 
     def load_json(self, content):
         """``load()`` of the file's text: merge its table into memory; None or empty text is an
@@ -136,7 +138,7 @@ class KVConfigManager:
 
     def refusal(self, namespace, key, value):
         """None when a put of ``value`` at ``namespace``/``key`` is within the bounds, else the
-        remark that refuses it."""
+        remark that refuses it (and the refusal is counted)."""
         limits = self.limits
         sizes = (("namespace", namespace, limits.max_namespace_bytes, "kvConfigMaxNamespaceBytes"),
                  ("key", key, limits.max_key_bytes, "kvConfigMaxKeyBytes"),
@@ -144,6 +146,7 @@ class KVConfigManager:
         for what, text, bound, name in sizes:
             size = _size(text)
             if bound and size > bound:
+                self.refused[name] += 1
                 return f"the {what} is {size} bytes, over {name}={bound}"
         if limits.max_total_bytes:
             table = self.config_table.get(namespace)
@@ -153,6 +156,7 @@ class KVConfigManager:
             elif key in table:
                 grows -= _size(key) + _size(table[key]) + _ENTRY_OVERHEAD
             if self._total + grows > limits.max_total_bytes:
+                self.refused["kvConfigMaxTotalBytes"] += 1
                 return (f"the KV table would hold {self._total + grows} bytes, over "
                         f"kvConfigMaxTotalBytes={limits.max_total_bytes}")
         return None

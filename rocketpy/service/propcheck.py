@@ -143,9 +143,11 @@ def _builtin_specs():
 def _limit_specs():
     """rocketpy's own integer settings: the transport's limits and the state's bounds."""
     from ..namesrv.kvconfig import KV_LIMIT_KEYS
+    from ..namesrv.route_bounds import ROUTE_BOUND_KEYS
     from ..transport.limits import LIMIT_KEYS
     spec = Spec(lambda t: _is_int(t, 0), "an integer >= 0 (0 = no limit)")
-    return {entry[0]: spec for table in (LIMIT_KEYS, KV_LIMIT_KEYS) for entry in table}
+    return {entry[0]: spec for table in (LIMIT_KEYS, KV_LIMIT_KEYS, ROUTE_BOUND_KEYS)
+            for entry in table}
 
 
 def known_keys():

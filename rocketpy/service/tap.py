@@ -24,6 +24,7 @@ from twisted.python import usage
 from ..namesrv.config import Configuration
 from ..namesrv.configguard import ConfigUpdateGuard
 from ..namesrv.kvconfig import KVConfigManager, KVLimits
+from ..namesrv.processor.registration import forget_departed_brokers
 from ..namesrv.profile import profile_for
 from ..remoting.frame import DEFAULT_MAX_FRAME_LENGTH
 from ..transport.answercache import AnswerCache
@@ -33,11 +34,12 @@ from ..transport.limits import LIMIT_KEYS, ServerLimits, raise_open_files_limit
 from ..transport.metrics import ServerMetrics
 from ..transport.offload import DecodePool, WritePool
 from ..transport.tls import TLS_KEYS, TlsMode, TlsSettings, TlsUnavailableError, build_context_factory
-from .allocator import tune_allocator
+from .allocator import trim_heap, tune_allocator
 from .fileio import load_properties, read_text, write_file_java
 from .housekeeping import BrokerHousekeepingService
 from .kvconfig import KVConfigService
 from .liveness import ScanNotActiveBrokerService
+from .memory import RouteMemoryService, compact_dicts
 from .propcheck import value_problem
 from .server import RemotingServerService
 from .unregistration import BatchUnregistrationService
@@ -64,6 +66,9 @@ class Options(usage.Options):
         ["no-answer-cache", None, "Encode every route answer afresh instead of reusing the encoded "
                                   "answer of an identical earlier query (for benchmarks and "
                                   "debugging; the answers are the same)."],
+        ["no-malloc-trim", None, "Do not call glibc malloc_trim(0) after the route state has "
+                                 "shrunk (brokers left); the freed memory then stays in the "
+                                 "process instead of going back to the system."],
     ]
     optParameters = [
         ["configFile", "c", None, "Java properties file with NamesrvConfig / NettyServerConfig "
@@ -211,10 +216,27 @@ class _Hooks(Service):
         return None
 
 
+def _route_size(route):
+    """The route state's size for the memory service: topics, pairs, live brokers."""
+    return lambda: len(route.topic_queue_table) + route.queue_data_count + len(route.broker_live_table)
+
+
+def _route_release(processor, trim):
+    """What the memory service does once the route state has shrunk (rocketpy.service.memory)."""
+    def release():
+        forget_departed_brokers(processor)
+        processor.route_cache.clear()
+        compact_dicts(processor.route_info_manager)
+        if trim:
+            trim_heap()
+    return release
+
+
 def makeService(options, reactor=None):
     """The NameServer service tree (Java ``NamesrvController``), from parsed :class:`Options`."""
     from ..namesrv.processor import DefaultRequestProcessor
     from ..namesrv.route_info_manager import RouteInfoManager
+    from .guardmetrics import GuardCollector
 
     if reactor is None:
         from twisted.internet import reactor
@@ -229,8 +251,10 @@ def makeService(options, reactor=None):
     kv.load_json(read_text(kv.path))  # a broken file stops the start, as in Java
     notifier = OnewayNotifier(reactor) if namesrv_config.notify_min_broker_id_changed else None
     route = RouteInfoManager(namesrv_config, profile, notify_min_broker_id_changed=notifier)
+    memory = RouteMemoryService(_route_size(route), None, reactor)   # release set below
     batch = BatchUnregistrationService(
-        route.unregister_brokers, reactor, capacity=namesrv_config.un_register_broker_queue_capacity,
+        memory.watching(route.unregister_brokers), reactor,
+        capacity=namesrv_config.un_register_broker_queue_capacity,
         immediate=not profile.queued_unregistration)
     metrics = ServerMetrics()   # counters for /metrics; the wrappers below count service events
     submit = metrics.counting_submit(batch.submit)
@@ -285,6 +309,8 @@ def makeService(options, reactor=None):
     ScanNotActiveBrokerService(metrics.counting_scan(route.scan_not_active_broker),
                                factory.close_channel, submit, reactor,
                                interval_ms=interval).setServiceParent(top)
+    memory.release = _route_release(processor, trim=not options.get("no-malloc-trim"))
+    memory.setServiceParent(top)
     server = RemotingServerService(options["listen"], factory, reactor)
     server.setServiceParent(top)
     if options.get("web"):   # --web: status page, /metrics, /api/ (rocketpy.web)
@@ -294,8 +320,10 @@ def makeService(options, reactor=None):
             unregistration=batch, processor=processor, profile=profile, reactor=reactor,
             listen=options["listen"])
         top.web.setServiceParent(top)
+        top.web.registry.register(GuardCollector(processor, write_pool, memory))
     top.route_info_manager = route
     top.processor = processor
+    top.memory = memory
     top.factory = factory
     top.server = server
     return top

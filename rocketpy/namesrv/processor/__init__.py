@@ -34,6 +34,7 @@ from ..acl import AccessControl
 from ..config import Configuration
 from ..configguard import ConfigUpdateGuard
 from ..pending import Pending
+from ..route_bounds import RouteBounds
 from ..route_cache import RouteCache
 from . import admin, broker, kv, route, topics
 from .registration import RegistrationBodies, max_topics_from_properties
@@ -113,7 +114,8 @@ class DefaultRequestProcessor:
     def __init__(self, route_info_manager, kv_config_manager, namesrv_config=None,
                  netty_server_config=None, submit_unregistration=None,
                  notify_min_broker_id_changed=None, *, profile=None, configuration=None,
-                 startup_ms=0, route_cache=None, access_control=None, config_guard=None):
+                 startup_ms=0, route_cache=None, access_control=None, config_guard=None,
+                 route_bounds=None):
         self.route_info_manager = route_info_manager
         self.kv_config_manager = kv_config_manager
         self.profile = profile or route_info_manager.profile
@@ -134,6 +136,7 @@ class DefaultRequestProcessor:
         self.route_cache = route_cache or RouteCache(route_info_manager)
         self.registration_bodies = RegistrationBodies()
         self.register_max_topics = max_topics_from_properties(configuration.all_configs)
+        self.route_bounds = route_bounds or RouteBounds.from_properties(configuration.all_configs)
         self.handlers = handler_table(self.profile)
         # read once, like the black list; AclConfigError (a bad setting) stops the start
         if access_control is None:
