@@ -131,9 +131,12 @@ def running_server(*args, listen="tcp:0:interface=127.0.0.1", boot_timeout=30.0,
 class RemotingClient:
     """A blocking remoting client over a real socket, for end-to-end tests."""
 
-    def __init__(self, port, host="127.0.0.1", timeout=10.0):
+    def __init__(self, port, host="127.0.0.1", timeout=10.0, source=None):
+        """``source``: the local address to connect from (another loopback address, e.g.
+        ``127.0.0.2``, to be another host as far as the server can tell)."""
         import socket
-        self.sock = socket.create_connection((host, port), timeout=timeout)
+        self.sock = socket.create_connection((host, port), timeout=timeout,
+                                             source_address=(source, 0) if source else None)
         self._buf = b""
         self._opaque = 0
 

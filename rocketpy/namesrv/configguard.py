@@ -33,6 +33,7 @@ import re
 from rocketpy.remoting.codes import ResponseCode
 
 from .acl import ACL_CONFIG_KEYS
+from .broker_access import BROKER_ACCESS_KEYS
 from .config import CONFIG_BLACKLIST_FIXED
 from .javaprops import format_properties, parse_properties
 from .kvconfig import KV_LIMIT_KEYS
@@ -49,7 +50,7 @@ BLACK_LIST_REMARK = "Can not update config in black list."
 
 #: Keys no update may change, whatever ``configBlackList`` says.
 PROTECTED_KEYS = frozenset(CONFIG_BLACKLIST_FIXED + ("bindAddress", MAX_TOPICS_KEY)
-                           + ACL_CONFIG_KEYS
+                           + ACL_CONFIG_KEYS + BROKER_ACCESS_KEYS
                            + tuple(entry[0] for entry in KV_LIMIT_KEYS + ROUTE_BOUND_KEYS))
 _PATH_LIKE = re.compile(r"path|dir|file|home", re.IGNORECASE)
 _NAMES = {"\n": "a line feed (U+000A)", "\r": "a carriage return (U+000D)", "\0": "NUL (U+0000)",

@@ -131,6 +131,9 @@ def _builtin_specs():
         "com.rocketmq.remoting.frameMaxLength": _int_spec(1024, _INT_MAX, "bytes"),
         "adminAllowNetworks": Spec(_networks, "IP addresses or networks (10.0.0.0/8, ::1) "
                                               "separated by commas"),
+        "brokerAllowNetworks": Spec(_networks, "IP addresses or networks (10.0.0.0/8, ::1) "
+                                               "separated by commas"),
+        "brokerIdentityBinding": BOOL,
         "aclEnable": BOOL,
         "aclConfigPath": TEXT,
         MAX_TOPICS_KEY: _int_spec(0, _INT_MAX, "a number of topics"),
@@ -211,6 +214,8 @@ Keys people set most (all of them: -p; their meaning: docs/configuration):
   tls.server.mode                disabled | permissive | enforcing
   adminAllowNetworks             networks allowed to send admin requests and to use --web
   aclEnable, aclConfigPath       require signed admin requests (mqadmin's AccessKey)
+  brokerAllowNetworks            networks allowed to register, unregister and heartbeat brokers
+  brokerIdentityBinding          a live broker's name, id and address belong to its host
 
 Several NameServers for availability: run one per host; give brokers and clients all of them
 (namesrvAddr=a:9876;b:9876). Each broker registers with every NameServer; NameServers do not

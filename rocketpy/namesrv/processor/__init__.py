@@ -19,8 +19,9 @@ answered once it is durable). ``process`` finishes it at once, or, for a transpo
 (``offload=True``), hands back the Pending of the answer so the work can run on the pool of its
 lane (the decode pool, the writer thread).
 
-Before a handler runs, the :class:`~rocketpy.namesrv.acl.AccessControl` (rocketpy's addition,
-off unless configured) may refuse an administrative request with NO_PERMISSION.
+Before a handler runs, the :class:`~rocketpy.namesrv.acl.AccessControl` may refuse an
+administrative request, and the :class:`~rocketpy.namesrv.broker_access.BrokerAccessPolicy` a
+broker request, with NO_PERMISSION (rocketpy's additions, off unless configured).
 """
 import logging
 
@@ -31,6 +32,7 @@ from rocketpy.remoting.errors import (BodyDecodeError, InvalidFieldError, Missin
 from rocketpy.remoting.javahash import hashmap_ordered
 
 from ..acl import AccessControl
+from ..broker_access import BrokerAccessPolicy
 from ..config import Configuration
 from ..configguard import ConfigUpdateGuard
 from ..pending import Pending
@@ -115,7 +117,7 @@ class DefaultRequestProcessor:
                  netty_server_config=None, submit_unregistration=None,
                  notify_min_broker_id_changed=None, *, profile=None, configuration=None,
                  startup_ms=0, route_cache=None, access_control=None, config_guard=None,
-                 route_bounds=None):
+                 route_bounds=None, broker_access=None):
         self.route_info_manager = route_info_manager
         self.kv_config_manager = kv_config_manager
         self.profile = profile or route_info_manager.profile
@@ -142,7 +144,14 @@ class DefaultRequestProcessor:
         if access_control is None:
             access_control = AccessControl.from_properties(configuration.all_configs)
         self.access_control = access_control
-        self._guarded = self.access_control.codes
+        if broker_access is None:
+            broker_access = BrokerAccessPolicy.from_properties(configuration.all_configs,
+                                                               route_info_manager)
+        self.broker_access = broker_access
+        # guards that may refuse a request before its handler runs, each with the codes it
+        # looks at: administrative requests, broker requests
+        self._guards = tuple(g for g in (access_control, broker_access) if g.codes)
+        self._guarded = frozenset().union(*(g.codes for g in self._guards))
 
     def process(self, request, channel, now_ms, offload=False):
         """The answer to ``request`` from ``channel`` at ``now_ms``; None when nothing is sent.
@@ -153,11 +162,12 @@ class DefaultRequestProcessor:
         """
         handler = self.handlers.get(request.code)
         if handler is not None and request.code in self._guarded:
-            refusal = self.access_control.decide(request, channel)
-            if refusal is not None:
-                log.warning("request %s from %s refused: %s", request.code,
-                            getattr(channel, "remote_addr", channel), refusal)
-                return self._answer(request, Reply(ResponseCode.NO_PERMISSION, refusal))
+            for guard in self._guards:
+                refusal = guard.decide(request, channel) if request.code in guard.codes else None
+                if refusal is not None:
+                    log.warning("request %s from %s refused: %s", request.code,
+                                getattr(channel, "remote_addr", channel), refusal)
+                    return self._answer(request, Reply(ResponseCode.NO_PERMISSION, refusal))
         failed = False
         try:
             if handler is None:
