@@ -14,6 +14,7 @@ from rocketpy.service.housekeeping import BrokerHousekeepingService
 from rocketpy.service.kvconfig import KVConfigService, kv_config_log_lines
 from rocketpy.service.liveness import ScanNotActiveBrokerService
 from rocketpy.service.server import RemotingServerService
+from rocketpy.service.startup import StartError
 from rocketpy.service.unregistration import BatchUnregistrationService
 from rocketpy.transport import IChannelEventListener, RemotingServerFactory, TlsMode
 
@@ -221,8 +222,10 @@ class ServerServiceTests(SynchronousTestCase):
                 return defer.fail(CannotListenError("127.0.0.1", 9876, OSError("in use")))
 
         factory = RemotingServerFactory(None, None, clock=task.Clock(), tls_mode=TlsMode.DISABLED)
-        service = RemotingServerService(Refusing(), factory, task.Clock())
-        self.assertRaises(CannotListenError, service.startService)
+        service = RemotingServerService(Refusing(), factory, task.Clock(), description="tcp:9876")
+        refused = self.assertRaises(StartError, service.startService)   # one line, exit 1
+        self.assertEqual(str(refused), "rocketnamesrv: cannot listen on tcp:9876: Couldn't "
+                                       "listen on 127.0.0.1:9876: in use.")
         self.assertFalse(service.running)
 
 
@@ -252,4 +255,4 @@ class InterfaceTests(SynchronousTestCase):
             verifyObject(IService, service)
             names.add(service.name)
         self.assertEqual(names, {"batch-unregistration", "kv-config", "scan-not-active-broker",
-                                 "route-memory", "remoting-server"})
+                                 "route-memory", "remoting-server", "graceful-exit"})

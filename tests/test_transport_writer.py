@@ -222,6 +222,15 @@ class WriterTransportTests(SynchronousTestCase):
         self.assertEqual((answer.opaque, answer.code), (5, 0))
         self.assertIn("orderMessageEnable=true\n", (self.tmp / "namesrv.properties").read_text())
 
+    def test_half_close_waits_for_the_answer_then_closes(self):
+        proto, t = self.connect()
+        proto.dataReceived(_put(1, "a") + _get(2, "a"))
+        proto.readConnectionLost()                        # the peer: shutdown(SHUT_WR)
+        self.assertFalse(t.disconnecting)                 # its PUT is not answered yet
+        self.threads.run_next()
+        self.assertEqual([(a.opaque, a.code) for a in answers(t)], [(1, 0), (2, 0)])
+        self.assertTrue(t.disconnecting)
+
     def test_oversized_put_refused_naming_the_bound(self):
         proto, t = self.connect()
         proto.dataReceived(_put(1, "a", "v" * (64 * 1024 + 1)))

@@ -23,7 +23,8 @@ from twisted.python import usage
 
 from ..namesrv.config import Configuration
 from ..namesrv.configguard import ConfigUpdateGuard
-from ..namesrv.kvconfig import KVConfigManager, KVLimits
+from ..namesrv.acl import AclConfigError
+from ..namesrv.kvconfig import KVConfigError, KVConfigManager, KVLimits
 from ..namesrv.processor.registration import forget_departed_brokers
 from ..namesrv.profile import profile_for
 from ..remoting.frame import DEFAULT_MAX_FRAME_LENGTH
@@ -41,6 +42,7 @@ from .kvconfig import KVConfigService
 from .liveness import ScanNotActiveBrokerService
 from .memory import RouteMemoryService, compact_dicts
 from .propcheck import value_problem
+from .startup import GracefulExit, StartError
 from .server import RemotingServerService
 from .unregistration import BatchUnregistrationService
 
@@ -58,7 +60,7 @@ class Options(usage.Options):
     synopsis = "[-c FILE] [-p] [--listen ENDPOINT] [--web ENDPOINT] [-D key=value ...]"
     longdesc = ("Apache RocketMQ NameServer (rocketpy), configured like mqnamesrv: defaults, then "
                 "the -c file, then -D. Unknown keys are warned about by name; a bad value stops "
-                "the start before anything listens.")
+                "the start before anything listens, with one line saying which.")
 
     optFlags = [
         ["printConfigItem", "p", "Print every config item with its value (defaults, the file and "
@@ -114,14 +116,14 @@ class Options(usage.Options):
         try:
             self["profile_obj"] = profile_for(self["profile"])
         except ValueError as exc:
-            raise usage.UsageError(str(exc)) from None
+            raise StartError(str(exc)) from None
         props = {}
         path = self["configFile"]
         if path:
             try:
                 props = load_properties(path)
             except (OSError, ValueError) as exc:
-                raise usage.UsageError(f"cannot read config file {path}: {exc}") from None
+                raise StartError(f"cannot read config file {path}: {exc}") from None
             log.info("load config properties file OK, {path}", path=path)
         _check_properties(props, path, self["define"], self)   # warn / refuse (propcheck)
         props.update(self["define"])
@@ -135,12 +137,12 @@ class Options(usage.Options):
             self["limits"] = ServerLimits.from_properties(props)
             self["kv_limits"] = KVLimits.from_properties(props)
         except ValueError as exc:
-            raise usage.UsageError(str(exc)) from None
+            raise StartError(str(exc)) from None
         frame_max = props.get(FRAME_MAX_LENGTH_KEY, str(DEFAULT_MAX_FRAME_LENGTH))
         try:
             self["frame_max_length"] = int(frame_max)
         except ValueError:
-            raise usage.UsageError(f"{FRAME_MAX_LENGTH_KEY} is not a number: {frame_max!r}") from None
+            raise StartError(f"{FRAME_MAX_LENGTH_KEY} is not a number: {frame_max!r}") from None
         if self["printConfigItem"]:
             sys.stdout.write("".join(line + "\n" for line in configuration.print_lines()))
             sys.stdout.flush()
@@ -162,7 +164,7 @@ def _check_properties(file_props, path, defines, options):
         warnings = check_properties(file_props, path)
         warnings += check_properties(defines, "-D", system_properties=True)
     except PropertyError as exc:
-        raise usage.UsageError(str(exc)) from None
+        raise StartError(str(exc)) from None
     for warning in warnings:
         sys.stderr.write(f"rocketnamesrv: warning: {warning}\n")
         log.warn("{warning}", warning=warning)
@@ -171,7 +173,7 @@ def _check_properties(file_props, path, defines, options):
             try:
                 serverFromString(MemoryReactor(), options[name])
             except (ValueError, TypeError, KeyError) as exc:
-                raise usage.UsageError(f"--{name}={options[name]!r}: not a Twisted server endpoint "
+                raise StartError(f"--{name}={options[name]!r}: not a Twisted server endpoint "
                                        f"(expected e.g. tcp:8080:interface=127.0.0.1): {exc}") from None
 
 
@@ -248,7 +250,10 @@ def makeService(options, reactor=None):
     tune_allocator(options["frame_max_length"])  # large frames reuse heap memory (allocator.py)
     kv = KVConfigManager(namesrv_config.kv_config_path, store=write_file_java,
                          limits=options.get("kv_limits"))
-    kv.load_json(read_text(kv.path))  # a broken file stops the start, as in Java
+    try:
+        kv.load_json(read_text(kv.path))  # a broken file stops the start, as in Java
+    except (OSError, KVConfigError) as exc:
+        raise StartError(f"cannot load the KV config: {exc}") from None
     notifier = OnewayNotifier(reactor) if namesrv_config.notify_min_broker_id_changed else None
     route = RouteInfoManager(namesrv_config, profile, notify_min_broker_id_changed=notifier)
     memory = RouteMemoryService(_route_size(route), None, reactor)   # release set below
@@ -260,9 +265,13 @@ def makeService(options, reactor=None):
     submit = metrics.counting_submit(batch.submit)
     guard = ConfigUpdateGuard.from_configuration(   # the transport's limits guard it too
         configuration, protected=[key for key, *_ in LIMIT_KEYS], value_check=value_problem)
-    processor = DefaultRequestProcessor(
-        route, kv, namesrv_config, netty, submit, profile=profile,
-        configuration=configuration, startup_ms=int(reactor.seconds() * 1000), config_guard=guard)
+    try:   # reads the access-control accounts file: a guard it cannot apply stops the start
+        processor = DefaultRequestProcessor(
+            route, kv, namesrv_config, netty, submit, profile=profile,
+            configuration=configuration, startup_ms=int(reactor.seconds() * 1000),
+            config_guard=guard)
+    except AclConfigError as exc:
+        raise StartError(str(exc)) from None
     housekeeping = BrokerHousekeepingService(metrics.counting_channel_destroy(route.on_channel_destroy),
                                              submit)
     cache = AnswerCache(processor.answer_stamp) if options["answerCache"] else None
@@ -293,6 +302,7 @@ def makeService(options, reactor=None):
                 else namesrv_config.scan_not_active_broker_interval)
 
     top = MultiService()
+    GracefulExit(reactor).setServiceParent(top)   # SIGTERM: a clean stop, exit status 0
     # Started in this order, stopped in reverse: the server stops listening and closes its
     # connections first, the scan stops, the decode pool finishes what it holds (for nobody),
     # the KV file is flushed, the writer writes what it holds, and the batch queue applies

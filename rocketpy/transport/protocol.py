@@ -34,6 +34,8 @@ Java stacks ``HandshakeHandler`` -> ``TlsModeHandler`` -> ``NettyDecoder`` (a
   (Java ``NettyDecoder``: log, ``closeChannel``); everyone else is served on.
 * Idle (Netty ``IdleStateHandler(0, 0, serverChannelMaxIdleTimeSeconds)``, ``ALL_IDLE``): no
   read and no write for that long closes the connection and reports ``idle`` (then ``close``).
+* Half-close: a peer that sends its requests and shuts its sending side
+  (``IHalfCloseableProtocol``) still gets every answer; then the connection is closed.
 
 Channel events go to an :class:`~rocketpy.transport.interfaces.IChannelEventListener`.
 """
@@ -42,7 +44,8 @@ from time import perf_counter
 
 from twisted.internet.defer import Deferred
 from twisted.internet.error import ConnectionAborted, ConnectionDone
-from twisted.internet.interfaces import IPushProducer, ISSLTransport, ITLSTransport
+from twisted.internet.interfaces import (IHalfCloseableProtocol, IPushProducer, ISSLTransport,
+                                         ITLSTransport)
 from twisted.internet.protocol import Protocol, connectionDone
 from twisted.logger import Logger
 from zope.interface import implementer
@@ -78,7 +81,7 @@ def format_address(address):
     return name or ""
 
 
-@implementer(IPushProducer)
+@implementer(IPushProducer, IHalfCloseableProtocol)
 class RemotingServerProtocol(Protocol):
     """One RocketMQ remoting connection on the server side."""
 
@@ -94,6 +97,8 @@ class RemotingServerProtocol(Protocol):
     throttled = False
     #: a request's work is on the decode pool: not read again until it is answered
     waiting = False
+    #: the peer shut its sending side: answer what it sent, then close
+    read_closed = False
     #: language and version of the peer's latest request (the status page shows them)
     peer_language = None
     peer_version = None
@@ -154,6 +159,23 @@ class RemotingServerProtocol(Protocol):
             server.fire("on_channel_exception", self)
         self.log.debug("NETTY SERVER PIPELINE: channelInactive, the channel[{addr}]", addr=self.remote_addr)
         server.fire("on_channel_close", self)
+
+    def readConnectionLost(self):
+        """The peer half-closed (``shutdown(SHUT_WR)``) after its requests: they are still
+        answered -- including one waiting for a pool, or queued behind a pause -- and then the
+        connection is closed. (Without this Twisted closes at once and the answers are lost.)"""
+        self.read_closed = True
+        self._close_if_answered()
+
+    def writeConnectionLost(self):
+        """Our sending side closed (we never half-close it ourselves): nothing to do."""
+
+    def _close_if_answered(self):
+        """After a half-close: close once nothing the peer sent is left to answer (a frame
+        still incomplete never will be)."""
+        if (self.read_closed and not self.closing and not self.waiting
+                and not (self.paused and self._chunks and self._have >= self._need)):
+            self.close("peer closed")
 
     def close(self, why):
         """Close this connection, logging ``why`` (Java ``RemotingHelper.closeChannel``).
@@ -240,6 +262,8 @@ class RemotingServerProtocol(Protocol):
             data = b"".join(self._chunks)
             self._chunks = []
             self._consume(data)
+        if self.read_closed:
+            self._close_if_answered()
 
     def stopProducing(self):
         self.closing = True
@@ -510,6 +534,8 @@ class RemotingServerProtocol(Protocol):
         self.waiting = False
         if self.paused and not self.closing and not self._flow_paused and not self.throttled:
             self._resume()
+        elif self.read_closed:
+            self._close_if_answered()
 
 
 def encode_answer(response, request):
