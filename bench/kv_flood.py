@@ -22,11 +22,9 @@ it). Prints a table and one JSON line per run.
 """
 import argparse
 import json
-import os
 import re
 import socket
 import statistics
-import subprocess
 import sys
 import tempfile
 import threading
@@ -34,37 +32,14 @@ import time
 import zlib
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from benchserver import ROOT, export, start_server  # noqa: E402
 from rocketpy.remoting import RemotingCommand, decode_frame  # noqa: E402
 
-BOOT = re.compile(r"The Name Server boot success\. serializeType=\w+, address [\w.:]+:(\d+)")
 WRITER = re.compile(r"writer stopped: (\d+) writes asked for, (\d+) done")
 SCENARIOS = {"2x64KiB": (2, 8, 64 * 1024), "4x256KiB": (4, 8, 256 * 1024),
              "16x1KiB": (16, 1, 1024)}
-
-
-def start_server(tree, workdir):
-    log = Path(workdir) / "server.log"
-    env = dict(os.environ, HOME=str(workdir), PYTHONPATH=str(tree), PYTHONUNBUFFERED="1")
-    cmd = [sys.executable, "-c",
-           "import sys; from twisted.scripts.twistd import run; sys.argv[0] = 'twistd'; run()",
-           "-n", "--pidfile=", "--logfile", str(log), "rocketnamesrv",
-           "--listen=tcp:0:interface=127.0.0.1", f"--kvConfigPath={workdir}/kv/kvConfig.json",
-           "-D", "kvConfigMaxValueBytes=262144"]
-    proc = subprocess.Popen(cmd, cwd=workdir, env=env, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.STDOUT)
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        m = BOOT.search(log.read_text(errors="replace")) if log.exists() else None
-        if m:
-            return proc, int(m.group(1)), log
-        if proc.poll() is not None:
-            break
-        time.sleep(0.05)
-    proc.kill()
-    raise SystemExit("rocketnamesrv did not boot:\n" + (log.read_text() if log.exists() else ""))
 
 
 class Conn:
@@ -131,7 +106,8 @@ def flood(port, index, window, size, stop, acked, errors):
 def run(tree, label, scenario, seconds):
     conns, window, size = SCENARIOS[scenario]
     with tempfile.TemporaryDirectory(prefix="kv-flood-") as workdir:
-        proc, port, log = start_server(tree, workdir)
+        proc, port, log = start_server(tree, workdir, ["-D", "kvConfigMaxValueBytes=262144"],
+                                       kv_path=Path(workdir) / "kv" / "kvConfig.json")
         try:
             broker = register(port)
             light = Conn(port)
@@ -173,15 +149,6 @@ def run(tree, label, scenario, seconds):
             "writes": int(writer.group(2)) if writer else None,
             "writes_asked": int(writer.group(1)) if writer else None,
         }
-
-
-def export(commit, workdir):
-    tree = Path(workdir) / "old"
-    tree.mkdir()
-    archive = subprocess.run(["git", "-C", str(ROOT), "archive", commit], check=True,
-                             capture_output=True).stdout
-    subprocess.run(["tar", "-x", "-C", str(tree)], input=archive, check=True)
-    return tree
 
 
 def main():

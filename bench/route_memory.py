@@ -24,8 +24,6 @@ runs here): see ``docs/reliability.md``.
 """
 import argparse
 import json
-import os
-import re
 import socket
 import subprocess
 import sys
@@ -35,42 +33,12 @@ import time
 import zlib
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-NSLOAD = ROOT.parent / "shared" / "bench" / "nsload.py"
-sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from benchserver import ROOT, export, rss_mib, start_server  # noqa: E402
 from rocketpy.remoting import RemotingCommand, decode_frame  # noqa: E402
 
-BOOT = re.compile(r"The Name Server boot success\. serializeType=\w+, address [\w.:]+:(\d+)")
-
-
-def rss_mib(pid):
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-    return 0.0
-
-
-def start_server(tree, workdir, extra):
-    log = Path(workdir) / "server.log"
-    env = dict(os.environ, HOME=str(workdir), PYTHONPATH=str(tree), PYTHONUNBUFFERED="1")
-    cmd = [sys.executable, "-c",
-           "import sys; from twisted.scripts.twistd import run; sys.argv[0] = 'twistd'; run()",
-           "-n", "--pidfile=", "--logfile", str(log), "rocketnamesrv",
-           "--listen=tcp:0:interface=127.0.0.1", f"--kvConfigPath={workdir}/kv.json", *extra]
-    proc = subprocess.Popen(cmd, cwd=workdir, env=env, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.STDOUT)
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        m = BOOT.search(log.read_text(errors="replace")) if log.exists() else None
-        if m:
-            return proc, int(m.group(1)), log
-        if proc.poll() is not None:
-            break
-        time.sleep(0.05)
-    proc.kill()
-    raise SystemExit("rocketnamesrv did not boot:\n" + (log.read_text() if log.exists() else ""))
+NSLOAD = ROOT.parent / "shared" / "bench" / "nsload.py"
 
 
 def call(port, code, ext=None, body=None, timeout=120):
@@ -174,15 +142,6 @@ def flood(port, pid, total, per_broker=10_000):
                             f"route_query_max_ms{label}": round(times[-1], 1),
                             f"route_queries{label}": len(times)})
     return results
-
-
-def export(commit, workdir):
-    tree = Path(workdir) / "old"
-    tree.mkdir()
-    archive = subprocess.run(["git", "-C", str(ROOT), "archive", commit], check=True,
-                             capture_output=True).stdout
-    subprocess.run(["tar", "-x", "-C", str(tree)], input=archive, check=True)
-    return tree
 
 
 def main():

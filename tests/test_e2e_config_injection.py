@@ -75,7 +75,7 @@ def test_path_keys_refused_and_no_file_written_in_every_profile(tmp_path, profil
         f"productEnvName=x\\nconfigStorePath={evil / 'injected.properties'}\n",
         f"kvConfigPath={evil / 'kv.json'}\n",
         f"productEnvName=x\\u000arocketmqHome={evil}\n",
-        f"tls.server.mode=disabled\n",
+        "tls.server.mode=disabled\n",
     ]
     with running_server("-c", str(conf), f"--profile={profile}", kv_path=False) as server:
         client = RemotingClient(server.port)

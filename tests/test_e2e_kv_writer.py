@@ -21,7 +21,7 @@ import time
 
 import pytest
 
-from rocketpy.remoting import RemotingCommand, decode_frame
+from rocketpy.remoting import RemotingCommand
 from serverproc import RemotingClient, running_server
 from test_e2e_server import register
 

@@ -15,7 +15,6 @@ import zlib
 
 import pytest
 
-from rocketpy.remoting import RemotingCommand
 from serverproc import RemotingClient, running_server
 from test_e2e_server import register, rss_kib
 

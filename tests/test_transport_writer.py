@@ -10,14 +10,13 @@ import threading
 from pathlib import Path
 
 from twisted.internet import reactor as real_reactor
-from twisted.internet.defer import Deferred
 from twisted.internet.task import Clock
 from twisted.internet.testing import StringTransport
 from twisted.trial.unittest import SynchronousTestCase, TestCase
 
 from rocketpy.namesrv import (Configuration, DefaultRequestProcessor, KVConfigManager,
                               RouteInfoManager)
-from rocketpy.namesrv.pending import DISK, FileWrite
+from rocketpy.namesrv.pending import FileWrite
 from rocketpy.remoting import RemotingCommand
 from rocketpy.remoting.codes import ResponseCode
 from rocketpy.service.fileio import write_file_java

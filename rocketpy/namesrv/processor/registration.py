@@ -38,6 +38,7 @@ from rocketpy.remoting.errors import BodyDecodeError
 
 from ..model import DataVersion, TopicConfig, TopicConfigWrapper
 from ..pending import Pending
+from ..settings import int_values
 from .replies import Reply, error, java_exception_remark
 
 log = logging.getLogger("rocketpy.namesrv")
@@ -323,16 +324,8 @@ class TooManyTopics(Exception):
 
 def max_topics_from_properties(props):
     """``registerBrokerMaxTopics`` from ``-D`` / ``-c`` properties; ValueError when bad."""
-    text = str(props.get(MAX_TOPICS_KEY, "")).strip()
-    if not text:
-        return DEFAULT_MAX_TOPICS
-    try:
-        value = int(text)
-    except ValueError:
-        raise ValueError(f"{MAX_TOPICS_KEY} is not a number: {text!r}") from None
-    if value < 0:
-        raise ValueError(f"{MAX_TOPICS_KEY} must be >= 0, got {value}")
-    return value
+    table = ((MAX_TOPICS_KEY, "max_topics", DEFAULT_MAX_TOPICS, ""),)
+    return int_values(props, table).get("max_topics", DEFAULT_MAX_TOPICS)
 
 
 def _too_many_topics(exc, max_topics):
