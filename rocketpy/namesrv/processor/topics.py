@@ -61,7 +61,11 @@ def register_topic_in_namesrv(proc, request, channel, now_ms):
         queue_datas = [QueueData(qd.broker_name, qd.read_queue_nums, qd.write_queue_nums, qd.perm,
                                  qd.topic_sys_flag) for qd in route.queue_datas or ()]
         if queue_datas:
-            proc.route_info_manager.register_topic(header.topic, queue_datas)
+            rim = proc.route_info_manager
+            refusal = proc.route_bounds.topic_refusal(rim, header.topic, queue_datas)
+            if refusal is not None:
+                return refusal
+            rim.register_topic(header.topic, queue_datas)
     return ok()
 
 
