@@ -58,3 +58,26 @@ def refuse(reactor, index=-1):
     """Fail the client's ``connectTCP`` number ``index`` as a refused connection."""
     factory = reactor.tcpClients[index][2]
     factory.clientConnectionFailed(None, Failure(ConnectionRefusedError("Connection refused")))
+
+
+def drive(reactor, d, peer_for, rounds=10000):
+    """Serve every connection the client opens (``peer_for(host, port)``: a Peer, or None to
+    refuse it) and move bytes until ``d`` has fired and nothing moves any more."""
+    accepted = 0
+    pumps = []
+    for _ in range(rounds):
+        moved = False
+        while accepted < len(reactor.tcpClients):
+            host, port = reactor.tcpClients[accepted][:2]
+            peer = peer_for(host, port)
+            if peer is None:
+                refuse(reactor, accepted)
+            else:
+                pumps.append(accept(reactor, peer, accepted)[1])
+            accepted += 1
+            moved = True
+        for pump in pumps:
+            moved = pump.pump() or moved
+        if d.called and not moved:
+            return
+    raise AssertionError("the client is still talking after %d rounds" % rounds)

@@ -286,6 +286,31 @@ class PeerRequestTests(ClientTest):
         self.assertEqual([(a.code, a.opaque) for a in peer.requests if a.is_response], [(0, 6)])
 
 
+class InvokeAnyTests(ClientTest):
+    def test_keeps_the_chosen_namesrv_and_moves_on_when_one_cannot_connect(self):
+        import random
+        self.client = RemotingClient(self.reactor, rng=random.Random(7))
+        addrs = ["127.0.0.1:1", "127.0.0.1:2", "127.0.0.1:3"]
+        first = self.client.invoke_any(addrs, request())
+        tried = self.reactor.tcpClients[0][1]
+        refuse(self.reactor)  # the first try fails: the next in the list is asked
+        self.assertEqual(self.reactor.tcpClients[1][1], tried % 3 + 1)
+        peer, pump = accept(self.reactor, Peer(auto=lambda r: r.create_response(0)))
+        addr, answer = self.successResultOf(first)
+        self.assertEqual((addr, answer.code), (f"127.0.0.1:{tried % 3 + 1}", 0))
+        again = self.client.invoke_any(addrs, request())  # the chosen one, while it is connected
+        pump.flush()
+        self.assertEqual(self.successResultOf(again)[0], addr)
+        self.assertEqual(len(self.reactor.tcpClients), 2)
+
+    def test_every_namesrv_refusing_fails_with_the_last_connect_error(self):
+        d = self.client.invoke_any(["127.0.0.1:1", "127.0.0.1:2"], request())
+        refuse(self.reactor, 0)
+        refuse(self.reactor, 1)
+        self.failureResultOf(d, RemotingConnectError)
+        self.failureResultOf(self.client.invoke_any([], request()), RemotingConnectError)
+
+
 class OnewayNotifierTests(SynchronousTestCase):
     def test_notifier_is_a_use_of_the_client(self):
         reactor = MemoryReactorClock()

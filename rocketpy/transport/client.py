@@ -388,6 +388,11 @@ class RemotingClient:
         return attempt(0)
 
     @property
+    def clock(self):
+        """The ``IReactorTime`` deadlines are measured on."""
+        return self._clock
+
+    @property
     def addresses(self):
         """Addresses with a connection open or opening."""
         return list(self._channels)
