@@ -7,7 +7,6 @@ Each genuine frame gives the broker's settings (its header) and topic table (its
 table is handed to a fresh TopicConfigManager in *sorted* order, so the order on the wire has to
 come from rocketpy's model of the Java table, not from the capture.
 """
-import itertools
 import zlib
 
 import pytest
@@ -18,7 +17,7 @@ import golden
 from clientsim import Peer, accept, refuse
 from rocketpy.broker import BrokerConfig, BrokerOuterAPI, BrokerRelease, TopicConfigManager
 from rocketpy.broker.topics import system_topics
-from rocketpy.remoting import RemotingCommand, decode_frame
+from rocketpy.remoting import decode_frame
 from rocketpy.remoting.bodies import DataVersion, RegisterBrokerBody, TopicConfig
 from rocketpy.remoting.codes import MQVersion
 from rocketpy.remoting.headers import RegisterBrokerRequestHeader

@@ -13,7 +13,6 @@ import pytest
 
 from brokerbody import register_body
 from fakebroker import FakeBroker
-from rocketpy.remoting import RemotingCommand
 from serverproc import REPO_ROOT, RemotingClient, running_server
 
 pytestmark = pytest.mark.network

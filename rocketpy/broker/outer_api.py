@@ -143,16 +143,17 @@ class BrokerOuterAPI:
         """Register with every NameServer in parallel; a ``DeferredList`` (in the order of
         ``namesrv_addrs``) of ``(True, RegisterBrokerResult or None)`` or ``(False, Failure)``."""
         request = self.registration(config, wrapper, filter_server_list, compressed)
+        return DeferredList([self.register_broker(addr, request, oneway=oneway, timeout=timeout)
+                             for addr in namesrv_addrs], consumeErrors=True)
+
+    def register_broker(self, addr, request, *, oneway=False, timeout=None):
+        """One NameServer's part of :meth:`register_broker_all` (Java ``registerBroker``): send
+        the :meth:`registration` request; a Deferred of the RegisterBrokerResult (None when
+        oneway)."""
         timeout = self.release.register_timeout if timeout is None else timeout
-        calls = []
-        for addr in namesrv_addrs:
-            if oneway:
-                calls.append(self.client.invoke_oneway(addr, request, timeout))
-            else:
-                d = self.client.invoke(addr, request, timeout)
-                d.addCallback(_register_result, addr)
-                calls.append(d)
-        return DeferredList(calls, consumeErrors=True)
+        if oneway:
+            return self.client.invoke_oneway(addr, request, timeout)
+        return self.client.invoke(addr, request, timeout).addCallback(_register_result, addr)
 
     def need_register(self, namesrv_addrs, config, data_version, timeout=None):
         """QUERY_DATA_VERSION to each NameServer: a Deferred of one bool per NameServer, True
