@@ -232,4 +232,4 @@ class InterfaceTests(SynchronousTestCase):
             verifyObject(IService, service)
             names.add(service.name)
         self.assertEqual(names, {"batch-unregistration", "kv-config", "scan-not-active-broker",
-                                 "remoting-server"})
+                                 "remoting-server", "oneway-notifier"})

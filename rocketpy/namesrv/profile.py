@@ -1,10 +1,12 @@
 """NameServer state layer: which Java NameServer version rocketpy answers like.
 
-rocketpy behaves like the newest Java NameServer (5.3.3) by default. Where the recorded 4.9.8 and
-5.0.0 NameServers answer differently (the genuine captures prove each difference), the difference
-is a field of :class:`BehaviourProfile`, so a replay of a 4.9.8 capture runs with
-:data:`PROFILE_49` and one of a 5.0.0 capture with :data:`PROFILE_50`. Nothing else in the
-package compares version numbers.
+rocketpy behaves like the newest Java NameServer (5.3.3) by default. Each way the 4.9.8, 5.0.0
+and 5.3.3 NameServers answer differently is a field of :class:`BehaviourProfile`, so a replay of
+a 4.9.8 capture runs with :data:`PROFILE_49` and one of a 5.0.0 capture with :data:`PROFILE_50`.
+The 4.9/5.0 differences are proven by the genuine captures; there are no 5.3.3 captures, so what
+5.3.3 changes against 5.0.0 comes from the Java source (tag rocketmq-all-5.3.3), listed point by
+point with file, line and test in ``docs/java-5.3-changes.md``. Nothing else in the package
+compares version numbers.
 """
 from dataclasses import dataclass
 
@@ -58,7 +60,22 @@ class BehaviourProfile:
     fixed_broker_timeout_ms: "int | None"
     #: REGISTER_TOPIC_IN_NAMESRV for a topic that exists: 5.0 ignores it, 5.1+ merges.
     register_topic_merges: bool = True
+    #: the FAQ page TOPIC_NOT_EXIST's remark points to (``FAQUrl.APPLY_TOPIC_URL``, new in 5.1).
+    topic_not_exist_faq_url: str = "https://rocketmq.apache.org/docs/bestPractice/06FAQ"
+    #: QUERY_DATA_VERSION without a body: 4.9.8 and 5.0.0 fail decoding the null DataVersion
+    #: (SYSTEM_ERROR); 5.1+ reads it as null (``RemotingSerializable.decode`` checks).
+    query_data_version_needs_body: bool = False
+    #: the broker version a compressed REGISTER_BROKER body is read as: 4.9.8 reads every body
+    #: as a 4.9 one (no queue-mapping part), 5.0.0 as a 5.0 one (so a 4.9 broker's compressed
+    #: body fails), 5.1+ by the request's version (None).
+    compressed_body_broker_version: "int | None" = None
+    #: GET_TOPICS_BY_CLUSTER: 5.1+ answers "disable" (enableTopicList off) before reading its
+    #: header; 5.0.0 reads the header first, so a request without ``cluster`` fails on that.
+    topics_by_cluster_switch_first: bool = True
 
+
+#: ``FAQUrl.APPLY_TOPIC_URL`` up to 5.0.x.
+_OLD_FAQ_URL = "http://rocketmq.apache.org/docs/faq/"
 
 PROFILE_49 = BehaviourProfile(
     name="4.9", server_version=409, reply_in_request_serialize_type=True,
@@ -67,7 +84,9 @@ PROFILE_49 = BehaviourProfile(
     prime_slave_wipe_needs_acting_master=True, unregister_by_address=False,
     query_data_version_always_refreshes=False, topic_list_switches=False,
     wait_for_service=False, topic_list_set="hashset", concurrent_tables=False,
-    data_version_state=False, sorted_config_text=False, fixed_broker_timeout_ms=120_000)
+    data_version_state=False, sorted_config_text=False, fixed_broker_timeout_ms=120_000,
+    topic_not_exist_faq_url=_OLD_FAQ_URL, query_data_version_needs_body=True,
+    compressed_body_broker_version=409, topics_by_cluster_switch_first=False)
 
 PROFILE_50 = BehaviourProfile(
     name="5.0", server_version=413, reply_in_request_serialize_type=False,
@@ -77,7 +96,9 @@ PROFILE_50 = BehaviourProfile(
     query_data_version_always_refreshes=True, topic_list_switches=True,
     wait_for_service=False, topic_list_set="insertion", concurrent_tables=True,
     data_version_state=True, sorted_config_text=True, fixed_broker_timeout_ms=None,
-    register_topic_merges=False)
+    register_topic_merges=False, topic_not_exist_faq_url=_OLD_FAQ_URL,
+    query_data_version_needs_body=True, compressed_body_broker_version=413,
+    topics_by_cluster_switch_first=False)
 
 PROFILE_53 = BehaviourProfile(
     name="5.3", server_version=479, reply_in_request_serialize_type=False,

@@ -18,17 +18,33 @@ a non-empty map or list on a line of its own (an empty one stays ``{}``/``[]``);
 ``loads`` accepts both (and whatever else a tolerant Java parser accepts that real peers send:
 the C++ client's trailing newline), keeping key order and telling unquoted numeric keys apart
 from quoted ones (unquoted keys come back as ``int``), so ``dumps(loads(b))`` restores ``b``.
+
+fastjson's lexer (``JSONLexerBase.scanString``) also takes raw control characters 0x00-0x1F
+inside a string as they are, and peers rely on it (the .NET client NewLife.RocketMQ separates
+message properties with raw 0x01/0x02), so ``loads`` does too; the one exception is 0x1A, which
+fastjson treats as end of input inside an object key (``scanSymbol``). Such strings are rare, so
+they cost nothing until one turns up: the strict parse runs first. :func:`raw_string_literals`
+gives their literals as written, for a codec that must write them back byte for byte.
 """
 import json
 import re
 
 from .errors import BodyDecodeError
 
-__all__ = ["loads", "dumps", "escape_string", "Bean"]
+__all__ = ["loads", "dumps", "escape_string", "lenient_decoder", "raw_string_literals", "Bean"]
 
 _json_loads = json.loads
+#: fastjson's reading of a string: raw control characters are taken as they are.
+lenient_decoder = json.JSONDecoder(strict=False)
+#: A string literal; outside strings JSON has no quotes, so a scan from the start meets the
+#: literals in order.
+_STRING = r'"(?:[^"\\]|\\.)*"'
+_STRING_LITERAL = re.compile(_STRING, re.S)
+_RAW_CONTROL = re.compile("[\x00-\x1f]")
+_EOI = "\x1a"              # fastjson's JSONLexer.EOI
+_AFTER_KEY = re.compile(r"\s*:")
 # An unquoted numeric object key, only outside string literals (the string branch keeps strings).
-_UNQUOTED_KEY = re.compile(r'"(?:[^"\\]|\\.)*"|([{,]\s*)(-?\d+)(\s*:)', re.S)
+_UNQUOTED_KEY = re.compile(_STRING + r'|([{,]\s*)(-?\d+)(\s*:)', re.S)
 _INT_KEY_MARK = "\ue000rocketpy-int-key:"  # private-use: never in real keys
 
 
@@ -78,6 +94,9 @@ def _restore_int_keys(pairs):
     return out
 
 
+_LENIENT_INT_KEYS = json.JSONDecoder(strict=False, object_pairs_hook=_restore_int_keys)
+
+
 def loads(data):
     """Parse fastjson output (bytes or str); unquoted numeric keys become ``int`` keys.
 
@@ -91,14 +110,34 @@ def loads(data):
         return _json_loads(text)
     except (ValueError, RecursionError):  # too deep: the second attempt says so below
         pass
-    try:
+    try:   # unquoted numeric keys, raw control characters in strings, or broken
         marked = _mark_int_keys(text)
         if marked == text:
-            raise ValueError("not fastjson")
-        return _json_loads(marked, object_pairs_hook=_restore_int_keys)
+            obj = lenient_decoder.decode(text)
+        else:
+            obj = _LENIENT_INT_KEYS.decode(marked)
+        if _EOI in text:
+            raw_string_literals(text)
+        return obj
     except (ValueError, RecursionError) as exc:
         snippet = text[:60].encode("unicode_escape").decode("ascii")
         raise BodyDecodeError(f"broken JSON ({exc}) in {snippet!r}...") from None
+
+
+def raw_string_literals(text):
+    """``{string: its literal as written}`` for the strings of ``text`` (JSON that parsed
+    leniently) that hold a raw control character. Raises ``ValueError`` for one that is an
+    object key holding 0x1A, which fastjson refuses ("unclosed.str")."""
+    found = {}
+    for match in _STRING_LITERAL.finditer(text):
+        literal = match.group()
+        if _RAW_CONTROL.search(literal) is None:
+            continue
+        if _EOI in literal and _AFTER_KEY.match(text, match.end()):
+            raise ValueError(f"0x1A in the object key {literal!r}: fastjson reads it as the end "
+                             "of its input")
+        found.setdefault(lenient_decoder.decode(literal), literal)
+    return found
 
 
 _PLAIN = re.compile(r'[ !#-\[\]-~]*\Z')  # printable ASCII without '"' and '\\'

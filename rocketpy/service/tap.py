@@ -220,7 +220,10 @@ def makeService(options, reactor=None):
     tune_allocator(options["frame_max_length"])  # large frames reuse heap memory (allocator.py)
     kv = KVConfigManager(namesrv_config.kv_config_path)
     kv.load()  # a broken file stops the start, as in Java
-    notifier = OnewayNotifier(reactor) if namesrv_config.notify_min_broker_id_changed else None
+    # Always there (it connects only when used): RouteInfoManager reads notifyMinBrokerIdChanged
+    # on every registration and unregistration, as Java does, so UPDATE_NAMESRV_CONFIG can turn
+    # it on at run time.
+    notifier = OnewayNotifier(reactor)
     route = RouteInfoManager(namesrv_config, profile, notify_min_broker_id_changed=notifier)
     batch = BatchUnregistrationService(
         route.unregister_brokers, reactor, capacity=namesrv_config.un_register_broker_queue_capacity,
@@ -263,8 +266,7 @@ def makeService(options, reactor=None):
     # a stopping server change nothing that survives).
     batch.setServiceParent(top)
     KVConfigService(kv, reactor, load=False).setServiceParent(top)
-    if notifier is not None:
-        _Hooks("oneway-notifier", stop=notifier.close).setServiceParent(top)
+    _Hooks("oneway-notifier", stop=notifier.close).setServiceParent(top)
     if decode_pool is not None:
         _Hooks("decode-pool", decode_pool.start, decode_pool.stop).setServiceParent(top)
     ScanNotActiveBrokerService(metrics.counting_scan(route.scan_not_active_broker),

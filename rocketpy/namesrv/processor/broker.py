@@ -19,7 +19,7 @@ from ..answers import encode_broker_member_group, encode_data_version
 from ..model import ORDER_TOPIC_CONFIG, UnRegisterBrokerRequest
 from ..pending import Pending
 from .registration import data_version_from_bean, decode_registration
-from .replies import NOT_SET_REMARK, Reply, error, ok
+from .replies import NOT_SET_REMARK, Reply, error, java_exception_remark, ok
 
 __all__ = ["register_broker", "unregister_broker", "query_data_version", "broker_heartbeat",
            "get_broker_member_group"]
@@ -68,8 +68,16 @@ def unregister_broker(proc, request, channel, now_ms):
     return ok()
 
 
+#: 4.9.8 and 5.0.0 decode a missing body as DataVersion and fail (NullPointerException); the
+#: remark keeps Java's exception name and says what was missing.
+_NO_DATA_VERSION = error(ResponseCode.SYSTEM_ERROR, java_exception_remark(
+    "java.lang.NullPointerException", "QUERY_DATA_VERSION carries no DataVersion body"))
+
+
 def query_data_version(proc, request, channel, now_ms):
     header = QueryDataVersionRequestHeader.from_ext_fields(request.ext_fields)
+    if request.body is None and proc.profile.query_data_version_needs_body:
+        return _NO_DATA_VERSION
     rim = proc.route_info_manager
     data_version = None
     if request.body:

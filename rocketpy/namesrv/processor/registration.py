@@ -48,7 +48,6 @@ __all__ = ["decode_registration", "decode_json_fast", "max_topics_from_propertie
 
 #: MQVersion.Version.V3_0_11: older brokers send a bare TopicConfigSerializeWrapper.
 V3_0_11 = 37
-V4_9_8 = 409
 
 # What the Java NameServer answers when fastjson reads a non-JSON (e.g. zlib) registration body
 # as null and the processor dereferences it (helpful NullPointerException message, JDK 14+).
@@ -360,7 +359,7 @@ def _decode_unbounded(profile, request_version, body, compressed, max_topics):
         if not body:
             return TopicConfigWrapper(), None
         return wrapper_from_bean(bodies.TopicConfigSerializeWrapper.from_json(body)), None
-    version = request_version if profile.v5_registration else min(request_version, V4_9_8)
+    version = profile.compressed_body_broker_version or request_version
     try:
         if compressed and body:
             return decode_compressed_fast(body, version, max_topics)

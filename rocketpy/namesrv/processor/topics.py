@@ -66,9 +66,12 @@ def register_topic_in_namesrv(proc, request, channel, now_ms):
 
 
 def get_topics_by_cluster(proc, request, channel, now_ms):
+    header = None
+    if not proc.profile.topics_by_cluster_switch_first:    # 5.0.0: a bad header fails first
+        header = GetTopicsByClusterRequestHeader.from_ext_fields(request.ext_fields)
     if not _lists_enabled(proc):
         return _DISABLED
-    header = GetTopicsByClusterRequestHeader.from_ext_fields(request.ext_fields)
+    header = header or GetTopicsByClusterRequestHeader.from_ext_fields(request.ext_fields)
     return ok(encode_topic_list(proc.route_info_manager.get_topics_by_cluster(header.cluster)))
 
 

@@ -1,0 +1,3 @@
+"""pytest configuration for the suite: the plugin through which test modules name the extra they
+need (:mod:`extras`)."""
+pytest_plugins = ["extras"]
