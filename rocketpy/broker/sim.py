@@ -61,6 +61,7 @@ class SimOptions:
     replicas: int = 1
     zones: int = 0
     topic_spread: int = 1
+    topic_prefix: str = "SimTopic-"
     version: int = MQVersion.V4_9_8
     serialize_type: int = SerializeType.JSON
     compressed: bool = False
@@ -366,7 +367,7 @@ class BrokerSim:
                 register_name_server_period=int(o.period * 1000),
                 compatible_with_old_name_srv=not o.broker_heartbeat)
             block = group // max(o.topic_spread, 1)
-            names = [f"SimTopic-{block * o.topics + j}" for j in range(o.topics)]
+            names = [f"{o.topic_prefix}{block * o.topics + j}" for j in range(o.topics)]
             topics = [TopicConfig(topic_name=t, read_queue_nums=8, write_queue_nums=8) for t in names]
             zone = f"zone-{group % o.zones}" if o.zones else None
             broker = SimulatedBroker(self, i, config, topics, zone)

@@ -32,6 +32,7 @@ def build_parser():
     a("--replicas", type=int, default=1, help="brokers per group: a master and replicas-1 slaves")
     a("--zones", type=int, default=0, help="zones (a __ZONE_NAME per group; read by 5.x NameServers)")
     a("--topic-spread", type=int, default=1, help="neighbouring groups sharing each topic")
+    a("--topic-prefix", default="SimTopic-", help="topic names: PREFIX0, PREFIX1, ... (default SimTopic-)")
     a("--version", default="4.9.8", help="broker release to speak as: 4.9.8, 5.0.0, 5.3.3, ...")
     a("--serialize", default="JSON", choices=("JSON", "ROCKETMQ"), help="header encoding")
     a("--compressed", action="store_true", help="compressedRegister=true")
@@ -101,7 +102,8 @@ def options_from_args(args):
         raise _OptionError("--acting-master and --broker-heartbeat need a 5.x --version")
     return SimOptions(
         namesrv_addrs=addrs, brokers=args.brokers, topics=args.topics, clusters=args.clusters,
-        replicas=args.replicas, zones=args.zones, topic_spread=args.topic_spread, version=ordinal,
+        replicas=args.replicas, zones=args.zones, topic_spread=args.topic_spread,
+        topic_prefix=args.topic_prefix, version=ordinal,
         serialize_type=SerializeType[args.serialize], compressed=args.compressed,
         force_register=not args.no_force, period=args.period, jitter=args.jitter, ramp=args.ramp,
         acting_master=args.acting_master or args.broker_heartbeat,
