@@ -32,9 +32,8 @@ import sys
 import tempfile
 import threading
 import time
-from pathlib import Path
 
-from server_bench import ROOT, build_nsload, start_server
+from server_bench import ROOT, build_nsload, target
 
 
 def rss_kib(pid):
@@ -87,13 +86,7 @@ def main():
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     with tempfile.TemporaryDirectory(prefix="rocketpy-simbench-") as work:
         exe = build_nsload(work)
-        proc = None
-        if args.addr:
-            host, port = args.addr.rsplit(":", 1)
-            port = int(port)
-        else:
-            proc, port = start_server(work, args.server_arg)
-            host = "127.0.0.1"
+        proc, host, port = target(work, args.addr, args.server_arg)
         addr = f"{host}:{port}"
         sampler = RssSampler(proc.pid) if proc is not None else None
         if sampler:

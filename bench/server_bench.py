@@ -70,6 +70,15 @@ def start_server(workdir, extra):
     raise SystemExit("rocketnamesrv did not boot:\n" + (log.read_text() if log.exists() else ""))
 
 
+def target(work, addr, server_args):
+    """``(process or None, host, port)``: the server at ``addr``, or a fresh rocketnamesrv."""
+    if addr:
+        host, port = addr.rsplit(":", 1)
+        return None, host, int(port)
+    proc, port = start_server(work, server_args)
+    return proc, "127.0.0.1", port
+
+
 def cpu_seconds(pid):
     """User + system CPU time of ``pid`` so far (None when unknown)."""
     if pid is None:
@@ -161,13 +170,7 @@ def main():
     args = p.parse_args()
     with tempfile.TemporaryDirectory(prefix="rocketpy-bench-") as work:
         exe = build_nsload(work)
-        proc = None
-        if args.addr:
-            host, port = args.addr.rsplit(":", 1)
-            port = int(port)
-        else:
-            proc, port = start_server(work, args.server_arg)
-            host = "127.0.0.1"
+        proc, host, port = target(work, args.addr, args.server_arg)
         results = {}
         try:
             if not args.skip_routes:

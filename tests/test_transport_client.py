@@ -348,3 +348,17 @@ def test_frames_the_client_writes_are_whole_frames():
     peer, _ = accept(reactor)
     frames, rest = split_frames(b"".join(peer.frames))
     assert rest == b"" and len(frames) == 3
+
+
+def test_namesrv_addr_list_and_release_numbers():
+    from rocketpy.remoting.codes import release_ordinal
+    from rocketpy.transport.client import namesrv_addr_list
+    assert namesrv_addr_list(" 127.0.0.1:9876; 127.0.0.1:9877 ;") == ["127.0.0.1:9876", "127.0.0.1:9877"]
+    for bad in (None, "", " ; ", "127.0.0.1:9876;nohost"):
+        try:
+            namesrv_addr_list(bad)
+        except ValueError:
+            continue
+        raise AssertionError(bad)
+    assert [release_ordinal(t) for t in ("4.9.8", "V5_0_0", " 479 ", "5.3.3")] == [409, 413, 479, 479]
+    assert release_ordinal("9.9.9") is None and release_ordinal("x") is None

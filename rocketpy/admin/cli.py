@@ -87,29 +87,21 @@ def _command_list():
 
 
 def _namesrv_addrs(args):
-    from ..transport.client import split_address
-    text = args.namesrvAddr if args.namesrvAddr is not None else os.environ.get("NAMESRV_ADDR")
-    if not text or not text.strip():
-        raise _UsageError("no NameServer address: give -n host:port[;host:port...] or set NAMESRV_ADDR")
-    addrs = [a.strip() for a in text.strip().split(";") if a.strip()]
-    for addr in addrs:
-        try:
-            split_address(addr)
-        except ValueError as exc:
-            raise _UsageError(f"-n: {exc}") from None
-    return addrs
+    from ..transport.client import namesrv_addr_list
+    try:
+        return namesrv_addr_list(args.namesrvAddr if args.namesrvAddr is not None
+                                 else os.environ.get("NAMESRV_ADDR"))
+    except ValueError as exc:
+        raise _UsageError(str(exc) if "no NameServer" in str(exc) else f"-n: {exc}") from None
 
 
 def _version(text):
-    from ..remoting.codes import MQVersion, version_ordinal
+    from ..remoting.codes import MQVersion, release_ordinal
     if text is None:
         return MQVersion.V4_9_8
-    text = text.strip()
-    if text.isdigit():
-        return int(text)
-    ordinal = version_ordinal(text if text.startswith("V") else "V" + text.replace(".", "_"))
+    ordinal = release_ordinal(text)
     if ordinal is None:
-        raise _UsageError(f"--remotingVersion: {text!r} is neither a release (4.9.8) nor a number")
+        raise _UsageError(f"--remotingVersion: {text.strip()!r} is neither a release (4.9.8) nor a number")
     return ordinal
 
 
@@ -152,6 +144,10 @@ def run(argv, reactor=None, stdout=None, stderr=None):
     parser, options = _parser(command)
     try:
         args = parser.parse_args(argv[1:])
+        for option in options:  # every mqadmin command trims its option values
+            value = getattr(args, option.long)
+            if isinstance(value, str):
+                setattr(args, option.long, value.strip())
         if args.help:
             stdout.write(_help_text(command, options))
             return 0

@@ -116,7 +116,7 @@ class ClusterList(SubCommand):
     def run(self, admin, args, out):
         interval = None
         if args.interval is not None:
-            if not args.interval.strip().isdigit() or int(args.interval) < 1:
+            if not args.interval.isdigit() or int(args.interval) < 1:
                 raise ValueError(f"-i: {args.interval!r} is not a number of seconds")
             interval = int(args.interval)
         while True:
@@ -130,7 +130,7 @@ class ClusterList(SubCommand):
     def _once(self, admin, args, out):
         info = yield admin.examine_broker_cluster_info()
         table = info.cluster_addr_table or {}
-        wanted = (args.clusterName or "").strip()
+        wanted = args.clusterName or ""
         clusters = [wanted] if wanted else hashmap_order(table)
         rows = []
         for cluster in clusters:
@@ -211,7 +211,7 @@ class TopicRoute(SubCommand):
 
     @inlineCallbacks
     def run(self, admin, args, out):
-        route = yield admin.examine_topic_route_info(args.topic.strip())
+        route = yield admin.examine_topic_route_info(args.topic)
         out.data = fastjson.loads(fastjson.dumps(java_view(route, admin.version), standard=True))
         if not args.list:
             out.printf("%s%n", fastjson.dumps(java_view(route, admin.version), pretty=True).decode())
@@ -280,7 +280,7 @@ class TopicClusterList(SubCommand):
 
     @inlineCallbacks
     def run(self, admin, args, out):
-        clusters = yield admin.get_topic_cluster_list(args.topic.strip())
+        clusters = yield admin.get_topic_cluster_list(args.topic)
         out.data = clusters
         for cluster in clusters:
             out.printf("%s%n", cluster)
@@ -298,7 +298,7 @@ class DeleteTopic(SubCommand):
 
     @inlineCallbacks
     def run(self, admin, args, out):
-        topic, cluster = args.topic.strip(), args.clusterName.strip()
+        topic, cluster = args.topic, args.clusterName
         masters = yield admin.fetch_master_addr_by_cluster_name(cluster)
         if masters is None:
             raise LookupError(f"no cluster {cluster}: {NO_CLUSTER}")
@@ -322,12 +322,12 @@ class UpdateOrderConf(SubCommand):
 
     @inlineCallbacks
     def run(self, admin, args, out):
-        topic, method = args.topic.strip(), args.method.strip()
+        topic, method = args.topic, args.method
         if method == "get":
             conf = yield admin.get_kv_config(ORDER_TOPIC_CONFIG, topic)
             out.printf("get orderConf success. topic=[%s], orderConf=[%s] ", topic, conf)
         elif method == "put":
-            conf = (args.orderConf or "").strip()
+            conf = args.orderConf or ""
             if not conf:
                 raise ValueError("please set orderConf with option -v.")
             yield admin.put_kv_config(ORDER_TOPIC_CONFIG, topic, conf)
@@ -376,7 +376,7 @@ class UpdateNamesrvConfig(SubCommand):
 
     @inlineCallbacks
     def run(self, admin, args, out):
-        key, value = args.key.strip(), args.value.strip()
+        key, value = args.key, args.value
         yield admin.update_name_server_config({key: value})
         servers = _server_list(admin, args)
         out.printf("update name server config success!%s\n%s : %s\n",
@@ -393,7 +393,7 @@ class UpdateKvConfig(SubCommand):
 
     @inlineCallbacks
     def run(self, admin, args, out):
-        namespace, key, value = args.namespace.strip(), args.key.strip(), args.value.strip()
+        namespace, key, value = args.namespace, args.key, args.value
         yield admin.put_kv_config(namespace, key, value)
         out.printf("create or update kv config to namespace success.%n")
         out.data = {"namespace": namespace, "key": key, "value": value}
@@ -407,7 +407,7 @@ class DeleteKvConfig(SubCommand):
 
     @inlineCallbacks
     def run(self, admin, args, out):
-        namespace, key = args.namespace.strip(), args.key.strip()
+        namespace, key = args.namespace, args.key
         yield admin.delete_kv_config(namespace, key)
         out.printf("delete kv config from namespace success.%n")
         out.data = {"namespace": namespace, "key": key}
@@ -423,7 +423,7 @@ class GetKvConfig(SubCommand):
 
     @inlineCallbacks
     def run(self, admin, args, out):
-        namespace, key = args.namespace.strip(), args.key.strip()
+        namespace, key = args.namespace, args.key
         value = yield admin.get_kv_config(namespace, key)
         out.printf("%s%n", value)
         out.data = {"namespace": namespace, "key": key, "value": value}
@@ -439,7 +439,7 @@ class GetKvListByNamespace(SubCommand):
 
     @inlineCallbacks
     def run(self, admin, args, out):
-        namespace = args.namespace.strip()
+        namespace = args.namespace
         table = yield admin.get_kv_list_by_namespace(namespace)
         out.data = {"namespace": namespace, "table": table.table}
         for key, value in hashmap_ordered(table.table).items():
@@ -458,7 +458,7 @@ class _WritePerm(SubCommand):
 
     @inlineCallbacks
     def run(self, admin, args, out):
-        broker = args.brokerName.strip()
+        broker = args.brokerName
         out.data = {}
         for addr in admin.namesrv_addrs:
             try:

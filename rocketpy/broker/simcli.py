@@ -70,23 +70,18 @@ class _OptionError(Exception):
 
 def options_from_args(args):
     """A :class:`~rocketpy.broker.sim.SimOptions` from parsed arguments (errors: _OptionError)."""
-    from ..remoting.codes import MQVersion, SerializeType, version_ordinal
-    from ..transport.client import split_address
+    from ..remoting.codes import MQVersion, SerializeType, release_ordinal
+    from ..transport.client import namesrv_addr_list
     from .sim import SimOptions
-    text = args.namesrvAddr if args.namesrvAddr is not None else os.environ.get("NAMESRV_ADDR")
-    addrs = [x.strip() for x in (text or "").split(";") if x.strip()]
-    if not addrs:
-        raise _OptionError("no NameServer address: give -n host:port[;host:port...] or set NAMESRV_ADDR")
-    for addr in addrs:
-        try:
-            split_address(addr)
-        except ValueError as exc:
-            raise _OptionError(f"-n: {exc}") from None
-    version = args.version.strip()
-    ordinal = int(version) if version.isdigit() else version_ordinal(
-        version if version.startswith("V") else "V" + version.replace(".", "_"))
+    try:
+        addrs = namesrv_addr_list(args.namesrvAddr if args.namesrvAddr is not None
+                                  else os.environ.get("NAMESRV_ADDR"))
+    except ValueError as exc:
+        raise _OptionError(str(exc) if "no NameServer" in str(exc) else f"-n: {exc}") from None
+    ordinal = release_ordinal(args.version)
     if ordinal is None or ordinal < MQVersion.V4_0_0:
-        raise _OptionError(f"--version: {version!r} is not a broker release (4.9.8, 5.0.0, ...)")
+        raise _OptionError(f"--version: {args.version.strip()!r} is not a broker release "
+                           "(4.9.8, 5.0.0, ...)")
     for name in ("brokers", "topics", "clusters", "replicas", "topic_spread"):
         if getattr(args, name) < (0 if name == "topics" else 1):
             raise _OptionError(f"--{name.replace('_', '-')} must be at least "

@@ -62,6 +62,7 @@ from ..remoting.frame import DEFAULT_MAX_FRAME_LENGTH, decode_frame
 from ..remoting.splitter import FrameSplitter
 
 __all__ = ["RemotingClient", "OnewayNotifier", "check_response", "split_address",
+           "namesrv_addr_list",
            "RemotingError", "RemotingConnectError", "RemotingTimeoutError",
            "RemotingSendRequestError", "RemotingTooMuchRequestError", "RemotingCommandError",
            "CONNECT_TIMEOUT", "SEMAPHORE_VALUE", "SCAN_INTERVAL"]
@@ -145,6 +146,18 @@ def split_address(addr):
     if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
         raise ValueError(f"{addr!r} is not a host:port address")
     return host, int(port)
+
+
+def namesrv_addr_list(text):
+    """The addresses of ``"host:port;host:port"`` (``updateNameServerAddressList``'s ``;``
+    list, blanks around each ignored); ValueError naming the first that is not host:port or
+    when there is none."""
+    addrs = [addr.strip() for addr in (text or "").split(";") if addr.strip()]
+    if not addrs:
+        raise ValueError("no NameServer address: give -n host:port[;host:port...] or set NAMESRV_ADDR")
+    for addr in addrs:
+        split_address(addr)
+    return addrs
 
 
 # -- the per-address channel ----------------------------------------------------------------------
