@@ -12,7 +12,7 @@ import tempfile
 import time
 from pathlib import Path
 
-__all__ = ["ROOT", "BOOT", "start_server", "export", "rss_mib"]
+__all__ = ["ROOT", "BOOT", "start_server", "target", "export", "rss_mib"]
 
 ROOT = Path(__file__).resolve().parents[1]
 BOOT = re.compile(r"The Name Server boot success\. serializeType=\w+, address [\w.:]+:(\d+)")
@@ -40,6 +40,16 @@ def start_server(tree, workdir, extra=(), kv_path=None):
         time.sleep(0.05)
     proc.kill()
     raise SystemExit("rocketnamesrv did not boot:\n" + log.read_text())
+
+
+def target(workdir, addr, server_args=()):
+    """``(process or None, host, port)``: the server at ``addr`` ("host:port"), or else a fresh
+    rocketnamesrv of this tree."""
+    if addr:
+        host, port = addr.rsplit(":", 1)
+        return None, host, int(port)
+    proc, port, _ = start_server(ROOT, workdir, server_args)
+    return proc, "127.0.0.1", port
 
 
 def export(commit, workdir):

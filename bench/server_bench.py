@@ -27,7 +27,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from benchserver import ROOT, start_server  # noqa: E402
+from benchserver import ROOT, start_server, target  # noqa: E402
 
 SHARED_BENCH = ROOT.parent / "shared" / "bench"
 
@@ -138,13 +138,7 @@ def main():
     args = p.parse_args()
     with tempfile.TemporaryDirectory(prefix="rocketpy-bench-") as work:
         exe = build_nsload(work)
-        proc = None
-        if args.addr:
-            host, port = args.addr.rsplit(":", 1)
-            port = int(port)
-        else:
-            proc, port, _ = start_server(ROOT, work, args.server_arg)
-            host = "127.0.0.1"
+        proc, host, port = target(work, args.addr, args.server_arg)
         results = {}
         try:
             if not args.skip_routes:
