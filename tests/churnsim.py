@@ -274,7 +274,6 @@ class Simulation:
         configuration = Configuration.from_properties(props, self.profile)
         self.rim = RouteInfoManager(configuration.namesrv_config, self.profile)
         kv = KVConfigManager(configuration.namesrv_config.kv_config_path)
-        kv.persist = lambda: True
         self.processor = DefaultRequestProcessor(
             self.rim, kv, submit_unregistration=self._submit, profile=self.profile,
             configuration=configuration)
@@ -551,6 +550,8 @@ class Simulation:
             index.setdefault(l.channel_id, set()).add(key)
         if {cid: set(keys) for cid, keys in rim._by_channel.items()} != index:
             raise Mismatch("channel index differs from the live table")
+        if rim.queue_data_count != sum(map(len, rim.topic_queue_table.values())):
+            raise Mismatch(f"queue_data_count {rim.queue_data_count} differs from the queue table")
         self.max_live = max(self.max_live, len(model.live))
         cache = self.processor.reader.cache
         if len(cache._last) > 2 * self.max_live + 64:

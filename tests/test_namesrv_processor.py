@@ -177,13 +177,17 @@ def test_kv_answers(tmp_path):
     assert (nothing.code, nothing.remark) == (22, "No config item, Namespace: zz")
 
 
-def test_config_blacklist_by_profile(tmp_path):
-    for profile, expected in ((PROFILE_49, 16), (PROFILE_50, 0), (PROFILE_53, 16)):
+def test_config_blacklist_in_every_profile(tmp_path):
+    """Security is never a version trait: 5.0 refuses black-listed keys too (Java 5.0.0 does
+    not, CVE-2023-37582), with Java's remark."""
+    for profile in (PROFILE_49, PROFILE_50, PROFILE_53):
         proc = make(tmp_path / profile.name, profile)
-        answer = call(proc, 318, body=b"kvConfigPath=/tmp/evil\n")
-        assert answer.code == expected
-        if expected:
-            assert answer.remark == "Can not update config in black list."
+        for body in (b"kvConfigPath=/tmp/evil\n", b"configStorePath=/tmp/evil\n",
+                     b"tls.server.mode=disabled\n", b"tls.config.file=/tmp/x\n",
+                     b"bindAddress=0.0.0.0\n", b"orderMessageEnable=true\nrocketmqHome=/\n"):
+            answer = call(proc, 318, body=body)
+            assert (answer.code, answer.remark) == (16, "Can not update config in black list."), body
+        assert call(proc, 318, body=b"orderMessageEnable=true\n").code == 0
     proc = make(tmp_path / "custom", PROFILE_53, config_black_list="listenPort")
     assert call(proc, 318, body=b"listenPort=1\n").code == 16
     assert call(proc, 318, body=b"bad=\\u1\n").remark == "string2Properties error"

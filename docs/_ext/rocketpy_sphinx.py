@@ -189,12 +189,13 @@ class AutoModules(SphinxDirective):
 
 
 class ConfigTable(SphinxDirective):
-    """``.. rocketpy-config-table:: [keys | properties | limits | twistd]``: configuration
-    reference."""
+    """``.. rocketpy-config-table:: [keys | properties | limits | bounds | twistd]``:
+    configuration reference."""
 
     optional_arguments = 1
     _RENDER = {"keys": configtable.render, "properties": configtable.render_properties,
-               "limits": configtable.render_limits, "twistd": configtable.render_twistd_usage}
+               "limits": configtable.render_limits, "bounds": configtable.render_bounds,
+               "twistd": configtable.render_twistd_usage}
 
     def run(self):
         what = self.arguments[0] if self.arguments else "keys"

@@ -56,6 +56,11 @@ class Registration49:
     def finish_route(self, rim, topic, route):
         return route
 
+    def may_apply_topics(self, broker_data, broker_id, enable_acting_master):
+        """Whether a registration may put its topics in the table (for the route bounds, which
+        count what it could add): a master's."""
+        return broker_id == MASTER_ID
+
     def register_broker(self, rim, cluster_name, broker_addr, broker_name, broker_id,
                         ha_server_addr, wrapper, filter_servers, channel_id, now_ms, zone_name,
                         timeout_millis, enable_acting_master):
@@ -183,6 +188,16 @@ class Registration5(Registration49):
         if changed or first:
             for topic, info in mapping.items():
                 rim._set_mapping(topic, info)
+
+    def may_apply_topics(self, broker_data, broker_id, enable_acting_master):
+        """A master's, or a prime slave's: the lowest id of its group, from a broker that sends
+        ``enableActingMaster``."""
+        if broker_id == MASTER_ID:
+            return True
+        if enable_acting_master is None:
+            return False
+        addrs = broker_data.broker_addrs if broker_data is not None else {}
+        return not addrs or broker_id <= min(addrs)
 
     def finish_route(self, rim, topic, route):
         """5.x adds the static-topic mappings and, with ``supportActingMaster``, shows the

@@ -175,8 +175,7 @@ class HandlerSet:
     """The request codes a release serves and the switches its handlers consult."""
 
     def __init__(self, missing=frozenset(), answers_unknown_code=True, topic_list_switches=True,
-                 zone_hook=True, wait_for_service=True, config_blacklist=True,
-                 header_first=frozenset()):
+                 zone_hook=True, wait_for_service=True, header_first=frozenset()):
         #: request codes this release does not serve
         self.missing = missing
         #: codes whose header this release decodes before a switch its newer releases check
@@ -188,7 +187,6 @@ class HandlerSet:
         self._topic_list_switches = topic_list_switches
         self._zone_hook = zone_hook
         self._wait_for_service = wait_for_service
-        self._config_blacklist = config_blacklist
 
     def zone(self, ext_fields):
         """``ZoneRouteRPCHook`` (5.x): the zone a route query asks to be filtered by, or None."""
@@ -210,10 +208,6 @@ class HandlerSet:
     def lists_enabled(self, namesrv_config):
         """5.x ``enableTopicList`` (the other topic lists); 4.9 has no switch."""
         return not self._topic_list_switches or namesrv_config.enable_topic_list
-
-    def refuses_update(self, props, blacklist):
-        """UPDATE_NAMESRV_CONFIG touching a black-listed key (4.9.8, 5.1+; 5.0.0 has none)."""
-        return self._config_blacklist and any(key in props for key in blacklist)
 
 
 @dataclass(frozen=True)
@@ -258,7 +252,7 @@ def policies_for(profile):
                        p.data_version_state, p.topic_list_set, p.concurrent_tables,
                        _npe_remark(p.register_npe_site), p.topic_not_exist_faq_url),
         handlers=HandlerSet(missing, p.answer_unknown_code, p.topic_list_switches,
-                            p.serve_5x_codes, p.wait_for_service, p.config_blacklist,
+                            p.serve_5x_codes, p.wait_for_service,
                             frozenset() if p.topics_by_cluster_switch_first
                             else frozenset((int(RequestCode.GET_TOPICS_BY_CLUSTER),))),
         config=ConfigShape.of_release(p.name, p.sorted_config_text))

@@ -26,8 +26,6 @@ class BehaviourProfile:
     #: 4.9's processor returns null for an unknown code, so no answer at all; 5.x answers
     #: REQUEST_CODE_NOT_SUPPORTED.
     answer_unknown_code: bool
-    #: UPDATE_NAMESRV_CONFIG refuses keys of the black list (4.9.8 and 5.1+; 5.0.0 has none).
-    config_blacklist: bool
     #: GET_CLIENT_CONFIG (47) exists in 5.0.x only.
     serve_get_client_config: bool
     #: 5.x only: REGISTER_TOPIC_IN_NAMESRV, GET_BROKER_MEMBER_GROUP, BROKER_HEARTBEAT.
@@ -83,7 +81,7 @@ _OLD_FAQ_URL = "http://rocketmq.apache.org/docs/faq/"
 
 PROFILE_49 = BehaviourProfile(
     name="4.9", server_version=409, reply_in_request_serialize_type=True,
-    answer_unknown_code=False, config_blacklist=True, serve_get_client_config=False,
+    answer_unknown_code=False, serve_get_client_config=False,
     serve_5x_codes=False, queued_unregistration=False, v5_registration=False,
     prime_slave_wipe_needs_acting_master=True, unregister_by_address=False,
     query_data_version_always_refreshes=False, topic_list_switches=False,
@@ -95,7 +93,7 @@ PROFILE_49 = BehaviourProfile(
 
 PROFILE_50 = BehaviourProfile(
     name="5.0", server_version=413, reply_in_request_serialize_type=False,
-    answer_unknown_code=True, config_blacklist=False, serve_get_client_config=True,
+    answer_unknown_code=True, serve_get_client_config=True,
     serve_5x_codes=True, queued_unregistration=True, v5_registration=True,
     prime_slave_wipe_needs_acting_master=False, unregister_by_address=False,
     query_data_version_always_refreshes=True, topic_list_switches=True,
@@ -108,7 +106,7 @@ PROFILE_50 = BehaviourProfile(
 
 PROFILE_53 = BehaviourProfile(
     name="5.3", server_version=479, reply_in_request_serialize_type=False,
-    answer_unknown_code=True, config_blacklist=True, serve_get_client_config=False,
+    answer_unknown_code=True, serve_get_client_config=False,
     serve_5x_codes=True, queued_unregistration=True, v5_registration=True,
     prime_slave_wipe_needs_acting_master=True, unregister_by_address=True,
     query_data_version_always_refreshes=True, topic_list_switches=True,

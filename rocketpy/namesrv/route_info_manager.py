@@ -96,6 +96,9 @@ class RouteInfoManager:
         self._applied = {}             # broker name -> (topic table, its size): all held
         self._queue_map_high = {}      # topic -> largest broker count of its queue map
         self._cluster_set_high = {}    # cluster -> largest broker-name count
+        #: QueueData entries (topic-broker pairs) in topic_queue_table, for the server-wide
+        #: bounds (:mod:`rocketpy.namesrv.route_bounds`)
+        self.queue_data_count = 0
         self._generations = count(1)
         self._depth = 0
         self._dirty_topics = set()
@@ -131,8 +134,11 @@ class RouteInfoManager:
             queue_map = self.topic_queue_table[topic] = {}
             self._topics_high.saw(len(self.topic_queue_table))
         name = queue_data.broker_name
-        if queue_map.get(name) == queue_data:
+        old = queue_map.get(name)
+        if old == queue_data:
             return
+        if old is None:
+            self.queue_data_count += 1
         queue_map[name] = queue_data
         if len(queue_map) > self._queue_map_high.get(topic, 0):
             self._queue_map_high[topic] = len(queue_map)
@@ -143,6 +149,7 @@ class RouteInfoManager:
         queue_map = self.topic_queue_table.get(topic)
         if queue_map is None or queue_map.pop(broker_name, None) is None:
             return
+        self.queue_data_count -= 1
         self._applied.pop(broker_name, None)
         _unindex(self._topics_by_broker, broker_name, topic)
         if not queue_map:
@@ -150,7 +157,9 @@ class RouteInfoManager:
         self._dirty_topics.add(topic)
 
     def _drop_topic(self, topic):
-        for name in self.topic_queue_table.pop(topic, None) or ():
+        queue_map = self.topic_queue_table.pop(topic, None) or ()
+        self.queue_data_count -= len(queue_map)
+        for name in queue_map:
             self._applied.pop(name, None)
             _unindex(self._topics_by_broker, name, topic)
         self._queue_map_high.pop(topic, None)
@@ -289,8 +298,12 @@ class RouteInfoManager:
         previous = self.query_broker_topic_config(cluster_name, broker_addr)
         return previous is None or previous != data_version
 
+    def broker_live_info(self, cluster_name, broker_addr):
+        """The live entry of ``broker_addr`` (keyed as this release keys it), or None."""
+        return self.broker_live_table.get(self.live_key(cluster_name, broker_addr))
+
     def query_broker_topic_config(self, cluster_name, broker_addr):
-        live = self.broker_live_table.get(self.live_key(cluster_name, broker_addr))
+        live = self.broker_live_info(cluster_name, broker_addr)
         return None if live is None else live.data_version
 
     @_gate

@@ -9,6 +9,12 @@ Two dialects matter on the wire:
   clients >= V4_9_4 or with ``acceptStandardJsonOnly``): every key quoted, map keys sorted,
   ``/`` and every non-ASCII character escaped.
 
+``dumps(obj, pretty=True)`` is ``JSON.toJSONString(obj, true)`` (``PrettyFormat``, what
+``mqadmin topicRoute`` prints): tab indents, a line break before each bean property, string map
+key and list item, none before an unquoted numeric map key, and the closing brace or bracket of
+a non-empty map or list on a line of its own (an empty one stays ``{}``/``[]``); a Java bean
+(:class:`Bean`) breaks the line even when it has no property to write.
+
 ``loads`` accepts both (and whatever else a tolerant Java parser accepts that real peers send:
 the C++ client's trailing newline), keeping key order and telling unquoted numeric keys apart
 from quoted ones (unquoted keys come back as ``int``), so ``dumps(loads(b))`` restores ``b``.
@@ -25,7 +31,7 @@ import re
 
 from .errors import BodyDecodeError
 
-__all__ = ["loads", "dumps", "escape_string", "lenient_decoder", "raw_string_literals"]
+__all__ = ["loads", "dumps", "escape_string", "lenient_decoder", "raw_string_literals", "Bean"]
 
 _json_loads = json.loads
 #: fastjson's reading of a string: raw control characters are taken as they are.
@@ -175,6 +181,14 @@ def escape_string(text, standard=False):
     return '"' + "".join(esc(ch) for ch in text) + '"'
 
 
+class Bean(dict):
+    """A Java bean's properties, as opposed to a Java map: only the pretty format tells them
+    apart (``JavaBeanSerializer`` always breaks the line after ``{``; ``MapSerializer`` only
+    before an entry with a string key)."""
+
+    __slots__ = ()
+
+
 def _sort_key(key):
     return (0, key, "") if isinstance(key, int) else (1, 0, key)
 
@@ -222,12 +236,55 @@ def _dump(obj, standard, out):
         raise TypeError(f"fastjson.dumps cannot encode {type(obj).__name__}")
 
 
-def dumps(obj, standard=False):
+def _dump_pretty(obj, depth, out):
+    """``SerializerFeature.PrettyFormat`` (legacy dialect): see the module docstring."""
+    if isinstance(obj, dict):
+        bean = isinstance(obj, Bean)
+        items = [(k, v) for k, v in obj.items() if v is not None]
+        out.append("{")
+        if bean:
+            out.append("\n" + "\t" * (depth + 1))
+        for i, (key, value) in enumerate(items):
+            if i:
+                out.append(",")
+                if bean:
+                    out.append("\n" + "\t" * (depth + 1))
+            if isinstance(key, int):
+                out.append(f"{key}:")
+            else:
+                if not bean:
+                    out.append("\n" + "\t" * (depth + 1))
+                out.append(escape_string(key))
+                out.append(":")
+            _dump_pretty(value, depth + 1, out)
+        if bean or obj:
+            out.append("\n" + "\t" * depth)
+        out.append("}")
+    elif isinstance(obj, (list, tuple, set, frozenset)):
+        if not obj:
+            out.append("[]")
+            return
+        out.append("[")
+        for i, value in enumerate(obj):
+            if i:
+                out.append(",")
+            out.append("\n" + "\t" * (depth + 1))
+            _dump_pretty(value, depth + 1, out)
+        out.append("\n" + "\t" * depth + "]")
+    else:
+        _dump(obj, False, out)
+
+
+def dumps(obj, standard=False, pretty=False):
     """Encode ``obj`` as fastjson would, to UTF-8 bytes.
 
     Dict keys keep their order in legacy mode (callers arrange Java's map order) and are sorted
     in standard mode (``MapSortField``); ``int`` keys are unquoted in legacy mode only.
+    ``pretty`` is ``PrettyFormat`` over the legacy dialect.
     """
     out = []
-    _dump(obj, standard, out)
+    if pretty:
+        _dump_pretty(obj, 0, out)
+    else:
+        _dump(obj, standard, out)
     return "".join(out).encode("utf-8", "replace")  # lone surrogate -> '?', as Java

@@ -16,12 +16,17 @@ keeps is then its peak, as the JVM's heap is. It is best effort: only glibc has 
 elsewhere nothing changes. It changes the whole process, so it is an operator's choice
 (``--tune-allocator``), applied when the server starts, never a side effect of building the
 service tree.
+
+:func:`trim_heap` is the other direction, for a server whose route state has just shrunk a
+lot (brokers left): glibc ``malloc_trim(0)`` hands the heap's free pages back to the kernel,
+wherever they are (the automatic trim only returns the top of the heap). It is called by the
+route-memory service (:mod:`rocketpy.service.memory`) unless ``--no-malloc-trim`` is given.
 """
 import ctypes
 import ctypes.util
 import sys
 
-__all__ = ["tune_allocator"]
+__all__ = ["tune_allocator", "trim_heap"]
 
 # glibc <malloc.h>
 _M_TRIM_THRESHOLD = -1
@@ -30,15 +35,31 @@ _M_MMAP_THRESHOLD = -3
 _MMAP_THRESHOLD_MAX = 32 * 1024 * 1024
 
 
-def tune_allocator(max_frame_length):
-    """Keep frame-sized buffers on the heap (see the module docstring). Returns the
-    ``(mmap threshold, trim threshold)`` set, or None when this C library cannot be tuned."""
+def _libc():
     if not sys.platform.startswith("linux"):
         return None
     try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or None)
-        mallopt = libc.mallopt
-    except (OSError, AttributeError):
+        return ctypes.CDLL(ctypes.util.find_library("c") or None)
+    except OSError:
+        return None
+
+
+def trim_heap():
+    """glibc ``malloc_trim(0)``: give the heap's free pages back to the kernel. True when the C
+    library has it (and gave memory back), False elsewhere."""
+    trim = getattr(_libc(), "malloc_trim", None)
+    if trim is None:
+        return False
+    trim.argtypes = (ctypes.c_size_t,)
+    trim.restype = ctypes.c_int
+    return bool(trim(0))
+
+
+def tune_allocator(max_frame_length):
+    """Keep frame-sized buffers on the heap (see the module docstring). Returns the
+    ``(mmap threshold, trim threshold)`` set, or None when this C library cannot be tuned."""
+    mallopt = getattr(_libc(), "mallopt", None)
+    if mallopt is None:
         return None
     mallopt.argtypes = (ctypes.c_int, ctypes.c_int)
     mallopt.restype = ctypes.c_int

@@ -24,22 +24,28 @@ from twisted.internet.interfaces import IReactorFromThreads
 from twisted.logger import Logger
 from twisted.python import usage
 
-from ..namesrv.config import Configuration, load_properties
-from ..namesrv.kvconfig import KVConfigManager
+from ..namesrv.config import Configuration
+from ..namesrv.configguard import ConfigUpdateGuard
+from ..namesrv.acl import AclConfigError
+from ..namesrv.kvconfig import KVConfigError, KVConfigManager, KVLimits
 from ..namesrv.policy import policies_for
 from ..namesrv.profile import profile_for
 from ..remoting.frame import DEFAULT_MAX_FRAME_LENGTH
 from ..transport.answercache import AnswerCache
 from ..transport.client import OnewayNotifier
 from ..transport.factory import RemotingServerFactory
-from ..transport.limits import ServerLimits, raise_open_files_limit
+from ..transport.limits import LIMIT_KEYS, ServerLimits, raise_open_files_limit
 from ..transport.metrics import ServerMetrics
-from ..transport.offload import DecodePool
+from ..transport.offload import DecodePool, WritePool
 from ..transport.tls import TLS_KEYS, TlsMode, TlsSettings, TlsUnavailableError, build_context_factory
-from .allocator import tune_allocator
+from .allocator import trim_heap, tune_allocator
+from .fileio import load_properties, read_text, write_file_java
 from .housekeeping import BrokerHousekeepingService
 from .kvconfig import KVConfigService
 from .liveness import ScanNotActiveBrokerService
+from .memory import RouteMemoryService, compact_dicts
+from .propcheck import value_problem
+from .startup import GracefulExit, StartError
 from .server import RemotingServerService
 from .unregistration import BatchUnregistrationService
 
@@ -55,7 +61,7 @@ class Options(usage.Options):
     synopsis = "[-c FILE] [-p] [--listen ENDPOINT] [--web ENDPOINT] [-D key=value ...]"
     longdesc = ("Apache RocketMQ NameServer (rocketpy), configured like mqnamesrv: defaults, then "
                 "the -c file, then -D. Unknown keys are warned about by name; a bad value stops "
-                "the start before anything listens.")
+                "the start before anything listens, with one line saying which.")
 
     optFlags = [
         ["printConfigItem", "p", "Print every config item with its value (defaults, the file and "
@@ -63,6 +69,9 @@ class Options(usage.Options):
         ["no-answer-cache", None, "Encode every route answer afresh instead of reusing the encoded "
                                   "answer of an identical earlier query (for benchmarks and "
                                   "debugging; the answers are the same)."],
+        ["no-malloc-trim", None, "Do not call glibc malloc_trim(0) after the route state has "
+                                 "shrunk (brokers left); the freed memory then stays in the "
+                                 "process instead of going back to the system."],
         ["tune-allocator", None, "When the server starts, keep frame-sized buffers on the C "
                                  "heap (glibc mallopt; process-wide): large registrations then "
                                  "reuse memory instead of mapping fresh pages."],
@@ -111,7 +120,7 @@ class Options(usage.Options):
         try:
             self["profile_obj"] = profile_for(self["profile"])
         except ValueError as exc:
-            raise usage.UsageError(str(exc)) from None
+            raise StartError(str(exc)) from None
         self["policies"] = policies_for(self["profile_obj"])
         props = {}
         path = self["configFile"]
@@ -119,24 +128,26 @@ class Options(usage.Options):
             try:
                 props = load_properties(path)
             except (OSError, ValueError) as exc:
-                raise usage.UsageError(f"cannot read config file {path}: {exc}") from None
+                raise StartError(f"cannot read config file {path}: {exc}") from None
             log.info("load config properties file OK, {path}", path=path)
         _check_properties(props, path, self["define"], self)   # warn / refuse (propcheck)
         props.update(self["define"])
-        configuration = Configuration.from_properties(props, self["policies"].config, path or None)
+        configuration = Configuration.from_properties(props, self["policies"].config, path or None,
+                                                      store=write_file_java)
         if self["kvConfigPath"]:
             configuration.namesrv_config.kv_config_path = self["kvConfigPath"]
         self["configuration"] = configuration
         self["tls"] = _tls_settings(props)
         try:
             self["limits"] = ServerLimits.from_properties(props)
+            self["kv_limits"] = KVLimits.from_properties(props)
         except ValueError as exc:
-            raise usage.UsageError(str(exc)) from None
+            raise StartError(str(exc)) from None
         frame_max = props.get(FRAME_MAX_LENGTH_KEY, str(DEFAULT_MAX_FRAME_LENGTH))
         try:
             self["frame_max_length"] = int(frame_max)
         except ValueError:
-            raise usage.UsageError(f"{FRAME_MAX_LENGTH_KEY} is not a number: {frame_max!r}") from None
+            raise StartError(f"{FRAME_MAX_LENGTH_KEY} is not a number: {frame_max!r}") from None
         if self["printConfigItem"]:
             sys.stdout.write("".join(line + "\n" for line in configuration.print_lines()))
             sys.stdout.flush()
@@ -157,7 +168,7 @@ def _check_properties(file_props, path, defines, options):
         warnings = check_properties(file_props, path)
         warnings += check_properties(defines, "-D", system_properties=True)
     except PropertyError as exc:
-        raise usage.UsageError(str(exc)) from None
+        raise StartError(str(exc)) from None
     for warning in warnings:
         sys.stderr.write(f"rocketnamesrv: warning: {warning}\n")
         log.warn("{warning}", warning=warning)
@@ -166,7 +177,7 @@ def _check_properties(file_props, path, defines, options):
             try:
                 serverFromString(None, options[name])   # parsed only: nothing listens
             except (ValueError, TypeError, KeyError) as exc:
-                raise usage.UsageError(f"--{name}={options[name]!r}: not a Twisted server endpoint "
+                raise StartError(f"--{name}={options[name]!r}: not a Twisted server endpoint "
                                        f"(expected e.g. tcp:8080:interface=127.0.0.1): {exc}") from None
 
 
@@ -207,7 +218,27 @@ class _Hooks(Service):
     def stopService(self):
         super().stopService()
         if self._stop is not None:
-            self._stop()
+            return self._stop()  # a Deferred, when stopping takes time (the writer's last writes)
+        return None
+
+
+def _route_size(route):
+    """The route state's size for the memory service: topics, pairs, live brokers."""
+    return lambda: len(route.topic_queue_table) + route.queue_data_count + len(route.broker_live_table)
+
+
+def _route_release(processor, answer_cache, trim):
+    """What the memory service does once the route state has shrunk (rocketpy.service.memory)."""
+    def release():
+        processor.reader.forget_departed_brokers()
+        if answer_cache is not None:
+            answer_cache.clear()
+        route = processor.route_info_manager
+        for holder in (route, route.snapshots, route.expiry):
+            compact_dicts(holder)
+        if trim:
+            trim_heap()
+    return release
 
 
 def makeService(options, reactor=None):
@@ -215,6 +246,7 @@ def makeService(options, reactor=None):
     from ..namesrv.processor import DefaultRequestProcessor
     from ..namesrv.processor.broker import MinBrokerIdNotifier
     from ..namesrv.route_info_manager import RouteInfoManager
+    from .guardmetrics import GuardCollector
 
     if reactor is None:
         from twisted.internet import reactor
@@ -223,27 +255,41 @@ def makeService(options, reactor=None):
     namesrv_config = configuration.namesrv_config
     netty = configuration.netty_server_config
 
-    kv = KVConfigManager(namesrv_config.kv_config_path)
-    kv.load()  # a broken file stops the start, as in Java
+    kv = KVConfigManager(namesrv_config.kv_config_path, store=write_file_java,
+                         limits=options.get("kv_limits"))
+    try:
+        kv.load_json(read_text(kv.path))  # a broken file stops the start, as in Java
+    except (OSError, KVConfigError) as exc:
+        raise StartError(f"cannot load the KV config: {exc}") from None
     # Always there (it connects only when used): RouteInfoManager reads notifyMinBrokerIdChanged
     # on every registration and unregistration, as Java does, so UPDATE_NAMESRV_CONFIG can turn
     # it on at run time.
     notifier = OnewayNotifier(reactor)
     route = RouteInfoManager(namesrv_config, policies, MinBrokerIdNotifier(notifier, policies.wire))
+    memory = RouteMemoryService(_route_size(route), None, reactor)   # release set below
     batch = BatchUnregistrationService(
-        route.unregister_brokers, reactor, capacity=namesrv_config.un_register_broker_queue_capacity,
+        memory.watching(route.unregister_brokers), reactor,
+        capacity=namesrv_config.un_register_broker_queue_capacity,
         immediate=not policies.routes.queues_unregistrations)
     metrics = ServerMetrics()   # counters for /metrics; the wrappers below count service events
     submit = metrics.counting_submit(batch.submit)
-    processor = DefaultRequestProcessor(
-        route, kv, submit_unregistration=submit, profile=policies, configuration=configuration,
-        startup_ms=int(reactor.seconds() * 1000))
+    guard = ConfigUpdateGuard.from_configuration(   # the transport's limits guard it too
+        configuration, protected=[key for key, *_ in LIMIT_KEYS], value_check=value_problem)
+    try:   # reads the access-control accounts file: a guard it cannot apply stops the start
+        processor = DefaultRequestProcessor(
+            route, kv, submit_unregistration=submit, profile=policies,
+            configuration=configuration, startup_ms=int(reactor.seconds() * 1000),
+            config_guard=guard)
+    except AclConfigError as exc:
+        raise StartError(str(exc)) from None
     housekeeping = BrokerHousekeepingService(metrics.counting_channel_destroy(route.on_channel_destroy),
                                              submit)
     cache = AnswerCache(route.route_version) if options["answerCache"] else None
-    # big registration bodies are decoded on its thread; a fake reactor that takes no calls
-    # from threads (in-process tests) gets everything done on the spot
-    decode_pool = DecodePool(reactor) if IReactorFromThreads.providedBy(reactor) else None
+    # big registration bodies are decoded on one thread, files written on another; a fake
+    # reactor that takes no calls from threads (in-process tests) gets everything done on the spot
+    threads = IReactorFromThreads.providedBy(reactor)
+    decode_pool = DecodePool(reactor) if threads else None
+    write_pool = WritePool(reactor) if threads else None
 
     settings = options["tls"]
     context = None
@@ -258,18 +304,23 @@ def makeService(options, reactor=None):
         tls_context_factory=context, send_buffer=netty.server_socket_snd_buf_size,
         receive_buffer=netty.server_socket_rcv_buf_size,
         write_high_water_mark=netty.write_buffer_high_water_mark, answer_cache=cache,
-        limits=options.get("limits"), metrics=metrics, decode_pool=decode_pool)
+        limits=options.get("limits"), metrics=metrics, decode_pool=decode_pool,
+        write_pool=write_pool)
     if factory.governor.limits.max_connections:  # one descriptor per connection, and some spare
         raise_open_files_limit(factory.governor.limits.max_connections + 256)
     interval = policies.liveness.scan_interval_ms(namesrv_config)
 
     top = MultiService()
+    GracefulExit(reactor).setServiceParent(top)   # SIGTERM: a clean stop, exit status 0
     # Started in this order, stopped in reverse: the server stops listening and closes its
     # connections first, the scan stops, the decode pool finishes what it holds (for nobody),
-    # the KV file is flushed, and the batch queue applies what is left (later close events of
-    # a stopping server change nothing that survives).
+    # the KV file is flushed, the writer writes what it holds, and the batch queue applies
+    # what is left (later close events of a stopping server change nothing that survives).
     batch.setServiceParent(top)
-    KVConfigService(kv, reactor, load=False).setServiceParent(top)
+    if write_pool is not None:
+        _Hooks("writer", write_pool.start, write_pool.stop).setServiceParent(top)
+    KVConfigService(kv, reactor, load=False,
+                    write=write_pool.submit if write_pool is not None else None).setServiceParent(top)
     if options.get("tune-allocator"):   # process-wide: only when asked, when the server starts
         _Hooks("allocator", partial(tune_allocator, options["frame_max_length"])
                ).setServiceParent(top)
@@ -279,6 +330,8 @@ def makeService(options, reactor=None):
     ScanNotActiveBrokerService(metrics.counting_scan(route.scan_not_active_broker),
                                factory.close_channel, submit, reactor,
                                interval_ms=interval).setServiceParent(top)
+    memory.release = _route_release(processor, cache, trim=not options.get("no-malloc-trim"))
+    memory.setServiceParent(top)
     server = RemotingServerService(options["listen"], factory, reactor)
     server.setServiceParent(top)
     if options.get("web"):   # --web: status page, /metrics, /api/ (rocketpy.web)
@@ -288,7 +341,10 @@ def makeService(options, reactor=None):
             unregistration=batch, processor=processor, policies=policies, reactor=reactor,
             listen=options["listen"])
         top.web.setServiceParent(top)
+        top.web.registry.register(GuardCollector(processor, write_pool, memory))
     top.route_info_manager = route
+    top.processor = processor
+    top.memory = memory
     top.factory = factory
     top.server = server
     return top

@@ -15,12 +15,15 @@ same way). Oneway requests are applied and get no answer. Unknown codes get
 REQUEST_CODE_NOT_SUPPORTED with the opaque echoed, except under 4.9, where the Java processor
 returns null and nothing is sent.
 
-A handler may return a :class:`~rocketpy.namesrv.pending.Pending` (REGISTER_BROKER with a big
-body): ``process`` finishes it at once, or, for a transport that asked (``offload=True``),
-hands back the Pending of the answer so the decode can run on a worker thread.
+A handler may return a :class:`~rocketpy.namesrv.pending.Pending`: REGISTER_BROKER with a big
+body (its decode), PUT_KV_CONFIG, DELETE_KV_CONFIG and UPDATE_NAMESRV_CONFIG (their file write,
+answered once it is durable). ``process`` finishes it at once, or, for a transport that asked
+(``offload=True``), hands back the Pending of the answer so the work can run on the pool of its
+lane (the decode pool, the writer thread).
 
-Before a handler runs, the :class:`~rocketpy.namesrv.acl.AccessControl` (rocketpy's addition,
-off unless configured) may refuse an administrative request with NO_PERMISSION.
+Before a handler runs, the :class:`~rocketpy.namesrv.acl.AccessControl` may refuse an
+administrative request, and the :class:`~rocketpy.namesrv.broker_access.BrokerAccessPolicy` a
+broker request, with NO_PERMISSION (rocketpy's additions, off unless configured).
 """
 import logging
 
@@ -30,9 +33,12 @@ from rocketpy.remoting.errors import (BodyDecodeError, InvalidFieldError, Missin
                                       RemotingCodecError)
 
 from ..acl import AccessControl
+from ..broker_access import BrokerAccessPolicy
 from ..config import Configuration
+from ..configguard import ConfigUpdateGuard
 from ..pending import Pending
 from ..policy import as_policies
+from ..route_bounds import RouteBounds
 from .admin import AdminHandlers
 from .broker import BrokerHandlers
 from .kv import KVHandlers
@@ -74,7 +80,8 @@ class DefaultRequestProcessor:
     """
 
     def __init__(self, route_info_manager, kv_config_manager, *, submit_unregistration=None,
-                 profile=None, configuration=None, startup_ms=0, access_control=None):
+                 profile=None, configuration=None, startup_ms=0, access_control=None,
+                 config_guard=None, route_bounds=None, broker_access=None):
         rim = route_info_manager
         self.route_info_manager = rim
         self.kv_config_manager = kv_config_manager
@@ -89,15 +96,19 @@ class DefaultRequestProcessor:
         unregister = policies.routes.unregistration(
             rim.unregister_brokers, submit_unregistration or (lambda request: False))
         self.reader = RegistrationReader(
-            policies.routes, policies.wire, lambda key: rim.query_broker_topic_config(*key) is not None,
+            policies.routes, policies.wire, lambda key: rim.broker_live_info(*key) is not None,
             max_topics_from_properties(configuration.all_configs))
+        # Java reads the black list once, when the processor is built
+        self.config_guard = config_guard or ConfigUpdateGuard.from_configuration(configuration)
+        self.route_bounds = route_bounds or RouteBounds.from_properties(configuration.all_configs)
         table = responders(
             KVHandlers(kv_config_manager),
-            BrokerHandlers(rim, kv_config_manager, config, self.reader, unregister, policies),
+            BrokerHandlers(rim, kv_config_manager, config, self.reader, unregister, policies,
+                           self.route_bounds),
             RouteHandlers(rim, kv_config_manager, config, policies, startup_ms,
                           bool(config.cluster_test)),   # Java reads clusterTest once
-            TopicHandlers(rim, config, policies.handlers),
-            AdminHandlers(configuration, rim.invalidate_routes, policies.handlers))
+            TopicHandlers(rim, config, policies.handlers, self.route_bounds),
+            AdminHandlers(configuration, rim.invalidate_routes, self.config_guard))
         missing, first = policies.handlers.missing, policies.handlers.header_first
         #: request code -> handler(header, request, channel, now_ms)
         self.handlers = {code: fn for code, (_, _, fn) in table.items() if code not in missing}
@@ -107,7 +118,13 @@ class DefaultRequestProcessor:
         if access_control is None:
             access_control = AccessControl.from_properties(configuration.all_configs)
         self.access_control = access_control
-        self._guarded = self.access_control.codes
+        if broker_access is None:
+            broker_access = BrokerAccessPolicy.from_properties(configuration.all_configs, rim)
+        self.broker_access = broker_access
+        # guards that may refuse a request before its handler runs, each with the codes it
+        # looks at: administrative requests, broker requests
+        self._guards = tuple(g for g in (access_control, broker_access) if g.codes)
+        self._guarded = frozenset().union(*(g.codes for g in self._guards))
 
     def process(self, request, channel, now_ms, offload=False):
         """The answer to ``request`` from ``channel`` at ``now_ms``; None when nothing is sent.
@@ -119,11 +136,12 @@ class DefaultRequestProcessor:
         code = request.code
         handler = self.handlers.get(code)
         if handler is not None and code in self._guarded:
-            refusal = self.access_control.decide(request, channel)
-            if refusal is not None:
-                log.warning("request %s from %s refused: %s", code,
-                            getattr(channel, "remote_addr", channel), refusal)
-                return self._answer(request, Reply(ResponseCode.NO_PERMISSION, refusal))
+            for guard in self._guards:
+                refusal = guard.decide(request, channel) if code in guard.codes else None
+                if refusal is not None:
+                    log.warning("request %s from %s refused: %s", code,
+                                getattr(channel, "remote_addr", channel), refusal)
+                    return self._answer(request, Reply(ResponseCode.NO_PERMISSION, refusal))
         failed = False
         try:
             if handler is None:
@@ -158,24 +176,24 @@ class DefaultRequestProcessor:
         return Reply(ResponseCode.SYSTEM_ERROR, _failure_remark(exc))
 
     def _later(self, pending, request, channel):
-        """A handler's Pending reply as the Pending of the answer frame: an exception in its
-        work (on whatever thread) or its finish is answered as a handler's would be."""
-        def work():
-            try:
-                return pending.work(), None
-            except Exception as exc:  # handed to finish: logged and answered on the reactor
-                return None, exc
-
-        def finish(outcome):
-            result, exc = outcome
-            if exc is None:
+        """A handler's Pending reply as the Pending of the answer frame, on the same lane with
+        the same work: an exception in its work (on whatever thread) or its finish is answered
+        as a handler's would be (or by the handler's own ``fail``)."""
+        def fail(exc):
+            if pending.fail is not None:
                 try:
-                    return self._answer(request, pending.finish(result))
+                    return self._answer(request, pending.fail(exc), True)
                 except Exception as raised:
                     exc = raised
             return self._answer(request, self._failure(exc, request, channel), True)
 
-        return Pending(work, finish)
+        def finish(result):
+            try:
+                return self._answer(request, pending.finish(result))
+            except Exception as exc:
+                return fail(exc)
+
+        return Pending(pending.work, finish, pending.lane, fail)
 
     def overload_response(self, request):
         """Java's answer when its request pool is full (SYSTEM_BUSY "[OVERLOAD]..."), for a

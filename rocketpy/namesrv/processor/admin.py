@@ -1,17 +1,19 @@
 """NameServer processor layer: the NameServer's own settings (Java ``DefaultRequestProcessor``
 updateConfig, getConfig, and 5.0's getClientConfigs).
 
-Codes 318, 319 and 47. UPDATE_NAMESRV_CONFIG refuses any key of the black list
-(``configBlackList`` plus configBlackList, configStorePath, kvConfigPath, rocketmqHome) with
-NO_PERMISSION, except on 5.0.0, which has no black list. A change can alter every route answer
-(supportActingMaster, orderMessageEnable, the service wait), so it invalidates every route
-snapshot.
+Codes 318, 319 and 47. UPDATE_NAMESRV_CONFIG first asks the
+:class:`~rocketpy.namesrv.configguard.ConfigUpdateGuard`: keys or values that would not read
+back as themselves are refused (INVALID_PARAMETER), and so is every key of the black list
+(NO_PERMISSION) -- in every profile, 5.0 included, where Java 5.0.0 has no black list. A change
+can alter every route answer (supportActingMaster, orderMessageEnable, the service wait), so it
+invalidates every route snapshot. The answer waits until the config file is written (as Java's
+``Configuration.update`` persists before it returns).
 """
 from rocketpy.remoting import bodies
 from rocketpy.remoting.codes import RequestCode, ResponseCode
 
 from ..javaprops import PropertiesError, body_to_properties
-from .replies import error, ok, responder
+from .replies import durable, error, ok, responder
 
 __all__ = ["AdminHandlers"]
 
@@ -19,14 +21,13 @@ __all__ = ["AdminHandlers"]
 class AdminHandlers:
     """:param configuration: the :class:`~rocketpy.namesrv.config.Configuration`.
     :param invalidate_routes: called after a config update (every route answer may change).
-    :param handler_set: the :class:`~rocketpy.namesrv.policy.HandlerSet` (the black list rule).
+    :param config_guard: the :class:`~rocketpy.namesrv.configguard.ConfigUpdateGuard`.
     """
 
-    def __init__(self, configuration, invalidate_routes, handler_set):
+    def __init__(self, configuration, invalidate_routes, config_guard):
         self.configuration = configuration
         self.invalidate_routes = invalidate_routes
-        self.handlers = handler_set
-        self.blacklist = configuration.blacklist()   # Java reads it once, at start
+        self.config_guard = config_guard
 
     @responder(RequestCode.UPDATE_NAMESRV_CONFIG)
     def update_namesrv_config(self, header, request, channel, now_ms):
@@ -35,10 +36,12 @@ class AdminHandlers:
                 props = body_to_properties(request.body)
             except PropertiesError:
                 return error(ResponseCode.SYSTEM_ERROR, "string2Properties error")
-            if self.handlers.refuses_update(props, self.blacklist):
-                return error(ResponseCode.NO_PERMISSION, "Can not update config in black list.")
-            self.configuration.update(props)
+            refusal = self.config_guard.refusal(props, getattr(channel, "remote_addr", ""))
+            if refusal is not None:
+                return refusal
+            write = self.configuration.update(props)
             self.invalidate_routes()
+            return durable(write, ok(), "the config file")
         return ok()
 
     @responder(RequestCode.GET_NAMESRV_CONFIG)

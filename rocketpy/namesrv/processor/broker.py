@@ -4,7 +4,8 @@ getBrokerMemberGroup), and the one request the NameServer sends them (NOTIFY_MIN
 
 Codes 103, 104, 322, 904 and 901. Registration bodies become route records in
 :mod:`.registration`; a big one comes back as a :class:`~rocketpy.namesrv.pending.Pending`,
-and so does the registration's answer.
+and so does the registration's answer. A registration that would take the route state past a
+server-wide bound (:mod:`rocketpy.namesrv.route_bounds`) is refused before it is applied.
 """
 from functools import partial
 
@@ -40,10 +41,11 @@ class BrokerHandlers:
     :param unregister: ``unregister(request) -> bool``: applied or queued (False: queue full).
     :param policies: the :class:`~rocketpy.namesrv.policy.Policies` (registration, wire shape,
         liveness).
+    :param route_bounds: the server-wide :class:`~rocketpy.namesrv.route_bounds.RouteBounds`.
     """
 
     def __init__(self, route_info_manager, kv_config_manager, namesrv_config, reader, unregister,
-                 policies):
+                 policies, route_bounds):
         self.routes = route_info_manager
         self.kv = kv_config_manager
         self.config = namesrv_config
@@ -52,6 +54,7 @@ class BrokerHandlers:
         self.registration = policies.routes
         self.wire = policies.wire
         self.liveness = policies.liveness
+        self.bounds = route_bounds
 
     @responder(RequestCode.REGISTER_BROKER)
     def register_broker(self, header, request, channel, now_ms):
@@ -64,6 +67,12 @@ class BrokerHandlers:
         if isinstance(decoded, Reply):
             return decoded
         wrapper, filter_servers = decoded
+        refusal = self.bounds.registration_refusal(
+            self.routes, header.cluster_name, header.broker_addr, header.broker_name,
+            header.broker_id, wrapper, filter_servers, header.enable_acting_master)
+        if refusal is not None:   # and its body is not kept: it registered nothing
+            self.reader.cache.forget((header.cluster_name, header.broker_addr))
+            return refusal
         result = self.routes.register_broker(
             header.cluster_name, header.broker_addr, header.broker_name, header.broker_id,
             header.ha_server_addr, wrapper, filter_servers, channel, now_ms,

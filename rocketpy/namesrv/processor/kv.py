@@ -4,13 +4,19 @@ putKVConfig, getKVConfig, deleteKVConfig, getKVListByNamespace).
 Codes 100, 101, 102 and 219. The namespace ORDER_TOPIC_CONFIG feeds route answers
 (``orderTopicConf``) and REGISTER_BROKER answers; route answers that read it are never reused, so
 these handlers need not invalidate anything.
+
+A put or delete is answered once the KV file holds it (as Java answers after ``persist()``),
+which the transport waits for on its writer thread; a put over one of the KV bounds
+(``kvConfigMax*``) is refused with INVALID_PARAMETER and a remark naming the bound.
 """
 from rocketpy.remoting.codes import RequestCode, ResponseCode
 from rocketpy.remoting.headers import GetKVConfigResponseHeader
 
-from .replies import error, ok, responder
+from .replies import durable, error, ok, responder
 
 __all__ = ["KVHandlers"]
+
+_KV_CONFIG = "the KV config"
 
 
 class KVHandlers:
@@ -21,8 +27,11 @@ class KVHandlers:
 
     @responder(RequestCode.PUT_KV_CONFIG)
     def put_kv_config(self, header, request, channel, now_ms):
-        self.kv.put_kv_config(header.namespace, header.key, header.value)
-        return ok()
+        refusal = self.kv.refusal(header.namespace, header.key, header.value)
+        if refusal is not None:
+            return error(ResponseCode.INVALID_PARAMETER, f"Can not put KV config: {refusal}")
+        return durable(self.kv.put_kv_config(header.namespace, header.key, header.value), ok(),
+                       _KV_CONFIG)
 
     @responder(RequestCode.GET_KV_CONFIG)
     def get_kv_config(self, header, request, channel, now_ms):
@@ -35,8 +44,7 @@ class KVHandlers:
 
     @responder(RequestCode.DELETE_KV_CONFIG)
     def delete_kv_config(self, header, request, channel, now_ms):
-        self.kv.delete_kv_config(header.namespace, header.key)
-        return ok()
+        return durable(self.kv.delete_kv_config(header.namespace, header.key), ok(), _KV_CONFIG)
 
     @responder(RequestCode.GET_KVLIST_BY_NAMESPACE)
     def get_kv_list_by_namespace(self, header, request, channel, now_ms):

@@ -31,6 +31,7 @@ from rocketpy.remoting.headers import RegisterBrokerResponseHeader
 
 from ..model import DataVersion, TopicConfig, TopicConfigWrapper
 from ..pending import Pending
+from ..settings import int_values
 from .replies import Reply, error, java_exception_remark
 
 log = logging.getLogger("rocketpy.namesrv")
@@ -93,12 +94,20 @@ class RegistrationBodies:
     def put(self, key, body, compressed, version, decoded, is_live=None, crc=0):
         if key not in self._last:
             if is_live is not None and len(self._last) >= self._sweep_at:
-                for old in [k for k in self._last if not is_live(k)]:
-                    del self._last[old]
-                self._sweep_at = max(64, 2 * len(self._last))
+                self.forget_departed(is_live)
             if len(self._last) >= self.limit:
                 self._last.clear()
         self._last[key] = [body, compressed, version, decoded, crc]
+
+    def forget(self, key):
+        self._last.pop(key, None)
+
+    def forget_departed(self, is_live):
+        """Drop the entries of brokers that are gone (``is_live(key)`` False): their bodies
+        and decoded tables are the biggest thing a departed broker leaves behind."""
+        for old in [k for k in self._last if not is_live(k)]:
+            del self._last[old]
+        self._sweep_at = max(64, 2 * len(self._last))
 
 
 #: rocketpy's bound on the topics of one registration (Java has none); 0 turns it off.
@@ -124,16 +133,8 @@ class TooManyTopics(Exception):
 
 def max_topics_from_properties(props):
     """``registerBrokerMaxTopics`` from ``-D`` / ``-c`` properties; ValueError when bad."""
-    text = str(props.get(MAX_TOPICS_KEY, "")).strip()
-    if not text:
-        return DEFAULT_MAX_TOPICS
-    try:
-        value = int(text)
-    except ValueError:
-        raise ValueError(f"{MAX_TOPICS_KEY} is not a number: {text!r}") from None
-    if value < 0:
-        raise ValueError(f"{MAX_TOPICS_KEY} must be >= 0, got {value}")
-    return value
+    table = ((MAX_TOPICS_KEY, "max_topics", DEFAULT_MAX_TOPICS, ""),)
+    return int_values(props, table).get("max_topics", DEFAULT_MAX_TOPICS)
 
 
 def _too_many_topics(exc, max_topics):
@@ -229,6 +230,10 @@ class RegistrationReader:
         if not isinstance(decoded, Reply):
             self.cache.put(key, body, compressed, version, decoded, self._is_live, crc)
         return decoded
+
+    def forget_departed_brokers(self):
+        """Drop the cached bodies of brokers no longer live (after brokers leave)."""
+        self.cache.forget_departed(self._is_live)
 
 
 def _crc_mismatch():

@@ -28,12 +28,14 @@ class TopicHandlers:
     """:param route_info_manager: the route tables.
     :param namesrv_config: the run-time ``NamesrvConfig`` (the list switches).
     :param handler_set: the :class:`~rocketpy.namesrv.policy.HandlerSet`.
+    :param route_bounds: the server-wide :class:`~rocketpy.namesrv.route_bounds.RouteBounds`.
     """
 
-    def __init__(self, route_info_manager, namesrv_config, handler_set):
+    def __init__(self, route_info_manager, namesrv_config, handler_set, route_bounds):
         self.routes = route_info_manager
         self.config = namesrv_config
         self.handlers = handler_set
+        self.bounds = route_bounds
 
     @responder(RequestCode.WIPE_WRITE_PERM_OF_BROKER)
     def wipe_write_perm_of_broker(self, header, request, channel, now_ms):
@@ -63,6 +65,9 @@ class TopicHandlers:
             queue_datas = [QueueData(qd.broker_name, qd.read_queue_nums, qd.write_queue_nums,
                                      qd.perm, qd.topic_sys_flag) for qd in route.queue_datas or ()]
             if queue_datas:
+                refusal = self.bounds.topic_refusal(self.routes, header.topic, queue_datas)
+                if refusal is not None:
+                    return refusal
                 self.routes.register_topic(header.topic, queue_datas)
         return ok()
 
