@@ -64,7 +64,8 @@ class Registration49:
     def register_broker(self, rim, cluster_name, broker_addr, broker_name, broker_id,
                         ha_server_addr, wrapper, filter_servers, channel_id, now_ms, zone_name,
                         timeout_millis, enable_acting_master):
-        rim._add_to_cluster(cluster_name, broker_name)
+        if broker_name not in rim.cluster_addr_table.get(cluster_name, ()):
+            rim._add_to_cluster(cluster_name, broker_name)
         known = rim.broker_addr_table.get(broker_name)
         if known is None:   # Java puts a new group in before it checks anything
             known = BrokerData(cluster_name, broker_name)
@@ -72,10 +73,11 @@ class Registration49:
         min_id_changed = broker_id < min(known.broker_addrs, default=0)
         addrs = {bid: addr for bid, addr in known.broker_addrs.items()   # slave -> master switch:
                  if broker_addr is None or addr != broker_addr or bid == broker_id}  # 1 id an addr
-        refused = self._refused(rim, cluster_name, broker_addr, broker_id, addrs, wrapper)
-        if refused is not None:
-            rim._set_broker(self._group(known, addrs, enable_acting_master, zone_name))
-            return refused[0]
+        if broker_id not in addrs or addrs[broker_id] != broker_addr:   # (the usual: no change)
+            refused = self._refused(rim, cluster_name, broker_addr, broker_id, addrs, wrapper)
+            if refused is not None:
+                rim._set_broker(self._group(known, addrs, enable_acting_master, zone_name))
+                return refused[0]
         first = not addrs.get(broker_id)
         addrs[broker_id] = broker_addr
         broker_data = self._group(known, addrs, enable_acting_master, zone_name)
@@ -86,7 +88,7 @@ class Registration49:
         rim._live(self.live_key(cluster_name, broker_addr), now_ms, timeout_millis,
                   wrapper.data_version if wrapper is not None else DataVersion(timestamp=now_ms),
                   channel_id, ha_server_addr, broker_name, filter_servers)
-        result = RegisterBrokerResult(*rim._master_result(cluster_name, broker_id, addrs))
+        result = rim._master_result(cluster_name, broker_id, addrs)
         if min_id_changed and self.notifies and rim.config.notify_min_broker_id_changed:
             rim._notify_min_broker_id_changed(addrs, None, ha_server_addr)
         return result
@@ -105,7 +107,8 @@ class Registration49:
         return BrokerData(known.cluster, known.broker_name, addrs)
 
     def _refused(self, rim, cluster_name, broker_addr, broker_id, addrs, wrapper):
-        """``(answer,)`` when the registration is refused (5.x), else None."""
+        """``(answer,)`` when the registration is refused (5.x), else None; asked only when
+        ``broker_id`` does not hold ``broker_addr`` yet."""
         return None
 
     def _merge(self, rim, cluster_name, broker_addr, broker_data, broker_id, wrapper, first,

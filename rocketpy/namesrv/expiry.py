@@ -2,12 +2,14 @@
 ``scanNotActiveBroker`` walks every live broker every 5 s; this index finds the expired ones
 without looking at the others).
 
-A heap of ``(deadline, entry)`` with lazy deletion: a refreshed or removed broker leaves its old
-entry behind, skipped when it comes up; the heap is rebuilt when stale entries outnumber live
-ones, so it stays within a constant factor of the live table. A broker past its deadline stays
-*overdue* (reported by every scan) until it is removed or refreshed, as Java reports it on every
-scan until its unregistration is applied. Reports come in the order the live table iterates
-(the order Java's scan finds them), kept as an insertion sequence.
+A heap of ``(deadline, entry)`` with lazy updates: a heartbeat only moves a broker's deadline
+later, so it just notes the new deadline, and the broker's heap entry, when it comes up, is put
+back at that deadline (a registration every 30 s costs a dict write, not a heap push). Removed
+brokers leave their entries behind, skipped when they come up; the heap is rebuilt when stale
+entries outnumber live ones. A broker past its deadline stays *overdue* (reported by every scan)
+until it is removed or refreshed, as Java reports it on every scan until its unregistration is
+applied. Reports come in the order the live table iterates (the order Java's scan finds them),
+kept as an insertion sequence.
 """
 import heapq
 from itertools import count
@@ -17,40 +19,54 @@ __all__ = ["ExpiryIndex"]
 
 class ExpiryIndex:
     def __init__(self):
-        self._deadlines = {}      # key -> (deadline, insertion sequence)
+        self._entries = {}        # key -> [deadline, insertion sequence, deadline in the heap]
         self._heap = []           # (deadline, tie-break, key)
         self._overdue = {}        # key -> insertion sequence
         self._ties = count()
         self._sequence = count()
 
     def __len__(self):
-        return len(self._deadlines)
+        return len(self._entries)
+
+    def _queue(self, key, entry, deadline):
+        entry[2] = deadline
+        heapq.heappush(self._heap, (deadline, next(self._ties), key))
 
     def set(self, key, deadline):
         """``key`` (a live-table key) expires once ``deadline`` is passed; a new key goes last."""
-        old = self._deadlines.get(key)
-        if old is not None and old[0] == deadline:
+        entry = self._entries.get(key)
+        if entry is None:
+            entry = self._entries[key] = [deadline, next(self._sequence), None]
+            self._queue(key, entry, deadline)
+            if len(self._heap) > 2 * len(self._entries) + 64:
+                self._rebuild()
             return
-        sequence = next(self._sequence) if old is None else old[1]
-        self._deadlines[key] = (deadline, sequence)
-        self._overdue.pop(key, None)
-        heap = self._heap
-        heapq.heappush(heap, (deadline, next(self._ties), key))
-        if len(heap) > 2 * len(self._deadlines) + 64:
-            self._heap = [(d, next(self._ties), k) for k, (d, _) in self._deadlines.items()
-                          if k not in self._overdue]
-            heapq.heapify(self._heap)
+        entry[0] = deadline
+        if self._overdue.pop(key, None) is not None or deadline < entry[2]:
+            self._queue(key, entry, deadline)   # out of the heap, or due sooner than queued
+
+    def _rebuild(self):
+        self._heap = [(entry[0], next(self._ties), key) for key, entry in self._entries.items()
+                      if key not in self._overdue]
+        heapq.heapify(self._heap)
+        for deadline, _, key in self._heap:
+            self._entries[key][2] = deadline
 
     def remove(self, key):
-        self._deadlines.pop(key, None)
+        self._entries.pop(key, None)
         self._overdue.pop(key, None)
 
     def expired(self, now):
         """Keys whose deadline is before ``now``, in live-table order."""
-        heap, deadlines, overdue = self._heap, self._deadlines, self._overdue
+        heap, entries, overdue = self._heap, self._entries, self._overdue
         while heap and heap[0][0] < now:
-            deadline, _, key = heapq.heappop(heap)
-            entry = deadlines.get(key)
-            if entry is not None and entry[0] == deadline:
+            queued, _, key = heapq.heappop(heap)
+            entry = entries.get(key)
+            if entry is None or entry[2] != queued:
+                continue                     # removed, or queued again since
+            if entry[0] < now:
                 overdue[key] = entry[1]
+                entry[2] = None
+            else:
+                self._queue(key, entry, entry[0])   # refreshed meanwhile: back at its deadline
         return sorted(overdue, key=overdue.__getitem__)

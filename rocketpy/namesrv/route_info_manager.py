@@ -27,11 +27,14 @@ from .channel import Channel
 from .expiry import ExpiryIndex
 from .javaorder import hashmap_capacity, hashset_copy_capacity, ordered
 from .model import (FLAG_UNIT, FLAG_UNIT_SUB, MASTER_ID, PERM_READ, PERM_WRITE, BrokerLiveInfo,
-                    MinBrokerIdChange, QueueData, TopicRouteData, UnRegisterBrokerRequest)
+                    MinBrokerIdChange, QueueData, RegisterBrokerResult, TopicRouteData,
+                    UnRegisterBrokerRequest)
 from .policy import as_policies
 from .snapshot import RouteSnapshots
 
 __all__ = ["RouteInfoManager"]
+
+_NO_MASTER = RegisterBrokerResult()   # frozen: one for every registration that names no master
 
 
 def _gate(method):
@@ -285,14 +288,14 @@ class RouteInfoManager:
             self._applied[broker_name] = (table, len(table))
 
     def _master_result(self, cluster_name, broker_id, addrs):
-        """``haServerAddr``/``masterAddr`` of a slave's live master."""
+        """The registration's result: ``haServerAddr``/``masterAddr`` of a slave's live master."""
         if broker_id != MASTER_ID:
             master_addr = addrs.get(MASTER_ID)
             if master_addr is not None:
                 master = self.broker_live_table.get(self.live_key(cluster_name, master_addr))
                 if master is not None:
-                    return master.ha_server_addr, master_addr
-        return None, None
+                    return RegisterBrokerResult(master.ha_server_addr, master_addr)
+        return _NO_MASTER
 
     def is_broker_topic_config_changed(self, cluster_name, broker_addr, data_version):
         previous = self.query_broker_topic_config(cluster_name, broker_addr)
