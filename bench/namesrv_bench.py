@@ -7,9 +7,9 @@ seed``), then measures
 
 * route lookups: GET_ROUTEINFO_BY_TOPIC for random topics through ``process`` alone (command in,
   command out), then frame bytes in -> frame bytes out (codec decode, process, encode) for a
-  >= 4.9.4 client (standard JSON) and an old/C++ client (legacy JSON), with the route cache
-  warm (the steady state: every client polls every 30 s); also with the cache defeated, to show
-  the cost of building an answer;
+  >= 4.9.4 client (standard JSON) and an old/C++ client (legacy JSON), with the route snapshots
+  warm (the steady state: every client polls every 30 s); also with every snapshot dropped
+  before each lookup, to show the cost of building an answer;
 * registrations: REGISTER_BROKER of one broker carrying 1,000 and 10,000 topics, frame in ->
   frame out: the periodic re-registration (same DataVersion) and a changed one (new
   DataVersion), JSON and zlib-compressed bodies.
@@ -92,13 +92,13 @@ def bench_routes(processor, topics, seconds, version, cached=True, frames=True):
                 for i, t in enumerate(random.Random(7).choices(topics, k=4096))]
     encoded = [r.encode() for r in requests]
     state = {"i": 0}
-    cache = processor.route_cache
+    drop_snapshots = processor.route_info_manager.invalidate_routes
     process = processor.process
 
     def one():
         i = state["i"] = (state["i"] + 1) & 4095
         if not cached:
-            cache.clear()
+            drop_snapshots()
         if frames:
             round_trip(processor, channel, encoded[i])
         else:

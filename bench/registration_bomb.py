@@ -8,8 +8,8 @@ serves everyone else while one decodes (docs/reliability.md, "Costly registratio
 Parts:
 
 * ``decode``: µs per topic of the NameServer's compressed decode
-  (``registration.decode_compressed_fast``) -- and with ``--codec`` of the codec's reference
-  path (``RegisterBrokerBody.decode`` + ``wrapper_from_bean``) -- for the 160 KB body of 3
+  (``registration.read_body``: the codec's record reader) -- and with ``--codec`` of the codec's
+  reference path (``RegisterBrokerBody.decode`` + ``register_broker_body_records``) -- for the 160 KB body of 3
   million identical topic lines (``tests/fuzzharness.py: topic_line_bomb``) and a 5 MB body of 2
   million distinct topics; and the worst plain-JSON body (16 MiB, ~1.4 million tiny topics):
   how long ``json.loads`` alone holds the GIL, and the whole decode.
@@ -39,6 +39,7 @@ sys.path.insert(0, os.path.join(HERE, "..", "tests"))
 
 from brokerbody import register_body  # noqa: E402
 from fuzzharness import topic_line_bomb  # noqa: E402
+from rocketpy.namesrv.model import DataVersion, TopicConfig, TopicConfigWrapper  # noqa: E402
 from rocketpy.namesrv.processor import registration  # noqa: E402
 from rocketpy.remoting import RemotingCommand, bodies, decode_frame  # noqa: E402
 from rocketpy.remoting.frame import DEFAULT_MAX_FRAME_LENGTH  # noqa: E402
@@ -95,9 +96,9 @@ def outcome(result):
 
 
 def codec_path(body, compressed=True):
-    decoded = bodies.RegisterBrokerBody.decode(body, compressed, V5)
-    return registration.wrapper_from_bean(decoded.topic_config_serialize_wrapper), \
-        decoded.filter_server_list
+    version, table, filters, infos = bodies.register_broker_body_records(
+        bodies.RegisterBrokerBody.decode(body, compressed, V5), TopicConfig, DataVersion)
+    return TopicConfigWrapper(version, table, infos), filters
 
 
 def part_decode(args):
@@ -105,7 +106,7 @@ def part_decode(args):
     cases = [("3M identical lines (bomb)", topic_line_bomb(3_000_000), 3_000_000),
              ("2M distinct topics", distinct_topics_body(2_000_000), 2_000_000)]
     for label, body, count in cases:
-        paths = [("fast", lambda: registration.decode_compressed_fast(body, V5))]
+        paths = [("fast", lambda: registration.read_body(body, True, V5))]
         if args.codec:
             paths.append(("codec", lambda: codec_path(body)))
         for name, fn in paths:
@@ -113,7 +114,7 @@ def part_decode(args):
             print(f"{label:28s} {len(body):>9,} B  {name:5s} {seconds:7.2f} s "
                   f"{seconds / count * 1e6:6.2f} µs/topic  -> {outcome(result)}")
     body, count = tiny_topics_json()
-    whole, result = timed(lambda: registration.decode_json_fast(body))
+    whole, result = timed(lambda: registration.read_body(body, False, V5))
     print(f"{'plain JSON, tiny topics':28s} {len(body):>9,} B  whole decode {whole:.2f} s "
           f"{whole / count * 1e6:.2f} µs/topic -> {outcome(result)}")
     print("== json.loads of 16 MiB plain bodies: one C call, the GIL held throughout")
@@ -148,14 +149,14 @@ def part_thresholds(args):
         plain = register_body([f"Topic{i:05d}" for i in range(topics)])
         bean = bodies.RegisterBrokerBody.from_json(plain)
         packed = bean.encode(compress=True, broker_version=V5)
-        plain_s = min(timed(lambda: registration.decode_json_fast(plain))[0] for _ in range(5))
-        packed_s = min(timed(lambda: registration.decode_compressed_fast(packed, V5))[0]
+        plain_s = min(timed(lambda: registration.read_body(plain, False, V5))[0] for _ in range(5))
+        packed_s = min(timed(lambda: registration.read_body(packed, True, V5))[0]
                        for _ in range(5))
         print(f"{topics:5d} topics: plain {len(plain):>8,} B {plain_s * 1e6:8.0f} µs | "
               f"compressed {len(packed):>7,} B {packed_s * 1e6:8.0f} µs")
     for size in (8192, 32768, 262144):
         body, count = tiny_topics_json(size)
-        seconds, _ = timed(lambda: registration.decode_json_fast(body))
+        seconds, _ = timed(lambda: registration.read_body(body, False, V5))
         print(f"worst plain body of {len(body):>7,} B ({count:,} tiny topics): "
               f"{seconds * 1e3:6.1f} ms")
     for size in (128, 1024, 4096):
@@ -165,7 +166,7 @@ def part_thresholds(args):
         while len(topic_line_bomb(lines + lines // 8)) <= size:
             lines += lines // 8
         bomb = topic_line_bomb(lines)
-        seconds, _ = timed(lambda: registration.decode_compressed_fast(bomb, V5))
+        seconds, _ = timed(lambda: registration.read_body(bomb, True, V5))
         print(f"worst compressed body of {len(bomb):>5,} B ({lines:,} lines): "
               f"{seconds * 1e3:6.1f} ms")
 
@@ -224,7 +225,7 @@ def part_bound(args):
 
     print("== bound: the worst bodies registerBrokerMaxTopics lets through")
     proc = _processor(Path(tempfile.mkdtemp(prefix="rocketpy-bound-")))
-    most = proc.register_max_topics
+    most = proc.reader.max_topics
     n = registration._CONTAINERS_PER_TOPIC * most + registration._CONTAINERS_SLACK - 24
     body = ('{"x":[' + ",".join(["[]"] * n) + '],"topicConfigSerializeWrapper":{"dataVersion":'
             '{"counter":1},"topicConfigTable":{}}}').encode()
@@ -234,7 +235,7 @@ def part_bound(args):
           f"{time.perf_counter() - started:.3f} s")
     packed = _packed([f"Topic{i:07d}" for i in range(most)])
     started = time.perf_counter()
-    wrapper, filters = registration.decode_compressed_fast(packed, 479, most)
+    wrapper, filters = registration.read_body(packed, True, 479)
     decoded = time.perf_counter() - started
     started = time.perf_counter()
     proc.route_info_manager.register_broker("C", "127.0.0.1:10911", "b", 0, "127.0.0.1:10912",

@@ -553,7 +553,7 @@ class Simulation:
         if rim.queue_data_count != sum(map(len, rim.topic_queue_table.values())):
             raise Mismatch(f"queue_data_count {rim.queue_data_count} differs from the queue table")
         self.max_live = max(self.max_live, len(model.live))
-        cache = self.processor.registration_bodies
+        cache = self.processor.reader.cache
         if len(cache._last) > 2 * self.max_live + 64:
             raise Mismatch(f"registration body cache holds {len(cache._last)} entries; at most "
                            f"{self.max_live} brokers were ever live at once")
@@ -632,13 +632,13 @@ class Simulation:
         leftovers = {name: len(getattr(rim, name)) for name in (
             "topic_queue_table", "broker_addr_table", "cluster_addr_table", "broker_live_table",
             "filter_server_table", "topic_queue_mapping_info_table", "_by_channel",
-            "_topics_by_broker", "_versions")}
+            "_topics_by_broker", "snapshots", "expiry")}
         leftovers = {k: v for k, v in leftovers.items() if v}
         if leftovers or self.queue:
             raise Mismatch(f"entries left after every broker went away: {leftovers}, queue {self.queue}")
         for topic in self.topic_pool:
-            if self.processor.route_cache.lookup(topic, True) is not None:
-                raise Mismatch(f"route cache still answers for {topic}")
+            if self.rim.route_snapshot(topic) is not None:
+                raise Mismatch(f"route snapshot still answers for {topic}")
 
 
 def route_frames():

@@ -693,7 +693,7 @@ class ProcessorTarget:
                           "(caught by the safety net, but not a codec error)", data, "processor")
         if answer is None:
             if not (request.is_oneway or (request.code not in self.processor.handlers
-                                          and not self.processor.profile.answer_unknown_code)):
+                                          and not self.processor.policies.handlers.answers_unknown_code)):
                 raise Finding("no answer to a two-way request", data, "processor")
             return None
         if not isinstance(answer, RemotingCommand):
@@ -720,7 +720,7 @@ class ProcessorTarget:
         for topic in list(self.route.topic_queue_table)[:50]:
             self._process(RemotingCommand.request(
                 int(RequestCode.GET_ROUTEINFO_BY_TOPIC), {"topic": topic}, None, opaque=8,
-                version=self.processor.profile.server_version), channel, data)
+                version=self.processor.policies.wire.own_version), channel, data)
             self._process(RemotingCommand.request(
                 int(RequestCode.GET_ROUTEINFO_BY_TOPIC), {"topic": topic}, None, opaque=9,
                 version=37), channel, data)

@@ -64,7 +64,7 @@ def test_registration_body_cache_forgets_departed_brokers():
     """Brokers restarting on new addresses (pods) must not leave their bodies cached."""
     sim = churnsim.Simulation("5.3", groups=1, seed=SEED, readdress=1.0)
     inst = sim.instances[0]
-    cache = sim.processor.registration_bodies
+    cache = sim.processor.reader.cache
     for _ in range(400):
         sim.register(inst)
         sim.drop(inst)

@@ -21,9 +21,11 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 import fuzzharness as fh
 import golden
+from jsonheader import full_json_header, usual_json_header
 from rocketpy.remoting import bodies, decode_frame, fastjson
 from rocketpy.remoting.errors import (BodyDecodeError, FrameTooLargeError, HeaderDecodeError,
                                       InvalidFieldError, RemotingCodecError, TruncatedFrameError)
+from rocketpy.remoting import frame as codec_frame
 from rocketpy.remoting.frame import DEFAULT_MAX_FRAME_LENGTH
 from rocketpy.remoting.headers import RegisterBrokerRequestHeader
 from rocketpy.remoting.splitter import FrameSplitter
@@ -122,14 +124,13 @@ def _header_outcome(reader, header):
 def test_usual_json_header_shortcut_reads_as_the_full_reader(frame, changes, drop):
     """Genuine JSON headers with fields replaced or dropped: the shortcut every capture frame
     takes gives the full reader's command, and declines (None) whatever it does not handle."""
-    from rocketpy.remoting import frame as codec_frame
     obj = json.loads(frame[8:8 + int.from_bytes(frame[5:8], "big")])
     obj.update(changes)
     for field in drop:
         obj.pop(field, None)
     header = json.dumps(obj).encode()
-    fast = codec_frame._decode_usual_json_header(header)
-    full = _header_outcome(codec_frame._decode_any_json_header, header)
+    fast = usual_json_header(header)
+    full = _header_outcome(full_json_header, header)
     if fast is not None:
         assert _header_outcome(lambda h: fast, header) == full
     assert _header_outcome(codec_frame._decode_json_header, header) == full
@@ -137,7 +138,6 @@ def test_usual_json_header_shortcut_reads_as_the_full_reader(frame, changes, dro
 
 def test_usual_json_header_shortcut_on_every_odd_value_of_every_field():
     """Each header field set to each interesting value (and dropped), on genuine headers."""
-    from rocketpy.remoting import frame as codec_frame
     values = [*fh._INTERESTING_INTS, *fh._INTERESTING_STRINGS, None, True, 1.5, [], {}, {"a": 1},
               {"a": None}, {"a": "b"}, "JAVA", "CPP", "GO", "OTHER"]
     genuine = [f for f in CORPUS if f[4] == 0][::97]
@@ -151,16 +151,15 @@ def test_usual_json_header_shortcut_on_every_odd_value_of_every_field():
                 else:
                     obj[field] = value
                 header = json.dumps(obj).encode()
-                fast = codec_frame._decode_usual_json_header(header)
-                full = _header_outcome(codec_frame._decode_any_json_header, header)
+                fast = usual_json_header(header)
+                full = _header_outcome(full_json_header, header)
                 assert fast is None or _header_outcome(lambda h: fast, header) == full, (field, value)
 
 
 def test_usual_json_header_shortcut_takes_every_genuine_json_header():
-    from rocketpy.remoting import frame as codec_frame
     headers = [f[8:8 + int.from_bytes(f[5:8], "big")] for f in CORPUS if f[4] == 0]
     assert len(headers) > 1900
-    assert all(codec_frame._decode_usual_json_header(h) is not None for h in headers)
+    assert all(usual_json_header(h) is not None for h in headers)
 
 
 # ------------------------------------------------------------------ memory stays bounded

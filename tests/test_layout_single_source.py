@@ -1,7 +1,8 @@
 """One source of truth for the frame layout: outside the codec, no module reads or writes
-integers in bytes by hand (``int.from_bytes``, ``.to_bytes``, ``struct``); they call
-:mod:`rocketpy.remoting.layout`. The packet layers of the capture reader (pcap records, link,
-IP and TCP headers) are not frames and are the only other modules allowed to."""
+integers in bytes by hand (``int.from_bytes``, ``.to_bytes``, ``struct``) or slices a frame with
+the layout's sizes and offsets; they call :mod:`rocketpy.remoting.layout`. The packet layers of
+the capture reader (pcap records, link, IP and TCP headers) are not frames and are the only
+other modules allowed to read integers."""
 import ast
 from pathlib import Path
 
@@ -28,6 +29,32 @@ def byte_integer_uses(source):
     return found
 
 
+#: the layout's byte sizes and offsets: what a module would slice a frame with
+LAYOUT_SIZES = {"PREFIX_SIZE", "LENGTH_SIZE", "ROCKETMQ_FIXED", "ROCKETMQ_FIELDS", "ROCKETMQ_OPAQUE",
+                "ROCKETMQ_MIN_HEADER", "ROCKETMQ_EXT_LENGTH", "ROCKETMQ_KEY_LENGTH",
+                "ROCKETMQ_VALUE_LENGTH"}
+#: the capture's frame hunting and row building still cut headers with the layout's sizes;
+#: issue 11 replaces both with a native core
+SIZES_ALLOWED = {"rocketpy/remoting", "rocketpy/capture/framing.py", "rocketpy/capture/rows.py"}
+
+
+def layout_size_uses(source):
+    """``(line, name)`` for each use of a layout size or offset."""
+    return [(node.lineno, node.id) for node in ast.walk(ast.parse(source))
+            if isinstance(node, ast.Name) and node.id in LAYOUT_SIZES] + [
+        (node.lineno, alias.name) for node in ast.walk(ast.parse(source))
+        if isinstance(node, ast.ImportFrom) for alias in node.names if alias.name in LAYOUT_SIZES]
+
+
+def test_no_frame_sliced_with_the_layout_outside_the_codec():
+    offenders = []
+    for path in sorted(ROOT.glob("rocketpy/**/*.py")):
+        rel = path.relative_to(ROOT).as_posix()
+        if not any(rel == a or rel.startswith(a + "/") for a in SIZES_ALLOWED):
+            offenders += [f"{rel}:{line} {name}" for line, name in layout_size_uses(path.read_text())]
+    assert offenders == []
+
+
 def test_no_frame_bytes_sliced_outside_the_codec():
     offenders = []
     for path in sorted(ROOT.glob("rocketpy/**/*.py")):
@@ -42,3 +69,6 @@ def test_the_check_catches_a_hand_sliced_prefix():
     assert byte_integer_uses("import struct\n") == [(1, "import struct")]
     assert byte_integer_uses("from struct import pack\nb = (5).to_bytes(4, 'big')\n") == [
         (1, "from struct import"), (2, "to_bytes")]
+    assert sorted(layout_size_uses("from rocketpy.remoting.layout import PREFIX_SIZE\n"
+                                   "header = frame[PREFIX_SIZE:]\n")) == [
+        (1, "PREFIX_SIZE"), (2, "PREFIX_SIZE")]

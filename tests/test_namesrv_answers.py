@@ -1,11 +1,12 @@
-"""The hand-written fast paths equal the reference paths they shortcut.
+"""The fast paths equal the reference paths they shortcut.
 
-* route bodies: ``encode_topic_route`` == ``fastjson.dumps(topic_route_json(...))`` for random
-  routes, both JSON styles, 4.9 and 5.x shapes;
-* registration bodies: ``decode_json_fast`` == the codec's ``RegisterBrokerBody`` for every
-  REGISTER_BROKER body in the captures (or declines it), and for random bodies;
-  ``decode_compressed_fast`` == the codec for every compressed one, for random compressed
-  bodies with odd lines, and raises the codec's very error for broken ones.
+* route bodies: the wire shape writes every route record through the codec's one writer
+  (``TopicRouteData``), and reading that back gives the record, for random routes, both JSON
+  styles, 4.9 and 5.x shapes;
+* registration bodies: the codec's fast JSON reader (``bodies._read_json``) == its
+  ``RegisterBrokerBody`` beans for every REGISTER_BROKER body in the captures (or declines it),
+  and for random bodies; its compressed reader == the beans for every compressed one, for
+  random compressed bodies with odd lines, and raises the codec's very error for broken ones.
 """
 import json
 import struct
@@ -15,12 +16,11 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 import replay
-from rocketpy.namesrv.answers import encode_topic_route, topic_route_json
-from rocketpy.namesrv.model import BrokerData, QueueData, TopicRouteData
+from rocketpy.namesrv.model import BrokerData, DataVersion, QueueData, TopicConfig, TopicRouteData
+from rocketpy.namesrv.policy import policies_for
+from rocketpy.namesrv.profile import PROFILE_49, PROFILE_53
 from fuzzharness import topic_line_bomb, zip_bomb
-from rocketpy.namesrv.processor.registration import (_Unusual, decode_compressed_fast,
-                                                     decode_json_fast, wrapper_from_bean)
-from rocketpy.remoting import bodies, fastjson
+from rocketpy.remoting import bodies
 from rocketpy.remoting.errors import BodyDecodeError
 
 names = st.text(alphabet=st.characters(codec="utf-8", exclude_categories=("Cs",)), min_size=1, max_size=6)
@@ -42,8 +42,30 @@ def routes(draw):
 
 @settings(max_examples=300, deadline=None)
 @given(route=routes(), standard=st.booleans(), v5=st.booleans())
-def test_fast_route_encoder_equals_fastjson(route, standard, v5):
-    assert encode_topic_route(route, standard, v5) == fastjson.dumps(topic_route_json(route, v5), standard)
+def test_route_bodies_say_what_the_route_records_say(route, standard, v5):
+    wire = policies_for(PROFILE_53 if v5 else PROFILE_49).wire
+    again = bodies.TopicRouteData.from_json(wire.route(route, route.order_topic_conf).to_json(standard))
+    assert again.order_topic_conf == route.order_topic_conf and again.filter_server_table == {}
+    assert [(q.broker_name, q.read_queue_nums, q.write_queue_nums, q.perm, q.topic_sys_flag)
+            for q in again.queue_datas] == [
+        (q.broker_name, q.read_queue_nums, q.write_queue_nums, q.perm, q.topic_sys_flag)
+        for q in route.queue_datas]
+    assert [(b.cluster, b.broker_name, b.broker_addrs, b.enable_acting_master,
+             b.zone_name if v5 else None) for b in again.broker_datas] == [
+        (b.cluster, b.broker_name, b.broker_addrs, b.enable_acting_master if v5 else False,
+         b.zone_name if v5 else None) for b in route.broker_datas]
+
+
+def decode_json_fast(body):
+    return bodies._read_json(body, TopicConfig, DataVersion)
+
+
+def _records(body):
+    return bodies.register_broker_body_records(body, TopicConfig, DataVersion)
+
+
+def decode_compressed_fast(body, version):
+    return bodies.read_register_broker_body(body, True, version, TopicConfig, DataVersion)
 
 
 def _captured_register_requests():
@@ -67,11 +89,10 @@ def test_fast_registration_decode_equals_the_codec_on_every_captured_body():
             continue
         try:
             fast = decode_json_fast(request.body)
-        except _Unusual:
+        except bodies._Unusual:
             continue          # e.g. the 5.0 broker's zlib body sent as compressed=false
         slow = bodies.RegisterBrokerBody.decode(request.body, False, broker_version=request.version)
-        assert fast == (wrapper_from_bean(slow.topic_config_serialize_wrapper),
-                        slow.filter_server_list), name
+        assert fast == _records(slow), name
         checked += 1
     assert checked > 220
 
@@ -93,13 +114,11 @@ def test_fast_registration_decode_equals_the_codec_on_random_bodies(table, versi
     body = json.dumps({"filterServerList": filters, "topicConfigSerializeWrapper": {
         "dataVersion": version, "topicConfigTable": table}}).encode()
     slow = bodies.RegisterBrokerBody.decode(body, False)
-    assert decode_json_fast(body) == (wrapper_from_bean(slow.topic_config_serialize_wrapper),
-                                      slow.filter_server_list)
+    assert decode_json_fast(body) == _records(slow)
 
 
 def _codec(body, version):
-    slow = bodies.RegisterBrokerBody.decode(body, True, broker_version=version)
-    return wrapper_from_bean(slow.topic_config_serialize_wrapper), slow.filter_server_list
+    return _records(bodies.RegisterBrokerBody.decode(body, True, broker_version=version))
 
 
 def _same_outcome(body, version=479):

@@ -19,7 +19,7 @@ OUTSIDE = Channel(4, "192.168.7.7:40004")
 
 def _processor(profile="5.3", **props):
     configuration = Configuration.from_properties(props, profile_for(profile))
-    rim = RouteInfoManager(configuration.namesrv_config, configuration.profile)
+    rim = RouteInfoManager(configuration.namesrv_config, profile_for(profile))
     return DefaultRequestProcessor(rim, KVConfigManager("/nonexistent/kv.json"),
                                    configuration=configuration,
                                    submit_unregistration=lambda r: rim.unregister_brokers([r]) or True)
@@ -30,7 +30,7 @@ def _register(proc, channel, addr="10.0.0.5:10911", name="broker-a", broker_id=0
     ext = {"brokerName": name, "brokerAddr": addr, "clusterName": "C", "haServerAddr": addr,
            "brokerId": str(broker_id), "compressed": "false",
            "bodyCrc32": str(zlib.crc32(body) & 0x7FFFFFFF)}
-    version = 479 if proc.profile.v5_registration else 409
+    version = proc.policies.wire.own_version   # 4.9's broker speaks 409, 5.3's 479
     return proc.process(RemotingCommand.request(103, ext, body, opaque=1, version=version,
                                                 oneway=oneway), channel, 1000)
 

@@ -36,6 +36,30 @@ def test_topic_not_exist_points_to_the_faq_page_of_its_version(tmp_path):
             f"No topic route info in name server for the topic: Nope\nSee {url} for further details.")
 
 
+def test_a_null_registration_body_names_the_class_and_line_of_its_version(tmp_path):
+    """A zlib body sent as ``compressed=false`` reads as null; Java's NullPointerException names
+    RegisterBrokerBody's package and the processor's line, which moved in 5.1."""
+    body = bodies.RegisterBrokerBody.from_json(register_body("T1")).encode(compress=True)
+    for profile, where in (
+            (PROFILE_49, "common.protocol.body.RegisterBrokerBody.getTopicConfigSerializeWrapper()"
+                         '" because "registerBrokerBody" is null, org.apache.rocketmq.namesrv.'
+                         "processor.DefaultRequestProcessor.registerBrokerWithFilterServer("
+                         "DefaultRequestProcessor.java:254)"),
+            (PROFILE_50, "common.protocol.body.RegisterBrokerBody.getTopicConfigSerializeWrapper()"
+                         '" because "registerBrokerBody" is null, org.apache.rocketmq.namesrv.'
+                         "processor.DefaultRequestProcessor.registerBroker("
+                         "DefaultRequestProcessor.java:228)"),
+            (PROFILE_53, "remoting.protocol.body.RegisterBrokerBody.getTopicConfigSerializeWrapper()"
+                         '" because "registerBrokerBody" is null, org.apache.rocketmq.namesrv.'
+                         "processor.DefaultRequestProcessor.registerBroker("
+                         "DefaultRequestProcessor.java:242)")):
+        answer = register(make(tmp_path / profile.name, profile), body=body,
+                          version=profile.server_version)
+        assert (answer.code, answer.remark) == (
+            ResponseCode.SYSTEM_ERROR,
+            'java.lang.NullPointerException: Cannot invoke "org.apache.rocketmq.' + where)
+
+
 def test_query_data_version_without_a_body(tmp_path):
     """4.9.8/5.0.0 decode the missing DataVersion and fail; 5.3.3 reads it as null, so the
     broker's version counts as changed and its liveness is refreshed."""

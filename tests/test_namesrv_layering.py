@@ -41,5 +41,5 @@ def test_core_imports_without_twisted_internet():
     modules = set(done.stdout.split())
     for name in ("rocketpy.namesrv.route_info_manager", "rocketpy.namesrv.processor",
                  "rocketpy.namesrv.kvconfig", "rocketpy.namesrv.config",
-                 "rocketpy.namesrv.route_cache", "rocketpy.remoting.frame"):
+                 "rocketpy.namesrv.snapshot", "rocketpy.remoting.frame"):
         assert name in modules

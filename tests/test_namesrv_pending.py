@@ -189,10 +189,10 @@ def test_oneway_registration_is_applied_without_answer(pair):
 
 
 def test_a_bug_in_the_work_is_answered_like_a_bug_in_a_handler(pair, monkeypatch, caplog):
-    def boom(body, version, max_topics=0):
+    def boom(body, compressed, version, check_count=None):
         raise RuntimeError("boom")
 
-    monkeypatch.setattr(registration, "decode_compressed_fast", boom)
+    monkeypatch.setattr(registration, "read_body", boom)
     packed = bodies.RegisterBrokerBody.from_json(register_body([f"T{i}" for i in range(3000)])) \
         .encode(compress=True)
     answer, later, pending = pair.both(_register(packed, compressed=True))

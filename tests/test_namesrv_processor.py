@@ -3,7 +3,6 @@
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from rocketpy.namesrv.processor import handler_table
 from rocketpy.namesrv.profile import PROFILE_49, PROFILE_50, PROFILE_53
 from rocketpy.remoting import RemotingCommand, decode_frame, fastjson
 from processorutil import CH, call, make, register, register_body
@@ -14,10 +13,10 @@ SERVED_53 = {100, 101, 102, 103, 104, 105, 106, 205, 206, 216, 217, 219, 224, 30
 
 # ------------------------------------------------------------------ dispatch
 
-def test_served_codes_per_profile():
-    assert set(handler_table(PROFILE_53)) == SERVED_53
-    assert set(handler_table(PROFILE_50)) == SERVED_53 | {47}
-    assert set(handler_table(PROFILE_49)) == SERVED_53 - {217, 901, 904}
+def test_served_codes_per_profile(tmp_path):
+    assert set(make(tmp_path, PROFILE_53).handlers) == SERVED_53
+    assert set(make(tmp_path, PROFILE_50).handlers) == SERVED_53 | {47}
+    assert set(make(tmp_path, PROFILE_49).handlers) == SERVED_53 - {217, 901, 904}
 
 
 def test_unknown_code_5x_answers_3_with_opaque(tmp_path):

@@ -23,7 +23,7 @@ TABLES = ("topic_queue_table", "broker_addr_table", "cluster_addr_table", "broke
 def _processor(profile="5.3", **bounds):
     props = {key: str(value) for key, value in bounds.items()}
     configuration = Configuration.from_properties(props, profile_for(profile))
-    rim = RouteInfoManager(configuration.namesrv_config, configuration.profile)
+    rim = RouteInfoManager(configuration.namesrv_config, profile_for(profile))
     return DefaultRequestProcessor(rim, KVConfigManager("/nonexistent/kv.json"),
                                    configuration=configuration)
 

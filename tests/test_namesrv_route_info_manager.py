@@ -5,11 +5,12 @@ Each test states the Java behaviour it pins (5.3.3 unless a profile is named).
 import pytest
 
 from rocketpy.namesrv import Channel, NamesrvConfig, RouteInfoManager
-from rocketpy.namesrv.answers import encode_cluster_info, encode_topic_route
 from rocketpy.namesrv.model import (DataVersion, QueueData, TopicConfig, TopicConfigWrapper,
                                     UnRegisterBrokerRequest)
+from rocketpy.namesrv.processor.broker import MinBrokerIdNotifier
 from rocketpy.namesrv.profile import PROFILE_49, PROFILE_50, PROFILE_53
 from rocketpy.remoting import fastjson
+from rocketpy.remoting.bodies import TopicQueueMappingInfo
 
 A = "127.0.0.1:10911"
 A_SLAVE = "127.0.0.1:10921"
@@ -34,7 +35,7 @@ def register(r, addr=A, name="broker-a", bid=0, topics=("T1", "T2"), channel=1, 
 
 def route_json(r, topic, standard=True):
     route = r.pickup_topic_route_data(topic)
-    return None if route is None else fastjson.loads(encode_topic_route(route, standard, True))
+    return None if route is None else fastjson.loads(r.wire.route(route).to_json(standard))
 
 
 # ------------------------------------------------------------------ registration
@@ -157,11 +158,11 @@ def test_heartbeat_timeout_and_zone_from_5x_brokers():
 
 def test_static_topic_mappings_are_kept_by_broker_name():
     r = rim()
-    info = {"bname": "broker-a", "currIdMap": {0: 0}, "dirty": False, "epoch": 7,
-            "scope": "__global__", "topic": "T1", "totalQueues": 1}
+    info = TopicQueueMappingInfo(bname="broker-a", curr_id_map={0: 0}, dirty=False, epoch=7,
+                                 scope="__global__", topic="T1", total_queues=1)
     register(r, topics=("T1",), counter=1, mapping={"T1": info})
     register(r, topics=("T1", "T2"), counter=2, mapping={"T1": info})
-    assert r.topic_queue_mapping_info_table["T1"]["broker-a"]["epoch"] == 7
+    assert r.topic_queue_mapping_info_table["T1"]["broker-a"].epoch == 7
     assert route_json(r, "T1", standard=False)["topicQueueMappingByBroker"]["broker-a"]["epoch"] == 7
 
 
@@ -324,7 +325,7 @@ def test_unit_topic_lists_use_the_first_queue_datas_flag():
 def test_cluster_info_json_matches_the_49_shape():
     r = rim(PROFILE_49)
     register(r, cluster="DefaultCluster")
-    assert encode_cluster_info(r, False) == (
+    assert r.wire.cluster_info(r).to_json() == (
         b'{"brokerAddrTable":{"broker-a":{"brokerAddrs":{0:"127.0.0.1:10911"},"brokerName":"broker-a",'
         b'"cluster":"DefaultCluster"}},"clusterAddrTable":{"DefaultCluster":["broker-a"]}}')
 
@@ -339,8 +340,9 @@ def test_route_lists_in_java_hash_order():
 
 def test_min_broker_id_change_notifies_the_group():
     sent = []
-    r = RouteInfoManager(NamesrvConfig(notify_min_broker_id_changed=True), PROFILE_53,
-                         lambda addrs, request: sent.append((addrs, request)))
+    r = RouteInfoManager(NamesrvConfig(notify_min_broker_id_changed=True), PROFILE_53)
+    r.on_min_broker_id_changed = MinBrokerIdNotifier(lambda addrs, request: sent.append((addrs, request)),
+                                                     r.wire)
     register(r, addr=A_SLAVE, bid=1, topics=("T", "U"), enable_acting_master=True)
     register(r, addr=A, bid=0, topics=("T", "U"), enable_acting_master=True, channel=2)
     (addrs, request), = sent

@@ -50,7 +50,7 @@ def _refusal(detail, bound):
 @pytest.mark.parametrize("offload", [False, True])
 def test_bound_refuses_one_topic_too_many_and_keeps_the_tables(tmp_path, offload):
     proc = _processor(tmp_path, registerBrokerMaxTopics="10")
-    assert proc.register_max_topics == 10
+    assert proc.reader.max_topics == 10
     for body, compressed, detail in ((register_body([f"T{i}" for i in range(11)]), False,
                                       "holds 11 topics"),
                                      (_packed([f"T{i}" for i in range(11)]), True,
@@ -70,7 +70,7 @@ def test_bound_refuses_one_topic_too_many_and_keeps_the_tables(tmp_path, offload
 def test_a_compressed_bomb_is_refused_on_its_declared_count(tmp_path):
     """3 million topic lines in 160 KB: refused after inflating the first two parts only."""
     proc = _processor(tmp_path)
-    assert proc.register_max_topics == registration.DEFAULT_MAX_TOPICS == 200_000
+    assert proc.reader.max_topics == registration.DEFAULT_MAX_TOPICS == 200_000
     work = proc.process(_register(topic_line_bomb(3_000_000), True), CH, 1000, offload=True)
     answer = work.run()
     assert answer.remark == _refusal("declares 3000000 topics", 200_000)
@@ -83,10 +83,10 @@ def test_a_plain_body_of_tiny_entries_is_refused_before_it_is_parsed(tmp_path, m
     body = ('{"topicConfigSerializeWrapper":{"dataVersion":{"counter":1},"topicConfigTable":{'
             + table + '}}}').encode()
 
-    def not_parsed(_body):
+    def not_parsed(*_):
         raise AssertionError("parsed")
 
-    monkeypatch.setattr(registration, "decode_json_fast", not_parsed)
+    monkeypatch.setattr(bodies, "_read_json", not_parsed)
     answer = proc.process(_register(body), CH, 1000)
     assert answer.remark == _refusal("holds 6004 JSON objects and arrays", 1000)
 
@@ -109,7 +109,7 @@ def test_genuine_captured_registrations_are_far_under_the_default():
 def test_zero_turns_the_bound_off_and_bad_values_stop_the_start(tmp_path):
     proc = _processor(tmp_path, registerBrokerMaxTopics="0")
     answer = proc.process(_register(register_body([f"T{i}" for i in range(300)])), CH, 1000)
-    assert answer.code == ResponseCode.SUCCESS and proc.register_max_topics == 0
+    assert answer.code == ResponseCode.SUCCESS and proc.reader.max_topics == 0
     assert check_properties({"registerBrokerMaxTopics": "5000"}) == []
     for bad in ("-1", "lots", "1e6"):
         with pytest.raises(PropertyError, match="registerBrokerMaxTopics"):

@@ -11,10 +11,10 @@ from hypothesis import given, settings, strategies as st
 
 from rocketpy.capture import Stats, decode_file
 from rocketpy.remoting import RemotingCommand, decode_frame, fastjson
-from rocketpy.remoting import frame as codec_frame
 from rocketpy.remoting.errors import BodyDecodeError, HeaderDecodeError
 
 import capture_synth as cs
+from jsonheader import full_json_header, usual_json_header
 
 # NameServer-bound requests and a SEND_MESSAGE_V2 as the .NET client writes them: the message
 # properties joined with raw 0x01 (between key and value) and 0x02 (between pairs).
@@ -31,11 +31,11 @@ def frame(header, body=b""):
 
 
 def test_dotnet_send_message_header_decodes_on_the_fast_path():
-    fast = codec_frame._decode_usual_json_header(SEND_V2)
+    fast = usual_json_header(SEND_V2)
     assert fast is not None      # a capture full of these stays on the shortcut
     assert fast.ext_fields["i"] == PROPERTIES
     assert (fast.code, fast.opaque, fast.version) == (310, 41, 401)
-    full = codec_frame._decode_any_json_header(SEND_V2)
+    full = full_json_header(SEND_V2)
     assert full == fast and full.verbatim == fast.verbatim
 
 
@@ -84,7 +84,7 @@ def test_0x1a_ends_a_key_in_fastjson_but_not_a_value():
     value = b'{"code":105,"extFields":{"topic":"T\x1aU"},"flag":0,"language":"JAVA","opaque":1}'
     assert decode_frame(frame(value)).ext_fields == {"topic": "T\x1aU"}
     key = b'{"code":105,"extFields":{"to\x1apic":"T"},"flag":0,"language":"JAVA","opaque":1}'
-    assert codec_frame._decode_usual_json_header(key) is None
+    assert usual_json_header(key) is None
     with pytest.raises(HeaderDecodeError, match="0x1A in the object key"):
         decode_frame(frame(key))
     with pytest.raises(BodyDecodeError, match="0x1A in the object key"):
@@ -142,8 +142,8 @@ def test_fast_path_and_full_reader_agree_and_round_trip(ext, remark):
     if remark is not None:
         fields.append('"remark":' + _raw(remark))
     header = ("{" + ",".join(fields) + ',"serializeTypeCurrentRPC":"JSON","version":479}').encode()
-    fast = codec_frame._decode_usual_json_header(header)
-    full = codec_frame._decode_any_json_header(header)
+    fast = usual_json_header(header)
+    full = full_json_header(header)
     assert fast is not None and fast == full
     assert (fast.ext_fields, fast.remark) == (ext, remark)
     assert fast.encode() == frame(header)

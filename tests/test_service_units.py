@@ -257,3 +257,29 @@ class InterfaceTests(SynchronousTestCase):
         self.assertEqual(names, {"batch-unregistration", "kv-config", "scan-not-active-broker",
                                  "route-memory", "remoting-server", "graceful-exit",
                                  "oneway-notifier"})
+
+
+class AllocatorOptionTests(SynchronousTestCase):
+    """The process-wide allocator tuning is the operator's explicit choice (--tune-allocator),
+    applied when the service starts, never while the tree is built."""
+
+    def _service(self, *flags):
+        from rocketpy.service import tap
+        calls = []
+        self.patch(tap, "tune_allocator", lambda limit: calls.append(limit))
+        options = tap.Options()
+        options.parseOptions(["--kvConfigPath", self.mktemp(), "--listen", "tcp:0",
+                              "-D", "tls.server.mode=disabled", *flags])
+        return tap.makeService(options, reactor=MemoryReactorClock()), calls
+
+    def test_not_tuned_unless_asked(self):
+        top, calls = self._service()
+        self.assertNotIn("allocator", {service.name for service in top})
+        self.assertEqual(calls, [])
+
+    def test_tuned_when_the_server_starts(self):
+        top, calls = self._service("--tune-allocator", "-D",
+                                   "com.rocketmq.remoting.frameMaxLength=1048576")
+        self.assertEqual(calls, [])                      # building the tree changes nothing
+        top.getServiceNamed("allocator").startService()
+        self.assertEqual(calls, [1048576])

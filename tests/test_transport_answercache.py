@@ -16,12 +16,14 @@ import replay
 from rocketpy.remoting import RemotingCommand, decode_frame, split_frames
 from rocketpy.service.tap import Options, makeService
 from rocketpy.transport import RemotingServerFactory, TlsMode
+from rocketpy.namesrv.processor.replies import ReusableResponse
 from rocketpy.transport.answercache import AnswerCache
 from brokerbody import register_body
 
 
 class Counter:
-    """Processor answering with a body that counts how often it really ran."""
+    """Processor answering with a body that counts how often it really ran; its route answers
+    (105) name the one "snapshot" version ``state``."""
 
     def __init__(self, reply_serialize_type=None):
         self.calls = 0
@@ -30,21 +32,24 @@ class Counter:
 
     def process(self, request, channel, now_ms):
         self.calls += 1
-        return request.create_response(
+        response = request.create_response(
             0, remark="r", ext_fields={"state": str(self.state)}, body=b"body-%d" % self.state,
             serialize_type=self.reply_serialize_type)
-
-    def stamp_for(self, request, channel, now_ms):
         if request.code != 105:
-            return None
-        return lambda: self.state
+            return response
+        topic = request.ext_fields["topic"]
+        return ReusableResponse(reuse=(topic, self.state), **{
+            name: getattr(response, name) for name in response.__dataclass_fields__})
+
+    def version_of(self, topic):
+        return self.state
 
 
 def _stack(processor, cache=True):
     clock = task.Clock()
     factory = RemotingServerFactory(
         processor, None, clock=clock, tls_mode=TlsMode.DISABLED,
-        answer_cache=AnswerCache(processor.stamp_for) if cache else None)
+        answer_cache=AnswerCache(processor.version_of) if cache else None)
     proto = factory.buildProtocol(None)
     transport = StringTransport()
     proto.makeConnection(transport)
@@ -152,17 +157,26 @@ class AnswerCacheTests(SynchronousTestCase):
         self.assertEqual([a.opaque for a in _answers(t)], [1, 2, 2])
         self.assertEqual(len(factory.answer_cache), 0)
 
-    def test_full_cache_starts_afresh(self):
+    def test_full_cache_evicts_the_least_recently_used(self):
         proc = Counter()
-        cache = AnswerCache(proc.stamp_for, max_entries=3)
+        cache = AnswerCache(proc.version_of)
         clock = task.Clock()
         factory = RemotingServerFactory(proc, None, clock=clock, tls_mode=TlsMode.DISABLED,
                                         answer_cache=cache)
         proto = factory.buildProtocol(None)
         proto.makeConnection(StringTransport())
-        for i in range(10):
+        proto.dataReceived(_req(0, ext={"topic": "T0"}))
+        cache.max_bytes = 3 * cache.bytes                 # room for three answers like it
+        for i in range(1, 10):
             proto.dataReceived(_req(i, ext={"topic": f"T{i}"}))
+            proto.dataReceived(_req(100 + i, ext={"topic": "T7"}))   # T7 stays in use
         self.assertLessEqual(len(cache), 3)
+        self.assertLessEqual(cache.bytes, cache.max_bytes)
+        calls = proc.calls
+        proto.dataReceived(_req(200, ext={"topic": "T7"}) + _req(201, ext={"topic": "T9"}))
+        self.assertEqual(proc.calls, calls)               # the recently used are still there
+        proto.dataReceived(_req(202, ext={"topic": "T1"}))
+        self.assertEqual(proc.calls, calls + 1)           # the oldest went first
 
 
 # ---------------------------------------------------------------- the real NameServer stack

@@ -1,12 +1,13 @@
 """NameServer state layer: the settings (Java ``NamesrvConfig``, ``NettyServerConfig``, and the
 ``Configuration`` object GET/UPDATE_NAMESRV_CONFIG read and write).
 
-Every key of the Java classes, with the Java name, type and default; attributes are the keys in
-snake_case (``scanNotActiveBrokerInterval`` -> ``scan_not_active_broker_interval``).
-Which keys a NameServer *reports* depends on its version (4.9.8 has 7 NamesrvConfig keys, 5.0.0
-has no ``configBlackList``, 5.3.3 adds four more): :func:`java_keys` gives the list for a
-profile. Loading follows ``MixAll.properties2Object`` (known keys only, unparsable numbers
-ignored, strings trimmed), and ``mqnamesrv`` sets ``listenPort`` to 9876 before reading ``-c``.
+Every key of the Java classes, with the Java name, type, default and the releases that have
+it; attributes are the keys in snake_case (``scanNotActiveBrokerInterval`` ->
+``scan_not_active_broker_interval``). Which keys a NameServer *reports* depends on its release
+(4.9.8 has 7 NamesrvConfig keys, 5.0.0 has no ``configBlackList``, 5.3.3 adds four more): a
+:class:`ConfigShape` (the policies' config part) holds the list, :func:`java_keys` gives it.
+Loading follows ``MixAll.properties2Object`` (known keys only, unparsable numbers ignored,
+strings trimmed), and ``mqnamesrv`` sets ``listenPort`` to 9876 before reading ``-c``.
 
 No I/O here: the service layer reads the ``-c`` file (:func:`rocketpy.service.fileio.load_properties`)
 and hands :class:`Configuration` a ``store(path, text)`` callable; an update returns the
@@ -18,10 +19,9 @@ import re
 from .javaorder import chm_capacity, ordered
 from .javaprops import format_properties, store_properties
 from .pending import FileWrite, write_now
-from .profile import DEFAULT_PROFILE
 
-__all__ = ["NamesrvConfig", "NettyServerConfig", "Configuration", "java_keys", "attr_name",
-           "java_key", "CONFIG_BLACKLIST_FIXED"]
+__all__ = ["NamesrvConfig", "NettyServerConfig", "Configuration", "ConfigShape", "java_keys",
+           "attr_name", "java_key", "CONFIG_BLACKLIST_FIXED"]
 
 _HOME = os.path.expanduser("~")
 
@@ -42,69 +42,88 @@ def java_key(attr):
 
 
 def _fields(*specs):
-    return tuple((key, attr_name(key), kind, default) for key, kind, default in specs)
+    return tuple((key, attr_name(key), kind, default) for key, kind, default, _ in specs)
 
 
-_NAMESRV_FIELDS = _fields(
-    ("rocketmqHome", str, None),            # -Drocketmq.home.dir or $ROCKETMQ_HOME
-    ("kvConfigPath", str, os.path.join(_HOME, "namesrv", "kvConfig.json")),
-    ("configStorePath", str, os.path.join(_HOME, "namesrv", "namesrv.properties")),
-    ("productEnvName", str, "center"),
-    ("clusterTest", bool, False),
-    ("orderMessageEnable", bool, False),
-    ("returnOrderTopicConfigToBroker", bool, True),
-    ("clientRequestThreadPoolNums", int, 8),
-    ("defaultThreadPoolNums", int, 16),
-    ("clientRequestThreadPoolQueueCapacity", int, 50000),
-    ("defaultThreadPoolQueueCapacity", int, 10000),
-    ("scanNotActiveBrokerInterval", int, 5000),
-    ("unRegisterBrokerQueueCapacity", int, 3000),
-    ("supportActingMaster", bool, False),
-    ("enableAllTopicList", bool, True),
-    ("enableTopicList", bool, True),
-    ("notifyMinBrokerIdChanged", bool, False),
-    ("enableControllerInNamesrv", bool, False),
-    ("needWaitForService", bool, False),
-    ("waitSecondsForService", int, 45),
-    ("deleteTopicWithBrokerRegistration", bool, False),
-    ("configBlackList", str, "configBlackList;configStorePath;kvConfigPath"),
+# the releases (profile names) whose class has a key
+_ALL, _5X, _53 = ("4.9", "5.0", "5.3"), ("5.0", "5.3"), ("5.3",)
+
+_NAMESRV_SPECS = (
+    ("rocketmqHome", str, None, _ALL),            # -Drocketmq.home.dir or $ROCKETMQ_HOME
+    ("kvConfigPath", str, os.path.join(_HOME, "namesrv", "kvConfig.json"), _ALL),
+    ("configStorePath", str, os.path.join(_HOME, "namesrv", "namesrv.properties"), _ALL),
+    ("productEnvName", str, "center", _ALL),
+    ("clusterTest", bool, False, _ALL),
+    ("orderMessageEnable", bool, False, _ALL),
+    ("returnOrderTopicConfigToBroker", bool, True, _5X),
+    ("clientRequestThreadPoolNums", int, 8, _5X),
+    ("defaultThreadPoolNums", int, 16, _5X),
+    ("clientRequestThreadPoolQueueCapacity", int, 50000, _5X),
+    ("defaultThreadPoolQueueCapacity", int, 10000, _5X),
+    ("scanNotActiveBrokerInterval", int, 5000, _5X),
+    ("unRegisterBrokerQueueCapacity", int, 3000, _5X),
+    ("supportActingMaster", bool, False, _5X),
+    ("enableAllTopicList", bool, True, _5X),
+    ("enableTopicList", bool, True, _5X),
+    ("notifyMinBrokerIdChanged", bool, False, _5X),
+    ("enableControllerInNamesrv", bool, False, _5X),
+    ("needWaitForService", bool, False, _53),
+    ("waitSecondsForService", int, 45, _53),
+    ("deleteTopicWithBrokerRegistration", bool, False, _53),
+    ("configBlackList", str, "configBlackList;configStorePath;kvConfigPath", ("4.9", "5.3")),
 )
 
-_NETTY_FIELDS = _fields(
-    ("bindAddress", str, "0.0.0.0"),
-    ("listenPort", int, 9876),              # the class says 0 (8888 in 4.9); mqnamesrv sets 9876
-    ("serverWorkerThreads", int, 8),
-    ("serverCallbackExecutorThreads", int, 0),
-    ("serverSelectorThreads", int, 3),
-    ("serverOnewaySemaphoreValue", int, 256),
-    ("serverAsyncSemaphoreValue", int, 64),
-    ("serverChannelMaxIdleTimeSeconds", int, 120),
-    ("serverSocketSndBufSize", int, 0),     # NettySystemConfig defaults
-    ("serverSocketRcvBufSize", int, 0),
-    ("writeBufferHighWaterMark", int, 0),
-    ("writeBufferLowWaterMark", int, 0),
-    ("serverSocketBacklog", int, 1024),
-    ("serverNettyWorkerGroupEnable", bool, True),
-    ("serverPooledByteBufAllocatorEnable", bool, True),
-    ("enableShutdownGracefully", bool, False),
-    ("shutdownWaitTimeSeconds", int, 30),
-    ("useEpollNativeSelector", bool, False),
+_NETTY_SPECS = (
+    ("bindAddress", str, "0.0.0.0", _5X),
+    ("listenPort", int, 9876, _ALL),          # the class says 0 (8888 in 4.9); mqnamesrv sets 9876
+    ("serverWorkerThreads", int, 8, _ALL),
+    ("serverCallbackExecutorThreads", int, 0, _ALL),
+    ("serverSelectorThreads", int, 3, _ALL),
+    ("serverOnewaySemaphoreValue", int, 256, _ALL),
+    ("serverAsyncSemaphoreValue", int, 64, _ALL),
+    ("serverChannelMaxIdleTimeSeconds", int, 120, _ALL),
+    ("serverSocketSndBufSize", int, 0, _ALL),     # NettySystemConfig defaults
+    ("serverSocketRcvBufSize", int, 0, _ALL),
+    ("writeBufferHighWaterMark", int, 0, _ALL),
+    ("writeBufferLowWaterMark", int, 0, _ALL),
+    ("serverSocketBacklog", int, 1024, _ALL),
+    ("serverNettyWorkerGroupEnable", bool, True, _53),
+    ("serverPooledByteBufAllocatorEnable", bool, True, _ALL),
+    ("enableShutdownGracefully", bool, False, _53),
+    ("shutdownWaitTimeSeconds", int, 30, _53),
+    ("useEpollNativeSelector", bool, False, _ALL),
 )
+_NAMESRV_FIELDS = _fields(*_NAMESRV_SPECS)
+_NETTY_FIELDS = _fields(*_NETTY_SPECS)
 
-_NAMESRV_KEYS = {
-    "4.9": ("rocketmqHome", "kvConfigPath", "configStorePath", "productEnvName", "clusterTest",
-            "orderMessageEnable", "configBlackList"),
-    "5.0": tuple(f[0] for f in _NAMESRV_FIELDS[:18]),
-    "5.3": tuple(f[0] for f in _NAMESRV_FIELDS),
-}
-_NETTY_KEYS = {
-    "4.9": tuple(f[0] for f in _NETTY_FIELDS if f[0] not in (
-        "bindAddress", "serverNettyWorkerGroupEnable", "enableShutdownGracefully",
-        "shutdownWaitTimeSeconds")),
-    "5.0": tuple(f[0] for f in _NETTY_FIELDS if f[0] not in (
-        "serverNettyWorkerGroupEnable", "enableShutdownGracefully", "shutdownWaitTimeSeconds")),
-    "5.3": tuple(f[0] for f in _NETTY_FIELDS),
-}
+
+class ConfigShape:
+    """The config keys one release reports (GET_NAMESRV_CONFIG, ``-p``) and their order."""
+
+    def __init__(self, namesrv_keys, netty_keys, sorted_text=True):
+        self.namesrv_keys = namesrv_keys
+        self.netty_keys = netty_keys
+        #: GET_NAMESRV_CONFIG sorts keys in 5.x; 4.9 writes its Properties' order
+        self.sorted_text = sorted_text
+
+    @classmethod
+    def of_release(cls, release, sorted_text=True):
+        """The keys of the release named ``release`` ("4.9", "5.0", "5.3")."""
+        return cls(tuple(spec[0] for spec in _NAMESRV_SPECS if release in spec[3]),
+                   tuple(spec[0] for spec in _NETTY_SPECS if release in spec[3]), sorted_text)
+
+    def order(self, keys):
+        """5.x sorts; 4.9 iterates its Properties, a ConcurrentHashMap on Java 9+."""
+        return sorted(keys) if self.sorted_text else ordered(list(keys), chm_capacity(len(keys), 8))
+
+
+def config_shape(value=None):
+    """``value`` as a :class:`ConfigShape`: a shape as it is; a profile, policies or None
+    (5.3) as their shape."""
+    if isinstance(value, ConfigShape):
+        return value
+    from .policy import as_policies
+    return as_policies(value).config
 
 
 def _parse(kind, text):
@@ -141,8 +160,9 @@ class _JavaConfig:
                 raise TypeError(f"{type(self).__name__} has no setting {attr!r}")
             setattr(self, attr, value)
 
-    def keys(self, profile=None):
-        return _keys_for(self._KEYS, profile)
+    def keys(self, shape=None):
+        shape = config_shape(shape)
+        return shape.namesrv_keys if self._FIELDS is _NAMESRV_FIELDS else shape.netty_keys
 
     def apply_properties(self, props):
         """``properties2Object``: set every known key present in ``props``; return the keys used."""
@@ -155,30 +175,24 @@ class _JavaConfig:
                     used.append(key)
         return used
 
-    def to_properties(self, profile=None):
+    def to_properties(self, shape=None):
         """``object2Properties``: key -> text for every non-null value, in field order."""
         out = {}
-        for key in self.keys(profile):
+        for key in self.keys(shape):
             value = _show(getattr(self, attr_name(key)))
             if value is not None:
                 out[key] = value
         return out
 
-    def print_lines(self, profile=None):
+    def print_lines(self, shape=None):
         """``MixAll.printObjectProperties`` (``-p``): every field, null printed as empty."""
-        return [f"{key}={_show(getattr(self, attr_name(key))) or ''}" for key in self.keys(profile)]
-
-
-def _keys_for(table, profile):
-    name = (profile or DEFAULT_PROFILE).name
-    return table.get(name, table["5.3"])
+        return [f"{key}={_show(getattr(self, attr_name(key))) or ''}" for key in self.keys(shape)]
 
 
 class NamesrvConfig(_JavaConfig):
     """Java ``NamesrvConfig`` (5.3.3 field set; older versions report a subset)."""
 
     _FIELDS = _NAMESRV_FIELDS
-    _KEYS = _NAMESRV_KEYS
 
     def __init__(self, **overrides):
         super().__init__(**overrides)
@@ -190,12 +204,13 @@ class NettyServerConfig(_JavaConfig):
     """Java ``NettyServerConfig`` (the server-side network settings)."""
 
     _FIELDS = _NETTY_FIELDS
-    _KEYS = _NETTY_KEYS
 
 
-def java_keys(profile=None):
-    """The keys GET_NAMESRV_CONFIG reports for ``profile`` (before file extras)."""
-    return _keys_for(_NAMESRV_KEYS, profile) + _keys_for(_NETTY_KEYS, profile)
+def java_keys(shape=None):
+    """The keys GET_NAMESRV_CONFIG reports for a release (a :class:`ConfigShape`, or what
+    :func:`config_shape` takes), before file extras."""
+    shape = config_shape(shape)
+    return shape.namesrv_keys + shape.netty_keys
 
 
 class Configuration:
@@ -211,7 +226,8 @@ class Configuration:
                  store=None):
         self.namesrv_config = namesrv_config or NamesrvConfig()
         self.netty_server_config = netty_server_config or NettyServerConfig()
-        self.profile = profile or DEFAULT_PROFILE
+        #: the :class:`ConfigShape` (``profile`` may also be what :func:`config_shape` takes)
+        self.shape = config_shape(profile)
         #: ``store(path, text)``: makes the file hold ``text`` (None: updates stay in memory)
         self.store = store
         self.all_configs = {}
@@ -230,19 +246,14 @@ class Configuration:
         return cls(namesrv, netty, props, profile, store)
 
     def _merge_objects(self):
-        self.all_configs.update(self.namesrv_config.to_properties(self.profile))
-        self.all_configs.update(self.netty_server_config.to_properties(self.profile))
+        self.all_configs.update(self.namesrv_config.to_properties(self.shape))
+        self.all_configs.update(self.netty_server_config.to_properties(self.shape))
 
     def items(self):
         """``getAllConfigsInternal``: object values refreshed, then ordered as Java writes them
         (5.x sorts; 4.9 iterates its Properties, a ConcurrentHashMap on Java 9+)."""
         self._merge_objects()
-        keys = list(self.all_configs)
-        if self.profile.sorted_config_text:
-            keys.sort()
-        else:
-            keys = ordered(keys, chm_capacity(len(keys), 8))
-        return [(k, self.all_configs[k]) for k in keys]
+        return [(k, self.all_configs[k]) for k in self.shape.order(self.all_configs)]
 
     def all_configs_text(self):
         return format_properties(self.items())
@@ -251,7 +262,7 @@ class Configuration:
         """GET_CLIENT_CONFIG (5.0): the requested keys both objects know."""
         known = {}
         for obj in (self.namesrv_config, self.netty_server_config):
-            props = obj.to_properties(self.profile)
+            props = obj.to_properties(self.shape)
             for key in keys:
                 if key in props:
                     known[key] = props[key]
@@ -285,5 +296,5 @@ class Configuration:
 
     def print_lines(self):
         """``mqnamesrv -p``."""
-        return (self.namesrv_config.print_lines(self.profile)
-                + self.netty_server_config.print_lines(self.profile))
+        return (self.namesrv_config.print_lines(self.shape)
+                + self.netty_server_config.print_lines(self.shape))

@@ -21,6 +21,7 @@ key or value longer than its bound, or a put that would take the table past its 
 refused with a remark saying which bound.
 """
 from rocketpy.remoting import fastjson
+from rocketpy.remoting.bodies import KVTable
 from rocketpy.remoting.errors import BodyDecodeError
 from rocketpy.remoting.javahash import hashmap_order
 
@@ -205,8 +206,9 @@ class KVConfigManager:
         return None if table is None else table.get(key)
 
     def get_kv_list_by_namespace(self, namespace):
-        """The ``KVTable`` body (``{"table":{...}}``), or None if the namespace never existed."""
+        """The ``KVTable`` body (the namespace in HashMap order), or None if the namespace never
+        existed."""
         table = self.config_table.get(namespace)
         if table is None:
             return None
-        return fastjson.dumps({"table": _java_order(table, self._high.get(namespace, 0))})
+        return KVTable(table=_java_order(table, self._high.get(namespace, 0))).to_json()

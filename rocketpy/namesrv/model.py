@@ -2,20 +2,24 @@
 ``BrokerLiveInfo``, ``DataVersion``, ``TopicConfig``, ``RegisterBrokerResult``,
 ``UnRegisterBrokerRequestHeader``, ``TopicRouteData``).
 
-Plain slotted dataclasses with Python names; the wire spellings live in the codec and in
-:mod:`rocketpy.namesrv.answers`, which turns these records into the JSON the Java NameServer
-writes. Keeping the tables in these small records (instead of the codec's body classes) lets
-the route table stay independent of how a body was encoded (JSON, zlib-compressed, old or new
-broker).
+Plain slotted dataclasses with Python names; the wire spellings live in the codec, and the
+:class:`~rocketpy.namesrv.policy.WireShape` turns these records into the codec's bodies. Keeping
+the tables in these small records (instead of the codec's body classes) lets the route table
+stay independent of how a body was encoded (JSON, zlib-compressed, old or new broker).
+
+What a route answer is made of (``QueueData``, ``BrokerData``, ``TopicConfigWrapper``) is frozen:
+the tables replace a record instead of changing it, so a route snapshot
+(:mod:`rocketpy.namesrv.snapshot`) can never change under an answer built from it, and a decoded
+registration handed over twice is the same value both times.
 """
 from dataclasses import dataclass, field
 
 __all__ = ["PERM_PRIORITY", "PERM_READ", "PERM_WRITE", "PERM_INHERIT", "MASTER_ID",
            "DEFAULT_BROKER_TIMEOUT_MS", "DataVersion", "TopicConfig", "TopicConfigWrapper",
            "QueueData", "BrokerData", "BrokerLiveInfo", "RegisterBrokerResult",
-           "UnRegisterBrokerRequest", "TopicRouteData", "FLAG_UNIT", "FLAG_UNIT_SUB",
-           "SYNC_BROKER_MEMBER_GROUP_PREFIX", "ORDER_TOPIC_CONFIG", "SYSTEM_TOPIC_PREFIX",
-           "SYSTEM_TOPICS", "is_system_topic"]
+           "UnRegisterBrokerRequest", "TopicRouteData", "MinBrokerIdChange", "FLAG_UNIT",
+           "FLAG_UNIT_SUB", "SYNC_BROKER_MEMBER_GROUP_PREFIX", "ORDER_TOPIC_CONFIG",
+           "SYSTEM_TOPIC_PREFIX", "SYSTEM_TOPICS", "is_system_topic"]
 
 # PermName
 PERM_PRIORITY = 0x8
@@ -56,13 +60,6 @@ class DataVersion:
     timestamp: int = 0
     state_version: int = 0
 
-    def to_json(self, with_state_version=True):
-        """The fields fastjson writes (4.9's DataVersion has no stateVersion)."""
-        if with_state_version:
-            return {"counter": self.counter, "stateVersion": self.state_version,
-                    "timestamp": self.timestamp}
-        return {"counter": self.counter, "timestamp": self.timestamp}
-
 
 @dataclass(slots=True)
 class TopicConfig:
@@ -75,17 +72,18 @@ class TopicConfig:
     topic_sys_flag: int = 0
 
 
-@dataclass(slots=True)
+@dataclass(frozen=True, slots=True)
 class TopicConfigWrapper:
     """``TopicConfigSerializeWrapper`` (+ the static-topic ``topicQueueMappingInfoMap`` of
-    ``TopicConfigAndMappingSerializeWrapper``: topic -> info as parsed JSON, with ``bname``)."""
+    ``TopicConfigAndMappingSerializeWrapper``: topic -> the codec's ``TopicQueueMappingInfo``).
+    A decoded registration: never changed once made, so the same object means the same tables."""
 
     data_version: DataVersion = field(default_factory=DataVersion)
     topic_config_table: "dict[str, TopicConfig]" = field(default_factory=dict)
     topic_queue_mapping_info_map: "dict[str, dict]" = field(default_factory=dict)
 
 
-@dataclass(slots=True)
+@dataclass(frozen=True, slots=True)
 class QueueData:
     broker_name: str
     read_queue_nums: int
@@ -94,17 +92,15 @@ class QueueData:
     topic_sys_flag: int = 0
 
 
-@dataclass(slots=True)
+@dataclass(frozen=True, slots=True)
 class BrokerData:
+    """One broker group; ``broker_addrs`` is replaced, never changed in place."""
+
     cluster: str
     broker_name: str
     broker_addrs: "dict[int, str]" = field(default_factory=dict)
     enable_acting_master: bool = False
     zone_name: "str | None" = None
-
-    def clone(self):
-        return BrokerData(self.cluster, self.broker_name, dict(self.broker_addrs),
-                          self.enable_acting_master, self.zone_name)
 
 
 @dataclass(slots=True)
@@ -151,5 +147,17 @@ class TopicRouteData:
     queue_datas: "list[QueueData]"
     broker_datas: "list[BrokerData]"
     filter_server_table: "dict[str, list[str] | None]"
-    topic_queue_mapping_by_broker: "dict[str, dict] | None" = None
+    topic_queue_mapping_by_broker: "dict | None" = None
     order_topic_conf: "str | None" = None
+
+
+@dataclass(frozen=True, slots=True)
+class MinBrokerIdChange:
+    """A broker group's smallest brokerId changed (5.x ``notifyMinBrokerIdChanged``): who is
+    told, and what. The route state reports it; the processor layer makes the request."""
+
+    targets: "tuple[str, ...]"
+    min_broker_id: int
+    min_broker_addr: str
+    offline_broker_addr: "str | None" = None
+    ha_broker_addr: "str | None" = None

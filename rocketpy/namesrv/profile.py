@@ -1,12 +1,13 @@
-"""NameServer state layer: which Java NameServer version rocketpy answers like.
+"""NameServer state layer: which Java NameServer version rocketpy answers like (the facts).
 
 rocketpy behaves like the newest Java NameServer (5.3.3) by default. Each way the 4.9.8, 5.0.0
 and 5.3.3 NameServers answer differently is a field of :class:`BehaviourProfile`, so a replay of
 a 4.9.8 capture runs with :data:`PROFILE_49` and one of a 5.0.0 capture with :data:`PROFILE_50`.
 The 4.9/5.0 differences are proven by the genuine captures; there are no 5.3.3 captures, so what
 5.3.3 changes against 5.0.0 comes from the Java source (tag rocketmq-all-5.3.3), listed point by
-point with file, line and test in ``docs/java-5.3-changes.md``. Nothing else in the package
-compares version numbers.
+point with file, line and test in ``docs/java-5.3-changes.md``. A profile is data only:
+:func:`rocketpy.namesrv.policy.policies_for` turns it, once, into the policy objects the rest of
+the NameServer calls; no other module reads a profile's fields or compares version numbers.
 """
 from dataclasses import dataclass
 
@@ -58,6 +59,9 @@ class BehaviourProfile:
     fixed_broker_timeout_ms: "int | None"
     #: REGISTER_TOPIC_IN_NAMESRV for a topic that exists: 5.0 ignores it, 5.1+ merges.
     register_topic_merges: bool = True
+    #: where Java's processor dereferences a RegisterBrokerBody it read as null (its
+    #: NullPointerException remark): the body class's package, the method and its line.
+    register_npe_site: "tuple[str, str, int]" = ("remoting.protocol", "registerBroker", 242)
     #: the FAQ page TOPIC_NOT_EXIST's remark points to (``FAQUrl.APPLY_TOPIC_URL``, new in 5.1).
     topic_not_exist_faq_url: str = "https://rocketmq.apache.org/docs/bestPractice/06FAQ"
     #: QUERY_DATA_VERSION without a body: 4.9.8 and 5.0.0 fail decoding the null DataVersion
@@ -84,7 +88,8 @@ PROFILE_49 = BehaviourProfile(
     wait_for_service=False, topic_list_set="hashset", concurrent_tables=False,
     data_version_state=False, sorted_config_text=False, fixed_broker_timeout_ms=120_000,
     topic_not_exist_faq_url=_OLD_FAQ_URL, query_data_version_needs_body=True,
-    compressed_body_broker_version=409, topics_by_cluster_switch_first=False)
+    compressed_body_broker_version=409, topics_by_cluster_switch_first=False,
+    register_npe_site=("common.protocol", "registerBrokerWithFilterServer", 254))
 
 PROFILE_50 = BehaviourProfile(
     name="5.0", server_version=413, reply_in_request_serialize_type=False,
@@ -96,7 +101,8 @@ PROFILE_50 = BehaviourProfile(
     data_version_state=True, sorted_config_text=True, fixed_broker_timeout_ms=None,
     register_topic_merges=False, topic_not_exist_faq_url=_OLD_FAQ_URL,
     query_data_version_needs_body=True, compressed_body_broker_version=413,
-    topics_by_cluster_switch_first=False)
+    topics_by_cluster_switch_first=False,
+    register_npe_site=("common.protocol", "registerBroker", 228))
 
 PROFILE_53 = BehaviourProfile(
     name="5.3", server_version=479, reply_in_request_serialize_type=False,

@@ -20,7 +20,6 @@ import logging
 
 from rocketpy.remoting.codes import ResponseCode
 
-from .model import MASTER_ID
 from .processor.replies import error
 from .settings import IntSettings
 
@@ -59,8 +58,8 @@ class RouteBounds(IntSettings):
                     and len(rim.broker_addr_table) >= self.max_brokers):
                 return self._refuse("namesrvMaxBrokers", self.max_brokers, "broker names",
                                     len(rim.broker_addr_table) + 1)
-            if (rim.broker_live_info(cluster_name, broker_addr) is None
-                    and len(rim.broker_live_table) >= self.max_brokers):
+            if (len(rim.broker_live_table) >= self.max_brokers
+                    and rim.broker_live_info(cluster_name, broker_addr) is None):
                 return self._refuse("namesrvMaxBrokers", self.max_brokers, "live brokers",
                                     len(rim.broker_live_table) + 1)
         if filter_servers and self.max_filter_servers:
@@ -69,9 +68,11 @@ class RouteBounds(IntSettings):
                 return self._refuse("namesrvMaxFilterServers", self.max_filter_servers,
                                     "filter servers", total)
         table = wrapper.topic_config_table if wrapper is not None else None
-        if not table or not _may_apply_topics(rim, broker_name, broker_id, acting_master):
+        if (not table or not self._near(rim, len(table), len(table))   # O(1): far from the bounds
+                or not rim.registration.may_apply_topics(
+                    rim.broker_addr_table.get(broker_name), broker_id, acting_master)):
             return None
-        return self._topics_refusal(rim, broker_name, [c.topic_name for c in table.values()])
+        return self._topics_refusal(rim, broker_name, table)
 
     def topic_refusal(self, rim, topic, queue_datas):
         """The same for REGISTER_TOPIC_IN_NAMESRV's queue data."""
@@ -83,14 +84,12 @@ class RouteBounds(IntSettings):
             return self._totals_refusal(rim, 0, new)
         return self._totals_refusal(rim, 1, len(queue_datas))
 
-    def _topics_refusal(self, rim, broker_name, topics):
-        count = len(topics)
-        if not self._near(rim, count, count):
-            return None
+    def _topics_refusal(self, rim, broker_name, table):
+        """Near a bound: count the topics and topic-broker pairs ``table`` would add."""
         queues = rim.topic_queue_table
         new_topics = new_pairs = 0
-        for topic in topics:
-            queue_map = queues.get(topic)
+        for config in table.values():
+            queue_map = queues.get(config.topic_name)
             if queue_map is None:
                 new_topics += 1
                 new_pairs += 1
@@ -120,16 +119,3 @@ class RouteBounds(IntSettings):
                   "nothing was applied")
         log.warning("registration refused: %s", remark)
         return error(ResponseCode.SYSTEM_ERROR, remark)
-
-
-def _may_apply_topics(rim, broker_name, broker_id, acting_master):
-    """Whether ``registerBroker`` may put this broker's topics in the table: a master always;
-    a slave only as 5.x's prime slave (the lowest id of its group, from a broker that sends
-    ``enableActingMaster``)."""
-    if broker_id == MASTER_ID:
-        return True
-    if acting_master is None or not rim.profile.v5_registration:
-        return False
-    broker_data = rim.broker_addr_table.get(broker_name)
-    addrs = broker_data.broker_addrs if broker_data is not None else {}
-    return not addrs or broker_id <= min(addrs)

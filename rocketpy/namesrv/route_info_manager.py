@@ -1,99 +1,135 @@
 """NameServer state layer: the route tables (Java ``RouteInfoManager``).
 
-Same tables as Java: ``topic_queue_table`` (topic -> broker name -> QueueData),
-``broker_addr_table`` (broker name -> BrokerData), ``cluster_addr_table`` (cluster -> broker
-names), ``broker_live_table`` (keyed by (cluster, address) in 5.x, by address in 4.9),
-``filter_server_table`` and 5.x ``topic_queue_mapping_info_table``; same registration,
-unregistration and lookup semantics, version differences chosen by the
-:class:`~rocketpy.namesrv.profile.BehaviourProfile`.
+Java's tables (``topic_queue_table``, ``broker_addr_table``, ``cluster_addr_table``,
+``broker_live_table``, ``filter_server_table``, 5.x ``topic_queue_mapping_info_table``) and
+semantics; what differs between releases is the registration policy's
+(:mod:`rocketpy.namesrv.brokers`), the liveness policy's and the wire shape's. Not in Java:
 
-What Java does not have:
-
-* no locks: every call runs on one thread (the reactor), time comes in as ``now_ms``;
-* an index from channel id to live entries, so a closed connection is found in O(1), and an
-  index from broker name to its topics, so unregistering or re-permissioning a broker touches
-  only its topics;
-* channel-caused unregistrations are tied to the channel and registration they came from and
-  are dropped if the broker registered again meanwhile (apache/rocketmq#11043);
-* a per-topic route version, bumped by every change that can alter a topic's route answer, which
-  the route response cache (:mod:`rocketpy.namesrv.route_cache`) checks;
-* a note of the topic table each broker name last had applied: 5.x re-registrations with an
-  unchanged data version only add the topics the queue table lacks (Java checks each topic,
-  ``isTopicConfigChanged``), and when the same decoded table comes again and none of that
-  broker's queue data was removed since, none can be lacking, so the walk is skipped.
-  Decoded tables are never mutated (the processor hands the same object back for an identical
-  body), which is what makes the identity test sound.
+* no locks: every call runs on the reactor thread, time comes in as ``now_ms``;
+* one mutation gate (:func:`_gate`): the tables change only through the few writers below,
+  which note the topics and broker groups they changed; when the outermost call returns, the
+  gate reports the topics touched to :class:`~rocketpy.namesrv.snapshot.RouteSnapshots`, which
+  version them. A route changes exactly when its version does, and nobody lists by hand what a
+  route depends on;
+* indexes from channel id to live entries (a closed connection is found in O(1)), from broker
+  name to topics, and by expiry (:mod:`rocketpy.namesrv.expiry`: the liveness scan looks only at
+  brokers past their deadline);
+* channel-caused unregistrations carry the channel and registration they came from, and are
+  dropped if the broker registered again meanwhile (apache/rocketmq#11043);
+* the decoded topic table each broker last had applied: a re-registration handing over the very
+  same (immutable) table, none of whose queue data was removed since, skips the topic walk.
 """
+from dataclasses import replace
+from functools import wraps
 from itertools import count
 
 from .channel import Channel
-from .javaorder import HighWater, hashmap_capacity, hashset_copy_capacity, ordered
-from .model import (DEFAULT_BROKER_TIMEOUT_MS, FLAG_UNIT, FLAG_UNIT_SUB, MASTER_ID, PERM_READ,
-                    PERM_WRITE, SYNC_BROKER_MEMBER_GROUP_PREFIX, BrokerData, BrokerLiveInfo,
-                    DataVersion, QueueData, RegisterBrokerResult, TopicRouteData,
+from .expiry import ExpiryIndex
+from .javaorder import hashmap_capacity, hashset_copy_capacity, ordered
+from .model import (FLAG_UNIT, FLAG_UNIT_SUB, MASTER_ID, PERM_READ, PERM_WRITE, BrokerLiveInfo,
+                    MinBrokerIdChange, QueueData, RegisterBrokerResult, TopicRouteData,
                     UnRegisterBrokerRequest)
-from .profile import DEFAULT_PROFILE
+from .policy import as_policies
+from .snapshot import RouteSnapshots
 
 __all__ = ["RouteInfoManager"]
 
+_NO_MASTER = RegisterBrokerResult()   # frozen: one for every registration that names no master
+
+
+def _gate(method):
+    """The one way into the tables: report what the outermost call touched when it returns."""
+    @wraps(method)
+    def gated(self, *args, **kwargs):
+        self._depth += 1
+        try:
+            return method(self, *args, **kwargs)
+        finally:
+            self._depth -= 1
+            if not self._depth and (self._dirty_topics or self._dirty_brokers):
+                self._publish()
+    return gated
+
+
+def _unindex(index, key, item):
+    """Take ``item`` out of ``index[key]`` (a dict used as an ordered set), and the key when
+    nothing is left."""
+    items = index.get(key)
+    if items is not None:
+        items.pop(item, None)
+        if not items:
+            del index[key]
+
 
 class RouteInfoManager:
-    def __init__(self, namesrv_config=None, profile=None, notify_min_broker_id_changed=None):
+    """The route tables.
+
+    :param namesrv_config: the :class:`~rocketpy.namesrv.config.NamesrvConfig` read at run time
+        (the processor's, so UPDATE_NAMESRV_CONFIG reaches the tables).
+    :param policies: the :class:`~rocketpy.namesrv.policy.Policies` (a ``BehaviourProfile`` is
+        turned into its policies).
+    :param on_min_broker_id_changed: called with a
+        :class:`~rocketpy.namesrv.model.MinBrokerIdChange` when ``notifyMinBrokerIdChanged`` is
+        on and a group's smallest brokerId changes.
+    """
+
+    def __init__(self, namesrv_config=None, policies=None, on_min_broker_id_changed=None):
         if namesrv_config is None:
             from .config import NamesrvConfig
             namesrv_config = NamesrvConfig()
+        self.policies = policies = as_policies(policies)
         self.config = namesrv_config
-        self.profile = profile or DEFAULT_PROFILE
-        #: ``notify(broker_addrs, request)``: send NOTIFY_MIN_BROKER_ID_CHANGE oneway to each.
-        self.notify_min_broker_id_changed = notify_min_broker_id_changed
+        self.registration = policies.routes
+        self.liveness = policies.liveness
+        self.wire = policies.wire
+        self.on_min_broker_id_changed = on_min_broker_id_changed
         self.topic_queue_table = {}
         self.broker_addr_table = {}
         self.cluster_addr_table = {}
         self.broker_live_table = {}
         self.filter_server_table = {}
         self.topic_queue_mapping_info_table = {}
+        self.snapshots = RouteSnapshots()
+        #: ``route_version(topic)``: a number that changes whenever the topic's route may change
+        self.route_version = self.snapshots.version
+        self.expiry = ExpiryIndex()
+        self.live_key = policies.routes.live_key
         self._by_channel = {}          # channel id -> {live key: None}
         self._topics_by_broker = {}    # broker name -> {topic: None}
         self._applied = {}             # broker name -> (topic table, its size): all held
         self._queue_map_high = {}      # topic -> largest broker count of its queue map
         self._cluster_set_high = {}    # cluster -> largest broker-name count
-        self._versions = {}            # topic -> route version
         #: QueueData entries (topic-broker pairs) in topic_queue_table, for the server-wide
         #: bounds (:mod:`rocketpy.namesrv.route_bounds`)
         self.queue_data_count = 0
-        self._version_clock = count(1)
         self._generations = count(1)
-        #: bumped when something outside the tables changes every answer (config update)
-        self.epoch = 0
-        concurrent = self.profile.concurrent_tables
-        self._topics_high = HighWater(1024, concurrent)
-        self._brokers_high = HighWater(128, concurrent)
-        self._clusters_high = HighWater(32, concurrent)
+        self._depth = 0
+        self._dirty_topics = set()
+        self._dirty_brokers = set()
+        high_water = self.wire.high_water
+        self._topics_high = high_water(1024)
+        self._brokers_high = high_water(128)
+        self._clusters_high = high_water(32)
 
-    # ------------------------------------------------------------------ keys and versions
+    # ------------------------------------------------------------------ the gate's report
 
-    def _key(self, cluster_name, broker_addr):
-        """``BrokerAddrInfo`` in 5.x; 4.9 keys the live table by address alone."""
-        if self.profile.v5_registration:
-            return (cluster_name, broker_addr)
-        return (None, broker_addr)
+    def _publish(self):
+        topics, self._dirty_topics = self._dirty_topics, set()
+        for name in self._dirty_brokers:
+            topics.update(self._topics_by_broker.get(name, ()))
+        self._dirty_brokers = set()
+        self.snapshots.touched(topics, self.topic_queue_table)
 
-    def route_version(self, topic):
-        """A number that changes whenever ``topic``'s route answer may change (None: no route)."""
-        return self._versions.get(topic)
+    def route_snapshot(self, topic):
+        """The :class:`~rocketpy.namesrv.snapshot.RouteSnapshot` of ``topic``, or None."""
+        return self.snapshots.get(topic, self.pickup_topic_route_data)
 
+    @_gate
     def invalidate_routes(self):
         """Something every route answer depends on changed (e.g. supportActingMaster)."""
-        self.epoch += 1
+        self.snapshots.invalidate_all()
 
-    def _touch(self, topic):
-        self._versions[topic] = next(self._version_clock)
-
-    def _touch_broker(self, broker_name):
-        for topic in self._topics_by_broker.get(broker_name, ()):
-            self._versions[topic] = next(self._version_clock)
-
-    # ------------------------------------------------------------------ queue data
+    # ------------------------------------------------------------------ the writers
 
     def _put_queue_data(self, topic, queue_data):
         queue_map = self.topic_queue_table.get(topic)
@@ -110,7 +146,7 @@ class RouteInfoManager:
         if len(queue_map) > self._queue_map_high.get(topic, 0):
             self._queue_map_high[topic] = len(queue_map)
         self._topics_by_broker.setdefault(name, {})[topic] = None
-        self._touch(topic)
+        self._dirty_topics.add(topic)
 
     def _remove_queue_data(self, topic, broker_name):
         queue_map = self.topic_queue_table.get(topic)
@@ -118,72 +154,51 @@ class RouteInfoManager:
             return
         self.queue_data_count -= 1
         self._applied.pop(broker_name, None)
-        topics = self._topics_by_broker.get(broker_name)
-        if topics is not None:
-            topics.pop(topic, None)
-            if not topics:
-                del self._topics_by_broker[broker_name]
+        _unindex(self._topics_by_broker, broker_name, topic)
         if not queue_map:
             self._drop_topic(topic)
-        else:
-            self._touch(topic)
+        self._dirty_topics.add(topic)
 
     def _drop_topic(self, topic):
-        queue_map = self.topic_queue_table.pop(topic, None)
-        self.queue_data_count -= len(queue_map or ())
-        for name in queue_map or ():
+        queue_map = self.topic_queue_table.pop(topic, None) or ()
+        self.queue_data_count -= len(queue_map)
+        for name in queue_map:
             self._applied.pop(name, None)
-            topics = self._topics_by_broker.get(name)
-            if topics is not None:
-                topics.pop(topic, None)
-                if not topics:
-                    del self._topics_by_broker[name]
+            _unindex(self._topics_by_broker, name, topic)
         self._queue_map_high.pop(topic, None)
-        self._versions.pop(topic, None)
+        self._dirty_topics.add(topic)
 
-    # ------------------------------------------------------------------ live table
+    def _set_broker(self, broker_data):
+        """Put (or replace) a broker group."""
+        name = broker_data.broker_name
+        old = self.broker_addr_table.get(name)
+        if old is broker_data or old == broker_data:
+            return
+        self.broker_addr_table[name] = broker_data
+        if old is None:
+            self._brokers_high.saw(len(self.broker_addr_table))
+        self._dirty_brokers.add(name)
 
-    def _put_live(self, key, live):
-        old = self.broker_live_table.get(key)
-        if old is not None and old.channel_id != live.channel_id:
-            self._unindex_channel(old.channel_id, key)
-        self.broker_live_table[key] = live
-        if live.channel_id is not None:
-            self._by_channel.setdefault(live.channel_id, {})[key] = None
-
-    def _remove_live(self, key):
-        live = self.broker_live_table.pop(key, None)
-        if live is not None:
-            self._unindex_channel(live.channel_id, key)
-        return live
-
-    def _unindex_channel(self, channel_id, key):
-        keys = self._by_channel.get(channel_id)
-        if keys is not None:
-            keys.pop(key, None)
-            if not keys:
-                del self._by_channel[channel_id]
+    def _remove_broker(self, name):
+        del self.broker_addr_table[name]
+        self._applied.pop(name, None)
+        self._dirty_brokers.add(name)
 
     def _set_filter_servers(self, key, broker_name, servers):
         if servers is None:
             return
         if not servers:
             if self.filter_server_table.pop(key, None) is not None:
-                self._touch_broker(broker_name)
+                self._dirty_brokers.add(broker_name)
         elif self.filter_server_table.get(key) != servers:
             self.filter_server_table[key] = list(servers)
-            self._touch_broker(broker_name)
+            self._dirty_brokers.add(broker_name)
 
-    # ------------------------------------------------------------------ registration
+    def _set_mapping(self, topic, info):
+        self.topic_queue_mapping_info_table.setdefault(topic, {})[info.bname] = info
+        self._dirty_topics.add(topic)
 
-    def register_broker(self, cluster_name, broker_addr, broker_name, broker_id, ha_server_addr,
-                        topic_config_wrapper, filter_server_list, channel, now_ms, *,
-                        zone_name=None, timeout_millis=None, enable_acting_master=None):
-        """``registerBroker``: a result (``haServerAddr``/``masterAddr`` for a slave whose master
-        is live), or None when 5.x refuses a single-topic registration from a broker that has not
-        registered yet (the caller answers SYSTEM_ERROR "register broker failed")."""
-        v5 = self.profile.v5_registration
-        wrapper = topic_config_wrapper
+    def _add_to_cluster(self, cluster_name, broker_name):
         names = self.cluster_addr_table.get(cluster_name)
         if names is None:
             names = self.cluster_addr_table[cluster_name] = {}
@@ -193,108 +208,56 @@ class RouteInfoManager:
             if len(names) > self._cluster_set_high.get(cluster_name, 0):
                 self._cluster_set_high[cluster_name] = len(names)
 
-        register_first = False
-        broker_data = self.broker_addr_table.get(broker_name)
-        if broker_data is None:
-            register_first = True
-            broker_data = self.broker_addr_table[broker_name] = BrokerData(cluster_name, broker_name)
-            self._brokers_high.saw(len(self.broker_addr_table))
-            self._touch_broker(broker_name)
-        addrs = broker_data.broker_addrs
+    def _remove_from_cluster(self, cluster_name, broker_name):
+        names = self.cluster_addr_table.get(cluster_name)
+        if names is not None:
+            names.pop(broker_name, None)
+            if not names:
+                del self.cluster_addr_table[cluster_name]
+                self._cluster_set_high.pop(cluster_name, None)
 
-        is_old_version = enable_acting_master is None
-        min_id_changed = False
-        if v5:
-            acting = bool(enable_acting_master)
-            if broker_data.enable_acting_master != acting or broker_data.zone_name != zone_name:
-                broker_data.enable_acting_master = acting
-                broker_data.zone_name = zone_name
-                self._touch_broker(broker_name)
-            min_id_changed = broker_id < (min(addrs) if addrs else 0)
+    # ------------------------------------------------------------------ live table
 
-        # slave -> master switch: one address has one id
-        stale = [bid for bid, addr in addrs.items()
-                 if broker_addr is not None and addr == broker_addr and bid != broker_id]
-        for bid in stale:
-            del addrs[bid]
-        if stale:
-            self._touch_broker(broker_name)
+    def _put_live(self, key, live):
+        old = self.broker_live_table.get(key)
+        if old is not None and old.channel_id != live.channel_id:
+            _unindex(self._by_channel, old.channel_id, key)
+        self.broker_live_table[key] = live
+        self.expiry.set(key, live.last_update_ms + live.heartbeat_timeout_ms)
+        if live.channel_id is not None:
+            self._by_channel.setdefault(live.channel_id, {})[key] = None
 
-        if v5:
-            old_broker_addr = addrs.get(broker_id)
-            if old_broker_addr is not None and old_broker_addr != broker_addr:
-                old_live = self.broker_live_table.get(self._key(cluster_name, old_broker_addr))
-                new_state = wrapper.data_version.state_version if wrapper is not None else 0
-                if old_live is not None and old_live.data_version.state_version > new_state:
-                    self._remove_live(self._key(cluster_name, broker_addr))
-                    return RegisterBrokerResult()
-            if broker_id not in addrs and wrapper is not None \
-                    and len(wrapper.topic_config_table) == 1:
-                return None
+    def _remove_live(self, key):
+        live = self.broker_live_table.pop(key, None)
+        if live is not None:
+            self.expiry.remove(key)
+            _unindex(self._by_channel, live.channel_id, key)
+        return live
 
-        old_addr = addrs.get(broker_id)
-        addrs[broker_id] = broker_addr
-        if old_addr != broker_addr:
-            self._touch_broker(broker_name)
-        register_first = register_first or not old_addr
+    # ------------------------------------------------------------------ registration
 
-        is_master = broker_id == MASTER_ID
-        is_prime_slave = v5 and not is_old_version and not is_master and broker_id == min(addrs)
-        if wrapper is not None and (is_master or is_prime_slave):
-            if v5:
-                self._merge_topics_v5(cluster_name, broker_addr, broker_name, broker_data,
-                                      wrapper, register_first, is_prime_slave)
-            elif register_first or self.is_broker_topic_config_changed(
-                    cluster_name, broker_addr, wrapper.data_version):
-                self._apply_topic_configs(broker_name, wrapper.topic_config_table.values(),
-                                          False, False)
+    @_gate
+    def register_broker(self, cluster_name, broker_addr, broker_name, broker_id, ha_server_addr,
+                        topic_config_wrapper, filter_server_list, channel, now_ms, *,
+                        zone_name=None, timeout_millis=None, enable_acting_master=None):
+        """``registerBroker``: a result (``haServerAddr``/``masterAddr`` for a slave whose master
+        is live), or None when 5.x refuses a single-topic registration from a broker that has not
+        registered yet (the caller answers SYSTEM_ERROR "register broker failed"). The rules
+        are the registration policy's; ``zone_name``, ``timeout_millis`` and
+        ``enable_acting_master`` are read only where the version has them."""
+        return self.registration.register_broker(
+            self, cluster_name, broker_addr, broker_name, broker_id, ha_server_addr,
+            topic_config_wrapper, filter_server_list,
+            channel.channel_id if isinstance(channel, Channel) else channel, now_ms,
+            zone_name, timeout_millis, enable_acting_master)
 
-        key = self._key(cluster_name, broker_addr)
-        if self.profile.fixed_broker_timeout_ms is not None:
-            timeout = self.profile.fixed_broker_timeout_ms
-        else:
-            timeout = DEFAULT_BROKER_TIMEOUT_MS if timeout_millis is None else timeout_millis
-        channel_id = channel.channel_id if isinstance(channel, Channel) else channel
+    def _live(self, key, now_ms, timeout_millis, data_version, channel_id, ha_server_addr,
+              broker_name, filter_servers):
+        """A registration's live entry and filter servers."""
         self._put_live(key, BrokerLiveInfo(
-            now_ms, timeout, wrapper.data_version if wrapper is not None else DataVersion(timestamp=now_ms),
-            channel_id, ha_server_addr, broker_name, next(self._generations)))
-        self._set_filter_servers(key, broker_name, filter_server_list)
-
-        result = RegisterBrokerResult()
-        if broker_id != MASTER_ID:
-            master_addr = addrs.get(MASTER_ID)
-            if master_addr is not None:
-                master_live = self.broker_live_table.get(self._key(cluster_name, master_addr))
-                if master_live is not None:
-                    result = RegisterBrokerResult(master_live.ha_server_addr, master_addr)
-
-        if min_id_changed and self.config.notify_min_broker_id_changed:
-            self._notify_min_broker_id_changed(addrs, None, ha_server_addr)
-        return result
-
-    def _merge_topics_v5(self, cluster_name, broker_addr, broker_name, broker_data, wrapper,
-                         register_first, is_prime_slave):
-        table = wrapper.topic_config_table
-        mapping = wrapper.topic_queue_mapping_info_map or {}
-        if self.config.delete_topic_with_broker_registration and not mapping:
-            for topic in list(self._topics_by_broker.get(broker_name, ())):
-                if topic not in table:
-                    self._remove_queue_data(topic, broker_name)
-        broker_changed = self.is_broker_topic_config_changed(
-            cluster_name, broker_addr, wrapper.data_version)
-        wipe = is_prime_slave and (broker_data.enable_acting_master
-                                   or not self.profile.prime_slave_wipe_needs_acting_master)
-        every = register_first or broker_changed
-        applied = self._applied.get(broker_name)
-        if every or applied is None or applied[0] is not table or applied[1] != len(table):
-            self._apply_topic_configs(broker_name, table.values(), wipe, not every)
-            self._applied[broker_name] = (table, len(table))
-        if broker_changed or register_first:
-            for topic, info in mapping.items():
-                by_broker = self.topic_queue_mapping_info_table.setdefault(topic, {})
-                by_broker[info.get("bname") if isinstance(info, dict) else None] = info
-                if topic in self.topic_queue_table:
-                    self._touch(topic)
+            now_ms, self.liveness.timeout(timeout_millis), data_version, channel_id,
+            ha_server_addr, broker_name, next(self._generations)))
+        self._set_filter_servers(key, broker_name, filter_servers)
 
     def _apply_topic_configs(self, broker_name, topic_configs, wipe, missing_only):
         """``createAndUpdateQueueData`` for each config (only those whose topic lacks this broker
@@ -316,30 +279,52 @@ class RouteInfoManager:
             put(topic, QueueData(broker_name, config.read_queue_nums, config.write_queue_nums,
                                  perm, config.topic_sys_flag))
 
+    def _apply_table(self, broker_name, table, wipe, every):
+        """A registration's topic table: every topic, or only those the queue table lacks; not
+        at all when this very table was applied last and nothing of it was removed since."""
+        applied = self._applied.get(broker_name)
+        if every or applied is None or applied[0] is not table or applied[1] != len(table):
+            self._apply_topic_configs(broker_name, table.values(), wipe, not every)
+            self._applied[broker_name] = (table, len(table))
+
+    def _master_result(self, cluster_name, broker_id, addrs):
+        """The registration's result: ``haServerAddr``/``masterAddr`` of a slave's live master."""
+        if broker_id != MASTER_ID:
+            master_addr = addrs.get(MASTER_ID)
+            if master_addr is not None:
+                master = self.broker_live_table.get(self.live_key(cluster_name, master_addr))
+                if master is not None:
+                    return RegisterBrokerResult(master.ha_server_addr, master_addr)
+        return _NO_MASTER
+
     def is_broker_topic_config_changed(self, cluster_name, broker_addr, data_version):
         previous = self.query_broker_topic_config(cluster_name, broker_addr)
         return previous is None or previous != data_version
 
     def broker_live_info(self, cluster_name, broker_addr):
-        """The live entry of ``broker_addr`` (keyed as this profile keys it), or None."""
-        return self.broker_live_table.get(self._key(cluster_name, broker_addr))
+        """The live entry of ``broker_addr`` (keyed as this release keys it), or None."""
+        return self.broker_live_table.get(self.live_key(cluster_name, broker_addr))
 
     def query_broker_topic_config(self, cluster_name, broker_addr):
         live = self.broker_live_info(cluster_name, broker_addr)
         return None if live is None else live.data_version
 
+    @_gate
     def update_broker_info_update_timestamp(self, cluster_name, broker_addr, now_ms):
-        live = self.broker_live_table.get(self._key(cluster_name, broker_addr))
+        key = self.live_key(cluster_name, broker_addr)
+        live = self.broker_live_table.get(key)
         if live is not None:
             live.last_update_ms = now_ms
+            self.expiry.set(key, now_ms + live.heartbeat_timeout_ms)
 
     # ------------------------------------------------------------------ unregistration
 
+    @_gate
     def unregister_brokers(self, requests):
         """``unRegisterBroker(Set)``: apply a batch at once, then clean the topics once."""
         removed, reduced, notify = {}, {}, {}
         for request in requests:
-            key = self._key(request.cluster_name, request.broker_addr)
+            key = self.live_key(request.cluster_name, request.broker_addr)
             live = self.broker_live_table.get(key)
             if request.channel_id is not None and live is not None and (
                     live.channel_id != request.channel_id
@@ -349,37 +334,22 @@ class RouteInfoManager:
             name = request.broker_name
             self._remove_live(key)
             if self.filter_server_table.pop(key, None) is not None:
-                self._touch_broker(name)
-            remove_name = False
+                self._dirty_brokers.add(name)
             broker_data = self.broker_addr_table.get(name)
             if broker_data is not None:
-                addrs = broker_data.broker_addrs
+                addrs = dict(broker_data.broker_addrs)
                 min_id_changed = bool(addrs) and request.broker_id == min(addrs)
-                if self.profile.unregister_by_address:
-                    gone = [bid for bid, addr in addrs.items() if addr == request.broker_addr]
-                else:
-                    gone = [request.broker_id] if request.broker_id in addrs else []
-                for bid in gone:
+                for bid in self.registration.unregistered_ids(addrs, request):
                     del addrs[bid]
-                if gone:
-                    self._touch_broker(name)
                 if not addrs:
-                    del self.broker_addr_table[name]
-                    self._applied.pop(name, None)
-                    self._touch_broker(name)
-                    remove_name = True
-                elif min_id_changed:
-                    notify[name] = (dict(addrs), request.broker_addr)
-            if remove_name:
-                names = self.cluster_addr_table.get(request.cluster_name)
-                if names is not None:
-                    names.pop(name, None)
-                    if not names:
-                        del self.cluster_addr_table[request.cluster_name]
-                        self._cluster_set_high.pop(request.cluster_name, None)
-                removed[name] = None
-            else:
-                reduced[name] = None
+                    self._remove_broker(name)
+                    self._remove_from_cluster(request.cluster_name, name)
+                    removed[name] = None
+                    continue
+                self._set_broker(replace(broker_data, broker_addrs=addrs))
+                if min_id_changed:
+                    notify[name] = (addrs, request.broker_addr)
+            reduced[name] = None
         self._clean_topics(removed, reduced)
         if notify and self.config.notify_min_broker_id_changed:
             for name, (addrs, offline_addr) in notify.items():
@@ -397,11 +367,10 @@ class RouteInfoManager:
                 continue
             if broker_data.broker_addrs and min(broker_data.broker_addrs) == MASTER_ID:
                 continue  # a master exists
-            for topic in self._topics_by_broker.get(name, ()):
+            for topic in list(self._topics_by_broker.get(name, ())):
                 queue_data = self.topic_queue_table[topic][name]
                 if queue_data.perm & PERM_WRITE:
-                    queue_data.perm &= ~PERM_WRITE
-                    self._touch(topic)
+                    self._put_queue_data(topic, replace(queue_data, perm=queue_data.perm & ~PERM_WRITE))
 
     def _setup_unregister(self, key, live):
         """``setupUnRegisterRequest``: find the broker name and id now holding this address."""
@@ -410,7 +379,8 @@ class RouteInfoManager:
         candidates = [broker_data] if broker_data is not None else []
         candidates.append(None)  # fall back to a full search, as Java does
         for broker_data in candidates:
-            pool = [broker_data] if broker_data is not None else self._broker_datas_in_order()
+            pool = [broker_data] if broker_data is not None else [
+                self.broker_addr_table[name] for name in self.brokers_in_order()]
             for data in pool:
                 if cluster_name is not None and data.cluster != cluster_name:
                     continue
@@ -431,19 +401,18 @@ class RouteInfoManager:
                 requests.append(request)
         return requests
 
+    @_gate
     def scan_not_active_broker(self, now_ms):
         """Expired live entries as ``(request, channel_id)``; the caller submits the requests
         and closes the channels (Java's scanNotActiveBroker does both)."""
-        fixed = self.profile.fixed_broker_timeout_ms
         expired = []
-        for key, live in list(self.broker_live_table.items()):
-            timeout = live.heartbeat_timeout_ms if fixed is None else fixed
-            if live.last_update_ms + timeout < now_ms:
-                request = self._setup_unregister(key, live)
-                if request is None:
-                    self._remove_live(key)  # no broker data left: nothing to unregister
-                else:
-                    expired.append((request, live.channel_id))
+        for key in self.expiry.expired(now_ms):
+            live = self.broker_live_table[key]
+            request = self._setup_unregister(key, live)
+            if request is None:
+                self._remove_live(key)  # no broker data left: nothing to unregister
+            else:
+                expired.append((request, live.channel_id))
         return expired
 
     # ------------------------------------------------------------------ routes
@@ -457,51 +426,31 @@ class RouteInfoManager:
         queue_datas = [queue_map[name] for name in names]
         broker_datas = []
         filters = {}
+        keep_missing = self.registration.lists_missing_filter_servers
         for name in ordered(names, hashset_copy_capacity(len(names))):
             broker_data = self.broker_addr_table.get(name)
             if broker_data is None:
                 continue
-            clone = broker_data.clone()
-            broker_datas.append(clone)
+            broker_datas.append(broker_data)
             if self.filter_server_table:
-                for addr in clone.broker_addrs.values():
-                    servers = self.filter_server_table.get(self._key(clone.cluster, addr))
-                    if servers is not None or self.profile.v5_registration:
+                for addr in broker_data.broker_addrs.values():
+                    servers = self.filter_server_table.get(self.live_key(broker_data.cluster, addr))
+                    if servers is not None or keep_missing:
                         filters[addr] = servers
         if not broker_datas:
             return None
-        route = TopicRouteData(queue_datas, broker_datas, filters)
-        if not self.profile.v5_registration:
-            return route
-        route.topic_queue_mapping_by_broker = self.topic_queue_mapping_info_table.get(topic)
-        if self.config.support_acting_master and not topic.startswith(SYNC_BROKER_MEMBER_GROUP_PREFIX):
-            self._rewrite_acting_master(route)
-        return route
-
-    @staticmethod
-    def _rewrite_acting_master(route):
-        if not any(bd.broker_addrs and MASTER_ID not in bd.broker_addrs for bd in route.broker_datas):
-            return
-        for broker_data in route.broker_datas:
-            addrs = broker_data.broker_addrs
-            if not addrs or MASTER_ID in addrs or not broker_data.enable_acting_master:
-                continue
-            for queue_data in route.queue_datas:
-                if queue_data.broker_name == broker_data.broker_name:
-                    if not queue_data.perm & PERM_WRITE:
-                        addrs[MASTER_ID] = addrs.pop(min(addrs))
-                    break
+        return self.registration.finish_route(self, topic, TopicRouteData(queue_datas, broker_datas,
+                                                                          filters))
 
     # ------------------------------------------------------------------ admin operations
 
+    @_gate
     def _write_perm(self, broker_name, wipe):
         changed = 0
         for topic in list(self._topics_by_broker.get(broker_name, ())):
             queue_data = self.topic_queue_table[topic][broker_name]
             perm = queue_data.perm & ~PERM_WRITE if wipe else PERM_READ | PERM_WRITE
-            if perm != queue_data.perm:
-                queue_data.perm = perm
-                self._touch(topic)
+            self._put_queue_data(topic, replace(queue_data, perm=perm))
             changed += 1
         return changed
 
@@ -513,6 +462,7 @@ class RouteInfoManager:
         """ADD_WRITE_PERM_OF_BROKER: perm becomes READ|WRITE; the number of topics."""
         return self._write_perm(broker_name, False)
 
+    @_gate
     def delete_topic(self, topic, cluster_name=None):
         """DELETE_TOPIC_IN_NAMESRV, for all brokers or for the brokers of one cluster."""
         if not cluster_name:
@@ -522,12 +472,13 @@ class RouteInfoManager:
         for name in list(self.cluster_addr_table.get(cluster_name, ())):
             self._remove_queue_data(topic, name)
 
+    @_gate
     def register_topic(self, topic, queue_datas):
         """REGISTER_TOPIC_IN_NAMESRV (5.x): only brokers the NameServer knows."""
         if not queue_datas:
             return
         if topic in self.topic_queue_table:
-            if not self.profile.register_topic_merges:
+            if not self.registration.merges_topics:
                 return
             for queue_data in queue_datas:   # Java stops at the first unknown broker
                 if queue_data.broker_name not in self.broker_addr_table:
@@ -552,9 +503,6 @@ class RouteInfoManager:
     def brokers_in_order(self):
         return ordered(list(self.broker_addr_table), self._brokers_high.capacity())
 
-    def _broker_datas_in_order(self):
-        return [self.broker_addr_table[name] for name in self.brokers_in_order()]
-
     def clusters_in_order(self):
         return ordered(list(self.cluster_addr_table), self._clusters_high.capacity())
 
@@ -563,19 +511,8 @@ class RouteInfoManager:
         names = self.cluster_addr_table.get(cluster_name, {})
         return ordered(list(names), hashmap_capacity(self._cluster_set_high.get(cluster_name, 0)))
 
-    def _topic_list(self, items):
-        """The Java ``TopicList.topicList`` set filled with ``items`` in this order."""
-        kind = self.profile.topic_list_set
-        unique = list(dict.fromkeys(items))
-        if kind == "insertion":
-            return unique
-        if kind == "chm":
-            from .javaorder import chm_capacity
-            return ordered(unique, chm_capacity(len(unique)))
-        return ordered(unique, hashmap_capacity(len(unique)))
-
     def get_all_topic_list(self):
-        return self._topic_list(self.topics_in_order())
+        return self.wire.topic_set(self.topics_in_order())
 
     def get_topics_by_cluster(self, cluster_name):
         if cluster_name not in self.cluster_addr_table:
@@ -584,7 +521,7 @@ class RouteInfoManager:
         items = []
         for name in self.cluster_broker_names(cluster_name):
             items.extend(t for t in topics if name in self.topic_queue_table[t])
-        return self._topic_list(items)
+        return self.wire.topic_set(items)
 
     def get_system_topic_list(self):
         """(topic list, brokerAddr or None): cluster names and broker names, and one address."""
@@ -598,7 +535,7 @@ class RouteInfoManager:
             if addrs:
                 broker_addr = addrs[ordered(list(addrs), hashmap_capacity(len(addrs)))[0]]
                 break
-        return self._topic_list(items), broker_addr
+        return self.wire.topic_set(items), broker_addr
 
     def _first_queue_data_flag_topics(self, test):
         items = []
@@ -607,7 +544,7 @@ class RouteInfoManager:
             first = ordered(list(queue_map), hashmap_capacity(self._queue_map_high.get(topic, 0)))[0]
             if test(queue_map[first].topic_sys_flag):
                 items.append(topic)
-        return self._topic_list(items)
+        return self.wire.topic_set(items)
 
     def get_unit_topics(self):
         return self._first_queue_data_flag_topics(lambda f: f & FLAG_UNIT == FLAG_UNIT)
@@ -622,20 +559,13 @@ class RouteInfoManager:
     # ------------------------------------------------------------------ notifications
 
     def _notify_min_broker_id_changed(self, addrs, offline_addr, ha_addr):
-        if not addrs or self.notify_min_broker_id_changed is None:
+        """Report a group's new smallest brokerId (Java ``notifyMinBrokerIdChanged``)."""
+        if not addrs or self.on_min_broker_id_changed is None:
             return
-        from rocketpy.remoting.command import FLAG_ONEWAY, RemotingCommand
-        from rocketpy.remoting.javahash import hashmap_ordered
         min_id = min(addrs)
-        ext = {"minBrokerId": str(min_id), "minBrokerAddr": addrs[min_id]}
-        if offline_addr is not None:
-            ext["offlineBrokerAddr"] = offline_addr
-        if ha_addr is not None:
-            ext["haBrokerAddr"] = ha_addr
-        request = RemotingCommand(code=905, version=self.profile.server_version,
-                                  flag=FLAG_ONEWAY, ext_fields=hashmap_ordered(ext))
         if offline_addr is not None or len(addrs) == 1:
-            targets = list(addrs.values())
+            targets = tuple(addrs.values())
         else:
-            targets = [addr for bid, addr in addrs.items() if bid != min_id]
-        self.notify_min_broker_id_changed(targets, request)
+            targets = tuple(addr for bid, addr in addrs.items() if bid != min_id)
+        self.on_min_broker_id_changed(MinBrokerIdChange(targets, min_id, addrs[min_id],
+                                                        offline_addr, ha_addr))

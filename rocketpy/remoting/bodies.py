@@ -32,8 +32,10 @@ is refused before it is inflated. Either raises :class:`~rocketpy.remoting.error
 
 Every decoding failure raises :class:`~rocketpy.remoting.errors.BodyDecodeError`.
 """
+import json
 import struct
 import zlib
+from operator import itemgetter
 from typing import Any, Callable, NamedTuple
 
 from . import fastjson
@@ -46,7 +48,8 @@ __all__ = [
     "P", "JsonBean", "body_crc32", "check_body_crc32", "DEFAULT_MAX_INFLATED", "TOPIC_FILTER_TYPES",
     "DataVersion", "TopicConfig", "TopicConfigSerializeWrapper",
     "TopicConfigAndMappingSerializeWrapper", "TopicQueueMappingInfo", "TopicQueueMappingDetail",
-    "LogicQueueMappingItem", "RegisterBrokerBody", "read_compressed", "QueueData", "BrokerData",
+    "LogicQueueMappingItem", "RegisterBrokerBody", "read_compressed", "read_register_broker_body",
+    "register_broker_body_records", "QueueData", "BrokerData",
     "TopicRouteData", "ClusterInfo", "TopicList", "KVTable", "RegisterBrokerResult",
     "BrokerMemberGroup", "GetBrokerMemberGroupResponseBody", "GetRemoteClientConfigBody",
     "GroupList", "java_view",
@@ -242,6 +245,7 @@ class JsonBean:
                             for prop in sorted(cls.PROPS, key=lambda prop: prop.wire))
         cls._DUMPERS = {name: (prop.attr, prop.conv.dump) for name, prop in by_wire.items()}
         cls._ATTRS = frozenset(prop.attr for prop in cls.PROPS)
+        cls._WIRE = {prop.attr: prop.wire for prop in cls.PROPS}
         # One sample initial value per property, only ever compared, never handed out.
         cls._INITIAL = {prop.attr: prop.factory() if prop.factory else prop.default
                         for prop in cls.PROPS}
@@ -833,6 +837,190 @@ class RegisterBrokerBody(JsonBean):
         return zlib.compress(b"".join(parts), 9)
 
     to_json = JsonBean.to_json
+
+
+# --- a RegisterBrokerBody read straight into the caller's records ---------------------------------
+#
+# A NameServer keeps only a few numbers of each topic, and brokers send up to ~10,000 topics every
+# 30 s, so :func:`read_register_broker_body` makes them without the beans: a plain body with the
+# C ``json`` parser, a compressed one with each distinct line tail parsed once. The wire names and
+# Java defaults come from the beans' own property specs; anything unusual goes through the beans
+# (:meth:`RegisterBrokerBody.decode`, the reference), and tests hold the two equal on every
+# captured body and on random ones.
+
+class _Unusual(Exception):
+    """The fast reader leaves this body to the beans."""
+
+
+_TOPIC_ATTRS = ("topic_name", "read_queue_nums", "write_queue_nums", "perm", "topic_sys_flag")
+_TOPIC_NAME = TopicConfig._WIRE["topic_name"]
+_TOPIC_FIELDS = itemgetter(*(TopicConfig._WIRE[a] for a in _TOPIC_ATTRS))
+_TOPIC_DEFAULTS = tuple(TopicConfig._INITIAL[a] for a in _TOPIC_ATTRS[1:])
+_FILTERS, _WRAPPER = (RegisterBrokerBody._WIRE[a] for a in
+                      ("filter_server_list", "topic_config_serialize_wrapper"))
+_VERSION, _TABLE, _MAPPINGS = (TopicConfigAndMappingSerializeWrapper._WIRE[a] for a in
+                               ("data_version", "topic_config_table", "topic_queue_mapping_info_map"))
+_COUNTER, _TIMESTAMP, _STATE = (DataVersion._WIRE[a] for a in
+                                ("counter", "timestamp", "state_version"))
+_INT_MIN, _INT_MAX = _INT32
+
+
+def _int_or_default(value, default):
+    if value is None:
+        return default
+    if type(value) is not int or not _INT_MIN <= value <= _INT_MAX:
+        raise _Unusual
+    return value
+
+
+def _long_or_zero(value):
+    if value is None:
+        return 0
+    if type(value) is not int:
+        raise _Unusual
+    return value
+
+
+def _object_or_empty(value, kind=dict):
+    if value is None:
+        return kind()
+    if type(value) is not kind:
+        raise _Unusual
+    return value
+
+
+def _read_json(data, topic, data_version):
+    """The records of a plain body in the usual shape; ``_Unusual`` for anything else."""
+    try:
+        obj = json.loads(data)
+    except (ValueError, RecursionError):
+        raise _Unusual from None
+    if type(obj) is not dict:
+        raise _Unusual
+    filters = _object_or_empty(obj.get(_FILTERS), list)
+    if any(type(f) is not str for f in filters):
+        raise _Unusual
+    wrapper = _object_or_empty(obj.get(_WRAPPER))
+    if wrapper.get(_MAPPINGS):
+        raise _Unusual
+    version = _object_or_empty(wrapper.get(_VERSION))
+    table = {}
+    fields = _TOPIC_FIELDS
+    for name, config in _object_or_empty(wrapper.get(_TABLE)).items():
+        # the usual entry (every field there, a name and four Java ints) in one C call and one
+        # test; anything else (absent or null fields, odd types) field by field
+        try:
+            values = fields(config)
+            name_, read, write, perm, flag = values
+        except (KeyError, TypeError):
+            name_ = read = None
+        if not (name_.__class__ is str
+                and read.__class__ is write.__class__ is perm.__class__ is flag.__class__ is int
+                and _INT_MIN <= read <= _INT_MAX and _INT_MIN <= write <= _INT_MAX
+                and _INT_MIN <= perm <= _INT_MAX and _INT_MIN <= flag <= _INT_MAX):
+            values = _topic_values(name, config)
+        table[name] = topic(*values)
+    return (data_version(_long_or_zero(version.get(_COUNTER)), _long_or_zero(version.get(_TIMESTAMP)),
+                         _long_or_zero(version.get(_STATE))), table, filters, {})
+
+
+def _topic_values(name, config):
+    """A topic's values with Java's defaults for absent or null fields."""
+    if config.__class__ is not dict:
+        raise _Unusual
+    get = config.get
+    topic = get(_TOPIC_NAME)
+    if topic is None:
+        topic = name
+    elif topic.__class__ is not str:
+        raise _Unusual
+    return (topic,) + tuple(_int_or_default(get(TopicConfig._WIRE[attr]), default)
+                            for attr, default in zip(_TOPIC_ATTRS[1:], _TOPIC_DEFAULTS))
+
+
+#: Distinct line tails remembered per body (each a few dozen bytes): a broker's topics share a
+#: handful; a hostile body with a different tail on every line just misses.
+_KNOWN_TAILS = 4096
+_FILTER_TYPES = frozenset(t.encode() for t in TOPIC_FILTER_TYPES)
+
+
+def _topic_lines(lines, topic):
+    """Topic lines (``name r w perm type [attributes]``) as records, by name. A line's numbers
+    depend only on what follows its name, so each distinct tail is judged once."""
+    table = {}
+    known = {}
+    for i, raw in enumerate(lines):
+        name, _, tail = raw.partition(b" ")
+        numbers = known.get(tail)
+        try:
+            name = name.decode("utf-8")
+        except UnicodeDecodeError:
+            numbers = None
+        if numbers is None:
+            name, numbers = _line(raw, i)
+            if len(known) < _KNOWN_TAILS:
+                known[tail] = numbers
+        table[name] = topic(name, numbers[0], numbers[1], numbers[2], 0)
+    return table
+
+
+def _line(raw, i):
+    """(topic name, (readQueueNums, writeQueueNums, perm)) of one topic line, judged as Java's
+    ``TopicConfig.decode`` (the attributes never fail a line, and the NameServer drops them);
+    :meth:`TopicConfig.from_part` for anything odd, which gives its values (``+7``) or raises
+    its error."""
+    parts = raw.split(b" ", 5)
+    if len(parts) >= 5 and parts[4] in _FILTER_TYPES:
+        read, write, perm = parts[1], parts[2], parts[3]
+        if (len(read) < 10 and len(write) < 10 and len(perm) < 10 and read.isdigit()
+                and write.isdigit() and perm.isdigit()):
+            try:
+                return raw.decode("utf-8").partition(" ")[0], (int(read), int(write), int(perm))
+            except UnicodeDecodeError:
+                pass
+    config = TopicConfig.from_part(raw, i)
+    return config.topic_name, (config.read_queue_nums, config.write_queue_nums, config.perm)
+
+
+def register_broker_body_records(body, topic, data_version):
+    """What :func:`read_register_broker_body` makes of a body, from its beans (the reference)."""
+    wrapper = body.topic_config_serialize_wrapper if isinstance(body, RegisterBrokerBody) else body
+    table = {}
+    for name, config in (wrapper.topic_config_table or {}).items():
+        table[name] = topic(config.topic_name if config.topic_name is not None else name,
+                            config.read_queue_nums, config.write_queue_nums, config.perm,
+                            config.topic_sys_flag)
+    version = wrapper.data_version or DataVersion()
+    return (data_version(version.counter or 0, version.timestamp or 0, version.state_version or 0),
+            table, body.filter_server_list if wrapper is not body else None,
+            getattr(wrapper, "topic_queue_mapping_info_map", None) or {})
+
+
+def read_register_broker_body(data, compressed, broker_version, topic, data_version,
+                              check_count=None, max_inflated=DEFAULT_MAX_INFLATED):
+    """A REGISTER_BROKER body made straight into the caller's records, as
+    :meth:`RegisterBrokerBody.decode` reads it: ``(data_version(counter, timestamp,
+    state_version), {name: topic(name, read, write, perm, topic_sys_flag)}, filter server list,
+    {topic: TopicQueueMappingInfo})``. ``check_count(count)`` sees a compressed body's
+    topic count before any topic is inflated (and may raise). Raises what the codec raises.
+    """
+    if compressed and data:
+        def read_topics(lines, count):
+            if check_count is not None:
+                check_count(count)
+            return _topic_lines(lines, topic)
+
+        version, table, filters, infos = read_compressed(data, broker_version, read_topics,
+                                                         max_inflated)
+        return (data_version(version.counter or 0, version.timestamp or 0,
+                             version.state_version or 0), table, filters, infos or {})
+    if data:
+        try:
+            return _read_json(data, topic, data_version)
+        except _Unusual:
+            pass
+    return register_broker_body_records(RegisterBrokerBody.decode(data, compressed, broker_version),
+                                        topic, data_version)
 
 
 class QueueData(JsonBean):

@@ -15,7 +15,7 @@ from . import codes
 from .command import RemotingCommand
 from .errors import HeaderDecodeError, TruncatedFrameError
 from .fastjson import escape_string, lenient_decoder, raw_string_literals
-from .layout import (DEFAULT_MAX_FRAME_LENGTH, FRAME, FRAME_COMPILED, JSON, LENGTH_SIZE,
+from .layout import (DEFAULT_MAX_FRAME_LENGTH, FRAME, FRAME_COMPILED, JSON,
                      PREFIX_SIZE, ROCKETMQ, ROCKETMQ_EXT_LENGTH, ROCKETMQ_FIXED, ROCKETMQ_HEADER,
                      ROCKETMQ_KEY_LENGTH, ROCKETMQ_VALUE_LENGTH,
                      ROCKETMQ_HEADER_COMPILED, ROCKETMQ_OPAQUE, OpaqueTemplate, pack_prefix,
@@ -82,52 +82,61 @@ def _ext_value(key, value):
     raise HeaderDecodeError(f"extFields value of {key!r} is {type(value).__name__}, not a string")
 
 
-def _int_field(obj, name):
-    value = obj.get(name, 0)
+def _int_field(name, value):
     if type(value) is not int:
         raise HeaderDecodeError(f"JSON header field {name} is {value!r}, not an integer")
-    if not -0x80000000 <= value <= 0x7FFFFFFF:  # Java int fields: fastjson fails "int overflow"
+    if not _INT_MIN <= value <= _INT_MAX:  # Java int fields: fastjson fails "int overflow"
         raise HeaderDecodeError(f"JSON header field {name} is {value}, outside the Java int range")
     return value
 
 
 _scan_json = json.decoder.JSONDecoder().scan_once  # the C scanner json.loads runs, minus its wrapping
-_scan_json_lenient = lenient_decoder.scan_once
 _LANGUAGES = dict(codes.LanguageCode.__members__)
 _INT_MIN, _INT_MAX = -0x80000000, 0x7FFFFFFF
 
 
-def _decode_usual_json_header(header):
-    """The header as :func:`_decode_json_header` reads it, for the usual shape only (UTF-8, an
-    object with int fields, a known language name, string extFields); None for anything else,
-    which the full reader then judges. Every frame of a capture takes this path, so it skips
-    ``json.loads``'s encoding sniffing and per-field calls. Raw control characters in strings
-    (fastjson takes them) cost a second scan, only when the strict one failed."""
-    if header[:1] != b"{" or header[1:2] == b"\x00":
-        return None
-    verbatim = None
-    try:
-        text = header.decode("utf-8")
+def _header_values(header):
+    """``(code, language, version, opaque, flag, remark, extFields, verbatim)`` of a JSON header
+    as it says them (Java's defaults for absent fields). The usual header (UTF-8, an object,
+    nothing after it) takes the C scanner alone: every frame of a capture comes this way, so it
+    skips ``json.loads``'s encoding sniffing and wrapping. Anything else goes through
+    ``json.loads`` (its error messages, trailing blanks); raw control characters in strings,
+    which fastjson takes, through the lenient decoder, remembering how they were written."""
+    obj = verbatim = None
+    if header[:1] == b"{" and header[1:2] != b"\x00":
         try:
+            text = header.decode("utf-8")
             obj, end = _scan_json(text, 0)
-        except ValueError:
-            obj, end = _scan_json_lenient(text, 0)
-            verbatim = raw_string_literals(text) or None
-    except (ValueError, StopIteration, RecursionError):
-        return None
-    if end != len(text) or obj.__class__ is not dict:
-        return None
+            if end != len(text):
+                obj = None
+        except (ValueError, StopIteration, RecursionError):
+            obj = None
+    if obj is None:
+        try:
+            try:
+                obj = json.loads(header)
+            except ValueError:   # raw control characters in strings, which fastjson reads, or broken
+                text = header.decode("utf-8")
+                obj = lenient_decoder.decode(text)
+                verbatim = raw_string_literals(text) or None
+        except (ValueError, RecursionError) as exc:  # UnicodeDecodeError is a ValueError
+            raise HeaderDecodeError(f"broken JSON header: {exc}") from None
+    if obj.__class__ is not dict:
+        raise HeaderDecodeError("JSON header is not an object")
     get = obj.get
-    code, version, opaque, flag = get("code", 0), get("version", 0), get("opaque", 0), get("flag", 0)
-    if not (code.__class__ is version.__class__ is opaque.__class__ is flag.__class__ is int
+    return (get("code", 0), get("language", "JAVA"), get("version", 0), get("opaque", 0),
+            get("flag", 0), get("remark"), get("extFields"), verbatim)
+
+
+def _usual(values):
+    """The command of a header in the usual shape (int fields, a known language name, string
+    extFields) taken as it is; None for anything else (:func:`_field_by_field` judges it)."""
+    code, language, version, opaque, flag, remark, ext, verbatim = values
+    known = _LANGUAGES.get(language) if language.__class__ is str else None
+    if not (known is not None and (remark is None or remark.__class__ is str)
+            and code.__class__ is version.__class__ is opaque.__class__ is flag.__class__ is int
             and _INT_MIN <= code <= _INT_MAX and _INT_MIN <= version <= _INT_MAX
             and _INT_MIN <= opaque <= _INT_MAX and _INT_MIN <= flag <= _INT_MAX):
-        return None
-    language = get("language", "JAVA")
-    language = _LANGUAGES.get(language) if language.__class__ is str else None
-    remark = get("remark")
-    ext = get("extFields")
-    if language is None or (remark is not None and remark.__class__ is not str):
         return None
     if ext is not None:
         if ext.__class__ is not dict:
@@ -135,45 +144,32 @@ def _decode_usual_json_header(header):
         for value in ext.values():
             if value.__class__ is not str:
                 return None
-    return RemotingCommand(code, language, version, opaque, flag, remark, ext, None, JSON, verbatim)
+    return RemotingCommand(code, known, version, opaque, flag, remark, ext, None, JSON, verbatim)
 
 
-def _decode_json_header(header):
-    command = _decode_usual_json_header(header)
-    return command if command is not None else _decode_any_json_header(header)
-
-
-def _decode_any_json_header(header):
-    """Any JSON header, with a specific :class:`HeaderDecodeError` for what is wrong with it."""
-    verbatim = None
-    try:
-        try:
-            obj = json.loads(header)
-        except ValueError:   # raw control characters in strings, which fastjson reads, or broken
-            text = header.decode("utf-8")
-            obj = lenient_decoder.decode(text)
-            verbatim = raw_string_literals(text) or None
-    except (ValueError, RecursionError) as exc:  # UnicodeDecodeError is a ValueError
-        raise HeaderDecodeError(f"broken JSON header: {exc}") from None
-    if not isinstance(obj, dict):
-        raise HeaderDecodeError("JSON header is not an object")
-    language = obj.get("language", "JAVA")
+def _field_by_field(values):
+    """Any header's command, with a specific :class:`HeaderDecodeError` for what is wrong."""
+    code, language, version, opaque, flag, remark, ext, verbatim = values
     if isinstance(language, str):
-        known = codes.language_from_name(language)
-        language = language if known is None else known
+        language = _LANGUAGES.get(language, language)
     elif type(language) is not int:
         raise HeaderDecodeError(f"JSON header field language is {language!r}")
-    remark = obj.get("remark")
     if remark is not None and not isinstance(remark, str):
         raise HeaderDecodeError(f"JSON header field remark is {remark!r}, not a string")
-    ext = obj.get("extFields")
     if ext is not None:
         if not isinstance(ext, dict):
             raise HeaderDecodeError("JSON header field extFields is not an object")
         ext = {k: _ext_value(k, v) for k, v in ext.items() if v is not None}
-    return RemotingCommand(_int_field(obj, "code"), language, _int_field(obj, "version"),
-                           _int_field(obj, "opaque"), _int_field(obj, "flag"), remark, ext, None, JSON,
-                           verbatim)
+    return RemotingCommand(_int_field("code", code), language, _int_field("version", version),
+                           _int_field("opaque", opaque), _int_field("flag", flag), remark, ext,
+                           None, JSON, verbatim)
+
+
+def _decode_json_header(header):
+    """The one reader of a JSON header: its values, then the usual shape as it is, anything
+    else field by field (tests/test_fuzz_codec.py holds the two equal)."""
+    values = _header_values(header)
+    return _usual(values) or _field_by_field(values)
 
 
 def decode_header(serialize_type, header):
@@ -189,24 +185,28 @@ def decode_frame(data, max_frame_length=DEFAULT_MAX_FRAME_LENGTH):
     """Decode one whole frame (length prefix included) into a :class:`RemotingCommand`."""
     if len(data) < PREFIX_SIZE:
         raise TruncatedFrameError(f"{len(data)} bytes is shorter than the 8-byte frame prefix")
-    length = frame_length(data, max_frame_length)
-    if length + LENGTH_SIZE != len(data):
-        raise TruncatedFrameError(f"length prefix says {length + LENGTH_SIZE} bytes, got {len(data)}")
-    _, serialize_type, header_length = read_prefix(data)
-    if header_length > length - LENGTH_SIZE:
+    total, serialize_type, header_length = read_prefix(data)
+    if not PREFIX_SIZE <= total <= max_frame_length:
+        frame_length(data, max_frame_length)   # raises the limit's error
+    if total != len(data):
+        raise TruncatedFrameError(f"length prefix says {total} bytes, got {len(data)}")
+    if header_length > total - PREFIX_SIZE:
         raise TruncatedFrameError(
-            f"header length {header_length} is larger than the {length - LENGTH_SIZE} bytes the frame holds")
+            f"header length {header_length} is larger than the {total - PREFIX_SIZE} bytes the frame holds")
     command = decode_header(serialize_type, bytes(data[PREFIX_SIZE:PREFIX_SIZE + header_length]))
     body = data[PREFIX_SIZE + header_length:]
     command.body = bytes(body) if body else None
     return command
 
 
+#: a language byte as the JSON header writes it (the enum name, quoted)
+_LANGUAGE_JSON = {code.value: f'"{code.name}"' for code in reversed(codes.LanguageCode)}
+
+
 def _language_json(language, quote):
     if isinstance(language, str):
         return quote(language)
-    name = codes.language_name(language)
-    return f'"{name}"' if name else str(language)
+    return _LANGUAGE_JSON.get(language) or str(language)
 
 
 def _verbatim_quote(verbatim):

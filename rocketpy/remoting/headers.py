@@ -124,6 +124,8 @@ def _parse(spec, raw, header_name):
         return text
     if kind is BOOLEAN:
         return text.lower() == "true"  # Boolean.parseBoolean (equalsIgnoreCase, ASCII)
+    if len(text) < 10 and text.isascii() and text.isdigit():   # the usual: fits any Java int
+        return int(text)
     if _JAVA_INTEGER.fullmatch(text):
         value = _int_or_none(text)
         low, high = _RANGES[kind]
@@ -167,6 +169,7 @@ class CommandHeader:
             if spec.type not in (STRING, INTEGER, LONG, BOOLEAN):
                 raise TypeError(f"{cls.__name__}.{spec.attr}: unknown Java type {spec.type!r}")
         cls._ATTRS = frozenset(attrs)
+        cls._DEFAULTS = {spec.attr: spec.default for spec in cls.FIELDS}
         # HashMap iteration order of a map holding every field (Java's extFields). A header
         # with some fields None iterates in the same relative order, because a map of at most
         # 12 keys stays in one 16-bucket table.
@@ -179,11 +182,11 @@ class CommandHeader:
             cls.JAVA_NAME = cls.__name__
 
     def __init__(self, **values):
-        unknown = set(values) - self._ATTRS
-        if unknown:
-            raise TypeError(f"{type(self).__name__} has no field(s) {', '.join(sorted(unknown))}")
-        for spec in self.FIELDS:
-            setattr(self, spec.attr, values.get(spec.attr, spec.default))
+        if not self._ATTRS.issuperset(values):
+            unknown = sorted(set(values) - self._ATTRS)
+            raise TypeError(f"{type(self).__name__} has no field(s) {', '.join(unknown)}")
+        self.__dict__.update(self._DEFAULTS)
+        self.__dict__.update(values)
 
     @classmethod
     def from_ext_fields(cls, ext_fields, *, strict=True):
@@ -195,20 +198,24 @@ class CommandHeader:
         """
         ext = ext_fields or {}
         self = cls.__new__(cls)
-        name = cls.JAVA_NAME
+        values = self.__dict__
         for spec in cls.FIELDS:
             raw = ext.get(spec.wire)
-            value = spec.default
             if raw is None:
                 if spec.required and strict:
-                    raise MissingFieldError(spec.wire, name)
+                    raise MissingFieldError(spec.wire, cls.JAVA_NAME)
+                values[spec.attr] = spec.default
+            elif raw.__class__ is str and spec.type is STRING:   # most fields: as they are
+                values[spec.attr] = raw
+            elif raw.__class__ is str and spec.type is BOOLEAN:
+                values[spec.attr] = raw.lower() == "true"         # Boolean.parseBoolean
             else:
                 try:
-                    value = _parse(spec, raw, name)
+                    values[spec.attr] = _parse(spec, raw, cls.JAVA_NAME)
                 except InvalidFieldError:
                     if strict:
                         raise
-            setattr(self, spec.attr, value)
+                    values[spec.attr] = spec.default
         return self
 
     def to_ext_fields(self):

@@ -28,7 +28,8 @@ __all__ = ["FRAME", "FRAME_COMPILED", "ROCKETMQ_HEADER", "ROCKETMQ_HEADER_COMPIL
            "ROCKETMQ_FIXED", "ROCKETMQ_FIELDS", "ROCKETMQ_OPAQUE", "ROCKETMQ_MIN_HEADER",
            "ROCKETMQ_EXT_LENGTH", "ROCKETMQ_KEY_LENGTH", "ROCKETMQ_VALUE_LENGTH",
            "frame_length", "frame_total", "read_prefix", "pack_prefix", "build_frame",
-           "header_span", "rocketmq_field", "frames_at_least", "split_frames",
+           "header_span", "rocketmq_field", "frame_at", "bytes_needed", "frames_at_least",
+           "split_frames",
            "FRAME_START_CANDIDATE", "request_without_opaque", "peek_request", "OpaqueTemplate"]
 
 #: Java ``NettySystemConfig.frameMaxLength`` default; counts the 4-byte length field too.
@@ -175,6 +176,24 @@ def rocketmq_field(buf, header_at, name):
 
 # -- cutting a stream --------------------------------------------------------------------------
 
+def frame_at(buf, pos, size, max_frame_length=DEFAULT_MAX_FRAME_LENGTH):
+    """Where the frame at ``buf[pos:size]`` ends (past ``size``: not all there yet); 0 when not
+    even its length field is there; ``-total`` when its length is one Java's decoder refuses
+    (over the limit, or shorter than the prefix): the caller drops the connection."""
+    if size - pos < LENGTH_SIZE:
+        return 0
+    total = _LENGTH.unpack_from(buf, pos)[0] + LENGTH_SIZE
+    if total > max_frame_length or total < PREFIX_SIZE:
+        return -total
+    return pos + total
+
+
+def bytes_needed(buf):
+    """How many bytes the frame at the start of ``buf`` takes in all, as far as ``buf`` tells
+    (the length field itself while that is not all there)."""
+    return frame_total(buf) if len(buf) >= LENGTH_SIZE else LENGTH_SIZE
+
+
 def frames_at_least(data, n):
     """True when ``data`` starts with at least ``n`` whole frames."""
     pos, size = 0, len(data)
@@ -196,9 +215,11 @@ def split_frames(buf, max_frame_length=DEFAULT_MAX_FRAME_LENGTH):
     frames = []
     pos = 0
     size = len(buf)
-    while size - pos >= LENGTH_SIZE:
-        end = pos + LENGTH_SIZE + frame_length(buf[pos:pos + LENGTH_SIZE], max_frame_length)
-        if end > size:
+    while True:
+        end = frame_at(buf, pos, size, max_frame_length)
+        if end < 0:
+            frame_length(buf[pos:pos + LENGTH_SIZE], max_frame_length)   # raises the error
+        if end == 0 or end > size:
             break
         frames.append(bytes(buf[pos:end]))
         pos = end

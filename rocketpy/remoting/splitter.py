@@ -3,7 +3,7 @@
 Pure and incremental, for tools and tests; the layout and the limit are
 :mod:`rocketpy.remoting.layout`'s.
 """
-from .layout import DEFAULT_MAX_FRAME_LENGTH, LENGTH_SIZE, frame_total, split_frames
+from .layout import DEFAULT_MAX_FRAME_LENGTH, LENGTH_SIZE, bytes_needed, split_frames
 
 __all__ = ["split_frames", "FrameSplitter"]
 
@@ -38,5 +38,5 @@ class FrameSplitter:
         self._chunks = [rest] if rest else []
         self._have = len(rest)
         # split_frames has checked a whole prefix of what is left against the limit
-        self._need = frame_total(rest) if len(rest) >= LENGTH_SIZE else LENGTH_SIZE
+        self._need = bytes_needed(rest)
         return frames

@@ -13,7 +13,9 @@ path, that was three quarters of the server's time for 10,000-topic brokers.
 :func:`tune_allocator` keeps blocks up to the frame limit on the heap and lets the heap keep
 that much free memory, so buffers are reused instead of mapped afresh. The memory a busy server
 keeps is then its peak, as the JVM's heap is. It is best effort: only glibc has ``mallopt``;
-elsewhere nothing changes.
+elsewhere nothing changes. It changes the whole process, so it is an operator's choice
+(``--tune-allocator``), applied when the server starts, never a side effect of building the
+service tree.
 
 :func:`trim_heap` is the other direction, for a server whose route state has just shrunk a
 lot (brokers left): glibc ``malloc_trim(0)`` hands the heap's free pages back to the kernel,

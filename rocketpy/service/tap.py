@@ -7,14 +7,17 @@ starts at 9876, unknown keys are kept for GET_NAMESRV_CONFIG, ``configStorePath`
 file); ``-p/--printConfigItem`` prints every config item and exits; ``-n/--namesrvAddr`` is
 accepted and ignored, as the NameServer itself ignores it. rocketpy adds ``--listen`` (any
 Twisted endpoint string; default ``tcp:<listenPort>:interface=<bindAddress>``),
-``--kvConfigPath``, ``--profile`` (which Java version to answer like) and ``-D key=value``
-(a Java ``-D`` system property or any config key, applied after the file), for the ``tls.*``
-settings and ``com.rocketmq.remoting.frameMaxLength``.
+``--kvConfigPath``, ``--profile`` (which Java version to answer like), ``--tune-allocator`` and
+``-D key=value`` (a Java ``-D`` system property or any config key, applied after the file), for
+the ``tls.*`` settings and ``com.rocketmq.remoting.frameMaxLength``.
 
-Only :func:`makeService` knows every component; each gets the narrow callable it needs.
+The profile becomes its policies (:func:`rocketpy.namesrv.policy.policies_for`) once, when the
+options are parsed. Only :func:`makeService` knows every component; each gets the narrow callable
+or policy it needs.
 """
 import os
 import sys
+from functools import partial
 
 from twisted.application.service import MultiService, Service
 from twisted.internet.interfaces import IReactorFromThreads
@@ -25,7 +28,7 @@ from ..namesrv.config import Configuration
 from ..namesrv.configguard import ConfigUpdateGuard
 from ..namesrv.acl import AclConfigError
 from ..namesrv.kvconfig import KVConfigError, KVConfigManager, KVLimits
-from ..namesrv.processor.registration import forget_departed_brokers
+from ..namesrv.policy import policies_for
 from ..namesrv.profile import profile_for
 from ..remoting.frame import DEFAULT_MAX_FRAME_LENGTH
 from ..transport.answercache import AnswerCache
@@ -52,8 +55,6 @@ log = Logger()
 
 #: Java's ``-Dcom.rocketmq.remoting.frameMaxLength`` (NettyDecoder's limit, length field included).
 FRAME_MAX_LENGTH_KEY = "com.rocketmq.remoting.frameMaxLength"
-#: 4.9 scans every 10 s (a fixed schedule); 5.x every scanNotActiveBrokerInterval ms.
-SCAN_INTERVAL_49_MS = 10_000
 
 
 class Options(usage.Options):
@@ -71,6 +72,9 @@ class Options(usage.Options):
         ["no-malloc-trim", None, "Do not call glibc malloc_trim(0) after the route state has "
                                  "shrunk (brokers left); the freed memory then stays in the "
                                  "process instead of going back to the system."],
+        ["tune-allocator", None, "When the server starts, keep frame-sized buffers on the C "
+                                 "heap (glibc mallopt; process-wide): large registrations then "
+                                 "reuse memory instead of mapping fresh pages."],
     ]
     optParameters = [
         ["configFile", "c", None, "Java properties file with NamesrvConfig / NettyServerConfig "
@@ -117,6 +121,7 @@ class Options(usage.Options):
             self["profile_obj"] = profile_for(self["profile"])
         except ValueError as exc:
             raise StartError(str(exc)) from None
+        self["policies"] = policies_for(self["profile_obj"])
         props = {}
         path = self["configFile"]
         if path:
@@ -127,7 +132,7 @@ class Options(usage.Options):
             log.info("load config properties file OK, {path}", path=path)
         _check_properties(props, path, self["define"], self)   # warn / refuse (propcheck)
         props.update(self["define"])
-        configuration = Configuration.from_properties(props, self["profile_obj"], path or None,
+        configuration = Configuration.from_properties(props, self["policies"].config, path or None,
                                                       store=write_file_java)
         if self["kvConfigPath"]:
             configuration.namesrv_config.kv_config_path = self["kvConfigPath"]
@@ -157,7 +162,6 @@ def _check_properties(file_props, path, defines, options):
     """Unknown keys warned about by name, bad values refused, endpoints parsed: all before
     anything listens (:mod:`rocketpy.service.propcheck`)."""
     from twisted.internet.endpoints import serverFromString
-    from twisted.internet.testing import MemoryReactor
 
     from .propcheck import PropertyError, check_properties
     try:
@@ -171,7 +175,7 @@ def _check_properties(file_props, path, defines, options):
     for name in ("listen", "web"):
         if options[name]:
             try:
-                serverFromString(MemoryReactor(), options[name])
+                serverFromString(None, options[name])   # parsed only: nothing listens
             except (ValueError, TypeError, KeyError) as exc:
                 raise StartError(f"--{name}={options[name]!r}: not a Twisted server endpoint "
                                        f"(expected e.g. tcp:8080:interface=127.0.0.1): {exc}") from None
@@ -223,12 +227,15 @@ def _route_size(route):
     return lambda: len(route.topic_queue_table) + route.queue_data_count + len(route.broker_live_table)
 
 
-def _route_release(processor, trim):
+def _route_release(processor, answer_cache, trim):
     """What the memory service does once the route state has shrunk (rocketpy.service.memory)."""
     def release():
-        forget_departed_brokers(processor)
-        processor.route_cache.clear()
-        compact_dicts(processor.route_info_manager)
+        processor.reader.forget_departed_brokers()
+        if answer_cache is not None:
+            answer_cache.clear()
+        route = processor.route_info_manager
+        for holder in (route, route.snapshots, route.expiry):
+            compact_dicts(holder)
         if trim:
             trim_heap()
     return release
@@ -237,17 +244,17 @@ def _route_release(processor, trim):
 def makeService(options, reactor=None):
     """The NameServer service tree (Java ``NamesrvController``), from parsed :class:`Options`."""
     from ..namesrv.processor import DefaultRequestProcessor
+    from ..namesrv.processor.broker import MinBrokerIdNotifier
     from ..namesrv.route_info_manager import RouteInfoManager
     from .guardmetrics import GuardCollector
 
     if reactor is None:
         from twisted.internet import reactor
-    profile = options["profile_obj"]
+    policies = options["policies"]
     configuration = options["configuration"]
     namesrv_config = configuration.namesrv_config
     netty = configuration.netty_server_config
 
-    tune_allocator(options["frame_max_length"])  # large frames reuse heap memory (allocator.py)
     kv = KVConfigManager(namesrv_config.kv_config_path, store=write_file_java,
                          limits=options.get("kv_limits"))
     try:
@@ -258,26 +265,26 @@ def makeService(options, reactor=None):
     # on every registration and unregistration, as Java does, so UPDATE_NAMESRV_CONFIG can turn
     # it on at run time.
     notifier = OnewayNotifier(reactor)
-    route = RouteInfoManager(namesrv_config, profile, notify_min_broker_id_changed=notifier)
+    route = RouteInfoManager(namesrv_config, policies, MinBrokerIdNotifier(notifier, policies.wire))
     memory = RouteMemoryService(_route_size(route), None, reactor)   # release set below
     batch = BatchUnregistrationService(
         memory.watching(route.unregister_brokers), reactor,
         capacity=namesrv_config.un_register_broker_queue_capacity,
-        immediate=not profile.queued_unregistration)
+        immediate=not policies.routes.queues_unregistrations)
     metrics = ServerMetrics()   # counters for /metrics; the wrappers below count service events
     submit = metrics.counting_submit(batch.submit)
     guard = ConfigUpdateGuard.from_configuration(   # the transport's limits guard it too
         configuration, protected=[key for key, *_ in LIMIT_KEYS], value_check=value_problem)
     try:   # reads the access-control accounts file: a guard it cannot apply stops the start
         processor = DefaultRequestProcessor(
-            route, kv, namesrv_config, netty, submit, profile=profile,
+            route, kv, submit_unregistration=submit, profile=policies,
             configuration=configuration, startup_ms=int(reactor.seconds() * 1000),
             config_guard=guard)
     except AclConfigError as exc:
         raise StartError(str(exc)) from None
     housekeeping = BrokerHousekeepingService(metrics.counting_channel_destroy(route.on_channel_destroy),
                                              submit)
-    cache = AnswerCache(processor.answer_stamp) if options["answerCache"] else None
+    cache = AnswerCache(route.route_version) if options["answerCache"] else None
     # big registration bodies are decoded on one thread, files written on another; a fake
     # reactor that takes no calls from threads (in-process tests) gets everything done on the spot
     threads = IReactorFromThreads.providedBy(reactor)
@@ -301,8 +308,7 @@ def makeService(options, reactor=None):
         write_pool=write_pool)
     if factory.governor.limits.max_connections:  # one descriptor per connection, and some spare
         raise_open_files_limit(factory.governor.limits.max_connections + 256)
-    interval = (SCAN_INTERVAL_49_MS if profile.fixed_broker_timeout_ms is not None
-                else namesrv_config.scan_not_active_broker_interval)
+    interval = policies.liveness.scan_interval_ms(namesrv_config)
 
     top = MultiService()
     GracefulExit(reactor).setServiceParent(top)   # SIGTERM: a clean stop, exit status 0
@@ -315,13 +321,16 @@ def makeService(options, reactor=None):
         _Hooks("writer", write_pool.start, write_pool.stop).setServiceParent(top)
     KVConfigService(kv, reactor, load=False,
                     write=write_pool.submit if write_pool is not None else None).setServiceParent(top)
+    if options.get("tune-allocator"):   # process-wide: only when asked, when the server starts
+        _Hooks("allocator", partial(tune_allocator, options["frame_max_length"])
+               ).setServiceParent(top)
     _Hooks("oneway-notifier", stop=notifier.close).setServiceParent(top)
     if decode_pool is not None:
         _Hooks("decode-pool", decode_pool.start, decode_pool.stop).setServiceParent(top)
     ScanNotActiveBrokerService(metrics.counting_scan(route.scan_not_active_broker),
                                factory.close_channel, submit, reactor,
                                interval_ms=interval).setServiceParent(top)
-    memory.release = _route_release(processor, trim=not options.get("no-malloc-trim"))
+    memory.release = _route_release(processor, cache, trim=not options.get("no-malloc-trim"))
     memory.setServiceParent(top)
     server = RemotingServerService(options["listen"], factory, reactor)
     server.setServiceParent(top)
@@ -329,7 +338,7 @@ def makeService(options, reactor=None):
         from ..web.service import make_web_service
         top.web = make_web_service(
             options["web"], route_info_manager=route, kv_config_manager=kv, factory=factory,
-            unregistration=batch, processor=processor, profile=profile, reactor=reactor,
+            unregistration=batch, processor=processor, policies=policies, reactor=reactor,
             listen=options["listen"])
         top.web.setServiceParent(top)
         top.web.registry.register(GuardCollector(processor, write_pool, memory))

@@ -2,42 +2,52 @@
 GET_ROUTEINFO_BY_TOPIC; Java has none and re-encodes every answer).
 
 Clients ask for the same routes over and over, and the answer only changes when the route does.
-So for a request the processor declares *cacheable*, the transport keeps the encoded answer keyed
-by the request's bytes **without its opaque** (the JSON header split around ``"opaque":<digits>``,
-or the ROCKETMQ header without its 4 opaque bytes, plus the body). The next identical request is
-answered without decoding, processing or encoding anything: the request's opaque goes into the
-stored answer (an :class:`~rocketpy.remoting.layout.OpaqueTemplate`), done.
+One cache, keyed by the request's shape -- its bytes **without the opaque** (the JSON header split
+around ``"opaque":<digits>``, or the ROCKETMQ header without its 4 opaque bytes, plus the body:
+:func:`rocketpy.remoting.layout.request_without_opaque`) -- and by the version of the route
+snapshot the answer was built from. The next identical request whose topic still has that
+version is answered without decoding, processing or encoding anything: the request's opaque goes
+into the stored answer (an :class:`~rocketpy.remoting.layout.OpaqueTemplate`), done.
 
-Correctness rests on the processor's *stamp*: when it declares a request cacheable it hands over
-a zero-argument callable whose value changes whenever the answer may change (for routes: the
-topic's route version, the table epoch, the order config; the handler's module says which, see
-:func:`rocketpy.namesrv.processor.route.answer_stamp`).
-Every hit calls it and compares with the value stored with the answer; a difference is a miss,
-and the slow path runs and stores the fresh answer. Only whole, well-formed requests reach the
-cache: an entry is stored only after the full decoder accepted the request and the opaque it
-decoded is exactly the digits the key was cut around, so a hit is byte-for-byte a request the
-decoder accepted, with a different (canonical) opaque.
+The eligibility rule is the processor's and explicit: an answer is kept only when it names the
+snapshot it was computed from, and nothing else (``response.reuse == (topic, version)``:
+:class:`~rocketpy.namesrv.processor.replies.ReusableResponse`; the route handler names it only
+for answers that read the request and that snapshot alone). Only whole, well-formed requests
+reach the cache: an entry is stored only after the full decoder accepted the request and the
+opaque it decoded is exactly the digits the key was cut around, so a hit is byte-for-byte a
+request the decoder accepted, with a different (canonical) opaque.
+
+The cache is bounded by bytes (keys and answers), evicting the least recently used entries (the
+"second chance" approximation: a hit only marks its entry, and eviction passes over marked
+entries once, unmarking them, so a hit costs one store instead of a reordering).
 """
 from ..remoting.command import FLAG_RESPONSE
 from ..remoting.frame import encode_template
 from ..remoting.layout import JSON, request_without_opaque
 
-__all__ = ["AnswerCache"]
+__all__ = ["AnswerCache", "DEFAULT_MAX_BYTES"]
+
+#: 32 MiB: ~100,000 answers of a route with a few brokers
+DEFAULT_MAX_BYTES = 32 << 20
+#: what an entry costs beyond its bytes (the dict slot, the tuples, the template object)
+_ENTRY_OVERHEAD = 200
 
 
 class AnswerCache:
-    """Encoded answers by request-without-opaque, validated by the processor's stamps.
+    """Encoded answers by (request shape, route snapshot version).
 
-    :param stamp_for: ``stamp_for(request, channel, now_ms)`` -> a zero-argument callable, or
-        None when the answer to ``request`` must not be reused (the processor's
-        ``answer_stamp``).
+    :param version_of: ``version_of(topic)``: the current version of the topic's route snapshot
+        (``RouteInfoManager.route_version``).
+    :param max_bytes: what the entries may hold in all; the least recently used go first.
+    :param max_request: requests longer than this are never looked up.
     """
 
-    def __init__(self, stamp_for, max_entries=8192, max_request=2048):
-        self._stamp_for = stamp_for
-        self.max_entries = max_entries
+    def __init__(self, version_of, max_bytes=DEFAULT_MAX_BYTES, max_request=2048):
+        self._version_of = version_of
+        self.max_bytes = max_bytes
         self.max_request = max_request
-        self._entries = {}
+        self._entries = {}   # shape -> [topic, version, template, size, used], oldest first
+        self.bytes = 0
         self.hits = 0
         self.misses = 0
 
@@ -46,6 +56,7 @@ class AnswerCache:
 
     def clear(self):
         self._entries.clear()
+        self.bytes = 0
 
     def lookup(self, frame):
         """The answer bytes for ``frame`` (bytes), else a key to :meth:`answer` under (a tuple),
@@ -55,10 +66,12 @@ class AnswerCache:
         split = request_without_opaque(frame)
         if split is None:
             return None
-        entry = self._entries.get(split[0])
-        if entry is None or entry[0]() != entry[1]:
+        shape = split[0]
+        entry = self._entries.get(shape)
+        if entry is None or self._version_of(entry[0]) != entry[1]:
             self.misses += 1
             return split
+        entry[4] = True
         self.hits += 1
         template = entry[2]
         opaque = split[1]
@@ -69,19 +82,31 @@ class AnswerCache:
         patched = template.opaque_bytes(opaque)
         return None if patched is None else template.frame(patched)
 
-    def answer(self, key, request, channel, now_ms, response):
+    def answer(self, key, request, response):
         """``response`` (a RemotingCommand answering ``request``) encoded, and kept under ``key``
-        (from :meth:`lookup`) if the processor allows it."""
+        (from :meth:`lookup`) if it names the snapshot it was built from."""
         response.opaque = request.opaque
         response.flag |= FLAG_RESPONSE
-        key, opaque = key
-        if opaque.__class__ is bytes and opaque != str(request.opaque).encode():
-            return response.encode()  # the digits we cut around are not the opaque the decoder read
-        stamp = self._stamp_for(request, channel, now_ms)
-        if stamp is None:
-            return response.encode()
+        reuse = getattr(response, "reuse", None)
+        shape, opaque = key
+        if reuse is None or (opaque.__class__ is bytes and opaque != str(request.opaque).encode()):
+            return response.encode()  # not eligible, or not the opaque the decoder read
         template = encode_template(response)
-        if len(self._entries) >= self.max_entries:
-            self._entries.clear()
-        self._entries[key] = (stamp, stamp(), template)
+        size = (_ENTRY_OVERHEAD + len(shape[0]) + len(shape[1]) + len(template.pre)
+                + len(template.post) + len(template.body))
+        entries = self._entries
+        old = entries.pop(shape, None)
+        if old is not None:
+            self.bytes -= old[3]
+        if size <= self.max_bytes:
+            entries[shape] = [reuse[0], reuse[1], template, size, False]
+            self.bytes += size
+            while self.bytes > self.max_bytes:
+                oldest = next(iter(entries))
+                entry = entries.pop(oldest)
+                if entry[4]:                     # used since it last came up: a second chance
+                    entry[4] = False
+                    entries[oldest] = entry
+                else:
+                    self.bytes -= entry[3]
         return template.encode_for(request.opaque)

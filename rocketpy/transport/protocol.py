@@ -54,7 +54,7 @@ from ..namesrv.pending import Pending
 from ..remoting.command import FLAG_ONEWAY, FLAG_RESPONSE, RemotingCommand
 from ..remoting.errors import RemotingCodecError
 from ..remoting.frame import decode_frame
-from ..remoting.layout import LENGTH_SIZE, frame_total
+from ..remoting.layout import bytes_needed, frame_at
 from .limits import LARGE_FRAME, NOT_SHED, peer_gone
 from .tls import HANDSHAKE_MAGIC, TlsMode
 
@@ -359,17 +359,16 @@ class RemotingServerProtocol(Protocol):
         throttle = False
         metrics = self._metrics  # cached answers are timed per read: see transport/metrics.py
         started, slow, hits = perf_counter(), metrics.processed_seconds, 0
-        while size - pos >= LENGTH_SIZE:
-            total = frame_total(data, pos)
-            if total > limit or total < 2 * LENGTH_SIZE:
+        while pos < size:
+            end = frame_at(data, pos, size, limit)
+            if end < 0:
                 gate.bad_frame(self, "frame length", "decode exception, {peer}: frame length {n} "
-                               "(limit {limit}); closing", n=total, limit=limit)
+                               "(limit {limit}); closing", n=-end, limit=limit)
                 if out:
                     self._write(out)
                 self.close("frame length")
                 return
-            end = pos + total
-            if end > size:
+            if end == 0 or end > size:
                 break
             if taken >= stop:  # shed enough this turn: the rest waits for the next one
                 throttle = True
@@ -409,7 +408,7 @@ class RemotingServerProtocol(Protocol):
             rest = (memoryview(data)[pos:] if throttle else data[pos:]) if pos else data
             self._chunks = [rest]
             self._have = size - pos
-            self._need = frame_total(rest) if self._have >= LENGTH_SIZE else LENGTH_SIZE
+            self._need = bytes_needed(rest)
             if self._read_size and self._need - self._have > self._read_size:
                 self._read_ahead(self._need - self._have)
             self._frame_started = self._last_activity
@@ -481,8 +480,8 @@ class RemotingServerProtocol(Protocol):
             response.addCallbacks(self._late_answer, self._late_failure,
                                   callbackArgs=(request,), errbackArgs=(request,))
             return None
-        if key is not None and response.__class__ is RemotingCommand:
-            answer = self._cache.answer(key, request, self.channel, now_ms, response)
+        if key is not None and isinstance(response, RemotingCommand):
+            answer = self._cache.answer(key, request, response)
         else:
             answer = encode_answer(response, request)
         self._metrics.request(request.code, getattr(response, "code", -1), perf_counter() - started)

@@ -76,7 +76,7 @@ class NameServerCollector:
 
         info = InfoMetricFamily(p + "build", "The rocketpy version and the Java NameServer "
                                 "version it answers like.")
-        info.add_metric([], {"version": view.version, "profile": view.profile.name})
+        info.add_metric([], {"version": view.version, "profile": view.policies.name})
         yield info
         yield GaugeMetricFamily(p + "start_time_seconds", "Start of this server, Unix time.",
                                 value=view.started)

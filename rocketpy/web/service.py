@@ -63,13 +63,13 @@ class WebService(ListeningService):
 
 
 def make_web_service(endpoint, *, route_info_manager, kv_config_manager, factory, unregistration,
-                     processor, profile, reactor, listen=None):
+                     processor, policies, reactor, listen=None):
     """The web service for ``--web endpoint``, reading the given components (tap.makeService)."""
     access = getattr(processor, "access_control", None)
     rates = TrafficRates(factory.metrics, reactor) if factory.metrics is not None else None
     view = NameServerView(
         route_info_manager, kv_config_manager, clock=reactor, connections=factory.connections,
-        unregistration=unregistration, metrics=factory.metrics, profile=profile,
+        unregistration=unregistration, metrics=factory.metrics, policies=policies,
         access_control=access, answer_cache=factory.answer_cache, listen=listen, rates=rates)
     registry = build_registry(view)
     site = WebSite(WebRoot(view, registry, reactor),

@@ -70,7 +70,8 @@ class NameServerView:
     :param connections: the transport's ``{channel_id: protocol}`` (``RemotingServerFactory.connections``).
     :param unregistration: the ``BatchUnregistrationService`` (``len()`` is its queue depth).
     :param metrics: the transport's :class:`~rocketpy.transport.metrics.ServerMetrics`.
-    :param profile: the :class:`~rocketpy.namesrv.profile.BehaviourProfile` answered like.
+    :param policies: the :class:`~rocketpy.namesrv.policy.Policies` of the release answered like
+        (default: the route tables').
     :param access_control: the processor's :class:`~rocketpy.namesrv.acl.AccessControl` or None.
     :param answer_cache: the transport's answer cache or None.
     :param listen: the remoting endpoint description, shown on the page.
@@ -78,7 +79,7 @@ class NameServerView:
     """
 
     def __init__(self, route_info_manager, kv_config_manager=None, *, clock, connections=None,
-                 unregistration=None, metrics=None, profile=None, access_control=None,
+                 unregistration=None, metrics=None, policies=None, access_control=None,
                  answer_cache=None, listen=None, rates=None):
         self.route_info_manager = route_info_manager
         self.kv_config_manager = kv_config_manager
@@ -86,7 +87,7 @@ class NameServerView:
         self.connections = connections if connections is not None else {}
         self.unregistration = unregistration
         self.metrics = metrics
-        self.profile = profile or route_info_manager.profile
+        self.policies = policies or route_info_manager.policies
         self.access_control = access_control
         self.answer_cache = answer_cache
         self.listen = listen
@@ -116,7 +117,7 @@ class NameServerView:
 
     def summary(self):
         now = self.clock.seconds()
-        out = {"server": "rocketpy", "version": self.version, "profile": self.profile.name,
+        out = {"server": "rocketpy", "version": self.version, "profile": self.policies.name,
                "listen": self.listen, "serverTime": int(now * 1000),
                "startTime": int(self.started * 1000), "uptimeSeconds": round(now - self.started, 3),
                "wallClock": time.strftime("%Y-%m-%d %H:%M:%S %Z")}
@@ -162,8 +163,7 @@ class NameServerView:
                "remoteAddr": None, "connection": "none"}
         if live is None:
             return out
-        fixed = self.profile.fixed_broker_timeout_ms
-        timeout = live.heartbeat_timeout_ms if fixed is None else fixed
+        timeout = live.heartbeat_timeout_ms
         dv = live.data_version
         out.update(dataVersion={"counter": dv.counter, "timestamp": dv.timestamp,
                                 "stateVersion": dv.state_version},

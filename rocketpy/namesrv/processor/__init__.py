@@ -1,17 +1,19 @@
 """NameServer processor layer: request code -> handler (Java ``DefaultRequestProcessor``,
 ``ClientRequestProcessor`` and ``NettyRemotingAbstract.processRequestCommand``'s answer rules).
 
-One table maps each request code the Java 5.x NameServer serves to one small handler
-``handler(processor, request, channel, now_ms) -> Reply``; the handlers live in modules by
-group (:mod:`.kv`, :mod:`.broker`, :mod:`.route`, :mod:`.topics`, :mod:`.admin`). The table
-depends on the :class:`~rocketpy.namesrv.profile.BehaviourProfile`: 217/901/904 exist from
-5.0, 47 only in 5.0.
+Handlers are small methods grouped by what they need (:mod:`.kv`, :mod:`.broker`, :mod:`.route`,
+:mod:`.topics`, :mod:`.admin`); each group gets only its own dependencies (the tables, the KV
+store, the config, a policy), never this dispatcher. One table maps each request code to its
+handler and the codec's typed header class; the dispatcher decodes the header, calls the handler
+and turns its :class:`~.replies.Reply` (typed response header, body bean) into the frame Java
+writes. Which codes exist is the release's :class:`~rocketpy.namesrv.policy.HandlerSet`'s:
+217/901/904 from 5.0, 47 only in 5.0.
 
 :meth:`DefaultRequestProcessor.process` never raises for bad input: a malformed header or body
 becomes a SYSTEM_ERROR answer with a Java-style remark (Java answers a processor exception the
 same way). Oneway requests are applied and get no answer. Unknown codes get
-REQUEST_CODE_NOT_SUPPORTED with the opaque echoed, except under the 4.9 profile, where the
-Java processor returns null and nothing is sent.
+REQUEST_CODE_NOT_SUPPORTED with the opaque echoed, except under 4.9, where the Java processor
+returns null and nothing is sent.
 
 A handler may return a :class:`~rocketpy.namesrv.pending.Pending`: REGISTER_BROKER with a big
 body (its decode), PUT_KV_CONFIG, DELETE_KV_CONFIG and UPDATE_NAMESRV_CONFIG (their file write,
@@ -25,69 +27,29 @@ broker request, with NO_PERMISSION (rocketpy's additions, off unless configured)
 """
 import logging
 
-from rocketpy.remoting.codes import RequestCode, ResponseCode
-from rocketpy.remoting.command import FLAG_RESPONSE, JAVA, JSON, RemotingCommand
+from rocketpy.remoting.codes import ResponseCode
+from rocketpy.remoting.command import FLAG_RESPONSE, JAVA, RemotingCommand
 from rocketpy.remoting.errors import (BodyDecodeError, InvalidFieldError, MissingFieldError,
                                       RemotingCodecError)
-from rocketpy.remoting.javahash import hashmap_ordered
 
 from ..acl import AccessControl
 from ..broker_access import BrokerAccessPolicy
 from ..config import Configuration
 from ..configguard import ConfigUpdateGuard
 from ..pending import Pending
+from ..policy import as_policies
 from ..route_bounds import RouteBounds
-from ..route_cache import RouteCache
-from . import admin, broker, kv, route, topics
-from .registration import RegistrationBodies, max_topics_from_properties
-from .replies import Reply, java_exception_remark
+from .admin import AdminHandlers
+from .broker import BrokerHandlers
+from .kv import KVHandlers
+from .registration import RegistrationReader, max_topics_from_properties
+from .replies import Reply, ReusableResponse, java_exception_remark, responders
+from .route import RouteHandlers
+from .topics import TopicHandlers
 
-__all__ = ["DefaultRequestProcessor", "handler_table", "Reply"]
+__all__ = ["DefaultRequestProcessor", "Reply"]
 
 log = logging.getLogger("rocketpy.namesrv")
-
-_COMMON = {
-    RequestCode.PUT_KV_CONFIG: kv.put_kv_config,
-    RequestCode.GET_KV_CONFIG: kv.get_kv_config,
-    RequestCode.DELETE_KV_CONFIG: kv.delete_kv_config,
-    RequestCode.GET_KVLIST_BY_NAMESPACE: kv.get_kv_list_by_namespace,
-    RequestCode.REGISTER_BROKER: broker.register_broker,
-    RequestCode.UNREGISTER_BROKER: broker.unregister_broker,
-    RequestCode.QUERY_DATA_VERSION: broker.query_data_version,
-    RequestCode.GET_ROUTEINFO_BY_TOPIC: route.get_route_info_by_topic,
-    RequestCode.GET_BROKER_CLUSTER_INFO: route.get_broker_cluster_info,
-    RequestCode.WIPE_WRITE_PERM_OF_BROKER: topics.wipe_write_perm_of_broker,
-    RequestCode.ADD_WRITE_PERM_OF_BROKER: topics.add_write_perm_of_broker,
-    RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER: topics.get_all_topic_list_from_nameserver,
-    RequestCode.DELETE_TOPIC_IN_NAMESRV: topics.delete_topic_in_namesrv,
-    RequestCode.GET_TOPICS_BY_CLUSTER: topics.get_topics_by_cluster,
-    RequestCode.GET_SYSTEM_TOPIC_LIST_FROM_NS: topics.get_system_topic_list_from_ns,
-    RequestCode.GET_UNIT_TOPIC_LIST: topics.get_unit_topic_list,
-    RequestCode.GET_HAS_UNIT_SUB_TOPIC_LIST: topics.get_has_unit_sub_topic_list,
-    RequestCode.GET_HAS_UNIT_SUB_UNUNIT_TOPIC_LIST: topics.get_has_unit_sub_un_unit_topic_list,
-    RequestCode.UPDATE_NAMESRV_CONFIG: admin.update_namesrv_config,
-    RequestCode.GET_NAMESRV_CONFIG: admin.get_namesrv_config,
-}
-_SINCE_5 = {
-    RequestCode.REGISTER_TOPIC_IN_NAMESRV: topics.register_topic_in_namesrv,
-    RequestCode.GET_BROKER_MEMBER_GROUP: broker.get_broker_member_group,
-    RequestCode.BROKER_HEARTBEAT: broker.broker_heartbeat,
-}
-_ONLY_5_0 = {RequestCode.GET_CLIENT_CONFIG: admin.get_client_config}
-#: Handlers whose answers a transport may reuse: code -> (handler, its module's stamp function)
-#: (see :meth:`DefaultRequestProcessor.answer_stamp`).
-_STAMPS = {int(RequestCode.GET_ROUTEINFO_BY_TOPIC): (route.get_route_info_by_topic, route.answer_stamp)}
-
-
-def handler_table(profile):
-    """The codes a NameServer of ``profile`` serves, each with its handler."""
-    table = {int(code): fn for code, fn in _COMMON.items()}
-    if profile.serve_5x_codes:
-        table.update({int(code): fn for code, fn in _SINCE_5.items()})
-    if profile.serve_get_client_config:
-        table.update({int(code): fn for code, fn in _ONLY_5_0.items()})
-    return table
-
 
 _REMOTING_EXCEPTION = "org.apache.rocketmq.remoting.exception.RemotingCommandException"
 
@@ -105,48 +67,59 @@ def _failure_remark(exc):
 
 
 class DefaultRequestProcessor:
-    """Answers NameServer requests as the Java NameServer of ``profile`` answers them.
+    """Answers NameServer requests as the Java NameServer of a release answers them.
 
-    The :class:`~rocketpy.namesrv.config.NamesrvConfig` of ``configuration`` (or
-    ``namesrv_config``, by default the route manager's) should be the object the
-    :class:`~rocketpy.namesrv.route_info_manager.RouteInfoManager` reads, so that runtime config
-    updates (supportActingMaster, deleteTopicWithBrokerRegistration...) reach the tables.
+    :param route_info_manager: the :class:`~rocketpy.namesrv.route_info_manager.RouteInfoManager`.
+    :param kv_config_manager: the :class:`~rocketpy.namesrv.kvconfig.KVConfigManager`.
+    :param submit_unregistration: ``submit(request) -> bool``: the batch unregistration queue.
+    :param profile: the :class:`~rocketpy.namesrv.policy.Policies` (or a profile; default: the
+        route tables').
+    :param configuration: the :class:`~rocketpy.namesrv.config.Configuration`, whose
+        ``NamesrvConfig`` should be the one the route tables read, so that runtime config
+        updates (supportActingMaster, deleteTopicWithBrokerRegistration...) reach them.
     """
 
-    def __init__(self, route_info_manager, kv_config_manager, namesrv_config=None,
-                 netty_server_config=None, submit_unregistration=None,
-                 notify_min_broker_id_changed=None, *, profile=None, configuration=None,
-                 startup_ms=0, route_cache=None, access_control=None, config_guard=None,
-                 route_bounds=None, broker_access=None):
-        self.route_info_manager = route_info_manager
+    def __init__(self, route_info_manager, kv_config_manager, *, submit_unregistration=None,
+                 profile=None, configuration=None, startup_ms=0, access_control=None,
+                 config_guard=None, route_bounds=None, broker_access=None):
+        rim = route_info_manager
+        self.route_info_manager = rim
         self.kv_config_manager = kv_config_manager
-        self.profile = profile or route_info_manager.profile
+        self.policies = policies = rim.policies if profile is None else as_policies(profile)
         if configuration is None:
             # one NamesrvConfig object for both, so UPDATE_NAMESRV_CONFIG reaches the tables
-            configuration = Configuration(namesrv_config or route_info_manager.config,
-                                          netty_server_config, profile=self.profile)
+            configuration = Configuration(rim.config, None, profile=policies.config)
         self.configuration = configuration
-        self.namesrv_config = configuration.namesrv_config
-        self.netty_server_config = configuration.netty_server_config
-        self.submit_unregistration = submit_unregistration or (lambda request: False)
-        if notify_min_broker_id_changed is not None:
-            route_info_manager.notify_min_broker_id_changed = notify_min_broker_id_changed
-        self.startup_ms = startup_ms
-        # Java reads these once, when the processor is built
+        config = configuration.namesrv_config
+        self._wire = policies.wire
+        self._answers_unknown_code = policies.handlers.answers_unknown_code
+        unregister = policies.routes.unregistration(
+            rim.unregister_brokers, submit_unregistration or (lambda request: False))
+        self.reader = RegistrationReader(
+            policies.routes, policies.wire, lambda key: rim.broker_live_info(*key) is not None,
+            max_topics_from_properties(configuration.all_configs))
+        # Java reads the black list once, when the processor is built
         self.config_guard = config_guard or ConfigUpdateGuard.from_configuration(configuration)
-        self.cluster_test = bool(self.namesrv_config.cluster_test)
-        self.route_cache = route_cache or RouteCache(route_info_manager)
-        self.registration_bodies = RegistrationBodies()
-        self.register_max_topics = max_topics_from_properties(configuration.all_configs)
         self.route_bounds = route_bounds or RouteBounds.from_properties(configuration.all_configs)
-        self.handlers = handler_table(self.profile)
+        table = responders(
+            KVHandlers(kv_config_manager),
+            BrokerHandlers(rim, kv_config_manager, config, self.reader, unregister, policies,
+                           self.route_bounds),
+            RouteHandlers(rim, kv_config_manager, config, policies, startup_ms,
+                          bool(config.cluster_test)),   # Java reads clusterTest once
+            TopicHandlers(rim, config, policies.handlers, self.route_bounds),
+            AdminHandlers(configuration, rim.invalidate_routes, self.config_guard))
+        missing, first = policies.handlers.missing, policies.handlers.header_first
+        #: request code -> handler(header, request, channel, now_ms)
+        self.handlers = {code: fn for code, (_, _, fn) in table.items() if code not in missing}
+        self._headers = {code: cls for code, (cls, typed, _) in table.items()
+                         if cls is not None and (typed or code in first)}
         # read once, like the black list; AclConfigError (a bad setting) stops the start
         if access_control is None:
             access_control = AccessControl.from_properties(configuration.all_configs)
         self.access_control = access_control
         if broker_access is None:
-            broker_access = BrokerAccessPolicy.from_properties(configuration.all_configs,
-                                                               route_info_manager)
+            broker_access = BrokerAccessPolicy.from_properties(configuration.all_configs, rim)
         self.broker_access = broker_access
         # guards that may refuse a request before its handler runs, each with the codes it
         # looks at: administrative requests, broker requests
@@ -160,23 +133,27 @@ class DefaultRequestProcessor:
         with ``offload`` it is answered by a :class:`~rocketpy.namesrv.pending.Pending` of the
         answer instead, for a caller that runs its ``work`` on another thread.
         """
-        handler = self.handlers.get(request.code)
-        if handler is not None and request.code in self._guarded:
+        code = request.code
+        handler = self.handlers.get(code)
+        if handler is not None and code in self._guarded:
             for guard in self._guards:
-                refusal = guard.decide(request, channel) if request.code in guard.codes else None
+                refusal = guard.decide(request, channel) if code in guard.codes else None
                 if refusal is not None:
-                    log.warning("request %s from %s refused: %s", request.code,
+                    log.warning("request %s from %s refused: %s", code,
                                 getattr(channel, "remote_addr", channel), refusal)
                     return self._answer(request, Reply(ResponseCode.NO_PERMISSION, refusal))
         failed = False
         try:
             if handler is None:
-                if not self.profile.answer_unknown_code:
+                if not self._answers_unknown_code:
                     return None
                 reply = Reply(ResponseCode.REQUEST_CODE_NOT_SUPPORTED,
-                              f" request type {request.code} not supported")
+                              f" request type {code} not supported")
             else:
-                reply = handler(self, request, channel, now_ms)
+                header_class = self._headers.get(code)
+                header = (None if header_class is None
+                          else header_class.from_ext_fields(request.ext_fields))
+                reply = handler(header, request, channel, now_ms)
         except Exception as exc:  # never let a request take the server down
             reply = self._failure(exc, request, channel)
             failed = True
@@ -218,18 +195,6 @@ class DefaultRequestProcessor:
 
         return Pending(pending.work, finish, pending.lane, fail)
 
-    def answer_stamp(self, request, channel, now_ms):
-        """For a transport that reuses encoded answers (:mod:`rocketpy.transport.answercache`):
-        a zero-argument callable whose value changes whenever the answer to ``request`` may
-        change, or None when that answer must be computed afresh. Each handler module knows
-        its own inputs (:func:`.route.answer_stamp`); only route queries are worth it."""
-        code = request.code
-        entry = _STAMPS.get(code)
-        if (entry is None or self.handlers.get(code) is not entry[0]
-                or code in self._guarded or request.is_oneway):
-            return None
-        return entry[1](self, request, channel, now_ms)
-
     def overload_response(self, request):
         """Java's answer when its request pool is full (SYSTEM_BUSY "[OVERLOAD]..."), for a
         transport that sheds load; None for a oneway request, which Java drops silently."""
@@ -240,16 +205,18 @@ class DefaultRequestProcessor:
                             failed=True)
 
     def respond(self, request, reply, failed=False):
-        """``reply`` as the frame Java writes: same opaque, the server's version; 4.9 keeps the
-        request's serialisation on success (its error path uses the server's own, JSON)."""
-        if self.profile.reply_in_request_serialize_type and not failed:
-            serialize_type = request.serialize_type
-        else:
-            serialize_type = JSON
-        ext = reply.ext_fields
-        if ext:
-            ext = hashmap_ordered(ext)
-        return RemotingCommand(code=int(reply.code), language=JAVA,
-                               version=self.profile.server_version, opaque=request.opaque,
-                               flag=FLAG_RESPONSE, remark=reply.remark, ext_fields=ext,
-                               body=reply.body, serialize_type=serialize_type)
+        """``reply`` as the frame Java writes: same opaque, the server's version, the release's
+        serialisation. A reply computed from one route snapshot alone (``reuse``) comes back as
+        a :class:`~.replies.ReusableResponse`, unless access control looks at this code."""
+        wire = self._wire
+        header, body = reply.header, reply.body
+        if body is not None and body.__class__ is not bytes:
+            body = body.to_json()
+        ext = None if header is None else header.to_ext_fields()
+        stype = wire.serialize_type(request, failed)
+        if reply.reuse is not None and request.code not in self._guarded:
+            return ReusableResponse(int(reply.code), JAVA, wire.own_version, request.opaque,
+                                    FLAG_RESPONSE, reply.remark, ext, body, stype,
+                                    reuse=reply.reuse)
+        return RemotingCommand(int(reply.code), JAVA, wire.own_version, request.opaque,
+                               FLAG_RESPONSE, reply.remark, ext, body, stype)

@@ -5,40 +5,52 @@ Codes 318, 319 and 47. UPDATE_NAMESRV_CONFIG first asks the
 :class:`~rocketpy.namesrv.configguard.ConfigUpdateGuard`: keys or values that would not read
 back as themselves are refused (INVALID_PARAMETER), and so is every key of the black list
 (NO_PERMISSION) -- in every profile, 5.0 included, where Java 5.0.0 has no black list. A change
-can alter every route answer (supportActingMaster), so it bumps the route tables' epoch. The
-answer waits until the config file is written (as Java's ``Configuration.update`` persists
-before it returns).
+can alter every route answer (supportActingMaster, orderMessageEnable, the service wait), so it
+invalidates every route snapshot. The answer waits until the config file is written (as Java's
+``Configuration.update`` persists before it returns).
 """
 from rocketpy.remoting import bodies
-from rocketpy.remoting.codes import ResponseCode
+from rocketpy.remoting.codes import RequestCode, ResponseCode
 
 from ..javaprops import PropertiesError, body_to_properties
-from .replies import durable, error, ok
+from .replies import durable, error, ok, responder
 
-__all__ = ["update_namesrv_config", "get_namesrv_config", "get_client_config"]
-
-
-def update_namesrv_config(proc, request, channel, now_ms):
-    if request.body is not None:
-        try:
-            props = body_to_properties(request.body)
-        except PropertiesError:
-            return error(ResponseCode.SYSTEM_ERROR, "string2Properties error")
-        refusal = proc.config_guard.refusal(props, getattr(channel, "remote_addr", ""))
-        if refusal is not None:
-            return refusal
-        write = proc.configuration.update(props)
-        proc.route_info_manager.invalidate_routes()
-        return durable(write, ok(), "the config file")
-    return ok()
+__all__ = ["AdminHandlers"]
 
 
-def get_namesrv_config(proc, request, channel, now_ms):
-    text = proc.configuration.all_configs_text()
-    return ok(text.encode("utf-8", "replace") if text.strip() else None)
+class AdminHandlers:
+    """:param configuration: the :class:`~rocketpy.namesrv.config.Configuration`.
+    :param invalidate_routes: called after a config update (every route answer may change).
+    :param config_guard: the :class:`~rocketpy.namesrv.configguard.ConfigUpdateGuard`.
+    """
 
+    def __init__(self, configuration, invalidate_routes, config_guard):
+        self.configuration = configuration
+        self.invalidate_routes = invalidate_routes
+        self.config_guard = config_guard
 
-def get_client_config(proc, request, channel, now_ms):
-    keys = bodies.GetRemoteClientConfigBody.from_json(request.body).keys or []
-    text = proc.configuration.client_configs_text(keys)
-    return ok(text.encode("utf-8", "replace") if text else None)
+    @responder(RequestCode.UPDATE_NAMESRV_CONFIG)
+    def update_namesrv_config(self, header, request, channel, now_ms):
+        if request.body is not None:
+            try:
+                props = body_to_properties(request.body)
+            except PropertiesError:
+                return error(ResponseCode.SYSTEM_ERROR, "string2Properties error")
+            refusal = self.config_guard.refusal(props, getattr(channel, "remote_addr", ""))
+            if refusal is not None:
+                return refusal
+            write = self.configuration.update(props)
+            self.invalidate_routes()
+            return durable(write, ok(), "the config file")
+        return ok()
+
+    @responder(RequestCode.GET_NAMESRV_CONFIG)
+    def get_namesrv_config(self, header, request, channel, now_ms):
+        text = self.configuration.all_configs_text()
+        return ok(text.encode("utf-8", "replace") if text.strip() else None)
+
+    @responder(RequestCode.GET_CLIENT_CONFIG)
+    def get_client_config(self, header, request, channel, now_ms):
+        keys = bodies.GetRemoteClientConfigBody.from_json(request.body).keys or []
+        text = self.configuration.client_configs_text(keys)
+        return ok(text.encode("utf-8", "replace") if text else None)

@@ -1,6 +1,6 @@
 """NameServer processor layer: requests brokers send (Java ``DefaultRequestProcessor``
 registerBroker, unregisterBroker, queryBrokerTopicConfig, brokerHeartbeat,
-getBrokerMemberGroup).
+getBrokerMemberGroup), and the one request the NameServer sends them (NOTIFY_MIN_BROKER_ID_CHANGE).
 
 Codes 103, 104, 322, 904 and 901. Registration bodies become route records in
 :mod:`.registration`; a big one comes back as a :class:`~rocketpy.namesrv.pending.Pending`,
@@ -10,70 +10,16 @@ server-wide bound (:mod:`rocketpy.namesrv.route_bounds`) is refused before it is
 from functools import partial
 
 from rocketpy.remoting import bodies
-from rocketpy.remoting.codes import ResponseCode
-from rocketpy.remoting.headers import (ZONE_NAME, BrokerHeartbeatRequestHeader,
-                                       GetBrokerMemberGroupRequestHeader,
-                                       QueryDataVersionRequestHeader, RegisterBrokerRequestHeader,
-                                       UnRegisterBrokerRequestHeader)
+from rocketpy.remoting.codes import RequestCode, ResponseCode
+from rocketpy.remoting.command import FLAG_ONEWAY, RemotingCommand
+from rocketpy.remoting.headers import (ZONE_NAME, NotifyMinBrokerIdChangeRequestHeader,
+                                       QueryDataVersionResponseHeader, RegisterBrokerResponseHeader)
 
-from ..answers import encode_broker_member_group, encode_data_version
-from ..model import ORDER_TOPIC_CONFIG, UnRegisterBrokerRequest
+from ..model import ORDER_TOPIC_CONFIG, DataVersion, UnRegisterBrokerRequest
 from ..pending import Pending
-from .registration import data_version_from_bean, decode_registration
-from .replies import NOT_SET_REMARK, Reply, error, java_exception_remark, ok
+from .replies import NOT_SET_REMARK, Reply, error, java_exception_remark, ok, responder
 
-__all__ = ["register_broker", "unregister_broker", "query_data_version", "broker_heartbeat",
-           "get_broker_member_group"]
-
-
-def register_broker(proc, request, channel, now_ms):
-    header = RegisterBrokerRequestHeader.from_ext_fields(request.ext_fields)
-    decoded = decode_registration(proc, request, header)  # checks bodyCrc32 first, as Java
-    if isinstance(decoded, Pending):  # a big body: decoded first, maybe on another thread
-        return decoded.then(partial(_register, proc, request, header, channel, now_ms))
-    return _register(proc, request, header, channel, now_ms, decoded)
-
-
-def _register(proc, request, header, channel, now_ms, decoded):
-    if isinstance(decoded, Reply):
-        return decoded
-    wrapper, filter_servers = decoded
-    v5 = proc.profile.v5_registration
-    acting = header.enable_acting_master if v5 else None
-    refusal = proc.route_bounds.registration_refusal(
-        proc.route_info_manager, header.cluster_name, header.broker_addr, header.broker_name,
-        header.broker_id, wrapper, filter_servers, acting)
-    if refusal is not None:   # and its body is not kept: it registered nothing
-        proc.registration_bodies.forget((header.cluster_name, header.broker_addr))
-        return refusal
-    result = proc.route_info_manager.register_broker(
-        header.cluster_name, header.broker_addr, header.broker_name, header.broker_id,
-        header.ha_server_addr, wrapper, filter_servers, channel, now_ms,
-        zone_name=(request.ext_fields or {}).get(ZONE_NAME) if v5 else None,
-        timeout_millis=header.heartbeat_timeout_millis if v5 else None,
-        enable_acting_master=acting)
-    if result is None:
-        return error(ResponseCode.SYSTEM_ERROR, "register broker failed", {})
-    ext = {}
-    if result.ha_server_addr is not None:
-        ext["haServerAddr"] = result.ha_server_addr
-    if result.master_addr is not None:
-        ext["masterAddr"] = result.master_addr
-    body = None
-    if not v5 or proc.namesrv_config.return_order_topic_config_to_broker:
-        body = proc.kv_config_manager.get_kv_list_by_namespace(ORDER_TOPIC_CONFIG)
-    return ok(body, ext)
-
-
-def unregister_broker(proc, request, channel, now_ms):
-    header = UnRegisterBrokerRequestHeader.from_ext_fields(request.ext_fields)
-    unregister = UnRegisterBrokerRequest(header.cluster_name, header.broker_addr,
-                                         header.broker_name, header.broker_id)
-    if not proc.profile.queued_unregistration:
-        proc.route_info_manager.unregister_brokers([unregister])
-    elif not proc.submit_unregistration(unregister):
-        return error(ResponseCode.SYSTEM_ERROR, None)
-    return ok()
+__all__ = ["BrokerHandlers", "MinBrokerIdNotifier"]
 
 
 #: 4.9.8 and 5.0.0 decode a missing body as DataVersion and fail (NullPointerException); the
@@ -82,31 +28,118 @@ _NO_DATA_VERSION = error(ResponseCode.SYSTEM_ERROR, java_exception_remark(
     "java.lang.NullPointerException", "QUERY_DATA_VERSION carries no DataVersion body"))
 
 
-def query_data_version(proc, request, channel, now_ms):
-    header = QueryDataVersionRequestHeader.from_ext_fields(request.ext_fields)
-    if request.body is None and proc.profile.query_data_version_needs_body:
-        return _NO_DATA_VERSION
-    rim = proc.route_info_manager
-    data_version = None
-    if request.body:
-        data_version = data_version_from_bean(bodies.DataVersion.from_json(request.body))
-    changed = rim.is_broker_topic_config_changed(header.cluster_name, header.broker_addr, data_version)
-    if proc.profile.query_data_version_always_refreshes or not changed:
-        rim.update_broker_info_update_timestamp(header.cluster_name, header.broker_addr, now_ms)
-    stored = rim.query_broker_topic_config(header.cluster_name, header.broker_addr)
-    body = None if stored is None else encode_data_version(stored, proc.profile.data_version_state)
-    return ok(body, {"changed": "true" if changed else "false"})
+#: the answer that names no master (a master's, a slave's without a live master): never
+#: changed, shared by every registration
+_MASTER_LESS = RegisterBrokerResponseHeader()
 
 
-def broker_heartbeat(proc, request, channel, now_ms):
-    header = BrokerHeartbeatRequestHeader.from_ext_fields(request.ext_fields)
-    proc.route_info_manager.update_broker_info_update_timestamp(
-        header.cluster_name, header.broker_addr, now_ms)
-    return ok()
+class BrokerHandlers:
+    """:param route_info_manager: the route tables.
+    :param kv_config_manager: the KV store (ORDER_TOPIC_CONFIG for registration answers).
+    :param namesrv_config: the run-time ``NamesrvConfig``.
+    :param reader: the :class:`~.registration.RegistrationReader` of registration bodies.
+    :param unregister: ``unregister(request) -> bool``: applied or queued (False: queue full).
+    :param policies: the :class:`~rocketpy.namesrv.policy.Policies` (registration, wire shape,
+        liveness).
+    :param route_bounds: the server-wide :class:`~rocketpy.namesrv.route_bounds.RouteBounds`.
+    """
+
+    def __init__(self, route_info_manager, kv_config_manager, namesrv_config, reader, unregister,
+                 policies, route_bounds):
+        self.routes = route_info_manager
+        self.kv = kv_config_manager
+        self.config = namesrv_config
+        self.reader = reader
+        self.unregister = unregister
+        self.registration = policies.routes
+        self.wire = policies.wire
+        self.liveness = policies.liveness
+        self.bounds = route_bounds
+
+    @responder(RequestCode.REGISTER_BROKER)
+    def register_broker(self, header, request, channel, now_ms):
+        decoded = self.reader.decode(request, header)  # checks bodyCrc32 first, as Java
+        if isinstance(decoded, Pending):  # a big body: decoded first, maybe on another thread
+            return decoded.then(partial(self._register, header, request, channel, now_ms))
+        return self._register(header, request, channel, now_ms, decoded)
+
+    def _register(self, header, request, channel, now_ms, decoded):
+        if isinstance(decoded, Reply):
+            return decoded
+        wrapper, filter_servers = decoded
+        refusal = self.bounds.registration_refusal(
+            self.routes, header.cluster_name, header.broker_addr, header.broker_name,
+            header.broker_id, wrapper, filter_servers, header.enable_acting_master)
+        if refusal is not None:   # and its body is not kept: it registered nothing
+            self.reader.cache.forget((header.cluster_name, header.broker_addr))
+            return refusal
+        result = self.routes.register_broker(
+            header.cluster_name, header.broker_addr, header.broker_name, header.broker_id,
+            header.ha_server_addr, wrapper, filter_servers, channel, now_ms,
+            zone_name=(request.ext_fields or {}).get(ZONE_NAME),
+            timeout_millis=header.heartbeat_timeout_millis,
+            enable_acting_master=header.enable_acting_master)
+        if result is None:
+            return error(ResponseCode.SYSTEM_ERROR, "register broker failed",
+                         RegisterBrokerResponseHeader())
+        body = None
+        if self.registration.answers_order_topic_config(self.config):
+            body = self.kv.get_kv_list_by_namespace(ORDER_TOPIC_CONFIG)
+        if result.master_addr is None and result.ha_server_addr is None:
+            return ok(body, _MASTER_LESS)
+        return ok(body, RegisterBrokerResponseHeader(ha_server_addr=result.ha_server_addr,
+                                                     master_addr=result.master_addr))
+
+    @responder(RequestCode.UNREGISTER_BROKER)
+    def unregister_broker(self, header, request, channel, now_ms):
+        if not self.unregister(UnRegisterBrokerRequest(header.cluster_name, header.broker_addr,
+                                                       header.broker_name, header.broker_id)):
+            return error(ResponseCode.SYSTEM_ERROR, None)
+        return ok()
+
+    @responder(RequestCode.QUERY_DATA_VERSION)
+    def query_data_version(self, header, request, channel, now_ms):
+        if request.body is None and self.liveness.query_needs_body:
+            return _NO_DATA_VERSION
+        rim = self.routes
+        data_version = None
+        if request.body:
+            bean = bodies.DataVersion.from_json(request.body)
+            data_version = DataVersion(bean.counter or 0, bean.timestamp or 0, bean.state_version or 0)
+        changed = rim.is_broker_topic_config_changed(header.cluster_name, header.broker_addr,
+                                                     data_version)
+        if self.liveness.refreshes_on_query(changed):
+            rim.update_broker_info_update_timestamp(header.cluster_name, header.broker_addr, now_ms)
+        stored = rim.query_broker_topic_config(header.cluster_name, header.broker_addr)
+        return ok(None if stored is None else self.wire.data_version(stored),
+                  QueryDataVersionResponseHeader(changed=changed))
+
+    @responder(RequestCode.BROKER_HEARTBEAT)
+    def broker_heartbeat(self, header, request, channel, now_ms):
+        self.routes.update_broker_info_update_timestamp(header.cluster_name, header.broker_addr,
+                                                        now_ms)
+        return ok()
+
+    @responder(RequestCode.GET_BROKER_MEMBER_GROUP)
+    def get_broker_member_group(self, header, request, channel, now_ms):
+        addrs = self.routes.get_broker_member_group(header.broker_name)
+        body = self.wire.member_group(header.cluster_name, header.broker_name, addrs)
+        return Reply(ResponseCode.SUCCESS, NOT_SET_REMARK, None, body)
 
 
-def get_broker_member_group(proc, request, channel, now_ms):
-    header = GetBrokerMemberGroupRequestHeader.from_ext_fields(request.ext_fields)
-    addrs = proc.route_info_manager.get_broker_member_group(header.broker_name)
-    body = encode_broker_member_group(header.cluster_name, header.broker_name, addrs)
-    return Reply(ResponseCode.SUCCESS, NOT_SET_REMARK, None, body)
+class MinBrokerIdNotifier:
+    """The route tables' :class:`~rocketpy.namesrv.model.MinBrokerIdChange` reports as
+    NOTIFY_MIN_BROKER_ID_CHANGE requests (oneway, the server's version), handed to
+    ``send(broker_addrs, command)`` (the transport's oneway client)."""
+
+    def __init__(self, send, wire):
+        self.send = send
+        self.wire = wire
+
+    def __call__(self, change):
+        header = NotifyMinBrokerIdChangeRequestHeader(
+            min_broker_id=change.min_broker_id, min_broker_addr=change.min_broker_addr,
+            offline_broker_addr=change.offline_broker_addr, ha_broker_addr=change.ha_broker_addr)
+        self.send(list(change.targets), RemotingCommand(
+            code=int(RequestCode.NOTIFY_MIN_BROKER_ID_CHANGE), version=self.wire.own_version,
+            flag=FLAG_ONEWAY, ext_fields=header.to_ext_fields()))

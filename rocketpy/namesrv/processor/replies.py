@@ -1,18 +1,29 @@
-"""NameServer processor layer: the answer a handler returns, before it becomes a frame.
+"""NameServer processor layer: what a handler is given and what it returns, before frames.
 
-A handler returns a :class:`Reply` (code, remark, extFields, body); the dispatcher turns it into
-the :class:`~rocketpy.remoting.command.RemotingCommand` Java writes (same opaque, response
-flag, the server's version, serialisation per profile). ``ext_fields`` follows Java's
-``createResponseCommand``: ``None`` when the answer has no custom header (no ``extFields`` key
-on the wire), a dict (possibly empty, ``"extFields":{}``) when it has one.
+A handler is a method marked with :func:`responder`: it receives the request's typed header
+(the codec's class for that code, :data:`rocketpy.remoting.headers.REQUEST_HEADERS`, decoded by
+the dispatcher before it runs, as AMP binds a command's arguments to its responder) and returns
+a :class:`Reply`: a code, a remark, the typed response header (``None`` when the answer has no
+custom header: no ``extFields`` key on the wire; a header with every field ``None`` writes
+``"extFields":{}``, as Java's ``createResponseCommand(Class)`` does) and a body (a codec bean, or
+bytes already encoded). The dispatcher turns it into the
+:class:`~rocketpy.remoting.command.RemotingCommand` Java writes.
+
+``reuse`` marks a reply computed from the request and one route snapshot alone: it names the
+topic and the snapshot version, and the transport may answer an identical request with the same
+bytes until that version changes (:mod:`rocketpy.transport.answercache`).
 """
-from typing import NamedTuple
+from dataclasses import dataclass
+from typing import Any, NamedTuple
 
 from rocketpy.remoting.codes import ResponseCode
+from rocketpy.remoting.command import RemotingCommand
+from rocketpy.remoting.headers import request_header_class
 
 from ..pending import DISK, Pending
 
-__all__ = ["Reply", "ok", "error", "NOT_SET_REMARK", "java_exception_remark", "durable"]
+__all__ = ["Reply", "ok", "error", "NOT_SET_REMARK", "java_exception_remark", "responder",
+           "responders", "ReusableResponse", "durable"]
 
 #: ``createResponseCommand(Class)``'s placeholder remark, left in place by handlers that never
 #: reset it (GET_BROKER_MEMBER_GROUP answers SUCCESS with it).
@@ -22,16 +33,18 @@ NOT_SET_REMARK = "not set any response code"
 class Reply(NamedTuple):
     code: int = ResponseCode.SUCCESS
     remark: "str | None" = None
-    ext_fields: "dict | None" = None
-    body: "bytes | None" = None
+    header: Any = None
+    body: Any = None
+    #: ``(topic, snapshot version)`` of a reply that depends on nothing else
+    reuse: "tuple | None" = None
 
 
-def ok(body=None, ext_fields=None, remark=None):
-    return Reply(ResponseCode.SUCCESS, remark, ext_fields, body)
+def ok(body=None, header=None, remark=None, reuse=None):
+    return Reply(ResponseCode.SUCCESS, remark, header, body, reuse)
 
 
-def error(code, remark, ext_fields=None):
-    return Reply(code, remark, ext_fields, None)
+def error(code, remark, header=None):
+    return Reply(code, remark, header, None)
 
 
 def java_exception_remark(java_class, message=None, where=None):
@@ -54,3 +67,35 @@ def durable(write, reply, what):
         return error(ResponseCode.SYSTEM_ERROR, f"{what} could not be written to disk: {why}")
 
     return Pending(write, lambda _: reply, DISK, failed)
+
+
+@dataclass(slots=True)
+class ReusableResponse(RemotingCommand):
+    """An answer the transport may send again to an identical request while the route snapshot
+    named by ``reuse`` (``(topic, version)``) stays current."""
+
+    reuse: "tuple | None" = None
+
+
+def responder(code, typed_header=True):
+    """Mark a method as the handler of request ``code``. With ``typed_header`` the dispatcher
+    decodes the code's header first and passes it (None when the code has none); without, the
+    method gets None and decodes it itself (where Java checks something before decoding), unless
+    the release decodes it first (:attr:`~rocketpy.namesrv.policy.HandlerSet.header_first`)."""
+    def mark(method):
+        method.responds_to = (int(code), typed_header)
+        return method
+    return mark
+
+
+def responders(*groups):
+    """``{code: (header class or None, decoded first?, bound method)}`` of the marked methods of
+    ``groups``."""
+    table = {}
+    for group in groups:
+        for name in dir(type(group)):
+            mark = getattr(getattr(type(group), name), "responds_to", None)
+            if mark is not None:
+                code, typed = mark
+                table[code] = (request_header_class(code), typed, getattr(group, name))
+    return table

@@ -7,92 +7,93 @@ Codes 205, 327, 206, 216, 217, 224, 304, 311, 312, 313. 5.x answers SYSTEM_ERROR
 the lists when ``enableAllTopicList`` / ``enableTopicList`` are off; 4.9 has no such switches.
 """
 from rocketpy.remoting import bodies
-from rocketpy.remoting.codes import ResponseCode
-from rocketpy.remoting.headers import (AddWritePermOfBrokerRequestHeader,
-                                       DeleteTopicFromNamesrvRequestHeader,
-                                       GetTopicsByClusterRequestHeader, RegisterTopicRequestHeader,
-                                       WipeWritePermOfBrokerRequestHeader)
+from rocketpy.remoting.codes import RequestCode, ResponseCode
+from rocketpy.remoting.headers import (AddWritePermOfBrokerResponseHeader,
+                                       GetTopicsByClusterRequestHeader,
+                                       WipeWritePermOfBrokerResponseHeader)
 
-from ..answers import encode_topic_list
 from ..model import QueueData
-from .replies import error, ok
+from .replies import error, ok, responder
 
-__all__ = ["wipe_write_perm_of_broker", "add_write_perm_of_broker",
-           "get_all_topic_list_from_nameserver", "delete_topic_in_namesrv",
-           "register_topic_in_namesrv", "get_topics_by_cluster", "get_system_topic_list_from_ns",
-           "get_unit_topic_list", "get_has_unit_sub_topic_list",
-           "get_has_unit_sub_un_unit_topic_list"]
+__all__ = ["TopicHandlers"]
 
 _DISABLED = error(ResponseCode.SYSTEM_ERROR, "disable")
 
 
-def wipe_write_perm_of_broker(proc, request, channel, now_ms):
-    header = WipeWritePermOfBrokerRequestHeader.from_ext_fields(request.ext_fields)
-    count = proc.route_info_manager.wipe_write_perm_of_broker(header.broker_name)
-    return ok(ext_fields={"wipeTopicCount": str(count)})
+def _topic_list(topics, broker_addr=None):
+    return ok(bodies.TopicList(broker_addr=broker_addr, topic_list=topics))
 
 
-def add_write_perm_of_broker(proc, request, channel, now_ms):
-    header = AddWritePermOfBrokerRequestHeader.from_ext_fields(request.ext_fields)
-    count = proc.route_info_manager.add_write_perm_of_broker(header.broker_name)
-    return ok(ext_fields={"addTopicCount": str(count)})
+class TopicHandlers:
+    """:param route_info_manager: the route tables.
+    :param namesrv_config: the run-time ``NamesrvConfig`` (the list switches).
+    :param handler_set: the :class:`~rocketpy.namesrv.policy.HandlerSet`.
+    :param route_bounds: the server-wide :class:`~rocketpy.namesrv.route_bounds.RouteBounds`.
+    """
 
+    def __init__(self, route_info_manager, namesrv_config, handler_set, route_bounds):
+        self.routes = route_info_manager
+        self.config = namesrv_config
+        self.handlers = handler_set
+        self.bounds = route_bounds
 
-def _lists_enabled(proc):
-    return not proc.profile.topic_list_switches or proc.namesrv_config.enable_topic_list
+    @responder(RequestCode.WIPE_WRITE_PERM_OF_BROKER)
+    def wipe_write_perm_of_broker(self, header, request, channel, now_ms):
+        count = self.routes.wipe_write_perm_of_broker(header.broker_name)
+        return ok(header=WipeWritePermOfBrokerResponseHeader(wipe_topic_count=count))
 
+    @responder(RequestCode.ADD_WRITE_PERM_OF_BROKER)
+    def add_write_perm_of_broker(self, header, request, channel, now_ms):
+        count = self.routes.add_write_perm_of_broker(header.broker_name)
+        return ok(header=AddWritePermOfBrokerResponseHeader(add_topic_count=count))
 
-def get_all_topic_list_from_nameserver(proc, request, channel, now_ms):
-    if proc.profile.topic_list_switches and not proc.namesrv_config.enable_all_topic_list:
-        return _DISABLED
-    return ok(encode_topic_list(proc.route_info_manager.get_all_topic_list()))
-
-
-def delete_topic_in_namesrv(proc, request, channel, now_ms):
-    header = DeleteTopicFromNamesrvRequestHeader.from_ext_fields(request.ext_fields)
-    proc.route_info_manager.delete_topic(header.topic, header.cluster_name or None)
-    return ok()
-
-
-def register_topic_in_namesrv(proc, request, channel, now_ms):
-    header = RegisterTopicRequestHeader.from_ext_fields(request.ext_fields)
-    if request.body:
-        route = bodies.TopicRouteData.from_json(request.body)
-        queue_datas = [QueueData(qd.broker_name, qd.read_queue_nums, qd.write_queue_nums, qd.perm,
-                                 qd.topic_sys_flag) for qd in route.queue_datas or ()]
-        if queue_datas:
-            rim = proc.route_info_manager
-            refusal = proc.route_bounds.topic_refusal(rim, header.topic, queue_datas)
-            if refusal is not None:
-                return refusal
-            rim.register_topic(header.topic, queue_datas)
-    return ok()
-
-
-def get_topics_by_cluster(proc, request, channel, now_ms):
-    header = None
-    if not proc.profile.topics_by_cluster_switch_first:    # 5.0.0: a bad header fails first
-        header = GetTopicsByClusterRequestHeader.from_ext_fields(request.ext_fields)
-    if not _lists_enabled(proc):
-        return _DISABLED
-    header = header or GetTopicsByClusterRequestHeader.from_ext_fields(request.ext_fields)
-    return ok(encode_topic_list(proc.route_info_manager.get_topics_by_cluster(header.cluster)))
-
-
-def get_system_topic_list_from_ns(proc, request, channel, now_ms):
-    topics, broker_addr = proc.route_info_manager.get_system_topic_list()
-    return ok(encode_topic_list(topics, broker_addr))
-
-
-def _unit_list(method):
-    def handler(proc, request, channel, now_ms):
-        if not _lists_enabled(proc):
+    @responder(RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER)
+    def get_all_topic_list_from_nameserver(self, header, request, channel, now_ms):
+        if not self.handlers.all_topics_enabled(self.config):
             return _DISABLED
-        return ok(encode_topic_list(getattr(proc.route_info_manager, method)()))
-    handler.__name__ = method
-    return handler
+        return _topic_list(self.routes.get_all_topic_list())
 
+    @responder(RequestCode.DELETE_TOPIC_IN_NAMESRV)
+    def delete_topic_in_namesrv(self, header, request, channel, now_ms):
+        self.routes.delete_topic(header.topic, header.cluster_name or None)
+        return ok()
 
-get_unit_topic_list = _unit_list("get_unit_topics")
-get_has_unit_sub_topic_list = _unit_list("get_has_unit_sub_topic_list")
-get_has_unit_sub_un_unit_topic_list = _unit_list("get_has_unit_sub_un_unit_topic_list")
+    @responder(RequestCode.REGISTER_TOPIC_IN_NAMESRV)
+    def register_topic_in_namesrv(self, header, request, channel, now_ms):
+        if request.body:
+            route = bodies.TopicRouteData.from_json(request.body)
+            queue_datas = [QueueData(qd.broker_name, qd.read_queue_nums, qd.write_queue_nums,
+                                     qd.perm, qd.topic_sys_flag) for qd in route.queue_datas or ()]
+            if queue_datas:
+                refusal = self.bounds.topic_refusal(self.routes, header.topic, queue_datas)
+                if refusal is not None:
+                    return refusal
+                self.routes.register_topic(header.topic, queue_datas)
+        return ok()
+
+    @responder(RequestCode.GET_TOPICS_BY_CLUSTER, typed_header=False)
+    def get_topics_by_cluster(self, header, request, channel, now_ms):
+        if not self.handlers.lists_enabled(self.config):
+            return _DISABLED   # 5.1+ answers before it decodes the header (5.0.0 after)
+        if header is None:
+            header = GetTopicsByClusterRequestHeader.from_ext_fields(request.ext_fields)
+        return _topic_list(self.routes.get_topics_by_cluster(header.cluster))
+
+    @responder(RequestCode.GET_SYSTEM_TOPIC_LIST_FROM_NS)
+    def get_system_topic_list_from_ns(self, header, request, channel, now_ms):
+        return _topic_list(*self.routes.get_system_topic_list())
+
+    def _unit_list(self, topics):
+        return _topic_list(topics()) if self.handlers.lists_enabled(self.config) else _DISABLED
+
+    @responder(RequestCode.GET_UNIT_TOPIC_LIST)
+    def get_unit_topic_list(self, header, request, channel, now_ms):
+        return self._unit_list(self.routes.get_unit_topics)
+
+    @responder(RequestCode.GET_HAS_UNIT_SUB_TOPIC_LIST)
+    def get_has_unit_sub_topic_list(self, header, request, channel, now_ms):
+        return self._unit_list(self.routes.get_has_unit_sub_topic_list)
+
+    @responder(RequestCode.GET_HAS_UNIT_SUB_UNUNIT_TOPIC_LIST)
+    def get_has_unit_sub_un_unit_topic_list(self, header, request, channel, now_ms):
+        return self._unit_list(self.routes.get_has_unit_sub_un_unit_topic_list)

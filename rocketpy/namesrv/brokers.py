@@ -1,0 +1,226 @@
+"""NameServer policy layer: how registrations and unregistrations change the route tables,
+4.9 and 5.x (Java ``RouteInfoManager.registerBroker``, ``unRegisterBroker``,
+``pickupTopicRouteData``, ``registerTopic`` of each release).
+
+Two registration policies, chosen once by :func:`rocketpy.namesrv.policy.policies_for`:
+:class:`Registration49` (4.9.8: the live table keyed by address, a fixed topic walk on a new
+data version) and :class:`Registration5` (5.x: keyed by (cluster, address), per-topic change
+detection, the prime slave, acting master and zone, the rejection paths, static-topic mappings).
+They work on the tables only through the :class:`~rocketpy.namesrv.route_info_manager.
+RouteInfoManager`'s writers, so every change they make is seen by its mutation gate.
+"""
+from dataclasses import replace
+
+from .model import MASTER_ID, PERM_WRITE, SYNC_BROKER_MEMBER_GROUP_PREFIX, BrokerData, DataVersion, \
+    RegisterBrokerResult
+
+__all__ = ["Registration49", "Registration5"]
+
+
+class Registration49:
+    """The 4.9.8 NameServer's rules."""
+
+    #: 4.9 routes list only the filter servers a broker registered
+    lists_missing_filter_servers = False
+    #: REGISTER_TOPIC_IN_NAMESRV adds to a topic that exists
+    merges_topics = True
+
+    def __init__(self, body_broker_version=None, queues_unregistrations=False):
+        self._body_version = body_broker_version
+        #: unregistrations wait in a queue (5.x ``BatchUnregistrationService``); 4.9 applies them
+        #: at once
+        self.queues_unregistrations = queues_unregistrations
+
+    def live_key(self, cluster_name, broker_addr):
+        return (None, broker_addr)
+
+    def body_version(self, request_version):
+        """The broker version a compressed registration body is read as: the request's, or the
+        release's own (4.9.8 reads every body as a 4.9 one, 5.0.0 as a 5.0 one)."""
+        return self._body_version or request_version
+
+    def unregistered_ids(self, addrs, request):
+        return [request.broker_id] if request.broker_id in addrs else []
+
+    def answers_order_topic_config(self, namesrv_config):
+        """Whether REGISTER_BROKER's answer carries ORDER_TOPIC_CONFIG (4.9: always)."""
+        return True
+
+    def unregistration(self, apply_batch, submit):
+        """UNREGISTER_BROKER's ``unregister(request) -> bool``: queued (``submit``), or applied
+        before the answer."""
+        if self.queues_unregistrations:
+            return submit
+        return lambda request: apply_batch([request]) or True
+
+    def finish_route(self, rim, topic, route):
+        return route
+
+    def may_apply_topics(self, broker_data, broker_id, enable_acting_master):
+        """Whether a registration may put its topics in the table (for the route bounds, which
+        count what it could add): a master's."""
+        return broker_id == MASTER_ID
+
+    def register_broker(self, rim, cluster_name, broker_addr, broker_name, broker_id,
+                        ha_server_addr, wrapper, filter_servers, channel_id, now_ms, zone_name,
+                        timeout_millis, enable_acting_master):
+        if broker_name not in rim.cluster_addr_table.get(cluster_name, ()):
+            rim._add_to_cluster(cluster_name, broker_name)
+        known = rim.broker_addr_table.get(broker_name)
+        if known is None:   # Java puts a new group in before it checks anything
+            known = BrokerData(cluster_name, broker_name)
+            rim._set_broker(known)
+        min_id_changed = broker_id < min(known.broker_addrs, default=0)
+        addrs = {bid: addr for bid, addr in known.broker_addrs.items()   # slave -> master switch:
+                 if broker_addr is None or addr != broker_addr or bid == broker_id}  # 1 id an addr
+        if broker_id not in addrs or addrs[broker_id] != broker_addr:   # (the usual: no change)
+            refused = self._refused(rim, cluster_name, broker_addr, broker_id, addrs, wrapper)
+            if refused is not None:
+                rim._set_broker(self._group(known, addrs, enable_acting_master, zone_name))
+                return refused[0]
+        first = not addrs.get(broker_id)
+        addrs[broker_id] = broker_addr
+        broker_data = self._group(known, addrs, enable_acting_master, zone_name)
+        rim._set_broker(broker_data)
+        if wrapper is not None:
+            self._merge(rim, cluster_name, broker_addr, broker_data, broker_id, wrapper, first,
+                        enable_acting_master)
+        rim._live(self.live_key(cluster_name, broker_addr), now_ms, timeout_millis,
+                  wrapper.data_version if wrapper is not None else DataVersion(timestamp=now_ms),
+                  channel_id, ha_server_addr, broker_name, filter_servers)
+        result = rim._master_result(cluster_name, broker_id, addrs)
+        if min_id_changed and self.notifies and rim.config.notify_min_broker_id_changed:
+            rim._notify_min_broker_id_changed(addrs, None, ha_server_addr)
+        return result
+
+    # -- what 5.x does differently
+
+    #: a new smallest brokerId is told to the group (``notifyMinBrokerIdChanged``, 5.x)
+    notifies = False
+
+    @staticmethod
+    def _group(known, addrs, enable_acting_master, zone_name):
+        """The group's record with ``addrs`` (``known`` itself when nothing changes; 4.9 has no
+        acting master, no zone)."""
+        if addrs == known.broker_addrs:
+            return known
+        return BrokerData(known.cluster, known.broker_name, addrs)
+
+    def _refused(self, rim, cluster_name, broker_addr, broker_id, addrs, wrapper):
+        """``(answer,)`` when the registration is refused (5.x), else None; asked only when
+        ``broker_id`` does not hold ``broker_addr`` yet."""
+        return None
+
+    def _merge(self, rim, cluster_name, broker_addr, broker_data, broker_id, wrapper, first,
+               enable_acting_master):
+        """A master's topics, all again, on its first registration or a new data version."""
+        if broker_id == MASTER_ID and (first or rim.is_broker_topic_config_changed(
+                cluster_name, broker_addr, wrapper.data_version)):
+            rim._apply_topic_configs(broker_data.broker_name, wrapper.topic_config_table.values(),
+                                     False, False)
+
+
+class Registration5(Registration49):
+    """The 5.x NameServer's rules; ``wipe_needs_acting_master`` (5.1+: a prime slave's topics
+    lose write permission only with acting master on), ``by_address`` (5.1+: an
+    unregistration removes the address whatever its id) and ``merges_topics`` (5.1+:
+    REGISTER_TOPIC_IN_NAMESRV adds to a topic that exists) tell the 5.x releases apart."""
+
+    lists_missing_filter_servers = True
+
+    def __init__(self, wipe_needs_acting_master=True, by_address=True, merges_topics=True,
+                 body_broker_version=None, queues_unregistrations=True):
+        super().__init__(body_broker_version, queues_unregistrations)
+        self.wipe_needs_acting_master = wipe_needs_acting_master
+        self.by_address = by_address
+        self.merges_topics = merges_topics
+
+    def live_key(self, cluster_name, broker_addr):
+        return (cluster_name, broker_addr)
+
+    def answers_order_topic_config(self, namesrv_config):
+        return namesrv_config.return_order_topic_config_to_broker
+
+    def unregistered_ids(self, addrs, request):
+        if self.by_address:
+            return [bid for bid, addr in addrs.items() if addr == request.broker_addr]
+        return super().unregistered_ids(addrs, request)
+
+    notifies = True
+
+    @staticmethod
+    def _group(known, addrs, enable_acting_master, zone_name):
+        acting = bool(enable_acting_master)
+        if (addrs == known.broker_addrs and acting is known.enable_acting_master
+                and zone_name == known.zone_name):
+            return known
+        return BrokerData(known.cluster, known.broker_name, addrs, acting, zone_name)
+
+    def _refused(self, rim, cluster_name, broker_addr, broker_id, addrs, wrapper):
+        """Refused: an address taken over by a broker whose old address has a newer state, or a
+        single-topic registration (after ``updateTopic``) from a broker not registered yet."""
+        old_addr = addrs.get(broker_id)
+        if old_addr is not None and old_addr != broker_addr:
+            old_live = rim.broker_live_table.get(self.live_key(cluster_name, old_addr))
+            new_state = wrapper.data_version.state_version if wrapper is not None else 0
+            if old_live is not None and old_live.data_version.state_version > new_state:
+                rim._remove_live(self.live_key(cluster_name, broker_addr))
+                return (RegisterBrokerResult(),)
+        if broker_id not in addrs and wrapper is not None and len(wrapper.topic_config_table) == 1:
+            return (None,)
+        return None
+
+    def _merge(self, rim, cluster_name, broker_addr, broker_data, broker_id, wrapper, first,
+               enable_acting_master):
+        """A master's or prime slave's topics: the ones the queue table lacks, or all on a first
+        registration or a new data version; a prime slave's without write permission."""
+        prime_slave = (enable_acting_master is not None and broker_id != MASTER_ID
+                       and broker_id == min(broker_data.broker_addrs))
+        if broker_id != MASTER_ID and not prime_slave:
+            return
+        name = broker_data.broker_name
+        table = wrapper.topic_config_table
+        mapping = wrapper.topic_queue_mapping_info_map or {}
+        if rim.config.delete_topic_with_broker_registration and not mapping:
+            for topic in list(rim._topics_by_broker.get(name, ())):
+                if topic not in table:
+                    rim._remove_queue_data(topic, name)
+        changed = rim.is_broker_topic_config_changed(cluster_name, broker_addr, wrapper.data_version)
+        wipe = prime_slave and (broker_data.enable_acting_master or not self.wipe_needs_acting_master)
+        rim._apply_table(name, table, wipe, first or changed)
+        if changed or first:
+            for topic, info in mapping.items():
+                rim._set_mapping(topic, info)
+
+    def may_apply_topics(self, broker_data, broker_id, enable_acting_master):
+        """A master's, or a prime slave's: the lowest id of its group, from a broker that sends
+        ``enableActingMaster``."""
+        if broker_id == MASTER_ID:
+            return True
+        if enable_acting_master is None:
+            return False
+        addrs = broker_data.broker_addrs if broker_data is not None else {}
+        return not addrs or broker_id <= min(addrs)
+
+    def finish_route(self, rim, topic, route):
+        """5.x adds the static-topic mappings and, with ``supportActingMaster``, shows the
+        smallest live id of a masterless read-only group as its master."""
+        route.topic_queue_mapping_by_broker = rim.topic_queue_mapping_info_table.get(topic)
+        if rim.config.support_acting_master and not topic.startswith(SYNC_BROKER_MEMBER_GROUP_PREFIX):
+            route.broker_datas = [self._acting(broker_data, route.queue_datas)
+                                  for broker_data in route.broker_datas]
+        return route
+
+    @staticmethod
+    def _acting(broker_data, queue_datas):
+        addrs = broker_data.broker_addrs
+        if not addrs or MASTER_ID in addrs or not broker_data.enable_acting_master:
+            return broker_data
+        for queue_data in queue_datas:
+            if queue_data.broker_name == broker_data.broker_name:
+                if not queue_data.perm & PERM_WRITE:
+                    addrs = dict(addrs)
+                    addrs[MASTER_ID] = addrs.pop(min(addrs))
+                    return replace(broker_data, broker_addrs=addrs)
+                break
+        return broker_data

@@ -1,0 +1,267 @@
+"""NameServer policy layer: the differences between Java NameServer releases, as objects.
+
+A :class:`~rocketpy.namesrv.profile.BehaviourProfile` states the facts of one release; this
+module is the only reader of them. :func:`policies_for` turns a profile into the objects the
+rest of the NameServer calls, once, in :func:`rocketpy.service.tap.makeService` (the way
+``twisted.names`` builds its resolvers from options):
+
+* the **registration policy** (:mod:`rocketpy.namesrv.brokers`): how a registration or an
+  unregistration changes the tables, how the live table is keyed, what a route adds;
+* the :class:`LivenessPolicy`: heartbeat timeouts, the scan interval, QUERY_DATA_VERSION's
+  refresh;
+* the :class:`WireShape`: what answers look like -- the version written, the serialisation, the
+  fields of the route and cluster bodies, the Java collections behind listed values;
+* the :class:`HandlerSet`: which request codes exist and the release's switches they consult;
+* the :class:`~rocketpy.namesrv.config.ConfigShape`: the config keys a release reports.
+
+Handlers, tables and services call these and never test a profile themselves
+(``tests/test_policy_layering.py`` checks it).
+"""
+from dataclasses import dataclass
+from functools import lru_cache
+
+from rocketpy.remoting import bodies
+from rocketpy.remoting.codes import RequestCode, SerializeType
+from rocketpy.remoting.headers import ZONE_MODE, ZONE_NAME
+from rocketpy.remoting.javahash import hashmap_order
+
+from .brokers import Registration5, Registration49
+from .config import ConfigShape
+from .javaorder import HighWater, chm_capacity, hashmap_capacity, ordered
+from .model import DEFAULT_BROKER_TIMEOUT_MS
+from .profile import DEFAULT_PROFILE
+
+__all__ = ["Policies", "WireShape", "LivenessPolicy", "HandlerSet", "policies_for", "as_policies"]
+
+_JSON = int(SerializeType.JSON)
+#: 4.9 scans every 10 s (a fixed schedule); 5.x every scanNotActiveBrokerInterval ms.
+_SCAN_INTERVAL_49_MS = 10_000
+#: request codes a 5.x NameServer added, and the one only 5.0 served
+_SINCE_5 = frozenset(map(int, (RequestCode.REGISTER_TOPIC_IN_NAMESRV,
+                               RequestCode.GET_BROKER_MEMBER_GROUP, RequestCode.BROKER_HEARTBEAT)))
+_ONLY_5_0 = frozenset((int(RequestCode.GET_CLIENT_CONFIG),))
+
+
+def _hash_ordered(mapping, capacity):
+    return {key: mapping[key] for key in hashmap_order(list(mapping), capacity)}
+
+
+class WireShape:
+    """What the answers of one release look like; bodies are the codec's beans
+    (:mod:`rocketpy.remoting.bodies`), built from route records in Java's map orders."""
+
+    def __init__(self, own_version, reply_in_request_type=False, broker_fields_5x=True,
+                 state_version=True, topic_set="chm", concurrent_tables=True,
+                 null_register_body_remark=None, faq_url=None):
+        #: ``version`` of every answer (Java ``MQVersion.CURRENT_VERSION``)
+        self.own_version = own_version
+        #: the FAQ page TOPIC_NOT_EXIST's remark points to (``FAQUrl.APPLY_TOPIC_URL``)
+        self.faq_url = faq_url
+        self._reply_in_request_type = reply_in_request_type
+        self._broker_fields_5x = broker_fields_5x
+        self._state_version = state_version
+        self._topic_set = topic_set
+        self._concurrent = concurrent_tables
+        #: what Java answers a REGISTER_BROKER whose body fastjson reads as null
+        self.null_register_body_remark = null_register_body_remark
+
+    def serialize_type(self, request, failed):
+        """4.9 answers in the request's serialisation (its error path in its own, JSON); 5.x
+        always in its own."""
+        return request.serialize_type if self._reply_in_request_type and not failed else _JSON
+
+    def high_water(self, initial):
+        """A route table's growth tracker: HashMap in 4.9, ConcurrentHashMap in 5.x."""
+        return HighWater(initial, self._concurrent)
+
+    def topic_set(self, items):
+        """``TopicList.topicList`` filled with ``items``: a HashSet (4.9), a
+        CopyOnWriteArraySet (5.0) or a ConcurrentHashMap key set (5.1+)."""
+        unique = list(dict.fromkeys(items))
+        if self._topic_set == "insertion":
+            return unique
+        if self._topic_set == "chm":
+            return ordered(unique, chm_capacity(len(unique)))
+        return ordered(unique, hashmap_capacity(len(unique)))
+
+    # -- bodies
+
+    @staticmethod
+    def _addrs(addrs):
+        return _hash_ordered(addrs, hashmap_capacity(len(addrs)))
+
+    def broker_data(self, broker_data):
+        five = self._broker_fields_5x
+        return bodies.BrokerData(
+            broker_addrs=self._addrs(broker_data.broker_addrs), broker_name=broker_data.broker_name,
+            cluster=broker_data.cluster,
+            enable_acting_master=broker_data.enable_acting_master if five else None,
+            zone_name=broker_data.zone_name if five else None)
+
+    @staticmethod
+    def _mapping_info(info):
+        """A static-topic ``TopicQueueMappingInfo`` as the route writes it (its seven fields,
+        ``currIdMap`` in ConcurrentHashMap order)."""
+        ids = info.curr_id_map
+        if isinstance(ids, dict):
+            ids = _hash_ordered(ids, chm_capacity(len(ids)))
+        return bodies.TopicQueueMappingInfo(
+            bname=info.bname, curr_id_map=ids, dirty=info.dirty, epoch=info.epoch,
+            scope=info.scope, topic=info.topic, total_queues=info.total_queues)
+
+    def route(self, route, order_topic_conf=None):
+        """A ``TopicRouteData`` record as the codec's bean."""
+        mapping = route.topic_queue_mapping_by_broker
+        if mapping is not None:
+            mapping = {name: self._mapping_info(info) for name, info in
+                       _hash_ordered(mapping, hashmap_capacity(len(mapping))).items()}
+        filters = route.filter_server_table
+        return bodies.TopicRouteData(
+            broker_datas=[self.broker_data(bd) for bd in route.broker_datas],
+            filter_server_table=_hash_ordered(filters, hashmap_capacity(len(filters))),
+            order_topic_conf=order_topic_conf,
+            queue_datas=[bodies.QueueData(broker_name=qd.broker_name, perm=qd.perm,
+                                          read_queue_nums=qd.read_queue_nums,
+                                          topic_sys_flag=qd.topic_sys_flag,
+                                          write_queue_nums=qd.write_queue_nums)
+                         for qd in route.queue_datas],
+            topic_queue_mapping_by_broker=mapping)
+
+    def cluster_info(self, rim):
+        """GET_BROKER_CLUSTER_INFO's ``ClusterInfo``."""
+        return bodies.ClusterInfo(
+            broker_addr_table={name: self.broker_data(rim.broker_addr_table[name])
+                               for name in rim.brokers_in_order()},
+            cluster_addr_table={c: rim.cluster_broker_names(c) for c in rim.clusters_in_order()})
+
+    def data_version(self, data_version):
+        """A stored ``DataVersion`` (4.9's has no stateVersion)."""
+        return bodies.DataVersion(
+            counter=data_version.counter, timestamp=data_version.timestamp,
+            state_version=data_version.state_version if self._state_version else None)
+
+    def member_group(self, cluster_name, broker_name, addrs):
+        """GET_BROKER_MEMBER_GROUP's ``GetBrokerMemberGroupResponseBody``."""
+        return bodies.GetBrokerMemberGroupResponseBody(broker_member_group=bodies.BrokerMemberGroup(
+            broker_addrs=self._addrs(addrs), broker_name=broker_name, cluster=cluster_name))
+
+
+class LivenessPolicy:
+    """When a live broker expires, and what keeps it alive."""
+
+    def __init__(self, fixed_timeout_ms=None, query_always_refreshes=True, query_needs_body=False):
+        self._fixed = fixed_timeout_ms
+        self._query_always_refreshes = query_always_refreshes
+        #: QUERY_DATA_VERSION without a body fails (4.9.8, 5.0.0: a null DataVersion)
+        self.query_needs_body = query_needs_body
+
+    def timeout(self, requested_ms):
+        """A registration's heartbeat timeout: 4.9's fixed 120 s, else what the broker asked
+        for (``heartbeatTimeoutMillis``) or 120 s."""
+        if self._fixed is not None:
+            return self._fixed
+        return DEFAULT_BROKER_TIMEOUT_MS if requested_ms is None else requested_ms
+
+    def scan_interval_ms(self, namesrv_config):
+        return _SCAN_INTERVAL_49_MS if self._fixed is not None else \
+            namesrv_config.scan_not_active_broker_interval
+
+    def refreshes_on_query(self, changed):
+        """QUERY_DATA_VERSION refreshes liveness: 4.9 only when unchanged, 5.x always."""
+        return self._query_always_refreshes or not changed
+
+
+class HandlerSet:
+    """The request codes a release serves and the switches its handlers consult."""
+
+    def __init__(self, missing=frozenset(), answers_unknown_code=True, topic_list_switches=True,
+                 zone_hook=True, wait_for_service=True, header_first=frozenset()):
+        #: request codes this release does not serve
+        self.missing = missing
+        #: codes whose header this release decodes before a switch its newer releases check
+        #: first (5.0.0's GET_TOPICS_BY_CLUSTER)
+        self.header_first = header_first
+        #: 4.9's processor returns null for an unknown code (no answer); 5.x answers
+        #: REQUEST_CODE_NOT_SUPPORTED
+        self.answers_unknown_code = answers_unknown_code
+        self._topic_list_switches = topic_list_switches
+        self._zone_hook = zone_hook
+        self._wait_for_service = wait_for_service
+
+    def zone(self, ext_fields):
+        """``ZoneRouteRPCHook`` (5.x): the zone a route query asks to be filtered by, or None."""
+        mode = ext_fields.get(ZONE_MODE) if ext_fields else None
+        if mode is None or not self._zone_hook or str(mode).lower() != "true":
+            return None
+        zone = ext_fields.get(ZONE_NAME)
+        return zone if zone and zone.strip() else None
+
+    def not_ready(self, namesrv_config, uptime_ms):
+        """5.3 ``needWaitForService``: still inside ``waitSecondsForService`` after the start."""
+        return (self._wait_for_service and namesrv_config.need_wait_for_service
+                and uptime_ms < namesrv_config.wait_seconds_for_service * 1000)
+
+    def all_topics_enabled(self, namesrv_config):
+        """5.x ``enableAllTopicList``; 4.9 has no switch."""
+        return not self._topic_list_switches or namesrv_config.enable_all_topic_list
+
+    def lists_enabled(self, namesrv_config):
+        """5.x ``enableTopicList`` (the other topic lists); 4.9 has no switch."""
+        return not self._topic_list_switches or namesrv_config.enable_topic_list
+
+
+@dataclass(frozen=True)
+class Policies:
+    """Every policy of one release."""
+
+    name: str
+    routes: object
+    liveness: LivenessPolicy
+    wire: WireShape
+    handlers: HandlerSet
+    config: ConfigShape
+
+
+def _npe_remark(site):
+    package, method, line = site
+    return (f'java.lang.NullPointerException: Cannot invoke "org.apache.rocketmq.{package}.body.'
+            'RegisterBrokerBody.getTopicConfigSerializeWrapper()" because "registerBrokerBody" is '
+            f"null, org.apache.rocketmq.namesrv.processor.DefaultRequestProcessor.{method}"
+            f"(DefaultRequestProcessor.java:{line})")
+
+
+def policies_for(profile):
+    """The policies of ``profile`` (a :class:`~rocketpy.namesrv.profile.BehaviourProfile`)."""
+    p = profile
+    if p.v5_registration:
+        routes = Registration5(p.prime_slave_wipe_needs_acting_master, p.unregister_by_address,
+                               p.register_topic_merges, p.compressed_body_broker_version,
+                               p.queued_unregistration)
+    else:
+        routes = Registration49(p.compressed_body_broker_version, p.queued_unregistration)
+    missing = frozenset()
+    if not p.serve_5x_codes:
+        missing |= _SINCE_5
+    if not p.serve_get_client_config:
+        missing |= _ONLY_5_0
+    return Policies(
+        name=p.name, routes=routes,
+        liveness=LivenessPolicy(p.fixed_broker_timeout_ms, p.query_data_version_always_refreshes,
+                                p.query_data_version_needs_body),
+        wire=WireShape(p.server_version, p.reply_in_request_serialize_type, p.v5_registration,
+                       p.data_version_state, p.topic_list_set, p.concurrent_tables,
+                       _npe_remark(p.register_npe_site), p.topic_not_exist_faq_url),
+        handlers=HandlerSet(missing, p.answer_unknown_code, p.topic_list_switches,
+                            p.serve_5x_codes, p.wait_for_service,
+                            frozenset() if p.topics_by_cluster_switch_first
+                            else frozenset((int(RequestCode.GET_TOPICS_BY_CLUSTER),))),
+        config=ConfigShape.of_release(p.name, p.sorted_config_text))
+
+
+def as_policies(value=None):
+    """``value`` as :class:`Policies`: policies as they are, a profile (default: 5.3) as its
+    policies, built once per profile."""
+    return value if isinstance(value, Policies) else _policies_of(value or DEFAULT_PROFILE)
+
+
+_policies_of = lru_cache(maxsize=None)(policies_for)

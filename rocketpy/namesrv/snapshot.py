@@ -1,0 +1,91 @@
+"""NameServer state layer: route snapshots, one immutable value per topic with a version
+(rocketmq-rust's ``TopicRouteSnapshot``; Java rebuilds every answer).
+
+The route tables report, through their one mutation gate, which topics a change touched
+(:meth:`RouteSnapshots.touched`); each touched topic gets a new version from one counter and
+loses its snapshot. The next reader builds the snapshot again (``pickupTopicRouteData``) and
+keeps it until the next touch. A snapshot carries the bodies encoded from it, per JSON dialect,
+so an unchanged route is encoded once whoever asks. Answers reused by the transport are keyed by
+the version they were built from, so nothing outside the tables restates what a route depends on.
+
+A topic without a route (never registered, or deleted) has the *absent* version, which changes
+only when everything is invalidated (a config update), so answers for unknown topics can be
+reused too, and nothing is kept for names that exist only in clients' requests.
+"""
+from itertools import count
+
+__all__ = ["RouteSnapshot", "RouteSnapshots"]
+
+#: Encoded bodies one snapshot keeps (dialect x orderTopicConf values seen): a handful in
+#: practice; an admin changing a topic's order config in a loop must not grow it for ever.
+MAX_BODIES = 8
+
+
+class RouteSnapshot:
+    """The route of ``topic`` at ``version`` (a ``TopicRouteData`` record, or None when the
+    topic's queue data names no known broker), and the bodies encoded from it."""
+
+    __slots__ = ("topic", "version", "route", "_bodies")
+
+    def __init__(self, topic, version, route):
+        self.topic = topic
+        self.version = version
+        self.route = route
+        self._bodies = {}
+
+    def body(self, key, encode, *args):
+        """The body for ``key`` (a dialect and what else the encoding takes),
+        ``encode(*args)`` the first time."""
+        body = self._bodies.get(key)
+        if body is None:
+            if len(self._bodies) >= MAX_BODIES:
+                self._bodies.clear()
+            body = self._bodies[key] = encode(*args)
+        return body
+
+
+class RouteSnapshots:
+    """Versions and snapshots of the topics in the route tables."""
+
+    def __init__(self):
+        self._clock = count(1)
+        self._versions = {}
+        self._snapshots = {}
+        #: the version of every topic without a route
+        self.absent = next(self._clock)
+
+    def __len__(self):
+        return len(self._versions)
+
+    def version(self, topic):
+        """A number that changes whenever the route of ``topic`` may have changed."""
+        return self._versions.get(topic, self.absent)
+
+    def touched(self, topics, present):
+        """The gate's report: ``topics`` changed; those still in ``present`` (the topic table)
+        get a new version, the others go back to the absent version."""
+        versions, snapshots, clock = self._versions, self._snapshots, self._clock
+        for topic in topics:
+            snapshots.pop(topic, None)
+            if topic in present:
+                versions[topic] = next(clock)
+            else:
+                versions.pop(topic, None)
+
+    def invalidate_all(self):
+        """Something every answer reads changed (a config update): every version is new."""
+        clock = self._clock
+        self._snapshots.clear()
+        self._versions = {topic: next(clock) for topic in self._versions}
+        self.absent = next(clock)
+
+    def get(self, topic, build):
+        """The snapshot of ``topic`` (``build(topic)`` makes its route), or None when the topic
+        has no route at all."""
+        snapshot = self._snapshots.get(topic)
+        if snapshot is None:
+            version = self._versions.get(topic)
+            if version is None:
+                return None
+            snapshot = self._snapshots[topic] = RouteSnapshot(topic, version, build(topic))
+        return snapshot
