@@ -1,0 +1,34 @@
+/* A small open-addressing hash table from byte strings to a pointer and an integer. */
+#ifndef ROCKETPY_NATIVE_HTAB_H
+#define ROCKETPY_NATIVE_HTAB_H
+#include "core.h"
+
+typedef struct {
+    uint8_t *key;
+    uint32_t klen;
+    uint8_t state;             /* 0 empty, 1 used, 2 deleted */
+    uint64_t hash;
+    void *ptr;
+    int64_t value;
+} hent_t;
+
+typedef struct {
+    hent_t *e;
+    size_t cap, used, filled;  /* filled counts deleted slots too */
+} htab_t;
+
+static inline uint64_t hash_bytes(const uint8_t *p, size_t n) {
+    uint64_t h = 1469598103934665603ULL;
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ p[i]) * 1099511628211ULL;
+    return h ^ (h >> 29);
+}
+
+hent_t *htab_get(const htab_t *t, const void *key, size_t klen);
+/* insert or find: the entry (new ones zeroed: ptr NULL, value 0), NULL on error (set) */
+hent_t *htab_put(htab_t *t, const void *key, size_t klen);
+void htab_del(htab_t *t, hent_t *e);
+void htab_clear(htab_t *t);
+void htab_free(htab_t *t);
+
+#endif
