@@ -129,6 +129,48 @@ class _Writer:
             self.out.close()
 
 
+class _Pipeline:
+    """Hands batches to ``consume`` (summary, writer) in a second thread: the compiled decoder
+    keeps one core busy while pyarrow (which lets go of the GIL while it encodes, compresses and
+    aggregates) writes on the other.  An error in ``consume`` ends the decode with it."""
+
+    def __init__(self, consume):
+        import queue
+        import threading
+        self.consume = consume
+        self.queue = queue.Queue(maxsize=4)
+        self.error = None
+        self.thread = threading.Thread(target=self._run, name="rocketpy-capture-writer",
+                                       daemon=True)
+
+    def _run(self):
+        while True:
+            batch = self.queue.get()
+            if batch is None:
+                return
+            if self.error is None:
+                try:
+                    self.consume(batch)
+                except BaseException as exc:   # handed to the decoding thread
+                    self.error = exc
+
+    def put(self, batch):
+        if self.error is not None:
+            raise self.error
+        self.queue.put(batch)
+
+    def __enter__(self):
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.queue.put(None)
+        self.thread.join()
+        if self.error is not None and exc[0] is None:
+            raise self.error
+        return False
+
+
 def _load_engine():
     """The engine module; its one fallback warning as one line of ours."""
     with warnings.catch_warnings(record=True) as caught:
@@ -167,25 +209,32 @@ def main(argv=None) -> int:
     want_summary = (args.summary == "yes" or
                     (args.summary == "auto" and not (args.format in ("json", "csv") and to_stdout)))
     writer = _Writer(args.format, args.output)
+    counted = [0]
+
+    def consume(batch):
+        summary.add_batch(batch)
+        if args.plots:
+            _count_rate(batch, rate)
+        if args.errors_only:
+            import pyarrow.compute as pc
+            batch = batch.filter(pc.is_valid(batch.column("error")))
+        writer.write(batch)
+        counted[0] += batch.num_rows
+
     frames = 0
     try:
-        for batch in engine.decode_batches(args.inputs, ports=args.ports, stats=stats,
-                                           errors=errors, one_capture=args.one_capture):
-            summary.add_batch(batch)
-            if args.plots:
-                _count_rate(batch, rate)
-            if args.errors_only:
-                import pyarrow.compute as pc
-                batch = batch.filter(pc.is_valid(batch.column("error")))
-            writer.write(batch)
-            frames += batch.num_rows
+        with _Pipeline(consume) as pipeline:
+            for batch in engine.decode_batches(args.inputs, ports=args.ports, stats=stats,
+                                               errors=errors, one_capture=args.one_capture):
+                pipeline.put(batch)
+        frames = counted[0]
         writer.close(engine.ARROW_SCHEMA)
     except BrokenPipeError:
         # the reader went away (| head): stop quietly, and keep Python's exit flush quiet too
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return _fail(f"output closed after {frames} frames", 0)
+        return _fail(f"output closed after {counted[0]} frames", 0)
     except KeyboardInterrupt:
-        return _fail(f"interrupted after {frames} frames", 130)
+        return _fail(f"interrupted after {counted[0]} frames", 130)
     except OSError as exc:
         return _fail(f"cannot write {args.output or 'the output'}: {exc.strerror or exc}", 1)
     for path, msg in errors:

@@ -10,6 +10,7 @@ Percentiles are nearest-rank on the exact latencies here; Spark uses ``percentil
 """
 from __future__ import annotations
 
+import heapq
 import math
 from collections import Counter, defaultdict
 
@@ -46,9 +47,12 @@ def _groups(table, keys, aggregations):
     return [tuple(row[n:]) + tuple(row[:n]) for row in zip(*cols)]
 
 
-def _equal(column, value):
+def _runs(sorted_values):
+    """``(value, length)`` of each run of equal values in a sorted array (nulls last)."""
     import pyarrow.compute as pc
-    return pc.is_null(column) if value is None else pc.equal(column, value)
+    runs = pc.run_end_encode(sorted_values)
+    ends = runs.run_ends.to_pylist()
+    return list(zip(runs.values.to_pylist(), (b - a for a, b in zip([0] + ends, ends))))
 
 
 def _code_label(code, response=False):
@@ -58,10 +62,16 @@ def _code_label(code, response=False):
     return f"{code} {name}" if name else str(code)
 
 
-class SummaryBuilder:
-    """Aggregates record batches of the output schema (``add_batch``) into the summary."""
+#: the columns the summary reads
+_COLUMNS = ["ts", "src", "frame_len", "code", "is_response", "is_oneway", "request_code",
+            "latency_ms", "error"]
 
-    def __init__(self):
+
+class SummaryBuilder:
+    """Aggregates record batches of the output schema (``add_batch``) into the summary, a
+    million rows at a time (a group-by per batch would cost more than decoding it)."""
+
+    def __init__(self, chunk_rows: int = 1 << 20):
         self.frames = 0
         self.requests = Counter()           # request code -> frames (incl. oneway)
         self.oneway = Counter()
@@ -73,15 +83,26 @@ class SummaryBuilder:
         self.unmatched_responses = 0
         self.first_ts = None
         self.last_ts = None
+        self._pending: list = []
+        self._pending_rows = 0
+        self._chunk_rows = chunk_rows
 
     def add_batch(self, batch) -> None:
+        if not batch.num_rows:
+            return
+        self._pending.append(batch.select(_COLUMNS))
+        self._pending_rows += batch.num_rows
+        if self._pending_rows >= self._chunk_rows:
+            self._aggregate()
+
+    def _aggregate(self) -> None:
         import pyarrow as pa
         import pyarrow.compute as pc
-        n = batch.num_rows
-        if not n:
+        if not self._pending:
             return
-        self.frames += n
-        t = pa.Table.from_batches([batch])
+        t = pa.Table.from_batches(self._pending)
+        self._pending, self._pending_rows = [], 0
+        self.frames += t.num_rows
         span = pc.min_max(t["ts"]).as_py()
         if span["min"] is not None:
             self.first_ts = span["min"] if self.first_ts is None else min(self.first_ts, span["min"])
@@ -93,26 +114,31 @@ class SummaryBuilder:
         for error in t.filter(pc.is_valid(t["error"]))["error"].to_pylist():
             self.decode_errors[error.split(":")[0]] += 1
         coded = t.filter(pc.is_valid(t["code"]))
-        resp = coded.filter(coded["is_response"])
-        req = coded.filter(pc.invert(coded["is_response"]))
-        for code, k in _groups(req, ["code"], [([], "count_all")]):
-            self.requests[code] += k
-        for code, k in _groups(req.filter(req["is_oneway"]), ["code"], [([], "count_all")]):
-            self.oneway[code] += k
-        for code, k in _groups(resp, ["code"], [([], "count_all")]):
+        for resp, oneway, code, rc, k in _groups(
+                coded, ["is_response", "is_oneway", "code", "request_code"], [([], "count_all")]):
+            if not resp:
+                self.requests[code] += k
+                if oneway:
+                    self.oneway[code] += k
+                continue
             self.responses[code] += k
-        self.unmatched_responses += resp.num_rows - pc.count(resp["request_code"]).as_py()
-        errors = resp.filter(pc.invert(pc.is_in(resp["code"], pa.array(sorted(NOT_ERRORS)))))
-        for rc, code, k in _groups(errors, ["request_code", "code"], [([], "count_all")]):
-            self.error_responses[(rc, code)] += k
-        timed = resp.filter(pc.is_valid(resp["latency_ms"]))
+            if rc is None:
+                self.unmatched_responses += k
+            if code not in NOT_ERRORS:
+                self.error_responses[(rc, code)] += k
+        timed = coded.filter(pc.and_(coded["is_response"], pc.is_valid(coded["latency_ms"])))
         if timed.num_rows:
-            for (rc,) in _groups(timed, ["request_code"], []):
-                chosen = timed.filter(_equal(timed["request_code"], rc))
-                self.latency[rc].append(chosen["latency_ms"].combine_chunks())
+            timed = timed.sort_by("request_code")
+            rcs = timed["request_code"].combine_chunks()
+            ms = timed["latency_ms"].combine_chunks()
+            start = 0
+            for rc, n in _runs(rcs):
+                self.latency[rc].append(ms.slice(start, n))
+                start += n
 
     def latencies(self) -> dict:
         """request code -> every latency (ms), for the latency plot."""
+        self._aggregate()
         return {code: [v for a in arrays for v in a.to_pylist()]
                 for code, arrays in self.latency.items()}
 
@@ -121,13 +147,15 @@ class SummaryBuilder:
         unanswered = stats.pop("unanswered_requests", {}) or {}
         import pyarrow as pa
         import pyarrow.compute as pc
+        self._aggregate()
         lat = {}
         for code, arrays in self.latency.items():
             values = pa.concat_arrays(arrays)
             values = values.take(pc.array_sort_indices(values))
             lat[code] = {"n": len(values), "p50": percentile(values, 50),
                          "p99": percentile(values, 99), "max": values[-1].as_py()}
-        talkers = sorted(self.talkers.items(), key=lambda kv: (-kv[1][0], -kv[1][1], str(kv[0])))
+        talkers = heapq.nsmallest(top, self.talkers.items(),
+                                  key=lambda kv: (-kv[1][0], -kv[1][1], str(kv[0])))
         return {
             "frames": self.frames,
             "requests": dict(self.requests),

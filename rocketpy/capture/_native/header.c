@@ -25,6 +25,11 @@ void header_free(header_t *h) {
 /* strict UTF-8, as bytes.decode("utf-8") */
 static int utf8_valid(const uint8_t *s, size_t n) {
     size_t i = 0;
+    for (uint64_t w; i + 8 <= n; i += 8) {     /* ASCII, eight bytes at a time */
+        memcpy(&w, s + i, 8);
+        if (w & 0x8080808080808080ULL)
+            break;
+    }
     while (i < n) {
         uint8_t c = s[i];
         if (c < 0x80) {

@@ -17,10 +17,17 @@ typedef struct {
     size_t cap, used, filled;  /* filled counts deleted slots too */
 } htab_t;
 
+/* eight bytes at a time, multiply-xorshift mixing (splitmix64's constants) */
 static inline uint64_t hash_bytes(const uint8_t *p, size_t n) {
-    uint64_t h = 1469598103934665603ULL;
-    for (size_t i = 0; i < n; i++)
-        h = (h ^ p[i]) * 1099511628211ULL;
+    uint64_t h = 0x9E3779B97F4A7C15ULL ^ n, v;
+    for (; n >= 8; p += 8, n -= 8) {
+        memcpy(&v, p, 8);
+        h = (h ^ v) * 0xBF58476D1CE4E5B9ULL;
+        h ^= h >> 31;
+    }
+    v = 0;
+    memcpy(&v, p, n);
+    h = (h ^ v) * 0x94D049BB133111EBULL;
     return h ^ (h >> 29);
 }
 

@@ -2,19 +2,22 @@
  *
  * A summary depends on the body, the broker and cluster names and whether the frame is a
  * registration; a NameServer capture repeats bodies (every client polls each topic's route every
- * 30 s and gets the same answer until the route changes), so they are remembered on that key.
+ * 30 s and gets the same answer until the route changes, a broker re-registers the same body
+ * every 30 s), so they are remembered on that key, up to 1 MiB a body and 64 MiB in all.
  * Bodies that cannot have a summary are answered without asking Python, by the same reading
  * _summary does: only an object ('{'), or a registration's compressed body, has one, and an
  * object without backslashes has one only if one of the keys _summary looks for is in it. */
 #include "core.h"
 #include "htab.h"
 
-#define CACHE_BODY_MAX (16 << 10)       /* rows._MEMO_BODY_BYTES */
-#define CACHE_BYTES_MAX (32 << 20)
+#define CACHE_BODY_MAX (1 << 20)        /* a broker's registration with thousands of topics */
+#define CACHE_BYTES_MAX (64 << 20)
 
 struct summary_cache_s {
     htab_t t;
     size_t bytes;
+    buf_t key;                 /* the key being looked up */
+    uint8_t *uncached;         /* the last summary of a body too big to remember */
 };
 
 static const char *const MARKERS[] = {
@@ -42,6 +45,8 @@ void summary_cache_free(summary_cache_t *c) {
         return;
     forget(c);
     htab_free(&c->t);
+    buf_free(&c->key);
+    PyMem_RawFree(c->uncached);
     PyMem_RawFree(c);
 }
 
@@ -80,26 +85,13 @@ int body_summary(summary_cache_t *c, str_t broker, str_t cluster, int registrati
     int cache = n <= CACHE_BODY_MAX;
     uint8_t *key = NULL;
     if (cache) {
-        key = PyMem_RawMalloc(klen);
-        if (!key) {
-            PyErr_NoMemory();
+        buf_clear(&c->key);
+        if (buf_append(&c->key, head, 9) < 0 || (bl > 0 && buf_append(&c->key, broker.p, (size_t)bl) < 0)
+            || (cl > 0 && buf_append(&c->key, cluster.p, (size_t)cl) < 0) || buf_append(&c->key, body, n) < 0)
             return -1;
-        }
-        uint8_t *k = key;
-        memcpy(k, head, 9);
-        k += 9;
-        if (bl > 0) {
-            memcpy(k, broker.p, (size_t)bl);
-            k += bl;
-        }
-        if (cl > 0) {
-            memcpy(k, cluster.p, (size_t)cl);
-            k += cl;
-        }
-        memcpy(k, body, n);
+        key = buf_data(&c->key);
         hent_t *e = htab_get(&c->t, key, klen);
         if (e) {
-            PyMem_RawFree(key);
             *out = cached(e->ptr);
             return 0;
         }
@@ -110,10 +102,8 @@ int body_summary(summary_cache_t *c, str_t broker, str_t cluster, int registrati
                                     (const char *)body, (Py_ssize_t)n);
     Py_XDECREF(b);
     Py_XDECREF(cl_);
-    if (!res) {
-        PyMem_RawFree(key);
+    if (!res)
         return -1;
-    }
     PyObject *enc = NULL;
     const char *s = NULL;
     Py_ssize_t slen = -1;
@@ -121,7 +111,6 @@ int body_summary(summary_cache_t *c, str_t broker, str_t cluster, int registrati
         enc = PyUnicode_AsEncodedString(res, "utf-8", "replace");
         if (!enc) {
             Py_DECREF(res);
-            PyMem_RawFree(key);
             return -1;
         }
         s = PyBytes_AS_STRING(enc);
@@ -131,7 +120,6 @@ int body_summary(summary_cache_t *c, str_t broker, str_t cluster, int registrati
     uint8_t *v = PyMem_RawMalloc(4 + (size_t)(slen > 0 ? slen : 0));
     if (!v) {
         Py_XDECREF(enc);
-        PyMem_RawFree(key);
         PyErr_NoMemory();
         return -1;
     }
@@ -141,17 +129,15 @@ int body_summary(summary_cache_t *c, str_t broker, str_t cluster, int registrati
         memcpy(v + 4, s, (size_t)slen);
     Py_XDECREF(enc);
     if (!cache) {
-        /* not remembered: the text lives in a one-slot buffer until the next call */
-        static uint8_t *last;
-        PyMem_RawFree(last);
-        last = v;
+        /* not remembered: the text lives until the next such body */
+        PyMem_RawFree(c->uncached);
+        c->uncached = v;
         *out = cached(v);
         return 0;
     }
     if (c->bytes + klen > CACHE_BYTES_MAX || c->t.used >= 65536)
         forget(c);
     hent_t *e = htab_put(&c->t, key, klen);
-    PyMem_RawFree(key);
     if (!e) {
         PyMem_RawFree(v);
         return -1;
