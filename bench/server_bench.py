@@ -20,7 +20,6 @@ machine with the server: compare servers in one run, back to back.
 import argparse
 import json
 import os
-import re
 import signal
 import subprocess
 import sys
@@ -28,9 +27,9 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+from benchserver import ROOT, start_server, target  # noqa: E402
+
 SHARED_BENCH = ROOT.parent / "shared" / "bench"
-BOOT = re.compile(r"The Name Server boot success\. serializeType=\w+, address [\w.:]+:(\d+)")
 
 #: perf.md: genuine Java 4.9.8 NameServer, same load, same machine class (ranges: low, high).
 JAVA = {
@@ -46,28 +45,6 @@ def build_nsload(workdir):
     subprocess.run(["gcc", "-O2", "-pthread", "-o", str(exe), str(SHARED_BENCH / "nsload.c")],
                    check=True)
     return exe
-
-
-def start_server(workdir, extra):
-    log = Path(tempfile.mkstemp(prefix="server-", suffix=".log", dir=workdir)[1])
-    env = dict(os.environ, HOME=str(workdir), PYTHONPATH=str(ROOT), PYTHONUNBUFFERED="1")
-    cmd = [sys.executable, "-c",
-           "import sys; from twisted.scripts.twistd import run; sys.argv[0] = 'twistd'; run()",
-           "-n", "--pidfile=", "--logfile", str(log), "rocketnamesrv",
-           "--listen=tcp:0:interface=127.0.0.1", f"--kvConfigPath={workdir}/kv.json", *extra]
-    proc = subprocess.Popen(cmd, cwd=workdir, env=env, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.STDOUT)
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        if log.exists():
-            m = BOOT.search(log.read_text(errors="replace"))
-            if m:
-                return proc, int(m.group(1))
-        if proc.poll() is not None:
-            break
-        time.sleep(0.05)
-    proc.kill()
-    raise SystemExit("rocketnamesrv did not boot:\n" + (log.read_text() if log.exists() else ""))
 
 
 def cpu_seconds(pid):
@@ -161,13 +138,7 @@ def main():
     args = p.parse_args()
     with tempfile.TemporaryDirectory(prefix="rocketpy-bench-") as work:
         exe = build_nsload(work)
-        proc = None
-        if args.addr:
-            host, port = args.addr.rsplit(":", 1)
-            port = int(port)
-        else:
-            proc, port = start_server(work, args.server_arg)
-            host = "127.0.0.1"
+        proc, host, port = target(work, args.addr, args.server_arg)
         results = {}
         try:
             if not args.skip_routes:
@@ -176,7 +147,7 @@ def main():
                 if proc is not None:  # a fresh server: the seeded brokers must not weigh on it
                     proc.send_signal(signal.SIGTERM)
                     proc.wait(30)
-                    proc, port = start_server(work, args.server_arg)
+                    proc, port, _ = start_server(ROOT, work, args.server_arg)
                 results.update(register_runs(host, port, args, proc and proc.pid))
         finally:
             if proc is not None:

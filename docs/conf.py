@@ -43,6 +43,10 @@ autodoc_typehints = "description"
 autodoc_default_options = {}
 # Optional heavy dependencies of the capture/Spark code: never needed to read docstrings.
 autodoc_mock_imports = ["pyspark", "pyarrow", "pandas", "matplotlib"]
+# viewcode: link an object's source only from the module that documents it. Following imports
+# would file re-exported names (frame.py re-exports layout.py's) under the re-exporting module
+# and write "[docs]" links to anchors that do not exist (tests/test_docs.py checks every link).
+viewcode_follow_imported_members = False
 napoleon_google_docstring = True
 napoleon_numpy_docstring = False
 

@@ -32,6 +32,7 @@ import golden
 from rocketpy.namesrv import (Channel, Configuration, DefaultRequestProcessor, KVConfigManager,
                               RouteInfoManager, profile_for)
 from rocketpy.remoting import bodies, decode_frame, fastjson
+from rocketpy.remoting.codes import MQVersion
 from rocketpy.remoting.command import RemotingCommand
 
 __all__ = ["Simulation", "Model", "Mismatch", "templates"]
@@ -238,8 +239,12 @@ class Simulation:
         gen = "rmq49" if self.profile.name == "4.9" else "rmq50"
         self.templates = templates(gen)
         old = templates("rmq49")
+        # 4.9 slaves beside the masters; Java 5.0.0 reads every compressed body as a 5.0 one,
+        # so a 4.9 broker registers with it only uncompressed
+        as_50 = self.profile.compressed_body_broker_version == MQVersion.V5_0_0
         self.slave_templates = [t for t in old[103]
-                                if "enableActingMaster" not in (t.command.ext_fields or {})]
+                                if "enableActingMaster" not in (t.command.ext_fields or {})
+                                and not (as_50 and t.compressed)]
         self.unregister_templates = self.templates[104]
         self.query_templates = self.templates.get(322, [])
         self.heartbeat_templates = self.templates.get(904, []) if self.profile.serve_5x_codes else []
@@ -269,7 +274,6 @@ class Simulation:
         configuration = Configuration.from_properties(props, self.profile)
         self.rim = RouteInfoManager(configuration.namesrv_config, self.profile)
         kv = KVConfigManager(configuration.namesrv_config.kv_config_path)
-        kv.persist = lambda: True
         self.processor = DefaultRequestProcessor(
             self.rim, kv, submit_unregistration=self._submit, profile=self.profile,
             configuration=configuration)
@@ -546,6 +550,8 @@ class Simulation:
             index.setdefault(l.channel_id, set()).add(key)
         if {cid: set(keys) for cid, keys in rim._by_channel.items()} != index:
             raise Mismatch("channel index differs from the live table")
+        if rim.queue_data_count != sum(map(len, rim.topic_queue_table.values())):
+            raise Mismatch(f"queue_data_count {rim.queue_data_count} differs from the queue table")
         self.max_live = max(self.max_live, len(model.live))
         cache = self.processor.registration_bodies
         if len(cache._last) > 2 * self.max_live + 64:

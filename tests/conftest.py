@@ -1,9 +1,13 @@
-"""Shared fixtures.  ``spark``: one local[2] SparkSession for the whole test session (a session
-starts in 8-17 s here), UI off, the Python workers pinned to this interpreter."""
+"""pytest configuration for the suite: the plugin through which test modules name the extra they
+need (:mod:`extras`), and shared fixtures.  ``spark``: one local[2] SparkSession for the whole
+test session (a session starts in 8-17 s here), UI off, the Python workers pinned to this
+interpreter."""
 import os
 import sys
 
 import pytest
+
+pytest_plugins = ["extras"]
 
 
 @pytest.fixture(scope="session")

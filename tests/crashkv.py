@@ -8,8 +8,8 @@ server is rewriting a multi-megabyte kvConfig.json and its .bak back to back); S
 random instant; then read the file as the Java NameServer would. It must be a complete version:
 it parses as ``{"configTable":{namespace:{key:value}}}``, and equals the table the server started
 from with exactly the first *n* puts applied, for some *n* -- and *n* is at least the last put the
-server acknowledged (it persists before it answers, as Java does), so no acknowledged write is
-lost. ``kvConfig.json.bak`` must be a complete earlier version too. The next run restarts on it.
+server acknowledged (it answers once the write is durable, as Java answers after persisting),
+so no acknowledged write is lost. ``kvConfig.json.bak`` must be a complete earlier version too. The next run restarts on it.
 
 A kill that lands mid-write leaves the sibling temporary file behind (``.kvConfig.json.tmp`` or
 ``.kvConfig.json.bak.tmp``): its presence proves the kill hit a write; it is counted, the restart
@@ -151,7 +151,9 @@ class CrashKV:
     def run(self, kill=True, min_delay=0.03, max_delay=0.35):
         started = time.monotonic()
         self._run_started = time.time()
-        with serverproc.running_server(kv_path=str(self.kv_path), home=str(self.home),
+        # values past the default kvConfigMaxValueBytes (64 KiB): multi-megabyte files
+        with serverproc.running_server("-D", f"kvConfigMaxValueBytes={2 * self.value_size}",
+                                       kv_path=str(self.kv_path), home=str(self.home),
                                        boot_timeout=30) as server:
             self.stats.boot_seconds.append(time.monotonic() - started)
             self._verify_served(server)

@@ -587,12 +587,9 @@ def _decode_bodies(cmd, data, rng):
             raise Finding(f"{name} raised {type(exc).__name__}: {exc}", data, f"body:{name}") from exc
 
 
-class _NoDiskKV(KVConfigManager):
-    """The real manager, but persist() only serialises (fuzzing must not fsync per input)."""
-
-    def persist(self):
-        self.to_json()
-        return True
+def _no_disk(path, text):
+    """A store that writes nothing: the manager still snapshots and renders every change
+    (fuzzing must not fsync per input)."""
 
 
 class ProcessorTarget:
@@ -612,11 +609,11 @@ class ProcessorTarget:
     def _reset(self):
         profile = profile_for(self.profile_name)
         props = {"kvConfigPath": "/nonexistent/rocketpy-fuzz/kvConfig.json",
-                 "configStorePath": "", "deleteTopicWithBrokerRegistration": "false"}
-        configuration = Configuration.from_properties(props, profile)
-        configuration.persist = lambda: None  # UPDATE_NAMESRV_CONFIG must not write files
+                 "configStorePath": "/nonexistent/rocketpy-fuzz/namesrv.properties",
+                 "deleteTopicWithBrokerRegistration": "false"}
+        configuration = Configuration.from_properties(props, profile, store=_no_disk)
         self.route = RouteInfoManager(configuration.namesrv_config, profile)
-        self.kv = _NoDiskKV(configuration.namesrv_config.kv_config_path)
+        self.kv = KVConfigManager(configuration.namesrv_config.kv_config_path, store=_no_disk)
         self.queue = []
         kwargs = {}
         if self.access_control is not None:

@@ -103,20 +103,24 @@ def server_command(*args, listen="tcp:0:interface=127.0.0.1"):
 @contextlib.contextmanager
 def running_server(*args, listen="tcp:0:interface=127.0.0.1", boot_timeout=30.0, env=None,
                    home=None, kv_path=None):
-    """Start the server with extra ``args`` (rocketnamesrv options); yield a ServerProcess."""
+    """Start the server with extra ``args`` (rocketnamesrv options); yield a ServerProcess.
+    ``kv_path=False``: no ``--kvConfigPath`` (the config file or the default decides)."""
     with tempfile.TemporaryDirectory(prefix="rocketnamesrv-") as tmp:
         home = Path(home or os.path.join(tmp, "home"))
         home.mkdir(parents=True, exist_ok=True)
-        kv_path = kv_path or os.path.join(tmp, "kvConfig.json")
+        kv_args = []
+        if kv_path is not False:
+            kv_path = kv_path or os.path.join(tmp, "kvConfig.json")
+            kv_args = [f"--kvConfigPath={kv_path}"]
         full_env = dict(os.environ)
         full_env.update({"HOME": str(home), "PYTHONUNBUFFERED": "1",
                          "PYTHONPATH": os.pathsep.join(
                              [str(REPO_ROOT)] + [p for p in [os.environ.get("PYTHONPATH")] if p])})
         full_env.update(env or {})
-        proc = subprocess.Popen(server_command(f"--kvConfigPath={kv_path}", *args, listen=listen),
+        proc = subprocess.Popen(server_command(*kv_args, *args, listen=listen),
                                 cwd=tmp, env=full_env, stdout=subprocess.PIPE,
                                 stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
-        server = ServerProcess(proc, home, kv_path)
+        server = ServerProcess(proc, home, kv_path or os.path.join(tmp, "kvConfig.json"))
         try:
             server.wait_booted(boot_timeout)
             yield server
@@ -127,9 +131,12 @@ def running_server(*args, listen="tcp:0:interface=127.0.0.1", boot_timeout=30.0,
 class RemotingClient:
     """A blocking remoting client over a real socket, for end-to-end tests."""
 
-    def __init__(self, port, host="127.0.0.1", timeout=10.0):
+    def __init__(self, port, host="127.0.0.1", timeout=10.0, source=None):
+        """``source``: the local address to connect from (another loopback address, e.g.
+        ``127.0.0.2``, to be another host as far as the server can tell)."""
         import socket
-        self.sock = socket.create_connection((host, port), timeout=timeout)
+        self.sock = socket.create_connection((host, port), timeout=timeout,
+                                             source_address=(source, 0) if source else None)
         self._buf = b""
         self._opaque = 0
 

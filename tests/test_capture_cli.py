@@ -6,6 +6,7 @@ import pytest
 
 from rocketpy.capture.cli import main
 from rocketpy.capture.rows import COLUMNS
+from extras import require
 
 FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "pcap"
 PROBE = FIXTURES / "rmq49-client-api-probe-rocketmq-serialize.pcap"
@@ -63,6 +64,7 @@ def test_directory_port_filter_and_bad_files(tmp_path, capsys):
 
 
 def test_csv_and_parquet(tmp_path, capsys):
+    require("plots", "matplotlib")
     import pyarrow.parquet as pq
     out = tmp_path / "f.parquet"
     assert main([str(PROBE), "--format", "parquet", "-o", str(out), "--summary", "no",

@@ -175,7 +175,11 @@ def test_control_characters_in_json_headers(tmp_path):
                           b"body") for i in range(3)]
     frames.append(build_frame(0, b'{"code":310,"extFields":{"k\x1a":"v"},"opaque":4}', b""))
     frames.append(build_frame(0, b'{"code":310,"remark":"a\x1ab","opaque":5}', b""))
-    assert_same(_stream(tmp_path, frames, "ctl"))
+    table = assert_same(_stream(tmp_path, frames, "ctl"))
+    assert table.num_rows == len(frames)
+    assert table["ext_fields"].to_pylist()[0] == [("properties", props.decode())]
+    errors = table["error"].to_pylist()
+    assert errors[:3] == [None] * 3 and "HeaderDecodeError" in errors[3] and errors[4] is None
 
 
 def test_mutated_genuine_frames(tmp_path):

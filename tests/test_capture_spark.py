@@ -19,7 +19,9 @@ from rocketpy.capture.summary import SummaryBuilder
 
 import capture_synth as cs
 
-import pyspark  # noqa: F401  (the spark extra; a missing install fails, never skips)
+from extras import require
+
+require("spark", "pyspark", "pandas", "matplotlib")   # else these fail, never skip
 pytestmark = pytest.mark.spark
 
 ROOT = Path(__file__).resolve().parents[1]

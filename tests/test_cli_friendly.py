@@ -6,9 +6,9 @@ import os
 import subprocess
 
 import pytest
-from twisted.python import usage
 
 from rocketpy.service.propcheck import PropertyError, Spec, check_properties, known_keys, register_key
+from rocketpy.service.startup import StartError
 from rocketpy.service.tap import Options
 from serverproc import REPO_ROOT, RemotingClient, running_server, server_command
 
@@ -104,13 +104,13 @@ BAD = [
 def test_bad_value_refused_with_key_value_and_expectation(tmp_path, key, value, expected):
     conf = tmp_path / "namesrv.properties"
     conf.write_text(f"{key}={value}\n", encoding="latin-1")
-    with pytest.raises(usage.UsageError) as refused:
+    with pytest.raises(StartError) as refused:
         _parse("-c", str(conf))
-    message = str(refused.value)
+    message = refused.value.message
     assert message.startswith(f"{key}={value!r} in {conf}: expected {expected}"), message
-    with pytest.raises(usage.UsageError) as refused:
+    with pytest.raises(StartError) as refused:
         _parse("-D", f"{key}={value}")
-    assert f"{key}={value!r} in -D: expected {expected}" in str(refused.value)
+    assert f"{key}={value!r} in -D: expected {expected}" in refused.value.message
 
 
 def test_good_values_pass():
@@ -122,9 +122,9 @@ def test_good_values_pass():
 
 
 def test_bad_endpoints_refused():
-    with pytest.raises(usage.UsageError, match="--web='bogus:8080': not a Twisted server endpoint"):
+    with pytest.raises(StartError, match="--web='bogus:8080': not a Twisted server endpoint"):
         _parse("--web", "bogus:8080")
-    with pytest.raises(usage.UsageError, match="--listen='tcp:notaport'"):
+    with pytest.raises(StartError, match="--listen='tcp:notaport'"):
         _parse("--listen", "tcp:notaport")
 
 
@@ -134,6 +134,6 @@ def test_bad_value_stops_the_start_before_listening(tmp_path):
     proc = _run("--listen=tcp:0:interface=127.0.0.1", "--web=tcp:0:interface=127.0.0.1", "-c", str(conf))
     output = proc.stdout + proc.stderr
     assert proc.returncode != 0
-    assert f"serverSocketBacklog='lots' in {conf}: expected an integer >= 1" in output
+    assert proc.stderr == (f"rocketnamesrv: serverSocketBacklog='lots' in {conf}: expected "
+                           "an integer >= 1\n")                # one line: no --help, no traceback
     assert "boot success" not in output and "web endpoint on" not in output
-    assert "Traceback" not in output

@@ -16,7 +16,6 @@ a route it sends the message through it, naming ``TBW102`` as ``defaultTopic``.
 The wheel is built for x86_64 Linux only: elsewhere these tests fail (they do not skip), so a
 CI machine that cannot run the genuine client is noticed.
 """
-import importlib.util
 import platform
 import sys
 import time
@@ -25,6 +24,7 @@ import uuid
 import pytest
 
 import serverproc
+from extras import require
 from rocketpy.remoting.codes import LanguageCode, RequestCode
 from clientutil import (CLIENTS, DEFAULT_TOPIC, TOPIC, WORLDS, query_route,
                         registered_fake_broker, run_client)
@@ -42,8 +42,7 @@ def setup(request):
     assert platform.machine() in ("x86_64", "AMD64"), (
         f"PyPI rocketmq==0.4.4 bundles an x86_64 librocketmq.so; this machine is "
         f"{platform.machine()}")
-    assert importlib.util.find_spec("rocketmq") is not None, (
-        "the C++ client is not installed: pip install rocketmq==0.4.4 (see .ci/run)")
+    require("clients", "rocketmq")
     world = request.param
     with serverproc.running_server(*world.server_args) as server, \
             registered_fake_broker(server.port, world.capture) as broker:

@@ -21,6 +21,7 @@ import uuid
 import pytest
 
 import serverproc
+from rocketpy.namesrv.profile import profile_for
 from rocketpy.remoting.codes import LanguageCode, RequestCode, ResponseCode
 from clientutil import (CLIENTS, TOPIC, WORLDS, query_route, registered_fake_broker, run_client,
                         tool)
@@ -31,7 +32,7 @@ DRIVER = CLIENTS / "ons_producer.js"
 ONS_VERSION, JAVA = 121, LanguageCode.JAVA          # what ali-ons 3.12.0 sends
 RUN_TIMEOUT = 30
 NO_ROUTE_REMARK = ("No topic route info in name server for the topic: {}\n"
-                   "See http://rocketmq.apache.org/docs/faq/ for further details.")
+                   "See {} for further details.")   # the FAQ page moved in Java 5.1
 
 
 @pytest.fixture(scope="module", params=WORLDS, ids=str)
@@ -42,7 +43,7 @@ def setup(request):
     world = request.param
     with serverproc.running_server(*world.server_args) as server, \
             registered_fake_broker(server.port, world.capture) as broker:
-        yield node, server, broker
+        yield node, server, broker, world
 
 
 def ons_send(node, server, topic, body):
@@ -51,14 +52,14 @@ def ons_send(node, server, topic, body):
 
 
 def test_route_answer_is_legacy_json_for_ali_ons(setup):
-    _, server, broker = setup
+    _, server, broker, _ = setup
     response = query_route(server.port, TOPIC, version=ONS_VERSION, language=JAVA)
     assert response.code == 0, response.remark
     assert b'"brokerAddrs":{0:"%s"}' % broker.addr.encode() in response.body
 
 
 def test_send_goes_to_the_broker_in_our_route(setup):
-    node, server, broker = setup
+    node, server, broker, _ = setup
     body = f"rocketpy-js-{uuid.uuid4().hex}"
     result = ons_send(node, server, TOPIC, body)
     assert result["ok"], f"send failed: {result}\nserver log:\n{server.log_text()[-3000:]}"
@@ -77,13 +78,14 @@ def test_send_goes_to_the_broker_in_our_route(setup):
 
 
 def test_unknown_topic_fails_with_no_route(setup):
-    node, server, broker = setup
+    node, server, broker, world = setup
     topic = f"RocketpyNoSuchTopic{uuid.uuid4().hex[:8]}"
     started = time.monotonic()
     result = ons_send(node, server, topic, "never-sent")
     elapsed = time.monotonic() - started
     assert not result["ok"], result
     assert result["name"] == "MQClientException" and result["code"] == ResponseCode.TOPIC_NOT_EXIST, result
-    assert result["message"] == NO_ROUTE_REMARK.format(topic)
+    faq = profile_for(world.name).topic_not_exist_faq_url
+    assert result["message"] == NO_ROUTE_REMARK.format(topic, faq)
     assert elapsed < 10, f"the client took {elapsed:.1f} s"
     assert not [r for r in broker.sends() if r["topic"] == topic]

@@ -21,8 +21,17 @@ import pytest
 
 import crashkv
 from rocketpy.namesrv.kvconfig import KVConfigManager
+from rocketpy.service import fileio
 
 SEED = int(os.environ.get("ROCKETPY_CRASH_SEED", "11"))
+
+
+def _kv(path):
+    """The manager as the server builds it (its store looked up when called, so the
+    negative control's replacement of ``write_atomic`` reaches it), its file loaded."""
+    kv = KVConfigManager(path, store=lambda p, text: fileio.write_file_java(p, text))
+    kv.load_json(fileio.read_text(path))
+    return kv
 
 
 @pytest.mark.network
@@ -61,7 +70,6 @@ def _writer(path, seed, progress=None, in_place=True):
         os.fsync = lambda fd: (pause(), real_fsync(fd))[1]
         os.replace = lambda a, b: (pause(), real_replace(a, b))[1]
     elif progress is not None:
-        from rocketpy.namesrv import fileio
         report, go = progress
 
         def write_in_place(target, data):
@@ -74,8 +82,7 @@ def _writer(path, seed, progress=None, in_place=True):
                         os.read(go, 1)
         fileio.write_atomic = write_in_place
     rng = random.Random(seed)
-    kv = KVConfigManager(path)
-    kv.load()
+    kv = _kv(path)
     n = int(kv.get_kv_config("meta", "n") or 0)
     while True:
         n += 1
@@ -113,8 +120,7 @@ def test_kill_9_a_process_rewriting_the_file(tmp_path):
                 if name == path:
                     assert n >= last                  # never an older version than before
                     last = n
-        kv = KVConfigManager(path)                     # what a restart reads
-        kv.load()
+        kv = _kv(path)                                 # what a restart reads
         assert int(kv.get_kv_config("meta", "n")) == last
     assert hits >= 5 and last > 20, (hits, last)     # kills did land inside writes
 
@@ -123,7 +129,7 @@ def test_the_check_catches_in_place_writes(tmp_path):
     """Negative control: the same check on Java's in-place write, killed after it has written
     a random number of 8 KiB chunks, finds the broken files (so the tests above have teeth)."""
     path = str(tmp_path / "kvConfig.json")
-    good = KVConfigManager(path)
+    good = _kv(path)
     good.config_table = {"meta": {"n": "0"}, "data": {"blob": "0:" + "x" * (1 << 20)}}
     rng = random.Random(SEED)
     broken = 0

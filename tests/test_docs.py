@@ -196,3 +196,80 @@ def test_builds_without_the_optional_pages_and_picks_up_new_ones(tmp_path):
         assert f'href="{name}.html"' not in toc
     protocol = _text(out / "protocol.html")
     assert "request code page" in protocol  # the optional link degrades to text
+
+
+def _ids(page, cache={}):
+    if page not in cache:
+        text = page.read_text(encoding="utf-8")
+        cache[page] = set(re.findall(r'\b(?:id|name)="([^"]+)"', text))
+    return cache[page]
+
+
+def test_every_internal_link_resolves(site):
+    """Every relative link of every built page (prose, toctree, API, viewcode) reaches a file,
+    and its #fragment an id there. Sphinx does not warn about all of them (a role without a
+    domain rendered every {optdoc} link as plain text, silently)."""
+    from urllib.parse import unquote
+    checked, broken = 0, []
+    for page in sorted(site.rglob("*.html")):
+        for href in re.findall(r'<a\s[^>]*href="([^"]*)"', page.read_text(encoding="utf-8")):
+            href = html.unescape(href)
+            if re.match(r"[a-zA-Z][a-zA-Z0-9+.-]*:|//", href):
+                continue                                  # http:, mailto: ...: not ours
+            path, _, fragment = href.partition("#")
+            target = (page.parent / unquote(path)).resolve() if path else page
+            checked += 1
+            if not target.is_file():
+                broken.append(f"{page.relative_to(site)}: {href} (no such file)")
+            elif fragment and target.suffix == ".html" and unquote(fragment) not in _ids(target):
+                broken.append(f"{page.relative_to(site)}: {href} (no such anchor)")
+    assert checked > 1000
+    assert not broken, "\n".join(broken[:30])
+
+
+def test_cross_references_render_as_links(site):
+    """Each {doc}/{optdoc} reference of a page, to a page that exists, is a link in its body."""
+    role = re.compile(r"\{(?:opt)?doc\}`(?:[^`<]*<)?([^`>]+)>?`")
+    seen = 0
+    for source in sorted(DOCS.glob("*.md")):
+        body = (site / f"{source.stem}.html").read_text(encoding="utf-8")
+        body = body.split('<div class="body" role="main">', 1)[1].split('<div class="sphinxsidebar"', 1)[0]
+        for target in role.findall(source.read_text(encoding="utf-8")):
+            if (DOCS / f"{target}.md").exists() or (DOCS / f"{target}.rst").exists():
+                seen += 1
+                assert f'href="{target}.html' in body, f"{source.name}: {target} is not a link"
+    assert seen >= 10
+
+
+def _test_exists(module, name):
+    """True when ``tests/<module>`` defines ``name`` (``test_x`` or ``Class::test_x``)."""
+    import ast
+    tree = ast.parse((ROOT / "tests" / module).read_text(encoding="utf-8"))
+    scope = tree.body
+    *classes, function = name.split("::")
+    for class_name in classes:
+        found = [n for n in scope if isinstance(n, ast.ClassDef) and n.name == class_name]
+        if not found:
+            return False
+        scope = found[0].body
+    return any(isinstance(n, ast.FunctionDef) and n.name == function for n in scope)
+
+
+def test_java_53_page_covers_every_profile_difference_with_a_test():
+    """docs/java-5.3-changes.md is the evidence for the default profile: each setting in which
+    the 5.0 and 5.3 profiles differ is on it, and each test it names exists."""
+    import dataclasses
+    profile = importlib.import_module("rocketpy.namesrv.profile")
+    page = (DOCS / "java-5.3-changes.md").read_text(encoding="utf-8")
+    differing = [f.name for f in dataclasses.fields(profile.BehaviourProfile) if f.name != "name"
+                 and getattr(profile.PROFILE_50, f.name) != getattr(profile.PROFILE_53, f.name)]
+    assert len(differing) >= 10
+    for name in differing:
+        assert f"`{name}`" in page, f"{name} differs between 5.0 and 5.3 but is not on the page"
+    points = re.findall(r"^\d+\. \*\*.*?(?=^\d+\. |^#|\Z)", page, re.M | re.S)
+    assert len(points) > 20
+    for point in points:
+        assert re.search(r"`test_\w+\.py::", point), f"no test named for: {point[:70]}"
+    named = re.findall(r"`(test_\w+\.py)::([\w:]+)`", page)
+    for module, test in named:
+        assert _test_exists(module, test), f"{module}::{test} named on the page does not exist"

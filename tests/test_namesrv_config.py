@@ -3,7 +3,8 @@ import pytest
 
 import replay
 from rocketpy.namesrv import Configuration, NamesrvConfig, NettyServerConfig
-from rocketpy.namesrv.config import attr_name, java_key, java_keys, load_properties
+from rocketpy.namesrv.config import attr_name, java_key, java_keys
+from rocketpy.service.fileio import load_properties, write_file_java
 from rocketpy.namesrv.javaprops import (PropertiesError, body_to_properties, format_properties,
                                         parse_properties)
 from rocketpy.namesrv.profile import PROFILE_49, PROFILE_50, PROFILE_53
@@ -86,7 +87,7 @@ def test_loading_follows_properties2object(tmp_path):
     path = tmp_path / "namesrv.conf"
     path.write_text("listenPort=9988\nclusterTest=TRUE\nscanNotActiveBrokerInterval=12x\n"
                     "productEnvName=  prod  \nunknownKey=1\n")
-    configuration = Configuration.from_properties_file(str(path))
+    configuration = Configuration.from_properties(load_properties(str(path)), config_path=str(path))
     assert configuration.netty_server_config.listen_port == 9988
     assert configuration.namesrv_config.cluster_test is True
     assert configuration.namesrv_config.scan_not_active_broker_interval == 5000  # unparsable: kept
@@ -105,12 +106,13 @@ def test_print_lines_show_every_field_nulls_empty():
 
 def test_update_merges_known_keys_and_persists(tmp_path):
     store = tmp_path / "namesrv.properties"
-    configuration = Configuration(NamesrvConfig(config_store_path=str(store)), NettyServerConfig())
-    configuration.update({"orderMessageEnable": "true", "notAKey": "x"})
+    configuration = Configuration(NamesrvConfig(config_store_path=str(store)), NettyServerConfig(),
+                                  store=write_file_java)
+    configuration.update({"orderMessageEnable": "true", "notAKey": "x"})()   # its FileWrite
     assert configuration.namesrv_config.order_message_enable is True
     assert "notAKey" not in configuration.all_configs
     assert "orderMessageEnable=true\n" in store.read_text()
-    configuration.update({"supportActingMaster": "true"})
+    configuration.update({"supportActingMaster": "true"})()
     assert "orderMessageEnable=true\n" in (tmp_path / "namesrv.properties.bak").read_text()
 
 

@@ -1,12 +1,20 @@
-"""KVConfigManager: Java's file format, default place and .bak copy; crash-safe writes."""
+"""KVConfigManager: Java's file format, default place and .bak copy; crash-safe writes
+(rocketpy.service.fileio); the bounds of a put."""
 import json
 import os
 
 import pytest
 
 from rocketpy.namesrv import KVConfigManager
-from rocketpy.namesrv import fileio
-from rocketpy.namesrv.kvconfig import KVConfigError
+from rocketpy.namesrv.kvconfig import KVConfigError, KVLimits
+from rocketpy.service import fileio
+
+
+def _kv(path, **limits):
+    """A manager writing through the server's store, its file loaded."""
+    kv = KVConfigManager(str(path), store=fileio.write_file_java, limits=KVLimits(**limits))
+    kv.load_json(fileio.read_text(str(path)))
+    return kv
 
 # What a Java 5.x NameServer writes (KVConfigSerializeWrapper.toJson(), HashMap order).
 JAVA_FILE = '{"configTable":{"ORDER_TOPIC_CONFIG":{"TopicA":"broker-a:4"},"anchor_ns":{"k2":"{\\"a\\":1}"}}}'
@@ -19,8 +27,7 @@ def test_default_path_is_javas():
 def test_loads_a_java_written_file(tmp_path):
     path = tmp_path / "kvConfig.json"
     path.write_text(JAVA_FILE)
-    kv = KVConfigManager(str(path))
-    kv.load()
+    kv = _kv(path)
     assert kv.get_kv_config("ORDER_TOPIC_CONFIG", "TopicA") == "broker-a:4"
     assert kv.get_kv_config("anchor_ns", "k2") == '{"a":1}'
     assert kv.get_kv_list_by_namespace("anchor_ns") == b'{"table":{"k2":"{\\"a\\":1}"}}'
@@ -28,42 +35,98 @@ def test_loads_a_java_written_file(tmp_path):
 
 
 def test_missing_or_empty_file_is_an_empty_table(tmp_path):
-    kv = KVConfigManager(str(tmp_path / "none.json"))
-    kv.load()
-    assert kv.config_table == {}
+    assert _kv(tmp_path / "none.json").config_table == {}
     (tmp_path / "empty.json").write_text("")
-    kv = KVConfigManager(str(tmp_path / "empty.json"))
-    kv.load()
-    assert kv.config_table == {}
+    assert _kv(tmp_path / "empty.json").config_table == {}
 
 
 def test_broken_file_refuses_to_load(tmp_path):
     (tmp_path / "kv.json").write_text('{"configTable":')
     with pytest.raises(KVConfigError):
-        KVConfigManager(str(tmp_path / "kv.json")).load()
+        _kv(tmp_path / "kv.json")
 
 
 def test_every_change_persists_with_a_bak_of_the_previous_content(tmp_path):
     path = tmp_path / "namesrv" / "kvConfig.json"
-    kv = KVConfigManager(str(path))
-    kv.put_kv_config("ns", "k1", "v1")
+    kv = _kv(path)
+    kv.put_kv_config("ns", "k1", "v1")()            # each change returns its FileWrite
     first = path.read_text()
     assert json.loads(first) == {"configTable": {"ns": {"k1": "v1"}}}
     assert not (tmp_path / "namesrv" / "kvConfig.json.bak").exists()
-    kv.put_kv_config("ns", "k2", "v2")
+    kv.put_kv_config("ns", "k2", "v2")()
     assert (tmp_path / "namesrv" / "kvConfig.json.bak").read_text() == first
-    kv.delete_kv_config("ns", "k1")
+    kv.delete_kv_config("ns", "k1")()
     assert json.loads(path.read_text()) == {"configTable": {"ns": {"k2": "v2"}}}
     # a namespace emptied by deletes stays, as in Java
-    kv.delete_kv_config("ns", "k2")
+    kv.delete_kv_config("ns", "k2")()
     assert kv.get_kv_list_by_namespace("ns") == b'{"table":{}}'
-    reloaded = KVConfigManager(str(path))
-    reloaded.load()
-    assert reloaded.config_table == {"ns": {}}
+    assert _kv(path).config_table == {"ns": {}}
+    assert sorted(p.name for p in path.parent.iterdir()) == ["kvConfig.json", "kvConfig.json.bak"]
+
+
+def test_the_bak_is_the_previous_file_not_a_second_write(tmp_path, monkeypatch):
+    """The .bak is the previous file hard-linked into place: one data write and fsync per
+    persist (Java writes the old content a second time)."""
+    path = tmp_path / "kv.json"
+    kv = _kv(path)
+    kv.put_kv_config("ns", "k", "v1")()
+    previous = os.stat(path)
+    synced = []
+    real_fsync = os.fsync
+    monkeypatch.setattr(fileio.os, "fsync", lambda fd: (synced.append(fd), real_fsync(fd)))
+    kv.put_kv_config("ns", "k", "v2")()
+    assert os.stat(str(path) + ".bak").st_ino == previous.st_ino
+    assert len(synced) == 2                          # the new file and the directory
+    assert json.loads((tmp_path / "kv.json.bak").read_text())["configTable"]["ns"]["k"] == "v1"
+
+
+def test_the_bak_is_copied_where_there_are_no_hard_links(tmp_path, monkeypatch):
+    path = tmp_path / "kv.json"
+    kv = _kv(path)
+    kv.put_kv_config("ns", "k", "v1")()
+    first = path.read_bytes()
+
+    def no_links(src, dst):
+        raise PermissionError("no hard links here")
+
+    monkeypatch.setattr(fileio.os, "link", no_links)
+    kv.put_kv_config("ns", "k", "v2")()
+    assert (tmp_path / "kv.json.bak").read_bytes() == first
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["kv.json", "kv.json.bak"]
+
+
+def test_without_a_store_nothing_is_written(tmp_path):
+    kv = KVConfigManager(str(tmp_path / "kv.json"))
+    assert kv.put_kv_config("ns", "k", "v") is None and kv.persist() is True
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_puts_past_a_bound_are_refused_naming_it(tmp_path):
+    kv = _kv(tmp_path / "kv.json", max_namespace_bytes=8, max_key_bytes=8, max_value_bytes=16,
+             max_total_bytes=100)
+    assert kv.refusal("ns", "k", "v" * 16) is None
+    assert kv.refusal("n" * 9, "k", "v") == "the namespace is 9 bytes, over kvConfigMaxNamespaceBytes=8"
+    assert kv.refusal("ns", "\u00e9" * 5, "v") == "the key is 10 bytes, over kvConfigMaxKeyBytes=8"
+    assert kv.refusal("ns", "k", "v" * 17) == "the value is 17 bytes, over kvConfigMaxValueBytes=16"
+    for i in range(3):
+        assert kv.refusal("ns", f"k{i}", "v" * 16) is None
+        kv.put_kv_config("ns", f"k{i}", "v" * 16)
+    assert kv.refusal("ns", "k3", "v" * 16).endswith("over kvConfigMaxTotalBytes=100")
+    assert kv.refusal("ns", "k0", "w" * 16) is None          # a replacement does not grow it
+    kv.delete_kv_config("ns", "k0")
+    assert kv.refusal("ns", "k3", "v" * 16) is None
+    unbounded = _kv(tmp_path / "kv2.json", max_value_bytes=0, max_total_bytes=0)
+    assert unbounded.refusal("ns", "k", "v" * 100_000) is None
+
+
+def test_the_total_counts_a_loaded_file(tmp_path):
+    (tmp_path / "kv.json").write_text(JAVA_FILE)
+    assert _kv(tmp_path / "kv.json", max_total_bytes=60).refusal("ns", "k", "v") is not None
+    assert _kv(tmp_path / "kv.json", max_total_bytes=200).refusal("ns", "k", "v") is None
 
 
 def test_output_is_in_java_hashmap_order(tmp_path):
-    kv = KVConfigManager(str(tmp_path / "kv.json"))
+    kv = _kv(tmp_path / "kv.json")
     for key in ("k1", "k2", "k10", "zz", "TopicA"):
         kv.put_kv_config("ns", key, "v")
     body = kv.get_kv_list_by_namespace("ns").decode()
@@ -73,8 +136,8 @@ def test_output_is_in_java_hashmap_order(tmp_path):
 
 def test_a_crash_before_the_rename_leaves_the_old_file(tmp_path, monkeypatch):
     path = tmp_path / "kv.json"
-    kv = KVConfigManager(str(path))
-    kv.put_kv_config("ns", "k", "old")
+    kv = _kv(path)
+    kv.put_kv_config("ns", "k", "old")()
     before = path.read_bytes()
 
     def crash(src, dst):
@@ -87,15 +150,15 @@ def test_a_crash_before_the_rename_leaves_the_old_file(tmp_path, monkeypatch):
     assert [p.name for p in tmp_path.iterdir() if p.name.endswith(".tmp")] == []
 
 
-@pytest.mark.parametrize("crash_at", range(12))
+@pytest.mark.parametrize("crash_at", range(10))
 def test_a_crash_at_any_step_leaves_old_or_new(tmp_path, monkeypatch, crash_at):
     """Kill the write at each os-level step: the file is always the complete old or new text."""
     path = tmp_path / "kv.json"
-    kv = KVConfigManager(str(path))
-    kv.put_kv_config("ns", "k", "old")
+    kv = _kv(path)
+    kv.put_kv_config("ns", "k", "old")()
     old = path.read_bytes()
     steps = []
-    real = {name: getattr(fileio.os, name) for name in ("open", "fsync", "replace", "close")}
+    real = {name: getattr(fileio.os, name) for name in ("open", "fsync", "replace", "close", "link")}
 
     def make(name):
         def step(*args, **kwargs):

@@ -42,6 +42,16 @@ def on_a_thread(work):
     return box["value"]
 
 
+def finish_on_a_thread(pending):
+    """What a pool and the transport do with a Pending: its work on another thread, then its
+    ``finish`` here -- or its ``fail`` when the work raised."""
+    try:
+        result = on_a_thread(pending.work)
+    except Exception as exc:
+        return pending.fail(exc)
+    return pending.finish(result)
+
+
 class Offloading:
     """A processor as the transport drives it with a decode pool: ``offload=True``, the work
     of every Pending on another thread, its finish here."""
@@ -57,7 +67,7 @@ class Offloading:
         answer = self.processor.process(request, channel, now_ms, offload=True)
         if isinstance(answer, Pending):
             self.pending += 1
-            answer = answer.finish(on_a_thread(answer.work))
+            answer = finish_on_a_thread(answer)
         return answer
 
 
@@ -119,7 +129,7 @@ class Pair:
         later = self.async_proc.process(request, CH, now_ms, offload=True)
         pending = later if isinstance(later, Pending) else None
         if pending is not None:
-            later = pending.finish(on_a_thread(pending.work))
+            later = finish_on_a_thread(pending)
         return answer, later, pending
 
 

@@ -1,56 +1,15 @@
 """DefaultRequestProcessor: the dispatch table, Java's answer rules and error answers."""
-import zlib
 
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from rocketpy.namesrv import (Channel, Configuration, DefaultRequestProcessor, KVConfigManager,
-                              NamesrvConfig, NettyServerConfig, RouteInfoManager)
 from rocketpy.namesrv.processor import handler_table
 from rocketpy.namesrv.profile import PROFILE_49, PROFILE_50, PROFILE_53
 from rocketpy.remoting import RemotingCommand, decode_frame, fastjson
-import brokerbody
+from processorutil import CH, call, make, register, register_body
 
-CH = Channel(1, "127.0.0.1:50000")
 SERVED_53 = {100, 101, 102, 103, 104, 105, 106, 205, 206, 216, 217, 219, 224, 304, 311, 312, 313,
              318, 319, 322, 327, 901, 904}
-
-
-def make(tmp_path, profile=PROFILE_53, accept=True, **settings_):
-    namesrv = NamesrvConfig(kv_config_path=str(tmp_path / "kv.json"),
-                            config_store_path=str(tmp_path / "namesrv.properties"), **settings_)
-    configuration = Configuration(namesrv, NettyServerConfig(), profile=profile)
-    rim = RouteInfoManager(namesrv, profile)
-    submitted = []
-
-    def submit(request):
-        if accept:
-            submitted.append(request)
-        return accept
-
-    proc = DefaultRequestProcessor(rim, KVConfigManager(namesrv.kv_config_path),
-                                   submit_unregistration=submit, profile=profile,
-                                   configuration=configuration, startup_ms=0)
-    proc.submitted = submitted
-    return proc
-
-
-def register_body(*topics, counter=1):
-    return brokerbody.register_body(topics, counter)
-
-
-def register(proc, name="broker-a", addr="127.0.0.1:10911", bid="0", topics=("T1", "T2"),
-             body=None, crc=None, opaque=1, oneway=False, version=479, **ext):
-    body = register_body(*topics) if body is None else body
-    fields = {"brokerName": name, "brokerAddr": addr, "clusterName": "C", "haServerAddr": "ha",
-              "brokerId": bid, "compressed": "false",
-              "bodyCrc32": str(zlib.crc32(body) & 0x7FFFFFFF if crc is None else crc), **ext}
-    return proc.process(RemotingCommand.request(103, fields, body, opaque=opaque, version=version,
-                                                oneway=oneway), CH, 1000)
-
-
-def call(proc, code, ext=None, body=None, version=479, now=1000, **kw):
-    return proc.process(RemotingCommand.request(code, ext, body, opaque=7, version=version, **kw), CH, now)
 
 
 # ------------------------------------------------------------------ dispatch
@@ -173,7 +132,7 @@ def test_route_json_style_by_version_and_flag(tmp_path):
     missing = call(proc, 105, {"topic": "NOPE"})
     assert missing.code == 17 and missing.remark == (
         "No topic route info in name server for the topic: NOPE\n"
-        "See http://rocketmq.apache.org/docs/faq/ for further details.")
+        "See https://rocketmq.apache.org/docs/bestPractice/06FAQ for further details.")
 
 
 def test_order_topic_conf_only_when_enabled(tmp_path):
@@ -219,13 +178,17 @@ def test_kv_answers(tmp_path):
     assert (nothing.code, nothing.remark) == (22, "No config item, Namespace: zz")
 
 
-def test_config_blacklist_by_profile(tmp_path):
-    for profile, expected in ((PROFILE_49, 16), (PROFILE_50, 0), (PROFILE_53, 16)):
+def test_config_blacklist_in_every_profile(tmp_path):
+    """Security is never a version trait: 5.0 refuses black-listed keys too (Java 5.0.0 does
+    not, CVE-2023-37582), with Java's remark."""
+    for profile in (PROFILE_49, PROFILE_50, PROFILE_53):
         proc = make(tmp_path / profile.name, profile)
-        answer = call(proc, 318, body=b"kvConfigPath=/tmp/evil\n")
-        assert answer.code == expected
-        if expected:
-            assert answer.remark == "Can not update config in black list."
+        for body in (b"kvConfigPath=/tmp/evil\n", b"configStorePath=/tmp/evil\n",
+                     b"tls.server.mode=disabled\n", b"tls.config.file=/tmp/x\n",
+                     b"bindAddress=0.0.0.0\n", b"orderMessageEnable=true\nrocketmqHome=/\n"):
+            answer = call(proc, 318, body=body)
+            assert (answer.code, answer.remark) == (16, "Can not update config in black list."), body
+        assert call(proc, 318, body=b"orderMessageEnable=true\n").code == 0
     proc = make(tmp_path / "custom", PROFILE_53, config_black_list="listenPort")
     assert call(proc, 318, body=b"listenPort=1\n").code == 16
     assert call(proc, 318, body=b"bad=\\u1\n").remark == "string2Properties error"

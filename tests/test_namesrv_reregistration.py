@@ -12,26 +12,14 @@ import zlib
 
 import pytest
 
-from rocketpy.namesrv import (Channel, Configuration, DefaultRequestProcessor, KVConfigManager,
-                              NamesrvConfig, NettyServerConfig, RouteInfoManager)
 from rocketpy.namesrv.model import QueueData, UnRegisterBrokerRequest
 from rocketpy.namesrv.processor import registration
 from rocketpy.namesrv.profile import PROFILE_49, PROFILE_50, PROFILE_53
 from rocketpy.remoting import RemotingCommand, bodies
 from brokerbody import register_body
+from processorutil import CH, call, make
 
-CH = Channel(1, "127.0.0.1:50000")
 ADDR = "127.0.0.1:10911"
-
-
-def make(tmp_path, profile=PROFILE_53, **settings_):
-    namesrv = NamesrvConfig(kv_config_path=str(tmp_path / "kv.json"),
-                            config_store_path=str(tmp_path / "namesrv.properties"), **settings_)
-    configuration = Configuration(namesrv, NettyServerConfig(), profile=profile)
-    rim = RouteInfoManager(namesrv, profile)
-    return DefaultRequestProcessor(rim, KVConfigManager(namesrv.kv_config_path),
-                                   submit_unregistration=lambda request: True, profile=profile,
-                                   configuration=configuration, startup_ms=0)
 
 
 body_of = register_body
@@ -42,11 +30,6 @@ def register(proc, body, crc=None, name="broker-a", addr=ADDR, opaque=1):
            "brokerId": "0", "compressed": "false",
            "bodyCrc32": str(zlib.crc32(body) & 0x7FFFFFFF if crc is None else crc)}
     return proc.process(RemotingCommand.request(103, ext, body, opaque=opaque, version=479), CH, 1000)
-
-
-def call(proc, code, ext=None, body=None, now=1000, version=479, oneway=False):
-    return proc.process(RemotingCommand.request(code, ext, body, opaque=7, version=version,
-                                                oneway=oneway), CH, now)
 
 
 def count_calls(monkeypatch, owner, name):

@@ -195,6 +195,7 @@ class RouteMachine(RuleBasedStateMachine):
             for name in queue_map:
                 by_broker.setdefault(name, set()).add(topic)
         assert {n: set(t) for n, t in rim._topics_by_broker.items()} == by_broker
+        assert rim.queue_data_count == sum(map(len, rim.topic_queue_table.values()))
         for topic in TOPICS:
             route = rim.pickup_topic_route_data(topic)
             exists = topic in rim.topic_queue_table and any(

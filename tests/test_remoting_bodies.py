@@ -182,7 +182,9 @@ def test_register_body_compressed_4x():
     body = _body(2)
     data = body.encode(compress=True, broker_version=MQVersion.V4_9_8)
     raw = zlib.decompress(data)
-    assert raw.endswith(b"Topic1 2 2 7 SINGLE_TAG\x00\x00\x00\x02[]")
+    # lines in the order of Java's ConcurrentHashMap copy of the table: Topic1's bucket first
+    assert raw.endswith(b"Topic1 2 2 7 SINGLE_TAG\x00\x00\x00\x17Topic0 1 1 6 SINGLE_TAG"
+                        b"\x00\x00\x00\x02[]")
     back = B.RegisterBrokerBody.decode(data, True, MQVersion.V4_9_8)
     assert [t.attributes for t in back.topic_config_table.values()] == [None, None]
     assert back.encode(compress=True, broker_version=MQVersion.V4_9_8) == data
@@ -400,3 +402,88 @@ def test_int_key_marking_shortcut_equals_the_string_aware_pattern(value):
     text = fj.dumps(value).decode("utf-8")
     assert fj._mark_int_keys(text) == fj._UNQUOTED_KEY.sub(fj._mark_int_key, text)
     assert fj.loads(text) == value
+
+
+# --- what a Java *client* prints of what it decoded (mqadmin topicRoute) ------------------------
+
+def test_java_view_pretty_route_as_a_4_9_client_prints_it():
+    """``JSON.toJSONString(topicRouteData, true)`` of fastjson 1.2.69 (the rules of its
+    ``JavaBeanSerializer``/``MapSerializer``/``ListSerializer`` with PrettyFormat): tabs, a break
+    before every bean property, string map key and list item but none before a Long map key, and
+    a 4.9 client's classes have no enableActingMaster."""
+    route = B.TopicRouteData.from_json(ROUTE_50_STANDARD)
+    route.broker_datas[0].broker_addrs = {1: "127.0.0.1:52562", 0: "127.0.0.1:52561"}
+    text = fastjson.dumps(B.java_view(route, MQVersion.V4_9_8), pretty=True).decode()
+    assert text == (
+        '{\n'
+        '\t"brokerDatas":[\n'
+        '\t\t{\n'
+        '\t\t\t"brokerAddrs":{0:"127.0.0.1:52561",1:"127.0.0.1:52562"\n'
+        '\t\t\t},\n'
+        '\t\t\t"brokerName":"broker-a",\n'
+        '\t\t\t"cluster":"DefaultCluster"\n'
+        '\t\t}\n'
+        '\t],\n'
+        '\t"filterServerTable":{},\n'
+        '\t"queueDatas":[\n'
+        '\t\t{\n'
+        '\t\t\t"brokerName":"broker-a",\n'
+        '\t\t\t"perm":7,\n'
+        '\t\t\t"readQueueNums":8,\n'
+        '\t\t\t"topicSysFlag":0,\n'
+        '\t\t\t"writeQueueNums":8\n'
+        '\t\t}\n'
+        '\t]\n'
+        '}')
+    five = fastjson.dumps(B.java_view(route, MQVersion.V5_0_0), pretty=True).decode()
+    assert '\t\t\t"enableActingMaster":false\n' in five
+
+
+def test_pretty_string_keyed_map_and_empty_bean():
+    text = fastjson.dumps({"b": [], "a": {"x": 1}, "c": fastjson.Bean()}, pretty=True).decode()
+    assert text == '{\n\t"b":[],\n\t"a":{\n\t\t"x":1\n\t},\n\t"c":{\n\t\t\n\t}\n}'
+
+
+def test_java_view_iterates_maps_as_java_hashmaps():
+    table = B.KVTable(table={"zz": "1", "TopicA": "2", "k10": "3", "k1": "4"})
+    from rocketpy.remoting.javahash import hashmap_order
+    assert list(B.java_view(table)["table"]) == hashmap_order(["zz", "TopicA", "k10", "k1"])
+
+
+def test_for_version_drops_what_older_classes_lack():
+    body = _body(1)
+    four = body.for_version(MQVersion.V4_9_8).to_json()
+    assert b"stateVersion" not in four and b"attributes" not in four and b"mapping" not in four
+    assert body.for_version(MQVersion.V5_0_0).to_json() == body.to_json()
+
+
+# --- ConcurrentHashMap iteration order ------------------------------------------------------------
+
+def test_concurrent_hashmap_capacity_is_java_11s():
+    from rocketpy.remoting.javahash import concurrent_hashmap_capacity
+    assert concurrent_hashmap_capacity() == 16
+    assert concurrent_hashmap_capacity(1024) == 2048   # a broker's topic table
+    assert concurrent_hashmap_capacity(8) == 16        # java.util.Properties
+    assert concurrent_hashmap_capacity(11) == 16       # Java 8's formula gave 32
+    assert concurrent_hashmap_capacity(12) == 32
+
+
+def test_concurrent_hashmap_resize_reverses_the_nodes_before_the_last_run():
+    """Three keys in one bucket of 16 that split 1,1,0 on the resize to 32: the tail (the
+    0) keeps its place, the two before it are prepended one by one, so they swap."""
+    from rocketpy.remoting.javahash import concurrent_hashmap_order, string_hash
+
+    def spread(key):
+        h = string_hash(key) & 0xFFFFFFFF
+        return (h ^ (h >> 16)) & 0x7FFFFFFF
+    names = [f"k{i}" for i in range(5000)]
+    bucket = [n for n in names if spread(n) & 15 == 3]
+    high = [n for n in bucket if spread(n) & 16]
+    low = [n for n in bucket if not spread(n) & 16]
+    a, b, c = high[0], high[1], low[0]
+    fillers = [n for n in names if spread(n) & 15 not in (3,) and n not in (a, b, c)]
+    # a, b, c first, then fill to 12 entries: the 12th put doubles the table to 32
+    keys = [a, b, c] + fillers[:9]
+    order = concurrent_hashmap_order(keys)
+    assert order.index(b) < order.index(a)
+    assert concurrent_hashmap_order(keys[:11]).index(a) < concurrent_hashmap_order(keys[:11]).index(b)

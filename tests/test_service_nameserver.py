@@ -97,6 +97,25 @@ class ChannelEventTests(SynchronousTestCase):
         ns.turn()
         self.assertEqual(ns.route().code, 17)
 
+    def test_close_of_a_connection_carrying_several_brokers_unregisters_them_all(self):
+        """A 5.x BrokerContainer registers several brokers over one connection. Java's
+        onChannelDestroy stops at the first broker it finds on the channel and leaves the others'
+        routes up until their heartbeat times out; rocketpy removes them all, on purpose
+        (docs/architecture.md, "What is different from Java")."""
+        ns = NameServer(self)
+        container, _ = ns.connect()
+        ns.register(container, broker="broker-a", addr="127.0.0.1:10911", topics=("T", "A"))
+        ns.register(container, broker="broker-b", addr="127.0.0.1:20911", topics=("T", "U"))
+        ns.register(container, broker="broker-c", addr="127.0.0.1:30911", topics=("U", "C"))
+        alone, _ = ns.connect(port=40001)
+        ns.register(alone, broker="broker-d", addr="127.0.0.1:40911", topics=("T", "D"))
+        self.assertEqual(ns.brokers_in_route("T"), ["broker-a", "broker-b", "broker-d"])
+        container.connectionLost(Failure(ConnectionDone()))
+        ns.turn()
+        self.assertEqual(ns.brokers_in_route("T"), ["broker-d"])
+        self.assertEqual(ns.route("U").code, 17)
+        self.assertEqual(sorted(ns.rim.broker_addr_table), ["broker-d"])
+
     def test_routes_survive_while_the_broker_talks(self):
         ns = NameServer(self)
         broker, t = ns.connect()
@@ -212,6 +231,25 @@ class ChannelEventTests(SynchronousTestCase):
         self.assertEqual(ns.brokers_in_route(), ["broker-a"])
 
 
+class LenientHeaderTests(SynchronousTestCase):
+    def test_raw_control_characters_in_a_header_are_answered_not_disconnected(self):
+        """A .NET client (NewLife.RocketMQ) writes raw 0x01/0x02 inside JSON strings; Java's
+        fastjson reads them, so the connection lives and the request is answered."""
+        ns = NameServer(self)
+        broker, _ = ns.connect()
+        ns.register(broker)
+        client, transport = ns.connect(port=45000)
+        header = (b'{"code":105,"extFields":{"topic":"T","tag":"a\x01b\x02"},"flag":0,'
+                  b'"language":"DOTNET","opaque":7,"serializeTypeCurrentRPC":"JSON","version":401}')
+        client.dataReceived(b"".join(((4 + len(header)).to_bytes(4, "big"), b"\x00",
+                                      len(header).to_bytes(3, "big"), header)))
+        frames, _ = split_frames(transport.value())
+        [answer] = [decode_frame(f) for f in frames]
+        self.assertEqual((answer.code, answer.opaque), (0, 7))
+        self.assertEqual(json.loads(answer.body)["brokerDatas"][0]["brokerName"], "broker-a")
+        self.assertFalse(transport.disconnecting)
+
+
 class NotifyMinBrokerIdTests(SynchronousTestCase):
     def test_slave_told_when_master_comes_and_goes(self):
         ns = NameServer(self, notifyMinBrokerIdChanged="true", supportActingMaster="true")
@@ -237,6 +275,30 @@ class NotifyMinBrokerIdTests(SynchronousTestCase):
         self.assertEqual(note.ext_fields["minBrokerId"], "1")
         self.assertEqual(note.ext_fields["offlineBrokerAddr"], "127.0.0.1:10911")
         self.assertNotEqual(note.opaque, 0)
+
+    def test_switched_on_at_run_time(self):
+        """UPDATE_NAMESRV_CONFIG notifyMinBrokerIdChanged=true takes effect at once: Java reads
+        the switch on every registration and unregistration."""
+        ns = NameServer(self, supportActingMaster="true")
+        admin, _ = ns.connect(port=45000)
+        [answer] = ns.request(admin, 318, body=b"notifyMinBrokerIdChanged=true\n")
+        self.assertEqual(answer.code, 0)
+        slave, _ = ns.connect(port=44001)
+        ns.register(slave, broker_id=1, addr="127.0.0.1:10921", enableActingMaster="true")
+        master, _ = ns.connect(port=44000)
+        ns.register(master, broker_id=0, addr="127.0.0.1:10911", enableActingMaster="true")
+        [(host, port, factory, _, _)] = ns.reactor.tcpClients
+        self.assertEqual((host, port), ("127.0.0.1", 10921))
+        out = StringTransport()
+        factory.buildProtocol(None).makeConnection(out)
+        [note] = [decode_frame(f) for f in split_frames(out.value())[0]]
+        self.assertEqual((note.code, note.ext_fields["minBrokerId"]), (905, "0"))
+        # and off again: the master's departure is not announced
+        [answer] = ns.request(admin, 318, body=b"notifyMinBrokerIdChanged=false\n")
+        out.clear()
+        master.connectionLost(Failure(ConnectionDone()))
+        ns.turn()
+        self.assertEqual(out.value(), b"")
 
     def test_off_by_default(self):
         ns = NameServer(self)
@@ -272,3 +334,18 @@ class LifecycleTests(SynchronousTestCase):
         lines = [formatEvent(e) for e in seen]
         self.assertTrue(any(l.startswith("The Name Server boot success. serializeType=JSON, address ")
                             and l.endswith(":9876") for l in lines), lines)
+
+    def test_graceful_shutdown_keys_do_not_delay_the_stop(self):
+        """5.3's enableShutdownGracefully/shutdownWaitTimeSeconds are read and reported, but the
+        stop closes every connection at once and sends no GO_AWAY (docs/java-5.3-changes.md)."""
+        ns = NameServer(self, enableShutdownGracefully="true", shutdownWaitTimeSeconds="30")
+        client, t = ns.connect()
+        [answer] = ns.request(client, 319)
+        self.assertIn(b"enableShutdownGracefully=true", answer.body)
+        self.assertIn(b"shutdownWaitTimeSeconds=30", answer.body)
+        t.clear()
+        d = ns.top.stopService()
+        self.assertTrue(t.disconnecting)
+        self.assertEqual(t.value(), b"")
+        client.connectionLost(Failure(ConnectionDone()))
+        self.successResultOf(d)

@@ -9,10 +9,12 @@ from zope.interface.verify import verifyObject
 
 from rocketpy.namesrv import Channel
 from rocketpy.namesrv.kvconfig import KVConfigManager
+from rocketpy.service.fileio import write_file_java
 from rocketpy.service.housekeeping import BrokerHousekeepingService
 from rocketpy.service.kvconfig import KVConfigService, kv_config_log_lines
 from rocketpy.service.liveness import ScanNotActiveBrokerService
 from rocketpy.service.server import RemotingServerService
+from rocketpy.service.startup import StartError
 from rocketpy.service.unregistration import BatchUnregistrationService
 from rocketpy.transport import IChannelEventListener, RemotingServerFactory, TlsMode
 
@@ -153,7 +155,7 @@ class KVConfigServiceTests(SynchronousTestCase):
 
     def test_logs_after_a_minute_then_every_ten_and_flushes_on_stop(self):
         path = self.mktemp()
-        kv = KVConfigManager(path)
+        kv = KVConfigManager(path, store=write_file_java)
         kv.config_table = {"NS": {"k": "v"}}
         clock = task.Clock()
         logged = []
@@ -171,10 +173,29 @@ class KVConfigServiceTests(SynchronousTestCase):
             self.assertEqual(json.load(f), {"configTable": {"NS": {"k": "v"}}})
         self.assertEqual(clock.getDelayedCalls(), [])
 
+    def test_the_last_write_goes_through_the_writer(self):
+        path = self.mktemp()
+        kv = KVConfigManager(path, store=write_file_java)
+        kv.put_kv_config("NS", "k", "v")
+        submitted = []
+        written = defer.Deferred()
+        service = KVConfigService(kv, task.Clock(), load=False,
+                                  write=lambda job: submitted.append(job) or written)
+        service.startService()
+        stopped = service.stopService()
+        self.assertNoResult(stopped)                   # twistd waits for the writer
+        self.assertEqual([job.key for job in submitted], [path])
+        submitted[0]()
+        written.callback(None)
+        self.successResultOf(stopped)
+        with open(path) as f:
+            self.assertEqual(json.load(f), {"configTable": {"NS": {"k": "v"}}})
+
     def test_empty_table_leaves_no_file(self):
         import os
         path = self.mktemp()
-        service = KVConfigService(KVConfigManager(path), task.Clock(), load=False)
+        service = KVConfigService(KVConfigManager(path, store=write_file_java), task.Clock(),
+                                  load=False)
         service.startService()
         service.stopService()
         self.assertFalse(os.path.exists(path))
@@ -201,8 +222,10 @@ class ServerServiceTests(SynchronousTestCase):
                 return defer.fail(CannotListenError("127.0.0.1", 9876, OSError("in use")))
 
         factory = RemotingServerFactory(None, None, clock=task.Clock(), tls_mode=TlsMode.DISABLED)
-        service = RemotingServerService(Refusing(), factory, task.Clock())
-        self.assertRaises(CannotListenError, service.startService)
+        service = RemotingServerService(Refusing(), factory, task.Clock(), description="tcp:9876")
+        refused = self.assertRaises(StartError, service.startService)   # one line, exit 1
+        self.assertEqual(str(refused), "rocketnamesrv: cannot listen on tcp:9876: Couldn't "
+                                       "listen on 127.0.0.1:9876: in use.")
         self.assertFalse(service.running)
 
 
@@ -232,4 +255,5 @@ class InterfaceTests(SynchronousTestCase):
             verifyObject(IService, service)
             names.add(service.name)
         self.assertEqual(names, {"batch-unregistration", "kv-config", "scan-not-active-broker",
-                                 "remoting-server"})
+                                 "route-memory", "remoting-server", "graceful-exit",
+                                 "oneway-notifier"})

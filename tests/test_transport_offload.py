@@ -174,11 +174,13 @@ class DecodePoolTransportTests(SynchronousTestCase):
         h = Harness(self.mktemp())
         proto, t = h.connect()
         proto.dataReceived(register_frame(BIG, 1) + route_frame(2, topic="TBW102"))
-        h.pool.fail_next(RuntimeError("pool broke"))
+        with self.assertLogs("rocketpy.namesrv", "ERROR") as logged:   # the processor's own
+            h.pool.fail_next(RuntimeError("pool broke"))
         failed, route = answers(t)
         self.assertEqual((failed.opaque, failed.code), (1, ResponseCode.SYSTEM_ERROR))
+        self.assertIn("pool broke", failed.remark)
         self.assertEqual((route.opaque, route.code), (2, ResponseCode.TOPIC_NOT_EXIST))
-        self.assertEqual(len(self.flushLoggedErrors(RuntimeError)), 1)
+        self.assertIn("RuntimeError: pool broke", "\n".join(logged.output))
 
     def test_a_bomb_is_refused_like_on_the_reactor(self):
         h = Harness(self.mktemp())

@@ -1,11 +1,14 @@
 """The status page in a real browser: Debian's chromium, headless, driven over the DevTools
 protocol (a small client on ``websocket-client``), against a real ``twistd rocketnamesrv --web``.
 
-A few hundred topics are registered; the browser loads the page, types into the filter box (real
+A few hundred topics are registered, and a broker group whose master is gone (acting master on);
+the browser loads the page and checks what an operator reads there (each broker's role in words,
+its HA address, the request and error rates of the last minute), types into the filter box (real
 key input, so the page's own script filters through the server and swaps the table in place),
-follows the pager, and a screenshot is kept as a test artifact (``$ROCKETPY_ARTIFACTS`` or
-``tests/artifacts/``). The page must load nothing from anywhere but the server and must raise no
-console error (a Content-Security-Policy violation is one).
+hides the system topics with the toggle, follows the pager, and a screenshot is kept as a test
+artifact (``$ROCKETPY_ARTIFACTS`` or ``tests/artifacts/``). The page must load nothing from
+anywhere but the server and must raise no console error (a Content-Security-Policy violation is
+one).
 
 Chromium missing is a failure, not a skip: install it with ``apt-get install chromium``
 (tests/install.sh does).
@@ -22,11 +25,15 @@ from pathlib import Path
 
 import pytest
 
-from test_web_server import populate, topic_names, web_server
+from serverproc import RemotingClient
+from test_web_server import populate, register, topic_names, web_server
 
 pytestmark = pytest.mark.network
 
 N_TOPICS = 300
+#: Java's system topics and the cluster name the acting-master group registers besides
+SYSTEM_TOPICS = ["ClusterC", "RMQ_SYS_TRACE_TOPIC", "SCHEDULE_TOPIC_XXXX", "TBW102",
+                 "rmq_sys_wheel_timer"]
 ARTIFACTS = Path(os.environ.get("ROCKETPY_ARTIFACTS") or Path(__file__).resolve().parent / "artifacts")
 BROWSERS = ("chromium", "chromium-browser")
 
@@ -130,6 +137,15 @@ def test_status_page_in_headless_chromium():
     with web_server() as (server, url), tempfile.TemporaryDirectory(
             prefix="rocketpy-chromium-", ignore_cleanup_errors=True) as profile:  # its helpers may still write
         clients, expected = populate(server.port, n_topics=N_TOPICS)
+        for broker_id, addr in ((1, "127.0.0.1:10951"), (2, "127.0.0.1:10961")):   # no master
+            clients.append(RemotingClient(server.port))
+            register(clients[-1], "ClusterC", "broker-d", broker_id, addr,
+                     SYSTEM_TOPICS + ["OrdersTopic0000"], acting_master=True)
+        asker = RemotingClient(server.port)
+        clients.append(asker)
+        for i in range(4):                                  # error answers: TOPIC_NOT_EXIST
+            assert asker.call(105, {"topic": f"NoSuchTopic{i}"}).code == 17
+        total = N_TOPICS + len(SYSTEM_TOPICS)
         proc, port = _start_browser(profile)
         tools = None
         try:
@@ -142,10 +158,27 @@ def test_status_page_in_headless_chromium():
             tools.wait_event("Page.loadEventFired")
 
             # the whole registration is on the page: every broker, the first page of topics
-            assert tools.js("document.querySelectorAll('tr.broker').length") == len(expected["brokers"])
-            assert tools.js("+document.getElementById('topic-count').dataset.total") == N_TOPICS
+            assert tools.js("document.querySelectorAll('tr.broker').length") == len(expected["brokers"]) + 2
+            assert tools.js("+document.getElementById('topic-count').dataset.total") == total
             assert tools.js("document.querySelectorAll('tr.topic').length") == 100
             assert tools.js("document.getElementById('autobox').hidden") is False   # script ran
+
+            # each broker's role in words and its HA address, as the browser shows them
+            rows = tools.js("[...document.querySelectorAll('tr.broker')].map(tr => [tr.dataset.addr, "
+                            "tr.querySelector('td.role-cell').innerText, tr.querySelector('td.ha').innerText])")
+            roles = {addr: (role, ha) for addr, role, ha in rows}
+            for cluster, group, broker_id, addr in expected["brokers"]:
+                assert roles[addr] == ("master" if broker_id == 0 else "slave",
+                                       addr.rsplit(":", 1)[0] + ":10912"), (addr, roles[addr])
+            assert roles["127.0.0.1:10951"][0] == "acting master"
+            assert roles["127.0.0.1:10961"][0] == "slave"
+
+            # the rates of the last minute: the registrations, and the four error answers
+            assert float(tools.js("document.querySelector('#count-requestRate b').textContent")) > 0
+            assert float(tools.js("document.querySelector('#count-errorRate b').textContent")) > 0
+            codes = tools.js("[...document.querySelectorAll('#traffic-table tr.code td:first-child')]"
+                             ".map(td => td.textContent)")
+            assert {"REGISTER_BROKER", "GET_ROUTEINFO_BY_TOPIC"} <= set(codes), codes
 
             # type into the filter box: the page's script asks the server and swaps the table
             tools.js("document.getElementById('q').focus()")
@@ -164,16 +197,28 @@ def test_status_page_in_headless_chromium():
             tools.wait_js(f"+document.getElementById('topic-count').dataset.matched === {len(want)}")
             tools.js("document.getElementById('q').value = ''; "
                      "document.getElementById('filter').requestSubmit()")
+            tools.wait_js(f"+document.getElementById('topic-count').dataset.matched === {total}")
+            assert tools.js("document.querySelector('tr.topic.system td').textContent") == "ClusterC"
+
+            # the system topics toggle: a click, and the server leaves them out
+            tools.js("document.getElementById('nosys').click()")
             tools.wait_js(f"+document.getElementById('topic-count').dataset.matched === {N_TOPICS}")
+            assert tools.js("document.querySelectorAll('tr.topic.system').length") == 0
+            assert tools.js("location.search") == "?nosys=1"
+
+            # the pager keeps the toggle
             tools.js("document.querySelector('a.pg[rel=next]').click()")
             tools.wait_js("document.getElementById('topic-count').textContent.startsWith('Showing 101')")
             first = tools.js("document.querySelector('tr.topic td').textContent")
             assert first == sorted(topic_names(N_TOPICS))[100]
+            assert tools.js("location.search") == "?nosys=1&page=2"
 
-            # back to the filtered view for the screenshot
+            # back to the filtered view (system topics still hidden) for the screenshot
             tools.js("document.getElementById('q').focus()")
             tools.call("Input.insertText", text="Payments")
             tools.wait_js("document.getElementById('topic-count').textContent.includes('Payments')")
+            assert tools.js("location.search") == "?nosys=1&q=Payments"
+            assert tools.js("document.getElementById('nosys').checked") is True
             shot = tools.call("Page.captureScreenshot", format="png")
             path = ARTIFACTS / "status-page.png"
             path.write_bytes(base64.b64decode(shot["data"]))

@@ -169,16 +169,25 @@ class StatusPageTests(SynchronousTestCase):
         self.server.register(self.server.connect(41003), "C3", "b'\"<", 0, "10.0.0.9:1", [evil, "plain"])
         html = self.server.get("/?per=1000")[2]
         self.assertNotIn(evil.encode(), html)
-        self.assertIn(b"&lt;img src=x onerror=&quot;alert(1)&quot;&gt;", html)
+        self.assertNotIn(b"<img", html)
+        self.assertIn(b'&lt;img src=x onerror="alert(1)"&gt;', html)     # text: < and > escaped
+        self.assertIn(b'data-addr="10.0.0.9:1"', html)
+        self.assertIn(b"<td rowspan=\"1\">b'\"&lt;</td>", html)
         self.assertIn(evil, page_rows(html).topics)
+        addr = '10.0.0.7:1"><script>alert(2)</script>'        # into a data- attribute and a cell
+        self.server.register(self.server.connect(41005), "C4", "g", 0, addr, ["t1", "t2"])
+        html = self.server.get("/?per=1000")[2]
+        self.assertNotIn(b"<script>alert", html)
+        self.assertIn(b'data-addr="10.0.0.7:1&quot;&gt;&lt;script&gt;alert(2)&lt;/script&gt;"', html)
+        self.assertIn(addr, page_rows(html).broker_addrs)
 
     def test_works_without_javascript_and_csp_matches_the_page(self):
         status, headers, html = self.server.get("/?q=Topic0&refresh=30")
         text = html.decode()
-        self.assertIn('<noscript><meta http-equiv="refresh" content="30"></noscript>', text)
+        self.assertIn('<noscript><meta http-equiv="refresh" content="30" /></noscript>', text)
         self.assertRegex(text, r'<form id="filter" method="get" action="/"')
         self.assertIn('name="q" type="search" value="Topic0"', text)
-        self.assertIn('<input type="hidden" name="refresh" value="30">', text)
+        self.assertIn('<input type="hidden" name="refresh" value="30" />', text)
         self.assertIn('href="/?q=Topic0&amp;page=2&amp;refresh=30"', text)   # pager keeps the filter
         self.assertNotIn("<noscript>", self.server.get("/?refresh=0")[2].decode())
         csp = headers.getRawHeaders("content-security-policy")[0]
@@ -239,3 +248,100 @@ def _request(host):
     request = DummyRequest([b""])
     request.client = IPv4Address("TCP", host, 1)
     return request
+
+
+class OperatorViewTests(SynchronousTestCase):
+    """What an operator used to rocketmq-dashboard looks for: roles in words, HA addresses, the
+    request and error rates of the last minute, and the system topics out of the way."""
+
+    def setUp(self):
+        self.server = Server(self, "-D", "supportActingMaster=true")
+        self.conns = []
+
+    def register(self, group, broker_id, addr, topics, ha, acting=False, cluster="C1"):
+        proto = self.server.connect(42000 + len(self.conns))
+        self.conns.append(proto)
+        body = register_body(topics, counter=1)
+        answer = self.server.call(proto, 103, {
+            "brokerName": group, "brokerAddr": addr, "clusterName": cluster, "haServerAddr": ha,
+            "brokerId": str(broker_id), "compressed": "false",
+            "enableActingMaster": "true" if acting else "false",
+            "bodyCrc32": str(zlib.crc32(body) & 0x7FFFFFFF)}, body)
+        self.assertEqual(answer.code, 0, answer)
+        return proto
+
+    def test_roles_in_words_and_ha_addresses(self):
+        self.register("broker-a", 0, "10.0.1.1:10911", ["T1", "T2"], "10.0.1.1:10912")
+        self.register("broker-a", 1, "10.0.1.2:10911", ["T1", "T2"], "10.0.1.2:10912")
+        # a group whose master is gone, with acting master on: its smallest id acts as master
+        self.register("broker-b", 1, "10.0.2.1:10911", ["T1", "T3"], "10.0.2.1:10912", acting=True)
+        self.register("broker-b", 2, "10.0.2.2:10911", ["T1", "T3"], "10.0.2.2:10912", acting=True)
+        _, brokers = self.server.api("brokers")
+        roles = {b["address"]: (b["role"], b["haServerAddr"]) for b in brokers["brokers"]}
+        self.assertEqual(roles, {"10.0.1.1:10911": ("master", "10.0.1.1:10912"),
+                                 "10.0.1.2:10911": ("slave", "10.0.1.2:10912"),
+                                 "10.0.2.1:10911": ("acting master", "10.0.2.1:10912"),
+                                 "10.0.2.2:10911": ("slave", "10.0.2.2:10912")})
+        html = self.server.get("/")[2].decode()
+        rows = re.findall(r'<tr class="broker" data-addr="([^"]+)" data-role="([^"]+)">(.*?)</tr>', html)
+        self.assertEqual([(a, r) for a, r, _ in rows], [
+            ("10.0.1.1:10911", "master"), ("10.0.1.2:10911", "slave"),
+            ("10.0.2.1:10911", "acting master"), ("10.0.2.2:10911", "slave")])
+        for addr, role, cells in rows:
+            self.assertIn(f">{role}</span></td>", cells)
+            self.assertIn(f'<td class="mono ha">{addr[:-1]}2</td>', cells)
+        # the route clients get agrees: the acting master is served as id 0
+        _, topic = self.server.api("topics/T3")
+        self.assertEqual(topic["brokerDatas"][0]["brokerAddrs"], {"0": "10.0.2.1:10911",
+                                                                  "2": "10.0.2.2:10911"})
+
+    def test_request_and_error_rates_of_the_last_minute(self):
+        broker = self.register("broker-a", 0, "10.0.1.1:10911", ["T1", "T2"], "10.0.1.1:10912")
+        client = self.server.connect(43000)
+        for _ in range(10):
+            self.assertEqual(self.server.call(client, 105, {"topic": "T1"}).code, 0)
+        for i in range(5):
+            self.assertEqual(self.server.call(client, 105, {"topic": f"Missing{i}"}).code, 17)
+        self.server.call(broker, 322, {"brokerName": "broker-a", "brokerAddr": "10.0.1.1:10911",
+                                       "clusterName": "C1", "brokerId": "0"})
+        self.server.reactor.advance(10)          # two samples later
+        _, summary = self.server.api("summary")
+        traffic = summary["traffic"]
+        self.assertEqual(traffic["seconds"], 10.0)
+        by_code = {row["name"]: (row["requests"], row["errors"]) for row in traffic["byCode"]}
+        self.assertEqual(by_code, {"GET_ROUTEINFO_BY_TOPIC": (1.5, 0.5), "REGISTER_BROKER": (0.1, 0.0),
+                                   "QUERY_DATA_VERSION": (0.1, 0.0)})
+        self.assertEqual((traffic["requests"], traffic["errors"]), (1.7, 0.5))
+        html = self.server.get("/")[2].decode()
+        self.assertIn('<div class="card" id="count-requestRate"><b>1.7</b><span>requests/s</span>', html)
+        self.assertIn('<div class="card bad" id="count-errorRate"><b>0.5</b>', html)
+        self.assertRegex(html, r'<tr class="code" data-code="105"><td class="mono">'
+                               r'GET_ROUTEINFO_BY_TOPIC</td><td class="num">1.5</td>'
+                               r'<td class="num bad">0.5</td></tr>')
+        self.server.reactor.advance(5)
+        for _ in range(13):                       # a minute later, only the last minute counts
+            self.server.reactor.advance(5)
+        _, summary = self.server.api("summary")
+        self.assertEqual((summary["traffic"]["requests"], summary["traffic"]["byCode"]), (0.0, []))
+        self.assertIn("No request.", self.server.get("/")[2].decode())
+
+    def test_system_topics_can_be_hidden(self):
+        system = ["TBW102", "SCHEDULE_TOPIC_XXXX", "RMQ_SYS_TRACE_TOPIC", "rmq_sys_wheel_timer",
+                  "C1", "broker-a"]                # the last two: cluster and broker name
+        normal = ["Orders", "Payments"]
+        self.register("broker-a", 0, "10.0.1.1:10911", system + normal, "10.0.1.1:10912")
+        html = self.server.get("/")[2]
+        self.assertEqual(sorted(page_rows(html).topics), sorted(system + normal))
+        self.assertIn(b'<tr class="topic system"><td class="mono">TBW102</td>', html)
+        html = self.server.get("/?nosys=1")[2]
+        self.assertEqual(page_rows(html).topics, normal)
+        text = html.decode()
+        self.assertIn("Showing 1–2 of 2 topics without system topics (8 in all).", text)
+        self.assertIn('<input type="checkbox" id="nosys" name="nosys" value="1" checked="checked" />',
+                      text)
+        self.assertEqual(page_rows(self.server.get("/?nosys=1&q=broker-a")[2]).topics, normal)
+        many = [f"Topic{i:03d}" for i in range(150)]
+        self.register("broker-a", 0, "10.0.1.1:10911", system + many, "10.0.1.1:10912")
+        self.assertIn('href="/?nosys=1&amp;page=2"', self.server.get("/?nosys=1")[2].decode())
+        _, data = self.server.api("topics/TBW102")
+        self.assertTrue(data["system"])

@@ -34,13 +34,14 @@ def web_server(*args, web="tcp:0:interface=127.0.0.1"):
 
 
 def register(client, cluster, broker, broker_id, addr, topics, *, counter=1, version=479,
-             queues=4, perm=6):
+             queues=4, perm=6, acting_master=False):
     """REGISTER_BROKER as a 5.x broker sends it (JSON body, CRC); the answer must be SUCCESS."""
     body = register_body(topics, counter, perm, queues, timestamp=1700000000000 + counter)
     fields = {"brokerName": broker, "brokerAddr": addr, "clusterName": cluster,
               "haServerAddr": addr.rsplit(":", 1)[0] + ":10912", "brokerId": str(broker_id),
               "compressed": "false", "bodyCrc32": str(zlib.crc32(body) & 0x7FFFFFFF),
-              "heartbeatTimeoutMillis": "30000", "enableActingMaster": "false"}
+              "heartbeatTimeoutMillis": "30000",
+              "enableActingMaster": "true" if acting_master else "false"}
     answer = client.call(103, fields, body, version=version)
     assert answer.code == 0, answer
     return answer

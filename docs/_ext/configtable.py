@@ -311,15 +311,36 @@ def render_properties():
     return "\n".join(_list_table(["property", "default", "meaning"], rows, [30, 25, 45])), sources
 
 
+def _render_key_tables(tables, header):
+    """``(rst, dependency paths)``: one table of rocketpy's own ``(key, attribute, default,
+    meaning)`` settings, from each ``(module, attribute)`` of ``tables`` that imports."""
+    rows, sources = [], []
+    for module_name, attr in tables:
+        module = _optional_import(module_name)
+        if module is None or not hasattr(module, attr):
+            continue
+        sources.append(module.__file__)
+        rows += [[f"``{key}``", _literal(str(default)), meaning]
+                 for key, _attr, default, meaning in getattr(module, attr)]
+    if not rows:
+        return "", sources
+    return "\n".join(_list_table(["key", "default", header], rows, [30, 15, 55])), sources
+
+
 def render_limits():
     """``(rst, dependency paths)``: rocketpy's transport limits (``rocketpy.transport.limits``)."""
-    limits = _optional_import("rocketpy.transport.limits")
-    if limits is None or not hasattr(limits, "LIMIT_KEYS"):
-        return "", []
-    rows = [[f"``{key}``", _literal(str(default)), meaning]
-            for key, _attr, default, meaning in limits.LIMIT_KEYS]
-    return ("\n".join(_list_table(["key", "default", "meaning (0 = no limit)"], rows, [30, 15, 55])),
-            [limits.__file__])
+    return _render_key_tables([("rocketpy.transport.limits", "LIMIT_KEYS")],
+                              "meaning (0 = no limit)")
+
+
+#: rocketpy's bounds on what the wire may store (issue 12): ``(module, attribute)`` of each table
+BOUND_TABLES = (("rocketpy.namesrv.kvconfig", "KV_LIMIT_KEYS"),
+                ("rocketpy.namesrv.route_bounds", "ROUTE_BOUND_KEYS"))
+
+
+def render_bounds():
+    """``(rst, dependency paths)``: rocketpy's bounds on the KV store and the route state."""
+    return _render_key_tables(BOUND_TABLES, "meaning (0 = no bound)")
 
 
 def render_twistd_usage():
@@ -335,5 +356,5 @@ def render_twistd_usage():
 
 if __name__ == "__main__":
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-    for part in (render, render_properties, render_limits, render_twistd_usage):
+    for part in (render, render_properties, render_limits, render_bounds, render_twistd_usage):
         sys.stdout.write(part()[0] + "\n")

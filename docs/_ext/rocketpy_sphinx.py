@@ -79,15 +79,22 @@ class RocketpyTocTree(TocTree):
 
 
 class OptionalDocRole(XRefRole):
-    """``{optdoc}`text <page>```: a ``doc`` reference if ``page`` exists, else just ``text``."""
+    """``{optdoc}`text <page>```: a ``doc`` reference if ``page`` exists, else just ``text``.
+
+    The reference is the standard domain's ``doc`` (what ``{doc}`` makes): with no domain, Sphinx
+    resolves nothing and, the role not being a warning one, says nothing either, so every link
+    came out as plain text. ``tests/test_docs.py`` checks each internal link of the built site.
+    """
+
+    def __init__(self):
+        super().__init__(warn_dangling=True, innernodeclass=nodes.inline)
 
     def run(self):
         match = _EXPLICIT_TITLE.match(self.text)
         title, target = (match.group(1), match.group(2)) if match else (self.text, self.text)
-        if target not in self.env.found_docs:
+        if docname_join(self.env.docname, target) not in self.env.found_docs:
             return [nodes.inline(self.rawtext, title)], []
-        self.reftype = "doc"
-        self.refdomain = ""
+        self.refdomain, self.reftype = "std", "doc"
         self.classes = ["xref", "std", "std-doc"]
         return self.create_xref_node()
 
@@ -182,12 +189,13 @@ class AutoModules(SphinxDirective):
 
 
 class ConfigTable(SphinxDirective):
-    """``.. rocketpy-config-table:: [keys | properties | limits | twistd]``: configuration
-    reference."""
+    """``.. rocketpy-config-table:: [keys | properties | limits | bounds | twistd]``:
+    configuration reference."""
 
     optional_arguments = 1
     _RENDER = {"keys": configtable.render, "properties": configtable.render_properties,
-               "limits": configtable.render_limits, "twistd": configtable.render_twistd_usage}
+               "limits": configtable.render_limits, "bounds": configtable.render_bounds,
+               "twistd": configtable.render_twistd_usage}
 
     def run(self):
         what = self.arguments[0] if self.arguments else "keys"

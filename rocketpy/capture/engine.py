@@ -123,7 +123,7 @@ def _native_module():
         language_names=_rows._LANGUAGE_NAMES,
         language_by_name={name: int(m) for name, m in codes.LanguageCode.__members__.items()},
         header_fallback=_header_fallback, summary=_rows._summary,
-        capture_format_error=CaptureFormatError, raw_control_chars=False)
+        capture_format_error=CaptureFormatError)
     return _native
 
 

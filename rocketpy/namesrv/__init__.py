@@ -5,8 +5,10 @@ Layer: between the wire codec (:mod:`rocketpy.remoting`) and the transport
 :class:`RouteInfoManager` (route tables), :class:`KVConfigManager` (KV settings),
 :mod:`.config` (NamesrvConfig, NettyServerConfig, Configuration), and
 :class:`DefaultRequestProcessor` (one handler per request code). Every call takes the time as
-``now_ms`` and channels as :class:`Channel` ids; nothing here reads a clock, opens a socket or
-imports ``twisted.internet``.
+``now_ms`` and channels as :class:`Channel` ids; nothing here reads a clock, opens a socket,
+writes a file (the KV store and the configuration are handed a ``store`` callable, and changes
+return the :class:`~rocketpy.namesrv.pending.FileWrite` that makes them durable) or imports
+``twisted.internet``.
 """
 from .channel import Channel
 from .config import Configuration, NamesrvConfig, NettyServerConfig

@@ -56,7 +56,7 @@ __all__ = [
     "ACCESS_KEY", "SECRET_KEY", "SIGNATURE", "SECURITY_TOKEN", "UNIQUE_MSG_QUERY_FLAG",
     "AclConfigError", "Account", "AccessControl", "parse_networks", "client_address",
     "load_accounts", "parse_accounts", "signing_content", "calculate_signature", "sign",
-    "default_acl_config_path",
+    "default_acl_config_path", "describe_code", "networks_refusal",
 ]
 
 #: Requests that change NameServer state on an operator's behalf (guarded).
@@ -141,8 +141,9 @@ def sign(ext_fields, body, access_key, secret_key, security_token=None):
 
 # ---------------------------------------------------------------------------- settings
 
-def parse_networks(text):
-    """``adminAllowNetworks``: networks separated by commas, semicolons or blanks.
+def parse_networks(text, key=None):
+    """``adminAllowNetworks`` (or another allow-list, ``key``): networks separated by commas,
+    semicolons or blanks.
 
     Each is an address (``10.0.0.7``, ``::1``) or a network (``10.0.0.0/8``); host bits may be
     set (``10.1.2.3/8`` means ``10.0.0.0/8``). Empty text means no restriction.
@@ -155,7 +156,8 @@ def parse_networks(text):
         try:
             networks.append(ipaddress.ip_network(item, strict=False))
         except ValueError as exc:
-            raise AclConfigError(f"{ADMIN_ALLOW_NETWORKS}: {item!r} is not a network ({exc})") from None
+            raise AclConfigError(f"{key or ADMIN_ALLOW_NETWORKS}: {item!r} is not a network "
+                                 f"({exc})") from None
     return tuple(networks)
 
 
@@ -276,9 +278,22 @@ def default_acl_config_path():
 
 # ---------------------------------------------------------------------------- the guard
 
-def _describe(code):
+def describe_code(code):
+    """``100 (PUT_KV_CONFIG)``, for remarks."""
     name = request_code_name(code)
     return f"{code} ({name})" if name else str(code)
+
+
+def networks_refusal(networks, channel, key, what):
+    """None when ``channel``'s peer is in ``networks``, else the remark: ``what`` and client
+    ... is not in ``key``."""
+    remote_addr = getattr(channel, "remote_addr", "") or ""
+    address = client_address(remote_addr)
+    if address is not None and any(address in net for net in networks
+                                   if net.version == address.version):
+        return None
+    shown = address if address is not None else remote_addr or "(unknown)"
+    return f"{what} and client {shown} is not in {key}"
 
 
 class AccessControl:
@@ -332,21 +347,16 @@ class AccessControl:
         if code not in self.admin_codes:
             self.counters["allowed"] += 1
             return None
-        remote_addr = getattr(channel, "remote_addr", "") or ""
         if self.allow_networks:
-            address = client_address(remote_addr)
-            if address is None or not any(address in net for net in self.allow_networks
-                                          if net.version == address.version):
-                return self._refuse(
-                    request, channel, "refused_network",
-                    f"request code {_describe(code)} is administrative and client "
-                    f"{address if address is not None else remote_addr or '(unknown)'} is not "
-                    f"in {ADMIN_ALLOW_NETWORKS}")
+            refusal = networks_refusal(self.allow_networks, channel, ADMIN_ALLOW_NETWORKS,
+                                       f"request code {describe_code(code)} is administrative")
+            if refusal is not None:
+                return self._refuse(request, channel, "refused_network", refusal)
         if self.accounts is not None:
             why = self._signature_problem(request)
             if why is not None:
                 return self._refuse(request, channel, "refused_signature",
-                                    f"{why} (request code {_describe(code)} needs an "
+                                    f"{why} (request code {describe_code(code)} needs an "
                                     f"admin signature, {ACL_ENABLE}=true)")
         self.counters["allowed"] += 1
         return None

@@ -7,21 +7,26 @@ Which keys a NameServer *reports* depends on its version (4.9.8 has 7 NamesrvCon
 has no ``configBlackList``, 5.3.3 adds four more): :func:`java_keys` gives the list for a
 profile. Loading follows ``MixAll.properties2Object`` (known keys only, unparsable numbers
 ignored, strings trimmed), and ``mqnamesrv`` sets ``listenPort`` to 9876 before reading ``-c``.
+
+No I/O here: the service layer reads the ``-c`` file (:func:`rocketpy.service.fileio.load_properties`)
+and hands :class:`Configuration` a ``store(path, text)`` callable; an update returns the
+:class:`~rocketpy.namesrv.pending.FileWrite` that stores the file.
 """
 import os
 import re
 
-from .fileio import write_file_java
 from .javaorder import chm_capacity, ordered
-from .javaprops import format_properties, parse_properties
+from .javaprops import format_properties, store_properties
+from .pending import FileWrite, write_now
 from .profile import DEFAULT_PROFILE
 
 __all__ = ["NamesrvConfig", "NettyServerConfig", "Configuration", "java_keys", "attr_name",
-           "java_key", "load_properties", "CONFIG_BLACKLIST_FIXED"]
+           "java_key", "CONFIG_BLACKLIST_FIXED"]
 
 _HOME = os.path.expanduser("~")
 
-#: keys UPDATE_NAMESRV_CONFIG always refuses, whatever ``configBlackList`` says
+#: keys Java's UPDATE_NAMESRV_CONFIG always refuses, whatever ``configBlackList`` says (rocketpy
+#: refuses more: :mod:`rocketpy.namesrv.configguard`)
 CONFIG_BLACKLIST_FIXED = ("configBlackList", "configStorePath", "kvConfigPath", "rocketmqHome")
 
 
@@ -193,12 +198,6 @@ def java_keys(profile=None):
     return _keys_for(_NAMESRV_KEYS, profile) + _keys_for(_NETTY_KEYS, profile)
 
 
-def load_properties(path):
-    """Read a Java ``.properties`` file (ISO-8859-1, as ``Properties.load(InputStream)``)."""
-    with open(path, "rb") as f:
-        return parse_properties(f.read().decode("latin-1"))
-
-
 class Configuration:
     """Java ``Configuration``: the two config objects plus every key of the ``-c`` file.
 
@@ -208,28 +207,27 @@ class Configuration:
     both objects, and stores the result at ``configStorePath``.
     """
 
-    def __init__(self, namesrv_config=None, netty_server_config=None, extra=None, profile=None):
+    def __init__(self, namesrv_config=None, netty_server_config=None, extra=None, profile=None,
+                 store=None):
         self.namesrv_config = namesrv_config or NamesrvConfig()
         self.netty_server_config = netty_server_config or NettyServerConfig()
         self.profile = profile or DEFAULT_PROFILE
+        #: ``store(path, text)``: makes the file hold ``text`` (None: updates stay in memory)
+        self.store = store
         self.all_configs = {}
         self._merge_objects()
         if extra:
             self.all_configs.update(extra)
 
     @classmethod
-    def from_properties(cls, props, profile=None, config_path=None):
+    def from_properties(cls, props, profile=None, config_path=None, store=None):
         """What ``mqnamesrv -c config_path`` builds from the file's properties."""
         namesrv, netty = NamesrvConfig(), NettyServerConfig()
         namesrv.apply_properties(props)
         netty.apply_properties(props)
         if config_path is not None:
             namesrv.config_store_path = config_path
-        return cls(namesrv, netty, props, profile)
-
-    @classmethod
-    def from_properties_file(cls, path, profile=None):
-        return cls.from_properties(load_properties(path), profile, path)
+        return cls(namesrv, netty, props, profile, store)
 
     def _merge_objects(self):
         self.all_configs.update(self.namesrv_config.to_properties(self.profile))
@@ -260,27 +258,30 @@ class Configuration:
         order = ordered(list(known), chm_capacity(len(known), 8))
         return format_properties((k, known[k]) for k in order)
 
-    def blacklist(self):
-        """``configBlackList`` keys plus the fixed ones (read once at start in Java)."""
-        listed = (self.namesrv_config.config_black_list or "").split(";")
-        return set(CONFIG_BLACKLIST_FIXED) | set(listed)
-
     def update(self, props):
-        """``Configuration.update``: merge known keys, set both objects, persist."""
+        """``Configuration.update``: merge known keys, set both objects; the write that
+        persists them (None when there is nowhere to write)."""
         for key, value in props.items():
             if key in self.all_configs:
                 self.all_configs[key] = value
         self.namesrv_config.apply_properties(props)
         self.netty_server_config.apply_properties(props)
-        self.persist()
+        return self.persist_job()
+
+    def file_text(self):
+        """The config file as rocketpy stores it (``Properties.store``'s escaping)."""
+        return store_properties(self.items())
+
+    def persist_job(self):
+        """The :class:`~rocketpy.namesrv.pending.FileWrite` of the config file, or None."""
+        path = self.namesrv_config.config_store_path
+        if not path or self.store is None:
+            return None
+        return FileWrite(path, self.file_text, lambda text: self.store(path, text))
 
     def persist(self):
-        path = self.namesrv_config.config_store_path
-        if path:
-            try:
-                write_file_java(path, self.all_configs_text())
-            except OSError:
-                pass  # Java logs "persist string2File error" and carries on
+        """Write it now, here (tests, tools); False when that failed (Java logs it and carries on)."""
+        return write_now(self.persist_job())
 
     def print_lines(self):
         """``mqnamesrv -p``."""

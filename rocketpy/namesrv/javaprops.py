@@ -2,11 +2,15 @@
 
 ``mqnamesrv -c file`` loads the file with ``java.util.Properties.load``; UPDATE_NAMESRV_CONFIG
 parses its body with ``MixAll.string2Properties`` (``Properties.load`` of the UTF-8 bytes, read
-as ISO-8859-1); answers and the stored file are written by ``MixAll.properties2String`` as
-``key=value`` lines without escaping. This module is those three functions and nothing else.
+as ISO-8859-1); answers are written by ``MixAll.properties2String`` as ``key=value`` lines
+without escaping. Java stores the config file with ``properties2String`` too, so a value holding
+a line break becomes several lines of the file (the injection of issue 12); rocketpy stores it
+with ``Properties.store``'s escaping instead (:func:`store_properties`), which ``Properties.load``
+reads back as exactly the same keys and values.
 """
 
-__all__ = ["PropertiesError", "parse_properties", "body_to_properties", "format_properties"]
+__all__ = ["PropertiesError", "parse_properties", "body_to_properties", "format_properties",
+           "store_properties"]
 
 _ESCAPES = {"t": "\t", "n": "\n", "r": "\r", "f": "\f"}
 
@@ -39,6 +43,7 @@ def _continues(line):
 
 def _unescape(text):
     out = []
+    surrogates = False
     i = 0
     while i < len(text):
         ch = text[i]
@@ -52,11 +57,16 @@ def _unescape(text):
             digits = text[i:i + 4]
             if len(digits) < 4 or any(c not in "0123456789abcdefABCDEF" for c in digits):
                 raise PropertiesError("Malformed \\uxxxx encoding.")
-            out.append(chr(int(digits, 16)))
+            code = int(digits, 16)
+            surrogates |= 0xD800 <= code <= 0xDFFF
+            out.append(chr(code))
             i += 4
         else:
             out.append(_ESCAPES.get(ch, ch))
-    return "".join(out)
+    text = "".join(out)
+    if surrogates:  # Java strings are UTF-16: an escaped surrogate pair is one character
+        text = text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "surrogatepass")
+    return text
 
 
 def _split(line):
@@ -100,3 +110,37 @@ def body_to_properties(body):
 def format_properties(items):
     """``properties2String``: ``key=value\\n`` per entry with a value, in the given order."""
     return "".join(f"{k}={v}\n" for k, v in items if v is not None)
+
+
+_STORE_ESCAPES = {"\\": "\\\\", "\t": "\\t", "\n": "\\n", "\r": "\\r", "\f": "\\f",
+                  "=": "\\=", ":": "\\:", "#": "\\#", "!": "\\!"}
+
+
+def _store_escape(text, is_key):
+    """``Properties.saveConvert(text, escapeSpace=is_key, escUnicode=true)``: the escapes
+    ``Properties.store(OutputStream)`` writes, so the file is ASCII and loads back unchanged."""
+    out = []
+    for i, ch in enumerate(text):
+        code = ord(ch)
+        if 61 < code < 127 and ch != "\\":
+            out.append(ch)
+        elif ch == " ":
+            out.append("\\ " if i == 0 or is_key else " ")
+        elif ch in _STORE_ESCAPES:
+            out.append(_STORE_ESCAPES[ch])
+        elif code < 0x20 or code > 0x7E:
+            if code > 0xFFFF:   # a Java string holds it as two UTF-16 surrogates
+                code -= 0x10000
+                out.append("\\u%04X\\u%04X" % (0xD800 + (code >> 10), 0xDC00 + (code & 0x3FF)))
+            else:
+                out.append("\\u%04X" % code)
+        else:
+            out.append(ch)
+    return "".join(out)
+
+
+def store_properties(items):
+    """``key=value\\n`` per entry with a value, escaped as ``Properties.store`` escapes them
+    (without its date comment, so an unchanged configuration writes the same bytes)."""
+    return "".join(f"{_store_escape(k, True)}={_store_escape(v, False)}\n"
+                   for k, v in items if v is not None)

@@ -14,7 +14,8 @@ __all__ = ["PERM_PRIORITY", "PERM_READ", "PERM_WRITE", "PERM_INHERIT", "MASTER_I
            "DEFAULT_BROKER_TIMEOUT_MS", "DataVersion", "TopicConfig", "TopicConfigWrapper",
            "QueueData", "BrokerData", "BrokerLiveInfo", "RegisterBrokerResult",
            "UnRegisterBrokerRequest", "TopicRouteData", "FLAG_UNIT", "FLAG_UNIT_SUB",
-           "SYNC_BROKER_MEMBER_GROUP_PREFIX", "ORDER_TOPIC_CONFIG"]
+           "SYNC_BROKER_MEMBER_GROUP_PREFIX", "ORDER_TOPIC_CONFIG", "SYSTEM_TOPIC_PREFIX",
+           "SYSTEM_TOPICS", "is_system_topic"]
 
 # PermName
 PERM_PRIORITY = 0x8
@@ -28,10 +29,23 @@ FLAG_UNIT_SUB = 0x2
 MASTER_ID = 0
 #: RouteInfoManager.DEFAULT_BROKER_CHANNEL_EXPIRED_TIME
 DEFAULT_BROKER_TIMEOUT_MS = 120_000
+#: TopicValidator.SYSTEM_TOPIC_PREFIX
+SYSTEM_TOPIC_PREFIX = "rmq_sys_"
 #: TopicValidator.SYNC_BROKER_MEMBER_GROUP_PREFIX
-SYNC_BROKER_MEMBER_GROUP_PREFIX = "rmq_sys_SYNC_BROKER_MEMBER_"
+SYNC_BROKER_MEMBER_GROUP_PREFIX = SYSTEM_TOPIC_PREFIX + "SYNC_BROKER_MEMBER_"
+#: TopicValidator.SYSTEM_TOPIC_SET (5.3.3): the auto-create template topic, schedule, benchmark,
+#: transaction, trace, self-test, offset-moved and RocksDB checkpoint topics.
+SYSTEM_TOPICS = frozenset((
+    "TBW102", "SCHEDULE_TOPIC_XXXX", "BenchmarkTest", "RMQ_SYS_TRANS_HALF_TOPIC",
+    "RMQ_SYS_TRACE_TOPIC", "RMQ_SYS_TRANS_OP_HALF_TOPIC", "TRANS_CHECK_MAX_TIME_TOPIC",
+    "SELF_TEST_TOPIC", "OFFSET_MOVED_EVENT", "CHECKPOINT_TOPIC"))
 #: NamesrvUtil.NAMESPACE_ORDER_TOPIC_CONFIG
 ORDER_TOPIC_CONFIG = "ORDER_TOPIC_CONFIG"
+
+
+def is_system_topic(topic):
+    """``TopicValidator.isSystemTopic``."""
+    return topic in SYSTEM_TOPICS or topic.startswith(SYSTEM_TOPIC_PREFIX)
 
 
 @dataclass(frozen=True, slots=True)

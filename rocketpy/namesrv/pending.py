@@ -1,33 +1,85 @@
-"""NameServer core: an answer that needs CPU work first (rocketpy's own; Java runs every
-request on an executor thread, rocketpy runs requests on the reactor thread and moves only the
-costly part off it: decoding a big REGISTER_BROKER body).
+"""NameServer core: an answer that must wait for work off the reactor thread (rocketpy's own;
+Java runs every request on an executor thread, rocketpy runs requests on the reactor thread and
+moves only what would stall it elsewhere).
 
-A handler returns a :class:`Pending` instead of its reply when that work is worth a thread:
-``work()`` is pure CPU work on the request's own bytes -- it reads no route table and no cache,
-so it may run on any thread -- and ``finish(result)`` takes its result on the reactor thread,
-where all state lives, and gives the answer. The processor runs both at once for synchronous
-callers (tests, the replay and fuzz harnesses); the transport runs ``work`` on its decode pool
-(:mod:`rocketpy.transport.offload`) and serves everyone else meanwhile.
+A handler returns a :class:`Pending` instead of its reply when part of its job should not run
+on the reactor thread. The Pending says which *lane* that work belongs to:
+
+* :data:`CPU`: pure CPU work on the request's own bytes (decoding a big REGISTER_BROKER body).
+  ``work()`` reads no route table and no cache, so it may run on any thread.
+* :data:`DISK`: a durable file write (PUT_KV_CONFIG, DELETE_KV_CONFIG, UPDATE_NAMESRV_CONFIG:
+  the change is already applied in memory; the answer waits until it is on disk, as Java
+  answers after ``persist()``). ``work`` is a :class:`FileWrite`.
+
+``finish(result)`` takes the work's result on the reactor thread, where all state lives, and
+gives the answer; ``fail(exc)``, when set, gives the answer for work that raised. The processor
+runs it all at once for synchronous callers (tests, the replay and fuzz harnesses); the
+transport hands ``work`` to the pool of its lane (:mod:`rocketpy.transport.offload`: the decode
+pool, the writer) and serves everyone else meanwhile.
 """
 
-__all__ = ["Pending"]
+__all__ = ["Pending", "FileWrite", "CPU", "DISK", "write_now"]
+
+#: Lanes: pure CPU work on a request's own bytes; a durable file write.
+CPU = "cpu"
+DISK = "disk"
 
 
 class Pending:
-    """``finish(work())``, to be run by whoever holds it: ``work`` anywhere, ``finish`` on the
-    thread that owns the state."""
+    """``finish(work())`` (or ``fail(exc)``), to be run by whoever holds it: ``work`` on its
+    lane, ``finish`` and ``fail`` on the thread that owns the state."""
 
-    __slots__ = ("work", "finish")
+    __slots__ = ("work", "finish", "lane", "fail")
 
-    def __init__(self, work, finish):
+    def __init__(self, work, finish, lane=CPU, fail=None):
         self.work = work
         self.finish = finish
+        self.lane = lane
+        self.fail = fail
 
     def then(self, after):
         """The same work, its finished value handed on to ``after``."""
         finish = self.finish
-        return Pending(self.work, lambda result: after(finish(result)))
+        return Pending(self.work, lambda result: after(finish(result)), self.lane, self.fail)
 
     def run(self):
         """Do it all here and now."""
-        return self.finish(self.work())
+        try:
+            result = self.work()
+        except Exception as exc:
+            if self.fail is None:
+                raise
+            return self.fail(exc)
+        return self.finish(result)
+
+
+class FileWrite:
+    """The work of a :data:`DISK` Pending: make the file ``key`` hold the state as it is when
+    ``prepare()`` runs (on the state's thread: a snapshot), by ``write(prepared)`` (on any
+    thread: render and store it).
+
+    Writes of one file queued together are one write (group commit): the writer prepares only
+    the newest, whose snapshot holds every change the others were waiting for.
+    """
+
+    __slots__ = ("key", "prepare", "write")
+
+    def __init__(self, key, prepare, write):
+        self.key = key
+        self.prepare = prepare
+        self.write = write
+
+    def __call__(self):
+        return self.write(self.prepare())
+
+
+def write_now(job):
+    """Run a :class:`FileWrite` here and now (None: nothing to write); False when the file
+    could not be written (Java logs a failed persist and carries on)."""
+    if job is None:
+        return True
+    try:
+        job()
+    except OSError:
+        return False
+    return True

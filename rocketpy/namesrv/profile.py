@@ -1,10 +1,12 @@
 """NameServer state layer: which Java NameServer version rocketpy answers like.
 
-rocketpy behaves like the newest Java NameServer (5.3.3) by default. Where the recorded 4.9.8 and
-5.0.0 NameServers answer differently (the genuine captures prove each difference), the difference
-is a field of :class:`BehaviourProfile`, so a replay of a 4.9.8 capture runs with
-:data:`PROFILE_49` and one of a 5.0.0 capture with :data:`PROFILE_50`. Nothing else in the
-package compares version numbers.
+rocketpy behaves like the newest Java NameServer (5.3.3) by default. Each way the 4.9.8, 5.0.0
+and 5.3.3 NameServers answer differently is a field of :class:`BehaviourProfile`, so a replay of
+a 4.9.8 capture runs with :data:`PROFILE_49` and one of a 5.0.0 capture with :data:`PROFILE_50`.
+The 4.9/5.0 differences are proven by the genuine captures; there are no 5.3.3 captures, so what
+5.3.3 changes against 5.0.0 comes from the Java source (tag rocketmq-all-5.3.3), listed point by
+point with file, line and test in ``docs/java-5.3-changes.md``. Nothing else in the package
+compares version numbers.
 """
 from dataclasses import dataclass
 
@@ -23,8 +25,6 @@ class BehaviourProfile:
     #: 4.9's processor returns null for an unknown code, so no answer at all; 5.x answers
     #: REQUEST_CODE_NOT_SUPPORTED.
     answer_unknown_code: bool
-    #: UPDATE_NAMESRV_CONFIG refuses keys of the black list (4.9.8 and 5.1+; 5.0.0 has none).
-    config_blacklist: bool
     #: GET_CLIENT_CONFIG (47) exists in 5.0.x only.
     serve_get_client_config: bool
     #: 5.x only: REGISTER_TOPIC_IN_NAMESRV, GET_BROKER_MEMBER_GROUP, BROKER_HEARTBEAT.
@@ -58,30 +58,49 @@ class BehaviourProfile:
     fixed_broker_timeout_ms: "int | None"
     #: REGISTER_TOPIC_IN_NAMESRV for a topic that exists: 5.0 ignores it, 5.1+ merges.
     register_topic_merges: bool = True
+    #: the FAQ page TOPIC_NOT_EXIST's remark points to (``FAQUrl.APPLY_TOPIC_URL``, new in 5.1).
+    topic_not_exist_faq_url: str = "https://rocketmq.apache.org/docs/bestPractice/06FAQ"
+    #: QUERY_DATA_VERSION without a body: 4.9.8 and 5.0.0 fail decoding the null DataVersion
+    #: (SYSTEM_ERROR); 5.1+ reads it as null (``RemotingSerializable.decode`` checks).
+    query_data_version_needs_body: bool = False
+    #: the broker version a compressed REGISTER_BROKER body is read as: 4.9.8 reads every body
+    #: as a 4.9 one (no queue-mapping part), 5.0.0 as a 5.0 one (so a 4.9 broker's compressed
+    #: body fails), 5.1+ by the request's version (None).
+    compressed_body_broker_version: "int | None" = None
+    #: GET_TOPICS_BY_CLUSTER: 5.1+ answers "disable" (enableTopicList off) before reading its
+    #: header; 5.0.0 reads the header first, so a request without ``cluster`` fails on that.
+    topics_by_cluster_switch_first: bool = True
 
+
+#: ``FAQUrl.APPLY_TOPIC_URL`` up to 5.0.x.
+_OLD_FAQ_URL = "http://rocketmq.apache.org/docs/faq/"
 
 PROFILE_49 = BehaviourProfile(
     name="4.9", server_version=409, reply_in_request_serialize_type=True,
-    answer_unknown_code=False, config_blacklist=True, serve_get_client_config=False,
+    answer_unknown_code=False, serve_get_client_config=False,
     serve_5x_codes=False, queued_unregistration=False, v5_registration=False,
     prime_slave_wipe_needs_acting_master=True, unregister_by_address=False,
     query_data_version_always_refreshes=False, topic_list_switches=False,
     wait_for_service=False, topic_list_set="hashset", concurrent_tables=False,
-    data_version_state=False, sorted_config_text=False, fixed_broker_timeout_ms=120_000)
+    data_version_state=False, sorted_config_text=False, fixed_broker_timeout_ms=120_000,
+    topic_not_exist_faq_url=_OLD_FAQ_URL, query_data_version_needs_body=True,
+    compressed_body_broker_version=409, topics_by_cluster_switch_first=False)
 
 PROFILE_50 = BehaviourProfile(
     name="5.0", server_version=413, reply_in_request_serialize_type=False,
-    answer_unknown_code=True, config_blacklist=False, serve_get_client_config=True,
+    answer_unknown_code=True, serve_get_client_config=True,
     serve_5x_codes=True, queued_unregistration=True, v5_registration=True,
     prime_slave_wipe_needs_acting_master=False, unregister_by_address=False,
     query_data_version_always_refreshes=True, topic_list_switches=True,
     wait_for_service=False, topic_list_set="insertion", concurrent_tables=True,
     data_version_state=True, sorted_config_text=True, fixed_broker_timeout_ms=None,
-    register_topic_merges=False)
+    register_topic_merges=False, topic_not_exist_faq_url=_OLD_FAQ_URL,
+    query_data_version_needs_body=True, compressed_body_broker_version=413,
+    topics_by_cluster_switch_first=False)
 
 PROFILE_53 = BehaviourProfile(
     name="5.3", server_version=479, reply_in_request_serialize_type=False,
-    answer_unknown_code=True, config_blacklist=True, serve_get_client_config=False,
+    answer_unknown_code=True, serve_get_client_config=False,
     serve_5x_codes=True, queued_unregistration=True, v5_registration=True,
     prime_slave_wipe_needs_acting_master=True, unregister_by_address=True,
     query_data_version_always_refreshes=True, topic_list_switches=True,

@@ -58,6 +58,9 @@ class RouteInfoManager:
         self._queue_map_high = {}      # topic -> largest broker count of its queue map
         self._cluster_set_high = {}    # cluster -> largest broker-name count
         self._versions = {}            # topic -> route version
+        #: QueueData entries (topic-broker pairs) in topic_queue_table, for the server-wide
+        #: bounds (:mod:`rocketpy.namesrv.route_bounds`)
+        self.queue_data_count = 0
         self._version_clock = count(1)
         self._generations = count(1)
         #: bumped when something outside the tables changes every answer (config update)
@@ -98,8 +101,11 @@ class RouteInfoManager:
             queue_map = self.topic_queue_table[topic] = {}
             self._topics_high.saw(len(self.topic_queue_table))
         name = queue_data.broker_name
-        if queue_map.get(name) == queue_data:
+        old = queue_map.get(name)
+        if old == queue_data:
             return
+        if old is None:
+            self.queue_data_count += 1
         queue_map[name] = queue_data
         if len(queue_map) > self._queue_map_high.get(topic, 0):
             self._queue_map_high[topic] = len(queue_map)
@@ -110,6 +116,7 @@ class RouteInfoManager:
         queue_map = self.topic_queue_table.get(topic)
         if queue_map is None or queue_map.pop(broker_name, None) is None:
             return
+        self.queue_data_count -= 1
         self._applied.pop(broker_name, None)
         topics = self._topics_by_broker.get(broker_name)
         if topics is not None:
@@ -123,6 +130,7 @@ class RouteInfoManager:
 
     def _drop_topic(self, topic):
         queue_map = self.topic_queue_table.pop(topic, None)
+        self.queue_data_count -= len(queue_map or ())
         for name in queue_map or ():
             self._applied.pop(name, None)
             topics = self._topics_by_broker.get(name)
@@ -312,8 +320,12 @@ class RouteInfoManager:
         previous = self.query_broker_topic_config(cluster_name, broker_addr)
         return previous is None or previous != data_version
 
+    def broker_live_info(self, cluster_name, broker_addr):
+        """The live entry of ``broker_addr`` (keyed as this profile keys it), or None."""
+        return self.broker_live_table.get(self._key(cluster_name, broker_addr))
+
     def query_broker_topic_config(self, cluster_name, broker_addr):
-        live = self.broker_live_table.get(self._key(cluster_name, broker_addr))
+        live = self.broker_live_info(cluster_name, broker_addr)
         return None if live is None else live.data_version
 
     def update_broker_info_update_timestamp(self, cluster_name, broker_addr, now_ms):

@@ -40,6 +40,7 @@ from . import fastjson
 from .codes import MQVersion
 from .errors import BodyDecodeError, CrcMismatchError
 from .headers import _JAVA_INTEGER, _int_or_none
+from .javahash import concurrent_hashmap_order, hashmap_ordered
 
 __all__ = [
     "P", "JsonBean", "body_crc32", "check_body_crc32", "DEFAULT_MAX_INFLATED", "TOPIC_FILTER_TYPES",
@@ -48,6 +49,7 @@ __all__ = [
     "LogicQueueMappingItem", "RegisterBrokerBody", "read_compressed", "QueueData", "BrokerData",
     "TopicRouteData", "ClusterInfo", "TopicList", "KVTable", "RegisterBrokerResult",
     "BrokerMemberGroup", "GetBrokerMemberGroupResponseBody", "GetRemoteClientConfigBody",
+    "GroupList", "java_view",
 ]
 
 #: Bound on the inflated size of a compressed RegisterBrokerBody (4x the 16 MiB frame limit).
@@ -207,7 +209,8 @@ class P(NamedTuple):
     """One bean property: fastjson name, attribute, converter, Java initial value.
 
     ``factory`` makes a fresh mutable initial value (Java ``= new HashMap<>()``); ``aliases``
-    are older names accepted on input (and kept on re-encoding).
+    are older names accepted on input (and kept on re-encoding); ``since`` is the first
+    ``MQVersion`` whose Java class has the property (None: every version read here, 4.9 on).
     """
 
     wire: str
@@ -216,6 +219,7 @@ class P(NamedTuple):
     default: Any = None
     factory: "Callable[[], Any] | None" = None
     aliases: "tuple[str, ...]" = ()
+    since: "int | None" = None
 
 
 class JsonBean:
@@ -356,6 +360,14 @@ class JsonBean:
         _forget(copy)
         return copy
 
+    def for_version(self, version):
+        """A copy as a Java peer of ``version`` holds these values: the properties its classes
+        lack (``since`` a later version) are dropped, unknown keys forgotten. What a 4.9 broker
+        writes of a bean built here, or what a 4.9 ``mqadmin`` prints of a 5.x answer."""
+        copy = self.canonical()
+        _restrict(copy, version)
+        return copy
+
     # -- value semantics
 
     def __eq__(self, other):
@@ -369,6 +381,43 @@ class JsonBean:
     def __repr__(self):
         inner = ", ".join(f"{prop.attr}={getattr(self, prop.attr)!r}" for prop in self.PROPS)
         return f"{type(self).__name__}({inner})"
+
+
+def _restrict(value, version):
+    """Drop, in place, what a Java peer of ``version`` does not have (see ``for_version``)."""
+    if isinstance(value, JsonBean):
+        value.extras = {}
+        for prop in value.PROPS:
+            if prop.since is not None and prop.since > version:
+                setattr(value, prop.attr, None)
+            else:
+                _restrict(getattr(value, prop.attr), version)
+    elif isinstance(value, dict):
+        for item in value.values():
+            _restrict(item, version)
+    elif isinstance(value, list):
+        for item in value:
+            _restrict(item, version)
+
+
+def java_view(value, version=None):
+    """``value`` (a bean, or maps and lists of them) as a Java client re-serialises what it
+    decoded: beans as :class:`~rocketpy.remoting.fastjson.Bean` (properties sorted, nulls left
+    out), every map a ``HashMap`` in its iteration order, and with ``version`` only the
+    properties that version's classes have. Feed it to :func:`fastjson.dumps` (``pretty=True``
+    for ``JSON.toJSONString(obj, true)``, as ``mqadmin topicRoute`` prints)."""
+    if isinstance(value, JsonBean):
+        values = value.__dict__
+        return fastjson.Bean(
+            (wire, java_view(values[attr], version)) for wire, attr, _ in value._OUTPUT
+            if values[attr] is not None
+            and (version is None or value._BY_WIRE[wire].since is None
+                 or value._BY_WIRE[wire].since <= version))
+    if isinstance(value, dict):
+        return {key: java_view(item, version) for key, item in hashmap_ordered(value).items()}
+    if isinstance(value, list):
+        return [java_view(item, version) for item in value]
+    return value
 
 
 def _forget(value):
@@ -392,7 +441,7 @@ class DataVersion(JsonBean):
 
     PROPS = (
         P("counter", "counter", LONG, 0),
-        P("stateVersion", "state_version", LONG, 0),
+        P("stateVersion", "state_version", LONG, 0, since=MQVersion.V5_0_0),
         P("timestamp", "timestamp", LONG, 0),
     )
 
@@ -405,7 +454,7 @@ class TopicConfig(JsonBean):
     """``TopicConfig`` (broker side). ``attributes`` since 5.0 (Java initial value ``{}``)."""
 
     PROPS = (
-        P("attributes", "attributes", map_of(STR), factory=dict),
+        P("attributes", "attributes", map_of(STR), factory=dict, since=MQVersion.V5_0_0),
         P("order", "order", BOOL, False),
         P("perm", "perm", INT, 6),
         P("readQueueNums", "read_queue_nums", INT, 16),
@@ -544,11 +593,12 @@ class TopicConfigAndMappingSerializeWrapper(JsonBean):
     """``TopicConfigAndMappingSerializeWrapper`` (5.0+): adds the static-topic mappings."""
 
     PROPS = tuple(sorted(_TCSW_PROPS + (
-        P("mappingDataVersion", "mapping_data_version", bean(DataVersion), factory=DataVersion),
+        P("mappingDataVersion", "mapping_data_version", bean(DataVersion), factory=DataVersion,
+          since=MQVersion.V5_0_0),
         P("topicQueueMappingDetailMap", "topic_queue_mapping_detail_map",
-          map_of(bean(TopicQueueMappingDetail)), factory=dict),
+          map_of(bean(TopicQueueMappingDetail)), factory=dict, since=MQVersion.V5_0_0),
         P("topicQueueMappingInfoMap", "topic_queue_mapping_info_map",
-          map_of(bean(TopicQueueMappingInfo)), factory=dict),
+          map_of(bean(TopicQueueMappingInfo)), factory=dict, since=MQVersion.V5_0_0),
     ), key=lambda prop: prop.wire))
 
 
@@ -754,7 +804,9 @@ class RegisterBrokerBody(JsonBean):
         """``RegisterBrokerBody.encode(compress)`` of a broker of ``broker_version``.
 
         The compressed form is what a broker of that version writes (Deflater level 9): 4.x
-        lines without attributes and no mapping section, 5.x with both.
+        lines without attributes and no mapping section, 5.x with both. Java first copies the
+        topic table into a fresh ``ConcurrentHashMap`` (``cloneTopicConfigTable``: default-sized
+        before 5.1.1, sized to the table since) and writes the lines in that copy's order.
         """
         if not compress:
             return self.to_json(standard)
@@ -769,8 +821,9 @@ class RegisterBrokerBody(JsonBean):
         part(wrapper.data_version.to_json())
         table = wrapper.topic_config_table or {}
         parts.append(_I32.pack(len(table)))
-        for topic in table.values():
-            part(topic.to_text(with_attributes=five).encode("utf-8"))
+        sized = len(table) if broker_version >= MQVersion.V5_1_1 else None
+        for name in concurrent_hashmap_order(table, sized):
+            part(table[name].to_text(with_attributes=five).encode("utf-8"))
         part(fastjson.dumps(self.filter_server_list or []))
         if five:
             infos = wrapper.topic_queue_mapping_info_map or {}
@@ -801,8 +854,8 @@ class BrokerData(JsonBean):
         P("brokerAddrs", "broker_addrs", map_of(STR, long_keys=True), factory=dict),
         P("brokerName", "broker_name", STR),
         P("cluster", "cluster", STR),
-        P("enableActingMaster", "enable_acting_master", BOOL, False),
-        P("zoneName", "zone_name", STR),
+        P("enableActingMaster", "enable_acting_master", BOOL, False, since=MQVersion.V5_0_0),
+        P("zoneName", "zone_name", STR, since=MQVersion.V5_0_0),
     )
 
 
@@ -815,7 +868,7 @@ class TopicRouteData(JsonBean):
         P("orderTopicConf", "order_topic_conf", STR),
         P("queueDatas", "queue_datas", list_of(bean(QueueData)), factory=list),
         P("topicQueueMappingByBroker", "topic_queue_mapping_by_broker",
-          map_of(bean(TopicQueueMappingInfo))),
+          map_of(bean(TopicQueueMappingInfo)), since=MQVersion.V5_0_0),
     )
 
 
@@ -873,3 +926,9 @@ class GetRemoteClientConfigBody(JsonBean):
     """GET_CLIENT_CONFIG's request body (5.0 only): the config keys asked for."""
 
     PROPS = (P("keys", "keys", list_of(STR), factory=list),)
+
+
+class GroupList(JsonBean):
+    """``GroupList``: QUERY_TOPIC_CONSUME_BY_WHO's answer (a broker's; a Java Set, in wire order)."""
+
+    PROPS = (P("groupList", "group_list", list_of(STR), factory=list),)

@@ -42,6 +42,7 @@ __all__ = [
     "version_desc",
     "version_name",
     "version_ordinal",
+    "release_ordinal",
 ]
 
 # RemotingCommand flag bits: bit 0 set = response (else request), bit 1 set = oneway request.
@@ -454,3 +455,12 @@ def version_ordinal(name):
     """Ordinal of an MQVersion name (``"V5_0_0"`` -> ``413``), else None."""
     member = _by_name(MQVersion.__members__, name)
     return None if member is None else member.value
+
+
+def release_ordinal(text):
+    """The ``version`` a release speaks, from what a person types: ``"4.9.8"``, ``"V4_9_8"``
+    or the number itself (``"409"``); None for anything else."""
+    text = (text or "").strip()
+    if text.isdigit():
+        return int(text)
+    return version_ordinal(text if text.startswith("V") else "V" + text.replace(".", "_"))

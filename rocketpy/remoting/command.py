@@ -3,8 +3,13 @@
 A command is plain data. ``ext_fields`` is ``None`` when the peer sent no ``extFields`` at all and
 ``{}`` when it sent an empty map: Java writes ``"extFields":{}`` exactly when the command carried a
 custom header, and reproducing that keeps our bytes equal to the Java NameServer's.
+
+``verbatim`` remembers how a peer wrote the strings of its JSON header that hold raw control
+characters (fastjson reads them, and writes them escaped): encoding the command again writes those
+strings as they came, so a decoded header is given back byte for byte. It takes no part in
+equality, and answers never inherit it.
 """
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from .codes import FLAG_ONEWAY, FLAG_RESPONSE, LanguageCode, SerializeType
 from .javahash import hashmap_ordered
@@ -26,6 +31,9 @@ class RemotingCommand:
     ext_fields: "dict[str, str] | None" = None
     body: "bytes | None" = None
     serialize_type: int = JSON
+    #: ``{string: JSON literal as the peer wrote it}`` for header strings with raw control
+    #: characters; None for almost every command.
+    verbatim: "dict[str, str] | None" = field(default=None, compare=False, repr=False)
 
     @property
     def is_response(self):

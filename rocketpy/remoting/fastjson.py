@@ -9,20 +9,42 @@ Two dialects matter on the wire:
   clients >= V4_9_4 or with ``acceptStandardJsonOnly``): every key quoted, map keys sorted,
   ``/`` and every non-ASCII character escaped.
 
+``dumps(obj, pretty=True)`` is ``JSON.toJSONString(obj, true)`` (``PrettyFormat``, what
+``mqadmin topicRoute`` prints): tab indents, a line break before each bean property, string map
+key and list item, none before an unquoted numeric map key, and the closing brace or bracket of
+a non-empty map or list on a line of its own (an empty one stays ``{}``/``[]``); a Java bean
+(:class:`Bean`) breaks the line even when it has no property to write.
+
 ``loads`` accepts both (and whatever else a tolerant Java parser accepts that real peers send:
 the C++ client's trailing newline), keeping key order and telling unquoted numeric keys apart
 from quoted ones (unquoted keys come back as ``int``), so ``dumps(loads(b))`` restores ``b``.
+
+fastjson's lexer (``JSONLexerBase.scanString``) also takes raw control characters 0x00-0x1F
+inside a string as they are, and peers rely on it (the .NET client NewLife.RocketMQ separates
+message properties with raw 0x01/0x02), so ``loads`` does too; the one exception is 0x1A, which
+fastjson treats as end of input inside an object key (``scanSymbol``). Such strings are rare, so
+they cost nothing until one turns up: the strict parse runs first. :func:`raw_string_literals`
+gives their literals as written, for a codec that must write them back byte for byte.
 """
 import json
 import re
 
 from .errors import BodyDecodeError
 
-__all__ = ["loads", "dumps", "escape_string"]
+__all__ = ["loads", "dumps", "escape_string", "lenient_decoder", "raw_string_literals", "Bean"]
 
 _json_loads = json.loads
+#: fastjson's reading of a string: raw control characters are taken as they are.
+lenient_decoder = json.JSONDecoder(strict=False)
+#: A string literal; outside strings JSON has no quotes, so a scan from the start meets the
+#: literals in order.
+_STRING = r'"(?:[^"\\]|\\.)*"'
+_STRING_LITERAL = re.compile(_STRING, re.S)
+_RAW_CONTROL = re.compile("[\x00-\x1f]")
+_EOI = "\x1a"              # fastjson's JSONLexer.EOI
+_AFTER_KEY = re.compile(r"\s*:")
 # An unquoted numeric object key, only outside string literals (the string branch keeps strings).
-_UNQUOTED_KEY = re.compile(r'"(?:[^"\\]|\\.)*"|([{,]\s*)(-?\d+)(\s*:)', re.S)
+_UNQUOTED_KEY = re.compile(_STRING + r'|([{,]\s*)(-?\d+)(\s*:)', re.S)
 _INT_KEY_MARK = "\ue000rocketpy-int-key:"  # private-use: never in real keys
 
 
@@ -72,6 +94,9 @@ def _restore_int_keys(pairs):
     return out
 
 
+_LENIENT_INT_KEYS = json.JSONDecoder(strict=False, object_pairs_hook=_restore_int_keys)
+
+
 def loads(data):
     """Parse fastjson output (bytes or str); unquoted numeric keys become ``int`` keys.
 
@@ -85,14 +110,34 @@ def loads(data):
         return _json_loads(text)
     except (ValueError, RecursionError):  # too deep: the second attempt says so below
         pass
-    try:
+    try:   # unquoted numeric keys, raw control characters in strings, or broken
         marked = _mark_int_keys(text)
         if marked == text:
-            raise ValueError("not fastjson")
-        return _json_loads(marked, object_pairs_hook=_restore_int_keys)
+            obj = lenient_decoder.decode(text)
+        else:
+            obj = _LENIENT_INT_KEYS.decode(marked)
+        if _EOI in text:
+            raw_string_literals(text)
+        return obj
     except (ValueError, RecursionError) as exc:
         snippet = text[:60].encode("unicode_escape").decode("ascii")
         raise BodyDecodeError(f"broken JSON ({exc}) in {snippet!r}...") from None
+
+
+def raw_string_literals(text):
+    """``{string: its literal as written}`` for the strings of ``text`` (JSON that parsed
+    leniently) that hold a raw control character. Raises ``ValueError`` for one that is an
+    object key holding 0x1A, which fastjson refuses ("unclosed.str")."""
+    found = {}
+    for match in _STRING_LITERAL.finditer(text):
+        literal = match.group()
+        if _RAW_CONTROL.search(literal) is None:
+            continue
+        if _EOI in literal and _AFTER_KEY.match(text, match.end()):
+            raise ValueError(f"0x1A in the object key {literal!r}: fastjson reads it as the end "
+                             "of its input")
+        found.setdefault(lenient_decoder.decode(literal), literal)
+    return found
 
 
 _PLAIN = re.compile(r'[ !#-\[\]-~]*\Z')  # printable ASCII without '"' and '\\'
@@ -134,6 +179,14 @@ def escape_string(text, standard=False):
         return f'"{text}"'
     esc = _escape_char_standard if standard else _escape_char_legacy
     return '"' + "".join(esc(ch) for ch in text) + '"'
+
+
+class Bean(dict):
+    """A Java bean's properties, as opposed to a Java map: only the pretty format tells them
+    apart (``JavaBeanSerializer`` always breaks the line after ``{``; ``MapSerializer`` only
+    before an entry with a string key)."""
+
+    __slots__ = ()
 
 
 def _sort_key(key):
@@ -183,12 +236,55 @@ def _dump(obj, standard, out):
         raise TypeError(f"fastjson.dumps cannot encode {type(obj).__name__}")
 
 
-def dumps(obj, standard=False):
+def _dump_pretty(obj, depth, out):
+    """``SerializerFeature.PrettyFormat`` (legacy dialect): see the module docstring."""
+    if isinstance(obj, dict):
+        bean = isinstance(obj, Bean)
+        items = [(k, v) for k, v in obj.items() if v is not None]
+        out.append("{")
+        if bean:
+            out.append("\n" + "\t" * (depth + 1))
+        for i, (key, value) in enumerate(items):
+            if i:
+                out.append(",")
+                if bean:
+                    out.append("\n" + "\t" * (depth + 1))
+            if isinstance(key, int):
+                out.append(f"{key}:")
+            else:
+                if not bean:
+                    out.append("\n" + "\t" * (depth + 1))
+                out.append(escape_string(key))
+                out.append(":")
+            _dump_pretty(value, depth + 1, out)
+        if bean or obj:
+            out.append("\n" + "\t" * depth)
+        out.append("}")
+    elif isinstance(obj, (list, tuple, set, frozenset)):
+        if not obj:
+            out.append("[]")
+            return
+        out.append("[")
+        for i, value in enumerate(obj):
+            if i:
+                out.append(",")
+            out.append("\n" + "\t" * (depth + 1))
+            _dump_pretty(value, depth + 1, out)
+        out.append("\n" + "\t" * depth + "]")
+    else:
+        _dump(obj, False, out)
+
+
+def dumps(obj, standard=False, pretty=False):
     """Encode ``obj`` as fastjson would, to UTF-8 bytes.
 
     Dict keys keep their order in legacy mode (callers arrange Java's map order) and are sorted
     in standard mode (``MapSortField``); ``int`` keys are unquoted in legacy mode only.
+    ``pretty`` is ``PrettyFormat`` over the legacy dialect.
     """
     out = []
-    _dump(obj, standard, out)
+    if pretty:
+        _dump_pretty(obj, 0, out)
+    else:
+        _dump(obj, standard, out)
     return "".join(out).encode("utf-8", "replace")  # lone surrogate -> '?', as Java

@@ -14,7 +14,7 @@ import struct
 from . import codes
 from .command import RemotingCommand
 from .errors import HeaderDecodeError, TruncatedFrameError
-from .fastjson import escape_string
+from .fastjson import escape_string, lenient_decoder, raw_string_literals
 from .layout import (DEFAULT_MAX_FRAME_LENGTH, FRAME, FRAME_COMPILED, JSON, LENGTH_SIZE,
                      PREFIX_SIZE, ROCKETMQ, ROCKETMQ_EXT_LENGTH, ROCKETMQ_FIXED, ROCKETMQ_HEADER,
                      ROCKETMQ_KEY_LENGTH, ROCKETMQ_VALUE_LENGTH,
@@ -92,6 +92,7 @@ def _int_field(obj, name):
 
 
 _scan_json = json.decoder.JSONDecoder().scan_once  # the C scanner json.loads runs, minus its wrapping
+_scan_json_lenient = lenient_decoder.scan_once
 _LANGUAGES = dict(codes.LanguageCode.__members__)
 _INT_MIN, _INT_MAX = -0x80000000, 0x7FFFFFFF
 
@@ -100,12 +101,18 @@ def _decode_usual_json_header(header):
     """The header as :func:`_decode_json_header` reads it, for the usual shape only (UTF-8, an
     object with int fields, a known language name, string extFields); None for anything else,
     which the full reader then judges. Every frame of a capture takes this path, so it skips
-    ``json.loads``'s encoding sniffing and per-field calls."""
+    ``json.loads``'s encoding sniffing and per-field calls. Raw control characters in strings
+    (fastjson takes them) cost a second scan, only when the strict one failed."""
     if header[:1] != b"{" or header[1:2] == b"\x00":
         return None
+    verbatim = None
     try:
         text = header.decode("utf-8")
-        obj, end = _scan_json(text, 0)
+        try:
+            obj, end = _scan_json(text, 0)
+        except ValueError:
+            obj, end = _scan_json_lenient(text, 0)
+            verbatim = raw_string_literals(text) or None
     except (ValueError, StopIteration, RecursionError):
         return None
     if end != len(text) or obj.__class__ is not dict:
@@ -128,7 +135,7 @@ def _decode_usual_json_header(header):
         for value in ext.values():
             if value.__class__ is not str:
                 return None
-    return RemotingCommand(code, language, version, opaque, flag, remark, ext, None, JSON)
+    return RemotingCommand(code, language, version, opaque, flag, remark, ext, None, JSON, verbatim)
 
 
 def _decode_json_header(header):
@@ -138,8 +145,14 @@ def _decode_json_header(header):
 
 def _decode_any_json_header(header):
     """Any JSON header, with a specific :class:`HeaderDecodeError` for what is wrong with it."""
+    verbatim = None
     try:
-        obj = json.loads(header)
+        try:
+            obj = json.loads(header)
+        except ValueError:   # raw control characters in strings, which fastjson reads, or broken
+            text = header.decode("utf-8")
+            obj = lenient_decoder.decode(text)
+            verbatim = raw_string_literals(text) or None
     except (ValueError, RecursionError) as exc:  # UnicodeDecodeError is a ValueError
         raise HeaderDecodeError(f"broken JSON header: {exc}") from None
     if not isinstance(obj, dict):
@@ -159,7 +172,8 @@ def _decode_any_json_header(header):
             raise HeaderDecodeError("JSON header field extFields is not an object")
         ext = {k: _ext_value(k, v) for k, v in ext.items() if v is not None}
     return RemotingCommand(_int_field(obj, "code"), language, _int_field(obj, "version"),
-                           _int_field(obj, "opaque"), _int_field(obj, "flag"), remark, ext, None, JSON)
+                           _int_field(obj, "opaque"), _int_field(obj, "flag"), remark, ext, None, JSON,
+                           verbatim)
 
 
 def decode_header(serialize_type, header):
@@ -188,27 +202,35 @@ def decode_frame(data, max_frame_length=DEFAULT_MAX_FRAME_LENGTH):
     return command
 
 
-def _language_json(language):
+def _language_json(language, quote):
     if isinstance(language, str):
-        return escape_string(language)
+        return quote(language)
     name = codes.language_name(language)
     return f'"{name}"' if name else str(language)
+
+
+def _verbatim_quote(verbatim):
+    """fastjson's quoting, except for the strings a peer wrote with raw control characters."""
+    def quote(text):
+        return verbatim.get(text) or escape_string(text)
+    return quote
 
 
 def _json_header_parts(cmd):
     """The JSON header's text as parts, and the index of the opaque's part (fastjson order:
     sorted keys, nulls left out)."""
+    quote = escape_string if cmd.verbatim is None else _verbatim_quote(cmd.verbatim)
     parts = ['{"code":', str(cmd.code)]
     if cmd.ext_fields is not None:
         parts.append(',"extFields":{')
-        parts.append(",".join(f"{escape_string(k)}:{escape_string(_ext_value(k, v))}"
+        parts.append(",".join(f"{quote(k)}:{quote(_ext_value(k, v))}"
                               for k, v in cmd.ext_fields.items() if v is not None))
         parts.append("}")
-    parts += [',"flag":', str(cmd.flag), ',"language":', _language_json(cmd.language),
+    parts += [',"flag":', str(cmd.flag), ',"language":', _language_json(cmd.language, quote),
               ',"opaque":', str(cmd.opaque)]
     at = len(parts) - 1
     if cmd.remark is not None:
-        parts += [',"remark":', escape_string(cmd.remark)]
+        parts += [',"remark":', quote(cmd.remark)]
     parts += [',"serializeTypeCurrentRPC":"', _SERIALIZE_NAMES[cmd.serialize_type],
               '","version":', str(cmd.version), "}"]
     return parts, at

@@ -64,7 +64,8 @@ __all__ = [
     "DeleteTopicFromNamesrvRequestHeader", "RegisterTopicRequestHeader",
     "RegisterOrderTopicRequestHeader", "GetTopicsByClusterRequestHeader",
     "BrokerHeartbeatRequestHeader", "GetBrokerMemberGroupRequestHeader",
-    "NotifyMinBrokerIdChangeRequestHeader",
+    "NotifyMinBrokerIdChangeRequestHeader", "DeleteTopicRequestHeader",
+    "QueryTopicConsumeByWhoRequestHeader",
     "REQUEST_HEADERS", "RESPONSE_HEADERS", "request_header_class", "response_header_class",
     "decode_request_header",
 ]
@@ -446,6 +447,18 @@ class NotifyMinBrokerIdChangeRequestHeader(CommandHeader):
     )
 
 
+class DeleteTopicRequestHeader(CommandHeader):
+    """DELETE_TOPIC_IN_BROKER (215): sent to a *broker* (``mqadmin deleteTopic``'s first half)."""
+
+    FIELDS = (F("topic", "topic", STRING, True),) + _TOPIC_RPC_FIELDS
+
+
+class QueryTopicConsumeByWhoRequestHeader(CommandHeader):
+    """QUERY_TOPIC_CONSUME_BY_WHO (300): sent to a *broker* (``mqadmin topicList -c``)."""
+
+    FIELDS = (F("topic", "topic", STRING, True),) + _TOPIC_RPC_FIELDS
+
+
 #: Request code -> header class of the request (codes absent here carry no custom header).
 REQUEST_HEADERS = {
     RequestCode.PUT_KV_CONFIG: PutKVConfigRequestHeader,
@@ -464,6 +477,8 @@ REQUEST_HEADERS = {
     RequestCode.GET_BROKER_MEMBER_GROUP: GetBrokerMemberGroupRequestHeader,
     RequestCode.BROKER_HEARTBEAT: BrokerHeartbeatRequestHeader,
     RequestCode.NOTIFY_MIN_BROKER_ID_CHANGE: NotifyMinBrokerIdChangeRequestHeader,
+    RequestCode.DELETE_TOPIC_IN_BROKER: DeleteTopicRequestHeader,
+    RequestCode.QUERY_TOPIC_CONSUME_BY_WHO: QueryTopicConsumeByWhoRequestHeader,
 }
 
 #: Request code -> header class of its successful answer.

@@ -6,9 +6,16 @@ fastjson writes a Java map in the map's own iteration order, so the Java NameSer
 bytes equal to Java's, not merely equivalent. Model: ``java.util.HashMap`` of Java 8+ (table of
 16 doubling past a 0.75 load factor, bucket = ``(h ^ h >>> 16) & (n - 1)``, insertion order
 within a bucket); tree bins only change the order of 8+ colliding keys, which we ignore.
-"""
 
-__all__ = ["string_hash", "long_hash", "java_hash", "hashmap_order", "hashmap_ordered"]
+``java.util.concurrent.ConcurrentHashMap`` (a broker's topic table, the copy
+``RegisterBrokerBody`` compresses, ``java.util.Properties`` since Java 9) iterates by bucket
+too, but a resize may reverse part of a bucket (``transfer`` prepends the nodes before its
+"lastRun"), so :func:`concurrent_hashmap_order` replays the insertions, resizes included.
+"""
+import struct
+
+__all__ = ["string_hash", "long_hash", "java_hash", "hashmap_order", "hashmap_ordered",
+           "concurrent_hashmap_capacity", "concurrent_hashmap_order"]
 
 
 def string_hash(text):
@@ -58,3 +65,64 @@ def hashmap_order(keys, initial_capacity=16):
 def hashmap_ordered(mapping, initial_capacity=16):
     """A copy of ``mapping`` whose iteration order is the ``HashMap``'s."""
     return {key: mapping[key] for key in hashmap_order(mapping, initial_capacity)}
+
+
+def _table_size_for(n):
+    cap = 1
+    while cap < n:
+        cap <<= 1
+    return cap
+
+
+def _float32(value):
+    return struct.unpack("<f", struct.pack("<f", value))[0]
+
+
+def concurrent_hashmap_capacity(initial_capacity=None):
+    """The first table size of ``new ConcurrentHashMap<>(initial)`` (Java 11+:
+    ``tableSizeFor((int) (1.0 + initial / 0.75f))``; 16 without an argument)."""
+    if initial_capacity is None:
+        return 16
+    return _table_size_for(int(1.0 + _float32(initial_capacity / _float32(0.75))))
+
+
+def concurrent_hashmap_order(keys, initial_capacity=None):
+    """The order a ``ConcurrentHashMap`` iterates ``keys`` put in the given order (duplicates
+    keep their first place), replaying Java 11+'s ``putVal`` (append to the bucket),
+    ``addCount`` (double the table once the count reaches 3/4 of it) and ``transfer`` (split
+    each bucket at its lastRun: that tail keeps its order, the nodes before it are prepended to
+    their half, so they come out reversed). Tree bins are not modelled.
+    """
+    n = concurrent_hashmap_capacity(initial_capacity)
+    table = [[] for _ in range(n)]
+    seen = set()
+    for key in keys:
+        if key in seen:
+            continue
+        seen.add(key)
+        h = java_hash(key) & 0xFFFFFFFF
+        spread = (h ^ (h >> 16)) & 0x7FFFFFFF
+        table[spread & (n - 1)].append((spread, key))
+        if len(seen) >= n - (n >> 2):
+            table = _transfer(table, n)
+            n <<= 1
+    return [key for bucket in table for _, key in bucket]
+
+
+def _transfer(table, n):
+    """``ConcurrentHashMap.transfer`` of one table of ``n`` buckets into ``2 n``."""
+    out = [[] for _ in range(2 * n)]
+    for i, bucket in enumerate(table):
+        if not bucket:
+            continue
+        last_run = 0
+        for j in range(1, len(bucket)):
+            if bucket[j][0] & n != bucket[j - 1][0] & n:
+                last_run = j
+        low, high = [], []
+        tail = bucket[last_run:]
+        (high if tail[0][0] & n else low).extend(tail)
+        for node in bucket[:last_run]:  # prepended, one by one
+            (high if node[0] & n else low).insert(0, node)
+        out[i], out[i + n] = low, high
+    return out

@@ -14,12 +14,17 @@ path, that was three quarters of the server's time for 10,000-topic brokers.
 that much free memory, so buffers are reused instead of mapped afresh. The memory a busy server
 keeps is then its peak, as the JVM's heap is. It is best effort: only glibc has ``mallopt``;
 elsewhere nothing changes.
+
+:func:`trim_heap` is the other direction, for a server whose route state has just shrunk a
+lot (brokers left): glibc ``malloc_trim(0)`` hands the heap's free pages back to the kernel,
+wherever they are (the automatic trim only returns the top of the heap). It is called by the
+route-memory service (:mod:`rocketpy.service.memory`) unless ``--no-malloc-trim`` is given.
 """
 import ctypes
 import ctypes.util
 import sys
 
-__all__ = ["tune_allocator"]
+__all__ = ["tune_allocator", "trim_heap"]
 
 # glibc <malloc.h>
 _M_TRIM_THRESHOLD = -1
@@ -28,15 +33,31 @@ _M_MMAP_THRESHOLD = -3
 _MMAP_THRESHOLD_MAX = 32 * 1024 * 1024
 
 
-def tune_allocator(max_frame_length):
-    """Keep frame-sized buffers on the heap (see the module docstring). Returns the
-    ``(mmap threshold, trim threshold)`` set, or None when this C library cannot be tuned."""
+def _libc():
     if not sys.platform.startswith("linux"):
         return None
     try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or None)
-        mallopt = libc.mallopt
-    except (OSError, AttributeError):
+        return ctypes.CDLL(ctypes.util.find_library("c") or None)
+    except OSError:
+        return None
+
+
+def trim_heap():
+    """glibc ``malloc_trim(0)``: give the heap's free pages back to the kernel. True when the C
+    library has it (and gave memory back), False elsewhere."""
+    trim = getattr(_libc(), "malloc_trim", None)
+    if trim is None:
+        return False
+    trim.argtypes = (ctypes.c_size_t,)
+    trim.restype = ctypes.c_int
+    return bool(trim(0))
+
+
+def tune_allocator(max_frame_length):
+    """Keep frame-sized buffers on the heap (see the module docstring). Returns the
+    ``(mmap threshold, trim threshold)`` set, or None when this C library cannot be tuned."""
+    mallopt = getattr(_libc(), "mallopt", None)
+    if mallopt is None:
         return None
     mallopt.argtypes = (ctypes.c_int, ctypes.c_int)
     mallopt.restype = ctypes.c_int

@@ -5,10 +5,14 @@ shutdown).
 Java loads ``kvConfig.json`` when the controller initialises, persists it on every change and
 logs the whole table every ten minutes (first after one minute). This service loads the table
 when it starts, logs it on the same schedule with Java's lines, and persists it once more when it
-stops, so a SIGTERM leaves the file complete even if a write had failed before.
+stops, so a SIGTERM leaves the file complete even if a write had failed before. That last write
+goes through the writer thread when there is one (``write``), like every other.
 """
 import os
 
+from twisted.internet import defer
+
+from .fileio import read_text
 from .periodic import PeriodicService
 
 __all__ = ["KVConfigService", "kv_config_log_lines"]
@@ -27,22 +31,26 @@ def kv_config_log_lines(config_table):
 class KVConfigService(PeriodicService):
     """Load on start, log every ``interval`` seconds (600), persist on stop.
 
-    :param kv_config_manager: has ``load()``, ``persist()`` and ``config_table``.
+    :param kv_config_manager: has ``load_json(text)``, ``persist_job()``, ``path`` and
+        ``config_table``.
     :param load: load the file when the service starts (False when the caller already did).
+    :param write: ``write(job)`` -> Deferred, the writer's ``submit``; None: write here.
     """
 
     name = "kv-config"
 
-    def __init__(self, kv_config_manager, clock, interval=600.0, first_delay=60.0, load=True):
+    def __init__(self, kv_config_manager, clock, interval=600.0, first_delay=60.0, load=True,
+                 write=None):
         super().__init__(interval, clock)
         self.kv = kv_config_manager
+        self._write = write
         self.first_delay = first_delay
         self._load = load
         self._first = None
 
     def startService(self):
         if self._load:
-            self.kv.load()
+            self.kv.load_json(read_text(self.kv.path))
         # Java: scheduleAtFixedRate(printAllPeriodically, 1, 10, MINUTES)
         self.running = 1
         self._first = self.clock.callLater(self.first_delay, self._begin)
@@ -63,9 +71,15 @@ class KVConfigService(PeriodicService):
         if self._loop is not None:
             super().stopService()
         self.running = 0
-        if not self.kv.config_table and not os.path.exists(self.kv.path):
-            return  # nothing was ever stored: leave no empty file behind
-        if self.kv.persist() is False:
-            self.log.error("persist kvconfig failed: {path}", path=self.kv.path)
-        else:
-            self.log.info("kv config flushed to {path}", path=self.kv.path)
+        job = self.kv.persist_job()
+        if job is None or (not self.kv.config_table and not os.path.exists(self.kv.path)):
+            return None  # nothing was ever stored: leave no empty file behind
+        written = defer.maybeDeferred(self._write, job) if self._write else defer.maybeDeferred(job)
+        return written.addCallbacks(self._flushed, self._not_flushed)
+
+    def _flushed(self, _):
+        self.log.info("kv config flushed to {path}", path=self.kv.path)
+
+    def _not_flushed(self, failure):
+        self.log.error("persist kvconfig failed: {path}: {why}", path=self.kv.path,
+                       why=failure.getErrorMessage())

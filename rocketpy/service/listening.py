@@ -3,11 +3,14 @@
 Shared by the remoting server and the web endpoint: the endpoint may be given as a string
 (``tcp:9876``, ``ssl:...``, ``unix:...``), and a listen that fails at once (address in use, bad
 interface) raises from ``startService`` so ``twistd`` exits instead of running a server nobody can
-reach. Subclasses say what to do once listening (``_listening``) and how to stop.
+reach -- with one line saying why (:class:`~rocketpy.service.startup.StartError`), not a
+traceback. Subclasses say what to do once listening (``_listening``) and how to stop.
 """
 from twisted.application.service import Service
 from twisted.internet.endpoints import serverFromString
 from twisted.logger import Logger
+
+from .startup import StartError
 
 __all__ = ["ListeningService"]
 
@@ -32,9 +35,10 @@ class ListeningService(Service):
         failures = []
         d = self.endpoint.listen(self.listen_factory)
         d.addCallbacks(self._listening, failures.append)
-        if failures:  # synchronous failure: stop twistd
+        if failures:  # synchronous failure: stop twistd, with one line (no traceback)
             self.running = 0
-            failures[0].raiseException()
+            raise StartError(f"cannot listen on {self.description}: "
+                             f"{failures[0].getErrorMessage()}")
         d.addErrback(lambda f: self.log.failure("cannot listen on {what}", f, what=self.description))
 
     def _listening(self, port):

@@ -18,7 +18,8 @@ import difflib
 from ..namesrv.config import NamesrvConfig, NettyServerConfig
 from ..namesrv.processor.registration import MAX_TOPICS_KEY
 
-__all__ = ["PropertyError", "check_properties", "register_key", "known_keys", "Spec"]
+__all__ = ["PropertyError", "check_properties", "register_key", "known_keys", "Spec",
+           "value_problem"]
 
 
 class PropertyError(ValueError):
@@ -130,6 +131,9 @@ def _builtin_specs():
         "com.rocketmq.remoting.frameMaxLength": _int_spec(1024, _INT_MAX, "bytes"),
         "adminAllowNetworks": Spec(_networks, "IP addresses or networks (10.0.0.0/8, ::1) "
                                               "separated by commas"),
+        "brokerAllowNetworks": Spec(_networks, "IP addresses or networks (10.0.0.0/8, ::1) "
+                                               "separated by commas"),
+        "brokerIdentityBinding": BOOL,
         "aclEnable": BOOL,
         "aclConfigPath": TEXT,
         MAX_TOPICS_KEY: _int_spec(0, _INT_MAX, "a number of topics"),
@@ -140,12 +144,13 @@ def _builtin_specs():
 
 
 def _limit_specs():
-    try:
-        from ..transport.limits import LIMIT_KEYS
-    except ImportError:
-        return {}
+    """rocketpy's own integer settings: the transport's limits and the state's bounds."""
+    from ..namesrv.kvconfig import KV_LIMIT_KEYS
+    from ..namesrv.route_bounds import ROUTE_BOUND_KEYS
+    from ..transport.limits import LIMIT_KEYS
     spec = Spec(lambda t: _is_int(t, 0), "an integer >= 0 (0 = no limit)")
-    return {entry[0]: spec for entry in LIMIT_KEYS}
+    return {entry[0]: spec for table in (LIMIT_KEYS, KV_LIMIT_KEYS, ROUTE_BOUND_KEYS)
+            for entry in table}
 
 
 def known_keys():
@@ -181,6 +186,15 @@ def check_properties(props, source=None, *, system_properties=False):
     return warnings
 
 
+def value_problem(key, value):
+    """What the start-up check expects of ``key`` when ``value`` fails it, else None (unknown
+    keys pass): UPDATE_NAMESRV_CONFIG refuses a value the next start would refuse."""
+    spec = known_keys().get(key)
+    if spec is None or spec.check(str(value)):
+        return None
+    return spec.expected
+
+
 def help_epilog():
     """The part of ``--help`` after the options: examples and the keys people set most."""
     return """
@@ -200,6 +214,8 @@ Keys people set most (all of them: -p; their meaning: docs/configuration):
   tls.server.mode                disabled | permissive | enforcing
   adminAllowNetworks             networks allowed to send admin requests and to use --web
   aclEnable, aclConfigPath       require signed admin requests (mqadmin's AccessKey)
+  brokerAllowNetworks            networks allowed to register, unregister and heartbeat brokers
+  brokerIdentityBinding          a live broker's name, id and address belong to its host
 
 Several NameServers for availability: run one per host; give brokers and clients all of them
 (namesrvAddr=a:9876;b:9876). Each broker registers with every NameServer; NameServers do not

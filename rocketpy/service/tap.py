@@ -21,21 +21,28 @@ from twisted.internet.interfaces import IReactorFromThreads
 from twisted.logger import Logger
 from twisted.python import usage
 
-from ..namesrv.config import Configuration, load_properties
-from ..namesrv.kvconfig import KVConfigManager
+from ..namesrv.config import Configuration
+from ..namesrv.configguard import ConfigUpdateGuard
+from ..namesrv.acl import AclConfigError
+from ..namesrv.kvconfig import KVConfigError, KVConfigManager, KVLimits
+from ..namesrv.processor.registration import forget_departed_brokers
 from ..namesrv.profile import profile_for
 from ..remoting.frame import DEFAULT_MAX_FRAME_LENGTH
 from ..transport.answercache import AnswerCache
 from ..transport.client import OnewayNotifier
 from ..transport.factory import RemotingServerFactory
-from ..transport.limits import ServerLimits, raise_open_files_limit
+from ..transport.limits import LIMIT_KEYS, ServerLimits, raise_open_files_limit
 from ..transport.metrics import ServerMetrics
-from ..transport.offload import DecodePool
+from ..transport.offload import DecodePool, WritePool
 from ..transport.tls import TLS_KEYS, TlsMode, TlsSettings, TlsUnavailableError, build_context_factory
-from .allocator import tune_allocator
+from .allocator import trim_heap, tune_allocator
+from .fileio import load_properties, read_text, write_file_java
 from .housekeeping import BrokerHousekeepingService
 from .kvconfig import KVConfigService
 from .liveness import ScanNotActiveBrokerService
+from .memory import RouteMemoryService, compact_dicts
+from .propcheck import value_problem
+from .startup import GracefulExit, StartError
 from .server import RemotingServerService
 from .unregistration import BatchUnregistrationService
 
@@ -53,7 +60,7 @@ class Options(usage.Options):
     synopsis = "[-c FILE] [-p] [--listen ENDPOINT] [--web ENDPOINT] [-D key=value ...]"
     longdesc = ("Apache RocketMQ NameServer (rocketpy), configured like mqnamesrv: defaults, then "
                 "the -c file, then -D. Unknown keys are warned about by name; a bad value stops "
-                "the start before anything listens.")
+                "the start before anything listens, with one line saying which.")
 
     optFlags = [
         ["printConfigItem", "p", "Print every config item with its value (defaults, the file and "
@@ -61,6 +68,9 @@ class Options(usage.Options):
         ["no-answer-cache", None, "Encode every route answer afresh instead of reusing the encoded "
                                   "answer of an identical earlier query (for benchmarks and "
                                   "debugging; the answers are the same)."],
+        ["no-malloc-trim", None, "Do not call glibc malloc_trim(0) after the route state has "
+                                 "shrunk (brokers left); the freed memory then stays in the "
+                                 "process instead of going back to the system."],
     ]
     optParameters = [
         ["configFile", "c", None, "Java properties file with NamesrvConfig / NettyServerConfig "
@@ -106,31 +116,33 @@ class Options(usage.Options):
         try:
             self["profile_obj"] = profile_for(self["profile"])
         except ValueError as exc:
-            raise usage.UsageError(str(exc)) from None
+            raise StartError(str(exc)) from None
         props = {}
         path = self["configFile"]
         if path:
             try:
                 props = load_properties(path)
             except (OSError, ValueError) as exc:
-                raise usage.UsageError(f"cannot read config file {path}: {exc}") from None
+                raise StartError(f"cannot read config file {path}: {exc}") from None
             log.info("load config properties file OK, {path}", path=path)
         _check_properties(props, path, self["define"], self)   # warn / refuse (propcheck)
         props.update(self["define"])
-        configuration = Configuration.from_properties(props, self["profile_obj"], path or None)
+        configuration = Configuration.from_properties(props, self["profile_obj"], path or None,
+                                                      store=write_file_java)
         if self["kvConfigPath"]:
             configuration.namesrv_config.kv_config_path = self["kvConfigPath"]
         self["configuration"] = configuration
         self["tls"] = _tls_settings(props)
         try:
             self["limits"] = ServerLimits.from_properties(props)
+            self["kv_limits"] = KVLimits.from_properties(props)
         except ValueError as exc:
-            raise usage.UsageError(str(exc)) from None
+            raise StartError(str(exc)) from None
         frame_max = props.get(FRAME_MAX_LENGTH_KEY, str(DEFAULT_MAX_FRAME_LENGTH))
         try:
             self["frame_max_length"] = int(frame_max)
         except ValueError:
-            raise usage.UsageError(f"{FRAME_MAX_LENGTH_KEY} is not a number: {frame_max!r}") from None
+            raise StartError(f"{FRAME_MAX_LENGTH_KEY} is not a number: {frame_max!r}") from None
         if self["printConfigItem"]:
             sys.stdout.write("".join(line + "\n" for line in configuration.print_lines()))
             sys.stdout.flush()
@@ -152,7 +164,7 @@ def _check_properties(file_props, path, defines, options):
         warnings = check_properties(file_props, path)
         warnings += check_properties(defines, "-D", system_properties=True)
     except PropertyError as exc:
-        raise usage.UsageError(str(exc)) from None
+        raise StartError(str(exc)) from None
     for warning in warnings:
         sys.stderr.write(f"rocketnamesrv: warning: {warning}\n")
         log.warn("{warning}", warning=warning)
@@ -161,7 +173,7 @@ def _check_properties(file_props, path, defines, options):
             try:
                 serverFromString(MemoryReactor(), options[name])
             except (ValueError, TypeError, KeyError) as exc:
-                raise usage.UsageError(f"--{name}={options[name]!r}: not a Twisted server endpoint "
+                raise StartError(f"--{name}={options[name]!r}: not a Twisted server endpoint "
                                        f"(expected e.g. tcp:8080:interface=127.0.0.1): {exc}") from None
 
 
@@ -202,13 +214,31 @@ class _Hooks(Service):
     def stopService(self):
         super().stopService()
         if self._stop is not None:
-            self._stop()
+            return self._stop()  # a Deferred, when stopping takes time (the writer's last writes)
+        return None
+
+
+def _route_size(route):
+    """The route state's size for the memory service: topics, pairs, live brokers."""
+    return lambda: len(route.topic_queue_table) + route.queue_data_count + len(route.broker_live_table)
+
+
+def _route_release(processor, trim):
+    """What the memory service does once the route state has shrunk (rocketpy.service.memory)."""
+    def release():
+        forget_departed_brokers(processor)
+        processor.route_cache.clear()
+        compact_dicts(processor.route_info_manager)
+        if trim:
+            trim_heap()
+    return release
 
 
 def makeService(options, reactor=None):
     """The NameServer service tree (Java ``NamesrvController``), from parsed :class:`Options`."""
     from ..namesrv.processor import DefaultRequestProcessor
     from ..namesrv.route_info_manager import RouteInfoManager
+    from .guardmetrics import GuardCollector
 
     if reactor is None:
         from twisted.internet import reactor
@@ -218,24 +248,41 @@ def makeService(options, reactor=None):
     netty = configuration.netty_server_config
 
     tune_allocator(options["frame_max_length"])  # large frames reuse heap memory (allocator.py)
-    kv = KVConfigManager(namesrv_config.kv_config_path)
-    kv.load()  # a broken file stops the start, as in Java
-    notifier = OnewayNotifier(reactor) if namesrv_config.notify_min_broker_id_changed else None
+    kv = KVConfigManager(namesrv_config.kv_config_path, store=write_file_java,
+                         limits=options.get("kv_limits"))
+    try:
+        kv.load_json(read_text(kv.path))  # a broken file stops the start, as in Java
+    except (OSError, KVConfigError) as exc:
+        raise StartError(f"cannot load the KV config: {exc}") from None
+    # Always there (it connects only when used): RouteInfoManager reads notifyMinBrokerIdChanged
+    # on every registration and unregistration, as Java does, so UPDATE_NAMESRV_CONFIG can turn
+    # it on at run time.
+    notifier = OnewayNotifier(reactor)
     route = RouteInfoManager(namesrv_config, profile, notify_min_broker_id_changed=notifier)
+    memory = RouteMemoryService(_route_size(route), None, reactor)   # release set below
     batch = BatchUnregistrationService(
-        route.unregister_brokers, reactor, capacity=namesrv_config.un_register_broker_queue_capacity,
+        memory.watching(route.unregister_brokers), reactor,
+        capacity=namesrv_config.un_register_broker_queue_capacity,
         immediate=not profile.queued_unregistration)
     metrics = ServerMetrics()   # counters for /metrics; the wrappers below count service events
     submit = metrics.counting_submit(batch.submit)
-    processor = DefaultRequestProcessor(
-        route, kv, namesrv_config, netty, submit, profile=profile,
-        configuration=configuration, startup_ms=int(reactor.seconds() * 1000))
+    guard = ConfigUpdateGuard.from_configuration(   # the transport's limits guard it too
+        configuration, protected=[key for key, *_ in LIMIT_KEYS], value_check=value_problem)
+    try:   # reads the access-control accounts file: a guard it cannot apply stops the start
+        processor = DefaultRequestProcessor(
+            route, kv, namesrv_config, netty, submit, profile=profile,
+            configuration=configuration, startup_ms=int(reactor.seconds() * 1000),
+            config_guard=guard)
+    except AclConfigError as exc:
+        raise StartError(str(exc)) from None
     housekeeping = BrokerHousekeepingService(metrics.counting_channel_destroy(route.on_channel_destroy),
                                              submit)
     cache = AnswerCache(processor.answer_stamp) if options["answerCache"] else None
-    # big registration bodies are decoded on its thread; a fake reactor that takes no calls
-    # from threads (in-process tests) gets everything done on the spot
-    decode_pool = DecodePool(reactor) if IReactorFromThreads.providedBy(reactor) else None
+    # big registration bodies are decoded on one thread, files written on another; a fake
+    # reactor that takes no calls from threads (in-process tests) gets everything done on the spot
+    threads = IReactorFromThreads.providedBy(reactor)
+    decode_pool = DecodePool(reactor) if threads else None
+    write_pool = WritePool(reactor) if threads else None
 
     settings = options["tls"]
     context = None
@@ -250,26 +297,32 @@ def makeService(options, reactor=None):
         tls_context_factory=context, send_buffer=netty.server_socket_snd_buf_size,
         receive_buffer=netty.server_socket_rcv_buf_size,
         write_high_water_mark=netty.write_buffer_high_water_mark, answer_cache=cache,
-        limits=options.get("limits"), metrics=metrics, decode_pool=decode_pool)
+        limits=options.get("limits"), metrics=metrics, decode_pool=decode_pool,
+        write_pool=write_pool)
     if factory.governor.limits.max_connections:  # one descriptor per connection, and some spare
         raise_open_files_limit(factory.governor.limits.max_connections + 256)
     interval = (SCAN_INTERVAL_49_MS if profile.fixed_broker_timeout_ms is not None
                 else namesrv_config.scan_not_active_broker_interval)
 
     top = MultiService()
+    GracefulExit(reactor).setServiceParent(top)   # SIGTERM: a clean stop, exit status 0
     # Started in this order, stopped in reverse: the server stops listening and closes its
     # connections first, the scan stops, the decode pool finishes what it holds (for nobody),
-    # the KV file is flushed, and the batch queue applies what is left (later close events of
-    # a stopping server change nothing that survives).
+    # the KV file is flushed, the writer writes what it holds, and the batch queue applies
+    # what is left (later close events of a stopping server change nothing that survives).
     batch.setServiceParent(top)
-    KVConfigService(kv, reactor, load=False).setServiceParent(top)
-    if notifier is not None:
-        _Hooks("oneway-notifier", stop=notifier.close).setServiceParent(top)
+    if write_pool is not None:
+        _Hooks("writer", write_pool.start, write_pool.stop).setServiceParent(top)
+    KVConfigService(kv, reactor, load=False,
+                    write=write_pool.submit if write_pool is not None else None).setServiceParent(top)
+    _Hooks("oneway-notifier", stop=notifier.close).setServiceParent(top)
     if decode_pool is not None:
         _Hooks("decode-pool", decode_pool.start, decode_pool.stop).setServiceParent(top)
     ScanNotActiveBrokerService(metrics.counting_scan(route.scan_not_active_broker),
                                factory.close_channel, submit, reactor,
                                interval_ms=interval).setServiceParent(top)
+    memory.release = _route_release(processor, trim=not options.get("no-malloc-trim"))
+    memory.setServiceParent(top)
     server = RemotingServerService(options["listen"], factory, reactor)
     server.setServiceParent(top)
     if options.get("web"):   # --web: status page, /metrics, /api/ (rocketpy.web)
@@ -279,7 +332,10 @@ def makeService(options, reactor=None):
             unregistration=batch, processor=processor, profile=profile, reactor=reactor,
             listen=options["listen"])
         top.web.setServiceParent(top)
+        top.web.registry.register(GuardCollector(processor, write_pool, memory))
     top.route_info_manager = route
+    top.processor = processor
+    top.memory = memory
     top.factory = factory
     top.server = server
     return top

@@ -13,6 +13,7 @@ from twisted.internet.protocol import ServerFactory
 from twisted.logger import Logger
 
 from ..namesrv.channel import Channel
+from ..namesrv.pending import CPU, DISK
 from ..remoting.frame import DEFAULT_MAX_FRAME_LENGTH
 from .limits import LoadGovernor, RefusedConnection
 from .metrics import ServerMetrics
@@ -38,7 +39,10 @@ class RemotingServerFactory(ServerFactory):
     :param limits: a :class:`~rocketpy.transport.limits.ServerLimits` (max connections, the
         per-turn request budget and shedding, pending frame memory); None = the defaults.
     :param decode_pool: a :class:`~rocketpy.transport.offload.DecodePool` for the costly
-        decodes the processor hands back as Pending work; None = all work on the reactor thread.
+        decodes the processor hands back as Pending work (lane ``cpu``); None = on the reactor
+        thread.
+    :param write_pool: a :class:`~rocketpy.transport.offload.WritePool` for the file writes
+        (lane ``disk``); None = on the reactor thread.
     """
 
     protocol = RemotingServerProtocol
@@ -48,7 +52,7 @@ class RemotingServerFactory(ServerFactory):
     def __init__(self, processor, listener=None, *, clock, max_frame_length=DEFAULT_MAX_FRAME_LENGTH,
                  idle_seconds=120, tls_mode=TlsMode.PERMISSIVE, tls_context_factory=None,
                  send_buffer=0, receive_buffer=0, write_high_water_mark=0, answer_cache=None,
-                 metrics=None, limits=None, decode_pool=None):
+                 metrics=None, limits=None, decode_pool=None, write_pool=None):
         self.processor = processor
         self.listener = listener
         self.clock = clock
@@ -61,6 +65,10 @@ class RemotingServerFactory(ServerFactory):
         self.write_high_water_mark = write_high_water_mark
         self.answer_cache = answer_cache
         self.decode_pool = decode_pool
+        self.write_pool = write_pool
+        #: lane -> pool, for the Pending work the processor hands back
+        self.pools = {lane: pool for lane, pool in ((CPU, decode_pool), (DISK, write_pool))
+                      if pool is not None}
         self.metrics = metrics if metrics is not None else ServerMetrics()
         self.governor = LoadGovernor(limits, clock, getattr(processor, "overload_response", None),
                                      self.metrics)

@@ -47,8 +47,9 @@ class IRequestProcessor(Interface):
         ``None`` means no answer (oneway requests; Java 4.9's unknown codes). The transport copies
         the request's opaque into the response and sets the response flag, as Java's
         ``writeResponse`` does. A :class:`~twisted.internet.defer.Deferred` of the same is also
-        accepted, for work that must leave the reactor thread. With a decode pool the transport
-        calls ``process(request, channel, now_ms, offload=True)``, and a
-        :class:`~rocketpy.namesrv.pending.Pending` answer has its ``work`` run on the pool and its
-        ``finish`` (which gives the answer) on the reactor thread.
+        accepted, for work that must leave the reactor thread. With pools (the decode pool, the
+        writer) the transport calls ``process(request, channel, now_ms, offload=True)``, and a
+        :class:`~rocketpy.namesrv.pending.Pending` answer has its ``work`` run on the pool of
+        its ``lane`` and its ``finish`` -- or ``fail``, when the work raised -- give the answer
+        on the reactor thread.
         """

@@ -1,7 +1,12 @@
-"""Transport layer: the decode pool, where the CPU work of a request that would stall the
-reactor runs (Java runs every request on an executor thread; rocketpy serves requests on the
-reactor thread and moves only the costly decode of big REGISTER_BROKER bodies off it, see
-:mod:`rocketpy.namesrv.pending`).
+"""Transport layer: the pools where the work of a :class:`~rocketpy.namesrv.pending.Pending`
+runs, one per lane (Java runs every request on an executor thread; rocketpy serves requests on
+the reactor thread and moves off it only what would stall it):
+
+* :class:`DecodePool` (lane ``cpu``): the costly decode of big REGISTER_BROKER bodies;
+* :class:`WritePool` (lane ``disk``): the KV and config file writes, with their ``fsync``.
+
+Decode pool
+-----------
 
 One named thread (``rocketpy-decode``) is enough: the work is Python code holding the GIL, so a
 second thread would not decode faster, only take the GIL from the reactor more often. While it
@@ -16,14 +21,31 @@ The queue is bounded (:data:`MAX_PENDING`): past it :meth:`DecodePool.submit` re
 protocol answers SYSTEM_BUSY "[OVERLOAD]...", Java's answer when its executor queue is full
 (the broker registers again at its next 30 s round). Only the work runs on the thread; the
 route tables and caches are touched by ``finish`` on the reactor thread.
+
+Writer
+------
+Java's ``KVConfigManager.persist`` rewrites ``kvConfig.json`` and its ``.bak`` on the request
+thread, and so did rocketpy, on the reactor: two connections putting 64 KiB values made every
+other client wait 150-460 ms (issue 12). The writer runs every file write on one named thread
+(``rocketpy-writer``), in the order they came, and answers each PUT/DELETE/UPDATE only once its
+write is done (durable: ``fsync`` of the file and of its directory), so no acknowledged change is
+lost to a ``kill -9``. Writes that wait together are one write (group commit): while a write is
+under way the next ones queue; when it is done, the newest job of each file is prepared --
+a snapshot of the state, taken on the reactor thread -- and that one write answers them all.
+A connection whose answer waits is not read meanwhile (as for a decode), so the queue holds at
+most one job per connection, and a flood of puts goes at the disk's pace.
 """
 import sys
 import threading
 
+from twisted.internet.defer import Deferred, fail, succeed
 from twisted.internet.threads import deferToThreadPool
+from twisted.logger import Logger
+from twisted.python.failure import Failure
 from twisted.python.threadpool import ThreadPool
 
-__all__ = ["DecodePool", "MAX_PENDING", "THREAD_NAME", "SWITCH_INTERVAL"]
+__all__ = ["DecodePool", "WritePool", "MAX_PENDING", "THREAD_NAME", "WRITER_THREAD_NAME",
+           "SWITCH_INTERVAL"]
 
 #: Decodes accepted at once (running or queued; a connection has at most one). A 10,000-topic
 #: body decodes in ~20 ms, a hostile one (64 MiB inflated) in a few seconds: 16 genuine changed
@@ -31,6 +53,7 @@ __all__ = ["DecodePool", "MAX_PENDING", "THREAD_NAME", "SWITCH_INTERVAL"]
 #: queueing for minutes.
 MAX_PENDING = 16
 THREAD_NAME = "rocketpy-decode"
+WRITER_THREAD_NAME = "rocketpy-writer"
 #: Seconds a thread waiting for the GIL waits before it asks for it (CPython: 5 ms).
 SWITCH_INTERVAL = 0.001
 
@@ -95,3 +118,119 @@ class DecodePool:
         self.pending -= 1
         self.done += 1
         return result
+
+
+def _write_all(prepared):
+    """On the writer thread: each ``(job, snapshot)`` written; ``{key: exception}`` of those
+    that failed."""
+    failed = {}
+    for job, snapshot in prepared:
+        try:
+            job.write(snapshot)
+        except Exception as exc:  # handed back: answered on the reactor, not lost in a thread
+            failed[job.key] = exc
+    return failed
+
+
+class WritePool:
+    """The writer thread: :class:`~rocketpy.namesrv.pending.FileWrite` jobs, in order, the
+    jobs of one file queued together written once.
+
+    :param reactor: an ``IReactorFromThreads`` (the reactor).
+    :param threads: the thread pool (tests step a fake one); default one daemon thread.
+    """
+
+    log = Logger()
+
+    def __init__(self, reactor, name=WRITER_THREAD_NAME, threads=None):
+        self._reactor = reactor
+        self._threads = threads if threads is not None else _Threads(0, 1, name)
+        self._queue = []           # [(job, Deferred)] waiting for the next write
+        self._busy = False
+        self._in_flight = 0        # jobs the write under way answers
+        self._stopping = []        # Deferreds of stop(), fired once everything is written
+        self._stopped = False
+        #: totals since start: jobs accepted, files written, writes (batches), failed files
+        self.jobs = 0
+        self.files_written = 0
+        self.writes = 0
+        self.failures = 0
+
+    @property
+    def pending(self):
+        """Jobs accepted and not yet answered."""
+        return len(self._queue) + self._in_flight
+
+    def start(self):
+        self._threads.start()
+
+    def stop(self):
+        """A Deferred that fires once every accepted job is written and the thread is gone."""
+        d = Deferred()
+        self._stopping.append(d)
+        if not self._busy:
+            self._next()
+        return d
+
+    def submit(self, job):
+        """A Deferred that fires (on the reactor thread) once ``job`` -- or a later job of the
+        same file -- has been written, or fails with the write's exception."""
+        self.jobs += 1
+        if self._stopped:  # late (shutdown): written here and now
+            try:
+                job()
+            except Exception:
+                self.failures += 1
+                return fail()
+            self.files_written += 1
+            return succeed(None)
+        d = Deferred()
+        self._queue.append((job, d))
+        if not self._busy:
+            self._next()
+        return d
+
+    def _next(self):
+        batch, self._queue = self._queue, []
+        if not batch:
+            if self._stopping:
+                self._stopped = True
+                self._threads.stop()
+                self.log.info("writer stopped: {jobs} writes asked for, {writes} done "
+                              "({files} files written, {failures} failed)", jobs=self.jobs,
+                              writes=self.writes, files=self.files_written, failures=self.failures)
+                waiting, self._stopping = self._stopping, []
+                for d in waiting:
+                    d.callback(None)
+            return
+        newest = {}
+        for job, _ in batch:
+            newest[job.key] = job
+        failed = {}
+        prepared = []
+        for key, job in newest.items():
+            try:
+                prepared.append((job, job.prepare()))
+            except Exception as exc:
+                failed[key] = exc
+        self._busy = True
+        self._in_flight = len(batch)
+        self.writes += 1
+        d = deferToThreadPool(self._reactor, self._threads, _write_all, prepared)
+        d.addErrback(lambda f: {job.key: f.value for job, _ in prepared})
+        d.addCallback(self._written, batch, failed, len(prepared))
+
+    def _written(self, failures, batch, failed, files):
+        failed.update(failures)
+        self.failures += len(failed)
+        self.files_written += files - len(failures)
+        # still busy while the answers go out: a job they submit joins the next write
+        for job, d in batch:
+            exc = failed.get(job.key)
+            if exc is None:
+                d.callback(None)
+            else:
+                d.errback(Failure(exc))
+        self._busy = False
+        self._in_flight = 0
+        self._next()

@@ -16,13 +16,15 @@ Java stacks ``HandshakeHandler`` -> ``TlsModeHandler`` -> ``NettyDecoder`` (a
   with one ``writeSequence``. Requests are answered in arrival order (Java may answer pipelined
   requests out of order, since its executors run them concurrently; in order is one of the orders
   Java can produce). A processor may return a Deferred; that answer is written when it fires.
-* Costly decodes off the reactor thread: with a decode pool (:mod:`rocketpy.transport.offload`)
-  the processor may answer a request with a :class:`~rocketpy.namesrv.pending.Pending` (a big
-  REGISTER_BROKER body). Its ``work`` runs on the pool's thread while this connection is paused
-  -- its later frames wait, so a broker's REGISTER and QUERY_DATA_VERSION are still answered
-  in order -- and everyone else is served; ``finish`` then runs on the reactor thread, the
-  answer is written and the connection resumes. A connection gone by then gets nothing, and
-  its registration is not applied. A full pool answers SYSTEM_BUSY "[OVERLOAD]...".
+* Work off the reactor thread: with pools (:mod:`rocketpy.transport.offload`) the processor may
+  answer a request with a :class:`~rocketpy.namesrv.pending.Pending`: a big REGISTER_BROKER
+  body to decode (the decode pool), a KV or config change to write to disk (the writer). Its
+  ``work`` runs on the pool of its lane while this connection is paused -- its later frames
+  wait, so a broker's REGISTER and QUERY_DATA_VERSION, or a client's PUT and GET, are still
+  answered in order -- and everyone else is served; ``finish`` then runs on the reactor
+  thread, the answer is written and the connection resumes. A connection gone by then gets
+  nothing (its registration is not applied; its write still happens). A full decode pool
+  answers SYSTEM_BUSY "[OVERLOAD]...". A lane without a pool runs here, at once.
 * Flow control (Java ``channelWritabilityChanged`` turns auto-read off): the protocol is a
   streaming producer for its own transport. When the transport's write buffer passes its high
   water mark it pauses us, we stop reading the socket and stop serving frames already buffered,
@@ -32,6 +34,8 @@ Java stacks ``HandshakeHandler`` -> ``TlsModeHandler`` -> ``NettyDecoder`` (a
   (Java ``NettyDecoder``: log, ``closeChannel``); everyone else is served on.
 * Idle (Netty ``IdleStateHandler(0, 0, serverChannelMaxIdleTimeSeconds)``, ``ALL_IDLE``): no
   read and no write for that long closes the connection and reports ``idle`` (then ``close``).
+* Half-close: a peer that sends its requests and shuts its sending side
+  (``IHalfCloseableProtocol``) still gets every answer; then the connection is closed.
 
 Channel events go to an :class:`~rocketpy.transport.interfaces.IChannelEventListener`.
 """
@@ -40,7 +44,8 @@ from time import perf_counter
 
 from twisted.internet.defer import Deferred
 from twisted.internet.error import ConnectionAborted, ConnectionDone
-from twisted.internet.interfaces import IPushProducer, ISSLTransport, ITLSTransport
+from twisted.internet.interfaces import (IHalfCloseableProtocol, IPushProducer, ISSLTransport,
+                                         ITLSTransport)
 from twisted.internet.protocol import Protocol, connectionDone
 from twisted.logger import Logger
 from zope.interface import implementer
@@ -77,7 +82,7 @@ def format_address(address):
     return name or ""
 
 
-@implementer(IPushProducer)
+@implementer(IPushProducer, IHalfCloseableProtocol)
 class RemotingServerProtocol(Protocol):
     """One RocketMQ remoting connection on the server side."""
 
@@ -93,15 +98,17 @@ class RemotingServerProtocol(Protocol):
     throttled = False
     #: a request's work is on the decode pool: not read again until it is answered
     waiting = False
+    #: the peer shut its sending side: answer what it sent, then close
+    read_closed = False
     #: language and version of the peer's latest request (the status page shows them)
     peer_language = None
     peer_version = None
 
     def __init__(self, server):
         self.server = server
-        self._pool = server.decode_pool
+        self._pools = server.pools
         self._process = server.processor.process
-        if self._pool is not None:  # the processor may hand back Pending work for the pool
+        if self._pools:  # the processor may hand back Pending work for a pool
             self._process = partial(self._process, offload=True)
         self._clock = server.clock
         self._max = server.max_frame_length
@@ -153,6 +160,23 @@ class RemotingServerProtocol(Protocol):
             server.fire("on_channel_exception", self)
         self.log.debug("NETTY SERVER PIPELINE: channelInactive, the channel[{addr}]", addr=self.remote_addr)
         server.fire("on_channel_close", self)
+
+    def readConnectionLost(self):
+        """The peer half-closed (``shutdown(SHUT_WR)``) after its requests: they are still
+        answered -- including one waiting for a pool, or queued behind a pause -- and then the
+        connection is closed. (Without this Twisted closes at once and the answers are lost.)"""
+        self.read_closed = True
+        self._close_if_answered()
+
+    def writeConnectionLost(self):
+        """Our sending side closed (we never half-close it ourselves): nothing to do."""
+
+    def _close_if_answered(self):
+        """After a half-close: close once nothing the peer sent is left to answer (a frame
+        still incomplete never will be)."""
+        if (self.read_closed and not self.closing and not self.waiting
+                and not (self.paused and self._chunks and self._have >= self._need)):
+            self.close("peer closed")
 
     def close(self, why):
         """Close this connection, logging ``why`` (Java ``RemotingHelper.closeChannel``).
@@ -239,6 +263,8 @@ class RemotingServerProtocol(Protocol):
             data = b"".join(self._chunks)
             self._chunks = []
             self._consume(data)
+        if self.read_closed:
+            self._close_if_answered()
 
     def stopProducing(self):
         self.closing = True
@@ -444,7 +470,10 @@ class RemotingServerProtocol(Protocol):
             response = request.create_response(SYSTEM_ERROR, remark="internal error, see the server log")
             key = None
         if response.__class__ is Pending:
-            return self._offload(response, request, started)
+            pool = self._pools.get(response.lane)
+            if pool is not None:
+                return self._offload(pool, response, request, started)
+            response = response.run()
         if response is None or flag & FLAG_ONEWAY:
             self._metrics.request(request.code, None, perf_counter() - started)
             return None
@@ -468,12 +497,12 @@ class RemotingServerProtocol(Protocol):
         if not self.closing and not request.flag & FLAG_ONEWAY:
             self._write([request.create_response(SYSTEM_ERROR, remark=failure.getErrorMessage()).encode()])
 
-    # -- work on the decode pool ------------------------------------------------------------
+    # -- work on a pool (decode, writer) ---------------------------------------------------
 
-    def _offload(self, pending, request, started):
-        """Run ``pending.work`` on the decode pool and stop reading until it is answered; the
-        SYSTEM_BUSY answer when the pool is full. Returns what ``_handle`` returns."""
-        pool = self._pool
+    def _offload(self, pool, pending, request, started):
+        """Run ``pending.work`` on ``pool`` (the pool of its lane) and stop reading until it is
+        answered; the SYSTEM_BUSY answer when the pool is full. Returns what ``_handle``
+        returns."""
         d = pool.submit(pending.work)
         if d is None:
             return self._gate.refuse_work(self, request, pool.refused)
@@ -481,24 +510,33 @@ class RemotingServerProtocol(Protocol):
         if not self.paused:
             self.paused = True
             self.transport.pauseProducing()
-        d.addCallback(self._finish, pending, request, started)
+        d.addCallbacks(self._finish, self._failed, callbackArgs=(pending.finish, request, started),
+                       errbackArgs=(pending, request, started))
         d.addErrback(self._late_failure, request)
         d.addCallback(self._done_waiting)
         return None
 
-    def _finish(self, result, pending, request, started):
+    def _finish(self, result, finish, request, started):
         """Back on the reactor thread: apply the result and answer, unless the peer is gone."""
         if self.closing:
             return
-        response = pending.finish(result)
+        response = finish(result)
         code = None if response is None else getattr(response, "code", -1)
         self._metrics.request(request.code, code, perf_counter() - started)
         self._late_answer(response, request)
+
+    def _failed(self, failure, pending, request, started):
+        """The work raised: the Pending's own answer for that (``fail``), or a SYSTEM_ERROR."""
+        if pending.fail is None:
+            return failure
+        return self._finish(failure.value, pending.fail, request, started)
 
     def _done_waiting(self, _):
         self.waiting = False
         if self.paused and not self.closing and not self._flow_paused and not self.throttled:
             self._resume()
+        elif self.read_closed:
+            self._close_if_answered()
 
 
 def encode_answer(response, request):

@@ -1,23 +1,34 @@
 """Web layer: the status page (``/``), rendered on the server from a
-:class:`~rocketpy.web.state.NameServerView`.
+:class:`~rocketpy.web.state.NameServerView` with ``twisted.web.template``: every value a peer
+sent (topic, broker and KV names) goes through the template's escaping, never through string
+formatting.
+
+What an operator used to rocketmq-dashboard looks for: clusters, broker groups and each broker
+with its role in words (master, slave, acting master), address, HA address, version, data
+version, heartbeat and connection; the request and error rates of the last minute, by request
+code (:mod:`rocketpy.web.rates`); the topics with their queue data and routes, with a toggle that
+hides the system topics; the KV config.
 
 One HTML document with its CSS and JavaScript inline: it fetches nothing from anywhere, uses no
 framework, and works with JavaScript off. The query string carries everything -- ``q`` (filter
-topics by topic or broker name), ``page`` and ``per`` (pagination), ``refresh`` (seconds, 0 =
-off) -- so every view has a URL, the filter form is a plain GET form, and without JavaScript a
-``<noscript>`` meta refresh reloads the same URL. With JavaScript, typing in the filter box
-(debounced), the pager links and the periodic refresh fetch the same URL and swap the page's
-``<main>`` in place, so the filter box keeps focus and what was typed; the URL is updated with
-``history.replaceState``.
+topics by topic or broker name), ``nosys`` (hide system topics), ``page`` and ``per``
+(pagination), ``refresh`` (seconds, 0 = off) -- so every view has a URL, the filter form is a
+plain GET form, and without JavaScript a ``<noscript>`` meta refresh reloads the same URL. With
+JavaScript, typing in the filter box (debounced), the toggle, the pager links and the periodic
+refresh fetch the same URL and swap the page's ``<main>`` in place, so the filter box keeps focus
+and what was typed; the URL is updated with ``history.replaceState``.
 
 Thousands of topics stay usable because only one page of them (100 by default) is rendered;
 filtering happens on the server, over all topics. The Content-Security-Policy allows only this
-page's own inline style and script (by hash) and same-origin fetches.
+page's own inline style and script (by hash) and same-origin fetches; those two constants are the
+only text written without the template (it would escape the script's ``<`` and ``&&``).
 """
 import base64
 import hashlib
 import time
-from html import escape
+from urllib.parse import urlencode
+
+from twisted.web.template import Comment, Tag, flatten, tags
 
 from .state import DEFAULT_LIMIT
 
@@ -28,6 +39,8 @@ MAX_PER_PAGE = 1000
 DEFAULT_REFRESH = 10
 #: KV entries shown per namespace (the rest are in /api/kv)
 KV_SHOWN = 500
+#: request codes shown in the traffic table (all of them are in /api/summary)
+CODES_SHOWN = 12
 
 _CSS = """
 :root{--fg:#1d2330;--mut:#5b6475;--bg:#f6f7f9;--card:#fff;--line:#dde1e7;--acc:#2458b3;
@@ -70,13 +83,19 @@ details{background:var(--card);border:1px solid var(--line);border-radius:4px;ma
 summary{cursor:pointer}
 footer{color:var(--mut);font-size:12px;padding:0 20px 20px}
 #status{color:var(--mut);font-size:12px}
+.role{display:inline-block;padding:0 6px;border-radius:8px;font-size:12px;background:#eef1f5}
+.role-master{background:#dbe7ff;color:#173f8a}
+.role-acting{background:#fff1d6;color:#7a4d00}
+.bad{color:var(--bad)}
+tr.system td:first-child::after{content:" system";color:var(--mut);font:12px system-ui,sans-serif}
 """.strip()
 
 _JS = """
 (function(){
   var form=document.getElementById('filter'),q=document.getElementById('q'),
       auto=document.getElementById('auto'),status=document.getElementById('status'),
-      content=document.getElementById('content'),seq=0,debounce=null,pending=0;
+      content=document.getElementById('content'),nosys=document.getElementById('nosys'),
+      seq=0,debounce=null,pending=0;
   var period=parseInt(content.getAttribute('data-refresh'),10)||0;
   document.getElementById('autobox').hidden=!(period>0);
   function here(){return location.pathname+location.search;}
@@ -99,11 +118,15 @@ _JS = """
   function filtered(){
     var u=new URL(location.href);
     if(q.value)u.searchParams.set('q',q.value);else u.searchParams.delete('q');
+    if(nosys.checked)u.searchParams.set('nosys','1');else u.searchParams.delete('nosys');
     u.searchParams.delete('page');
     return u.pathname+u.search;
   }
   q.addEventListener('input',function(){
     clearTimeout(debounce);debounce=setTimeout(function(){debounce=null;load(filtered(),true);},200);
+  });
+  nosys.addEventListener('change',function(){
+    clearTimeout(debounce);debounce=null;load(filtered(),true);
   });
   form.addEventListener('submit',function(e){
     e.preventDefault();clearTimeout(debounce);debounce=null;load(filtered(),true);
@@ -120,10 +143,12 @@ _JS = """
 """.strip()
 
 
+
 #: an inline icon, so the browser does not ask for /favicon.ico
-_FAVICON = ('<link rel="icon" href="data:image/svg+xml,%3Csvg xmlns=%27http%3A//www.w3.org/2000/svg%27 '
-            'viewBox=%270 0 16 16%27%3E%3Ccircle cx=%278%27 cy=%278%27 r=%277%27 fill=%27%232458b3%27/%3E'
-            '%3C/svg%3E">')
+_FAVICON = ("data:image/svg+xml,%3Csvg xmlns=%27http%3A//www.w3.org/2000/svg%27 viewBox=%270 0 16 "
+            "16%27%3E%3Ccircle cx=%278%27 cy=%278%27 r=%277%27 fill=%27%232458b3%27/%3E%3C/svg%3E")
+#: where the two constants go (escaped text can hold no '<!--', so the marks are unique)
+_CSS_MARK, _JS_MARK = "rocketpy-style", "rocketpy-script"
 
 
 def _hash(text):
@@ -146,20 +171,23 @@ def _int(value, default, low, high):
 
 
 def page_parameters(args):
-    """``q``, ``page``, ``per``, ``refresh`` from a ``{name: value}`` query, with defaults."""
+    """``q``, ``nosys``, ``page``, ``per``, ``refresh`` from a ``{name: value}`` query, with
+    defaults."""
     q = (args.get("q") or "").strip()[:200]
     return {"q": q,
+            "nosys": (args.get("nosys") or "").lower() in ("1", "true", "on", "yes"),
             "page": _int(args.get("page"), 1, 1, 10 ** 9),
             "per": _int(args.get("per"), DEFAULT_LIMIT, 1, MAX_PER_PAGE),
             "refresh": _int(args.get("refresh"), DEFAULT_REFRESH, 0, 3600)}
 
 
 def _query(params, **changes):
-    from urllib.parse import urlencode
     merged = dict(params, **changes)
     items = []
     if merged["q"]:
         items.append(("q", merged["q"]))
+    if merged["nosys"]:
+        items.append(("nosys", 1))
     if merged["page"] != 1:
         items.append(("page", merged["page"]))
     if merged["per"] != DEFAULT_LIMIT:
@@ -169,14 +197,27 @@ def _query(params, **changes):
     return "/" + ("?" + urlencode(items) if items else "")
 
 
-def _e(value):
-    return escape("" if value is None else str(value))
-
-
 def _ago(seconds):
     if seconds is None:
         return ""
     return f"{seconds:.1f} s" if seconds < 120 else f"{seconds / 60:.1f} min"
+
+
+def _rate(per_second):
+    return f"{per_second:.3g}" if per_second < 100 else f"{per_second:,.0f}"
+
+
+def _mono(text):
+    return tags.span(text, class_="mono")
+
+
+def _muted(text):
+    return tags.span(text, class_="muted")
+
+
+def _card(key, value, label, extra_class=""):
+    return tags.div(tags.b(str(value)), tags.span(label), class_=f"card {extra_class}".strip(),
+                    id=f"count-{key}")
 
 
 def _summary(summary):
@@ -184,203 +225,270 @@ def _summary(summary):
              ("topics", "topics"), ("connections", "connections"),
              ("unregistrationQueueDepth", "unregistrations queued"),
              ("kvNamespaces", "KV namespaces"))
-    out = ['<section id="summary"><div class="cards">']
-    for key, label in cards:
-        out.append(f'<div class="card" id="count-{key}"><b>{summary[key]}</b><span>{label}</span></div>')
-    out.append("</div></section>")
-    return "".join(out)
+    items = [_card(key, summary[key], label) for key, label in cards]
+    traffic = summary.get("traffic")
+    if traffic is not None:
+        errors = traffic["errors"]
+        items += [_card("requestRate", _rate(traffic["requests"]), "requests/s"),
+                  _card("errorRate", _rate(errors), "error answers/s", "bad" if errors else "")]
+    return tags.section(tags.div(items, class_="cards"), id="summary")
+
+
+_ROLE_CLASS = {"master": "role role-master", "acting master": "role role-acting", "slave": "role"}
 
 
 def _broker_state(broker):
-    conn = broker["connection"]
     if not broker["live"]:
-        return '<span class="st st-expired">not live</span>'
+        return tags.span("not live", class_="st st-expired")
+    conn = broker["connection"]
+    state = [tags.span(conn, class_=f"st st-{conn}")]
     age, timeout = broker["secondsSinceHeartbeat"], broker["heartbeatTimeoutSeconds"]
-    late = ""
     if age is not None and timeout and age > timeout:
-        late = ' <span class="st st-expired">expired</span>'
+        state += [" ", tags.span("expired", class_="st st-expired")]
     elif age is not None and timeout and age > timeout / 2:
-        late = ' <span class="st st-late">late</span>'
-    return f'<span class="st st-{_e(conn)}">{_e(conn)}</span>{late}'
+        state += [" ", tags.span("late", class_="st st-late")]
+    return state
+
+
+def _broker_cells(broker, topic_count):
+    dv = broker["dataVersion"]
+    data_version = "" if dv is None else tags.span(
+        f'{dv["counter"]}{"/" + str(dv["stateVersion"]) if dv["stateVersion"] else ""}',
+        class_="mono", title=f'timestamp {dv["timestamp"]}')
+    version = [broker["version"] or ""]
+    if broker["language"]:
+        version += [" ", _muted(broker["language"])]
+    timeout = broker["heartbeatTimeoutSeconds"]
+    return [tags.td(str(broker["brokerId"]), class_="num"),
+            tags.td(tags.span(broker["role"], class_=_ROLE_CLASS[broker["role"]]), class_="role-cell"),
+            tags.td(broker["address"], class_="mono"),
+            tags.td(broker["haServerAddr"] or "", class_="mono ha"),
+            tags.td(version), tags.td(data_version),
+            tags.td(_ago(broker["secondsSinceHeartbeat"]), class_="num"),
+            tags.td("" if timeout is None else f"{timeout:g} s", class_="num"),
+            tags.td(str(topic_count), class_="num"),
+            tags.td(_broker_state(broker))]
+
+
+_BROKER_COLUMNS = ("Cluster", "Broker group", "Id", "Role", "Address", "HA address", "Version",
+                   "Data version", "Last heartbeat", "Timeout", "Topics", "Connection")
 
 
 def _clusters(clusters):
-    out = ['<section id="clusters"><h2>Clusters, broker groups and brokers</h2>']
+    heading = tags.h2("Clusters, broker groups and brokers")
     if not clusters:
-        out.append('<p class="empty">No broker has registered.</p></section>')
-        return "".join(out)
-    out.append('<table id="brokers"><thead><tr><th>Cluster</th><th>Broker group</th><th>Id</th>'
-               '<th>Address</th><th>Version</th><th>Data version</th><th>Last heartbeat</th>'
-               '<th>Timeout</th><th>Topics</th><th>Connection</th></tr></thead><tbody>')
+        return tags.section(heading, tags.p("No broker has registered.", class_="empty"),
+                            id="clusters")
+    rows = []
     for cluster in clusters:
-        first_in_cluster = True
-        rows_in_cluster = sum(max(1, len(g["brokers"])) for g in cluster["brokerGroups"]) or 1
-        if not cluster["brokerGroups"]:
-            out.append(f'<tr><td>{_e(cluster["cluster"])}</td><td colspan="9" class="muted">'
-                       'no broker group</td></tr>')
+        groups = cluster["brokerGroups"]
+        if not groups:
+            rows.append(tags.tr(tags.td(cluster["cluster"]),
+                                tags.td("no broker group", colspan=str(len(_BROKER_COLUMNS) - 1),
+                                        class_="muted")))
             continue
-        for group in cluster["brokerGroups"]:
+        cluster_cell = tags.td(cluster["cluster"],
+                               rowspan=str(sum(max(1, len(g["brokers"])) for g in groups)))
+        for group in groups:
             brokers = group["brokers"] or [None]
-            for i, broker in enumerate(brokers):
-                cells = []
-                if first_in_cluster:
-                    cells.append(f'<td rowspan="{rows_in_cluster}">{_e(cluster["cluster"])}</td>')
-                    first_in_cluster = False
-                if i == 0:
-                    zone = f' <span class="muted">zone {_e(group["zoneName"])}</span>' if group["zoneName"] else ""
-                    cells.append(f'<td rowspan="{len(brokers)}">{_e(group["brokerName"])}{zone}</td>')
+            name = [group["brokerName"]]
+            if group["zoneName"]:
+                name += [" ", _muted(f'zone {group["zoneName"]}')]
+            group_cell = tags.td(name, rowspan=str(len(brokers)))
+            for broker in brokers:
+                cells = [c for c in (cluster_cell, group_cell) if c is not None]
+                cluster_cell = group_cell = None
                 if broker is None:
-                    cells.append('<td colspan="6" class="muted">no address</td>')
-                    cells.append(f'<td class="num" rowspan="1">{group["topicCount"]}</td><td></td>')
-                    out.append('<tr>' + "".join(cells) + '</tr>')
+                    rows.append(tags.tr(cells, tags.td("no address", colspan="8", class_="muted"),
+                                        tags.td(str(group["topicCount"]), class_="num"), tags.td()))
                     continue
-                dv = broker["dataVersion"]
-                dv_text = "" if dv is None else (
-                    f'<span class="mono" title="timestamp {dv["timestamp"]}">{dv["counter"]}'
-                    f'{"/" + str(dv["stateVersion"]) if dv["stateVersion"] else ""}</span>')
-                version = _e(broker["version"] or "")
-                if broker["language"]:
-                    version += f' <span class="muted">{_e(broker["language"])}</span>'
-                timeout = broker["heartbeatTimeoutSeconds"]
-                cells += [
-                    f'<td class="num">{broker["brokerId"]}</td>',
-                    f'<td class="mono">{_e(broker["address"])}</td>',
-                    f'<td>{version}</td>',
-                    f'<td>{dv_text}</td>',
-                    f'<td class="num">{_e(_ago(broker["secondsSinceHeartbeat"]))}</td>',
-                    f'<td class="num">{"" if timeout is None else f"{timeout:g} s"}</td>',
-                    f'<td class="num">{group["topicCount"]}</td>',
-                    f'<td>{_broker_state(broker)}</td>']
-                out.append('<tr class="broker" data-addr="' + _e(broker["address"]) + '">'
-                           + "".join(cells) + '</tr>')
-    out.append("</tbody></table></section>")
-    return "".join(out)
+                rows.append(tags.tr(cells, _broker_cells(broker, group["topicCount"]),
+                                    class_="broker", **{"data-addr": broker["address"],
+                                                        "data-role": broker["role"]}))
+    table = tags.table(tags.thead(tags.tr([tags.th(c) for c in _BROKER_COLUMNS])),
+                       tags.tbody(rows), id="brokers")
+    return tags.section(heading, table, id="clusters")
+
+
+def _traffic(traffic):
+    heading = tags.h2("Requests of the last minute")
+    if traffic is None:
+        return tags.section(heading, tags.p("No traffic counters.", class_="empty"), id="traffic")
+    what = _muted(f' (over the last {traffic["seconds"]:.0f} s; error answers: any code but '
+                  "SUCCESS; answers from the answer cache count as requests)")
+    if not traffic["byCode"]:
+        return tags.section(heading, tags.p("No request.", what, class_="empty"), id="traffic")
+    rows = [tags.tr(tags.td(row["name"], class_="mono"),
+                    tags.td(_rate(row["requests"]), class_="num"),
+                    tags.td(_rate(row["errors"]), class_="num bad" if row["errors"] else "num"),
+                    class_="code", **{"data-code": str(row["code"])})
+            for row in traffic["byCode"][:CODES_SHOWN]]
+    table = tags.table(tags.thead(tags.tr(tags.th("Request code"), tags.th("requests/s"),
+                                          tags.th("error answers/s"))),
+                       tags.tbody(rows), id="traffic-table")
+    return tags.section(heading, tags.p(what), table, id="traffic")
 
 
 def _pager(params, matched, per):
     pages = max(1, -(-matched // per))
     page = min(params["page"], pages)
-    parts = ['<nav class="pager">']
+    parts = []
     if page > 1:
-        parts.append(f'<a class="pg" href="{_e(_query(params, page=1))}">« first</a>')
-        parts.append(f'<a class="pg" rel="prev" href="{_e(_query(params, page=page - 1))}">‹ previous</a>')
-    parts.append(f'<span>page {page} of {pages}</span>')
+        parts.append(tags.a("« first", class_="pg", href=_query(params, page=1)))
+        parts.append(tags.a("‹ previous", class_="pg", rel="prev", href=_query(params, page=page - 1)))
+    parts.append(tags.span(f"page {page} of {pages}"))
     if page < pages:
-        parts.append(f'<a class="pg" rel="next" href="{_e(_query(params, page=page + 1))}">next ›</a>')
-        parts.append(f'<a class="pg" href="{_e(_query(params, page=pages))}">last »</a>')
-    parts.append("</nav>")
-    return "".join(parts)
+        parts.append(tags.a("next ›", class_="pg", rel="next", href=_query(params, page=page + 1)))
+        parts.append(tags.a("last »", class_="pg", href=_query(params, page=pages)))
+    return tags.nav(parts, class_="pager")
 
 
 def _queue_data(qd):
-    flag = f' <span class="muted">sysflag {qd["topicSysFlag"]}</span>' if qd["topicSysFlag"] else ""
-    return (f'<span class="qd">{_e(qd["brokerName"])}: <span class="mono">r{qd["readQueueNums"]} '
-            f'w{qd["writeQueueNums"]} {_e(qd["permText"])}</span>{flag}</span>')
+    flag = [" ", _muted(f'sysflag {qd["topicSysFlag"]}')] if qd["topicSysFlag"] else []
+    return tags.span(f'{qd["brokerName"]}: ',
+                     _mono(f'r{qd["readQueueNums"]} w{qd["writeQueueNums"]} {qd["permText"]}'),
+                     flag, class_="qd")
+
+
+def _joined(items, separator):
+    out = []
+    for i, item in enumerate(items):
+        if i:
+            out.append(separator())
+        out.append(item)
+    return out
 
 
 def _topic_row(topic):
-    queues = "<br>".join(_queue_data(qd) for qd in topic["queueDatas"])
+    queues = _joined([_queue_data(qd) for qd in topic["queueDatas"]], tags.br)
     if topic["brokerDatas"]:
-        route = "<br>".join(
-            f'{_e(bd["brokerName"])} <span class="muted">({_e(bd["cluster"])})</span>: '
-            + ", ".join(f'<span class="mono">{_e(bid)}={_e(addr)}</span>'
-                        for bid, addr in bd["brokerAddrs"].items())
-            for bd in topic["brokerDatas"])
+        route = _joined([[bd["brokerName"], " ", _muted(f'({bd["cluster"]})'), ": ",
+                          _joined([_mono(f"{bid}={addr}") for bid, addr in bd["brokerAddrs"].items()],
+                                  lambda: ", ")]
+                         for bd in topic["brokerDatas"]], tags.br)
     else:
-        route = '<span class="muted">no route (no broker data)</span>'
+        route = _muted("no route (no broker data)")
     order = topic.get("orderTopicConf")
-    extra = f'<br><span class="muted">order conf</span> <span class="mono">{_e(order)}</span>' if order else ""
-    return (f'<tr class="topic"><td class="mono">{_e(topic["topic"])}</td><td>{queues}</td>'
-            f'<td>{route}{extra}</td></tr>')
+    extra = [tags.br(), _muted("order conf"), " ", _mono(order)] if order else []
+    return tags.tr(tags.td(topic["topic"], class_="mono"), tags.td(queues), tags.td(route, extra),
+                   class_="topic system" if topic["system"] else "topic")
 
 
 def _topics(view, params):
     per = params["per"]
-    names = view.topic_names(params["q"])
+    names = view.topic_names(params["q"], params["nosys"])
     matched = len(names)
     total = view.counts()["topics"]
     pages = max(1, -(-matched // per))
     page = min(params["page"], pages)
     offset = (page - 1) * per
-    shown = [view.topic(name) for name in names[offset:offset + per]]
-    out = ['<section id="topics"><h2>Topics</h2>']
-    what = f' matching “{_e(params["q"])}” ({total} in all)' if params["q"] else ""
-    out.append(f'<p class="count" id="topic-count" data-matched="{matched}" data-total="{total}">'
-               f'Showing {offset + 1 if shown else 0}–{offset + len(shown)} of {matched} '
-               f'topics{what}.</p>')
+    shown = [t for t in (view.topic(name) for name in names[offset:offset + per]) if t is not None]
+    what = []
+    if params["q"]:
+        what.append(f"matching “{params['q']}”")
+    if params["nosys"]:
+        what.append("without system topics")
+    scope = f' {", ".join(what)} ({total} in all)' if what else ""
+    count = tags.p(f"Showing {offset + 1 if shown else 0}–{offset + len(shown)} of {matched} "
+                   f"topics{scope}.", class_="count", id="topic-count",
+                   **{"data-matched": str(matched), "data-total": str(total)})
+    heading = tags.h2("Topics")
     if not shown:
-        out.append('<p class="empty">No topic matches.</p></section>' if params["q"]
-                   else '<p class="empty">No topic is registered.</p></section>')
-        return "".join(out)
+        empty = "No topic matches." if what else "No topic is registered."
+        return tags.section(heading, count, tags.p(empty, class_="empty"), id="topics")
     pager = _pager(dict(params, page=page), matched, per)
-    out.append(pager)
-    out.append('<table id="topic-table"><thead><tr><th>Topic</th><th>Queue data '
-               '(broker: read/write queues, permission)</th><th>Route (broker id = address)</th>'
-               '</tr></thead><tbody>')
-    out.extend(_topic_row(t) for t in shown if t is not None)
-    out.append("</tbody></table>")
-    out.append(pager)
-    out.append("</section>")
-    return "".join(out)
+    table = tags.table(
+        tags.thead(tags.tr(tags.th("Topic"),
+                           tags.th("Queue data (broker: read/write queues, permission)"),
+                           tags.th("Route (broker id = address)"))),
+        tags.tbody([_topic_row(t) for t in shown]), id="topic-table")
+    return tags.section(heading, count, pager, table, pager.clone(), id="topics")
 
 
 def _kv(kv):
-    out = ['<section id="kv"><h2>KV config namespaces</h2>']
+    heading = tags.h2("KV config namespaces")
     if not kv:
-        out.append('<p class="empty">No KV config.</p></section>')
-        return "".join(out)
+        return tags.section(heading, tags.p("No KV config.", class_="empty"), id="kv")
+    blocks = []
     for namespace, entries in kv.items():
-        out.append(f'<details><summary><span class="mono">{_e(namespace)}</span> '
-                   f'<span class="muted">({len(entries)} keys)</span></summary>'
-                   '<table><thead><tr><th>Key</th><th>Value</th></tr></thead><tbody>')
+        rows = []
         for i, (key, value) in enumerate(entries.items()):
             if i == KV_SHOWN:
-                out.append(f'<tr><td colspan="2" class="muted">… {len(entries) - KV_SHOWN} more in '
-                           '<a href="/api/kv">/api/kv</a></td></tr>')
+                rows.append(tags.tr(tags.td(f"… {len(entries) - KV_SHOWN} more in ",
+                                            tags.a("/api/kv", href="/api/kv"),
+                                            colspan="2", class_="muted")))
                 break
-            out.append(f'<tr><td class="mono">{_e(key)}</td><td class="mono">{_e(value)}</td></tr>')
-        out.append("</tbody></table></details>")
-    out.append("</section>")
-    return "".join(out)
+            rows.append(tags.tr(tags.td(key, class_="mono"), tags.td(value, class_="mono")))
+        blocks.append(tags.details(
+            tags.summary(_mono(namespace), " ", _muted(f"({len(entries)} keys)")),
+            tags.table(tags.thead(tags.tr(tags.th("Key"), tags.th("Value"))), tags.tbody(rows))))
+    return tags.section(heading, blocks, id="kv")
+
+
+def _uptime(seconds):
+    return _ago(seconds) if seconds < 7200 else f"{seconds / 3600:.1f} h"
+
+
+def _filter_form(params, refresh):
+    hidden = []
+    if params["per"] != DEFAULT_LIMIT:
+        hidden.append(tags.input(type="hidden", name="per", value=str(params["per"])))
+    if params["refresh"] != DEFAULT_REFRESH:
+        hidden.append(tags.input(type="hidden", name="refresh", value=str(params["refresh"])))
+    nosys = tags.input(type="checkbox", id="nosys", name="nosys", value="1")
+    if params["nosys"]:
+        nosys(checked="checked")
+    return tags.form(
+        tags.label("Filter topics", for_="q"),
+        tags.input(id="q", name="q", type="search", value=params["q"],
+                   placeholder="topic or broker name", autocomplete="off", spellcheck="false"),
+        tags.label(nosys, " hide system topics", for_="nosys", class_="toggle"),
+        hidden, tags.button("Filter", type="submit"),
+        tags.label(tags.input(type="checkbox", id="auto", checked="checked"),
+                   f" refresh every {refresh} s", class_="auto", id="autobox", hidden="hidden"),
+        tags.span(id="status"),
+        id="filter", method="get", action="/", role="search")
+
+
+def _document(view, params):
+    summary = view.summary()
+    refresh = params["refresh"]
+    meta = [f'rocketpy {summary["version"]} · answers like RocketMQ {summary["profile"]}']
+    if summary["listen"]:
+        meta.append(f' · remoting {summary["listen"]}')
+    meta.append(f' · up {_uptime(summary["uptimeSeconds"])}')
+    head = tags.head(
+        tags.meta(charset="utf-8"),
+        tags.meta(name="viewport", content="width=device-width, initial-scale=1"),
+        tags.title("rocketpy NameServer status"),
+        tags.link(rel="icon", href=_FAVICON),
+        tags.noscript(tags.meta(**{"http-equiv": "refresh", "content": str(refresh)})) if refresh else "",
+        tags.style(Comment(_CSS_MARK)))
+    nav = tags.nav(tags.a("Brokers", href="#clusters"), tags.a("Traffic", href="#traffic"),
+                   tags.a("Topics", href="#topics"), tags.a("KV config", href="#kv"),
+                   tags.a("Metrics", href="/metrics"), tags.a("JSON API", href="/api/"))
+    main = Tag("main")(          # not in twisted.web.template's (pre-HTML5) list of tag names
+        _summary(summary), _clusters(view.clusters()), _traffic(summary.get("traffic")),
+        _topics(view, params), _kv(view.kv()),
+        tags.p(f'Updated {time.strftime("%H:%M:%S")} (server time {summary["serverTime"]} ms).',
+               class_="muted", id="updated"),
+        id="content", **{"data-refresh": str(refresh)})
+    body = tags.body(
+        tags.header(tags.h1("rocketpy NameServer"), tags.span(meta, class_="meta"), nav),
+        _filter_form(params, refresh), main,
+        tags.footer("Read-only. The same data as JSON: ", tags.a("/api/", href="/api/"),
+                    "; Prometheus: ", tags.a("/metrics", href="/metrics"), "."),
+        tags.script(Comment(_JS_MARK)))
+    return tags.html(head, body, lang="en")
 
 
 def render_status_page(view, params):
     """The whole page as ``bytes`` (UTF-8) for the parsed query ``params``."""
-    summary = view.summary()
-    refresh = params["refresh"]
-    noscript = (f'<noscript><meta http-equiv="refresh" content="{refresh}"></noscript>'
-                if refresh else "")
-    uptime = summary["uptimeSeconds"]
-    meta = (f'rocketpy {_e(summary["version"])} · answers like RocketMQ {_e(summary["profile"])}'
-            f'{" · remoting " + _e(summary["listen"]) if summary["listen"] else ""}'
-            f' · up {_e(_ago(uptime) if uptime < 7200 else f"{uptime / 3600:.1f} h")}')
-    parts = [
-        '<!doctype html><html lang="en"><head><meta charset="utf-8">',
-        '<meta name="viewport" content="width=device-width, initial-scale=1">',
-        '<title>rocketpy NameServer status</title>', _FAVICON, noscript,
-        f'<style>{_CSS}</style></head><body>',
-        f'<header><h1>rocketpy NameServer</h1><span class="meta">{meta}</span>',
-        '<nav><a href="#clusters">Brokers</a><a href="#topics">Topics</a><a href="#kv">KV config</a>'
-        '<a href="/metrics">Metrics</a><a href="/api/">JSON API</a></nav></header>',
-        '<form id="filter" method="get" action="/" role="search">',
-        '<label for="q">Filter topics</label>',
-        f'<input id="q" name="q" type="search" value="{_e(params["q"])}" '
-        'placeholder="topic or broker name" autocomplete="off" spellcheck="false">',
-    ]
-    if params["per"] != DEFAULT_LIMIT:
-        parts.append(f'<input type="hidden" name="per" value="{params["per"]}">')
-    if params["refresh"] != DEFAULT_REFRESH:
-        parts.append(f'<input type="hidden" name="refresh" value="{params["refresh"]}">')
-    parts += [
-        '<button type="submit">Filter</button>',
-        f'<label class="auto" id="autobox" hidden><input type="checkbox" id="auto" checked> '
-        f'refresh every {refresh} s</label><span id="status"></span></form>',
-        f'<main id="content" data-refresh="{refresh}">',
-        _summary(summary), _clusters(view.clusters()), _topics(view, params), _kv(view.kv()),
-        f'<p class="muted" id="updated">Updated {_e(time.strftime("%H:%M:%S"))} '
-        f'(server time {summary["serverTime"]} ms).</p></main>',
-        '<footer>Read-only. The same data as JSON: <a href="/api/">/api/</a>; Prometheus: '
-        '<a href="/metrics">/metrics</a>.</footer>',
-        f'<script>{_JS}</script></body></html>',
-    ]
-    return "".join(parts).encode("utf-8")
+    out, failures = [], []
+    flatten(None, _document(view, params), out.append).addErrback(failures.append)
+    if failures:             # nothing here waits, so flattening is done when flatten() returns
+        failures[0].raiseException()
+    page = b"".join(out)
+    page = page.replace(f"<!--{_CSS_MARK}-->".encode(), _CSS.encode("utf-8"), 1)
+    page = page.replace(f"<!--{_JS_MARK}-->".encode(), _JS.encode("utf-8"), 1)
+    return b"<!doctype html>" + page

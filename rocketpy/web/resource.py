@@ -156,11 +156,28 @@ def client_allowed(address, networks):
     return any(ip in net for net in networks if net.version == ip.version)
 
 
+class _Channel(http.HTTPChannel):
+    """twisted.web's channel, except that a line over its limit (16 KiB) is answered instead
+    of dropping the connection: 414 URI Too Long for a request line, 431 for a header."""
+
+    def lineLengthExceeded(self, line):
+        first = self._receivedHeaderSize == 0   # nothing of this request's head seen yet
+        status = b"414 URI Too Long" if first else b"431 Request Header Fields Too Large"
+        body = (b"The request line is too long.\n" if first
+                else b"A request header is too long.\n")
+        self.transport.write(b"HTTP/1.1 " + status + b"\r\ncontent-type: text/plain; "
+                             b"charset=utf-8\r\ncontent-length: " + str(len(body)).encode()
+                             + b"\r\nconnection: close\r\n\r\n" + body)
+        self.loseConnection()
+
+
 class WebSite(Site):
     """A ``Site`` that honours the allow-list, sets the common headers and logs only refusals
-    and errors (a scrape every 15 s and a page refreshing every 10 s would drown the log)."""
+    and errors (a scrape every 15 s and a page refreshing every 10 s would drown the log).
+    An oversized request line gets 414, not a dropped connection (:class:`_Channel`)."""
 
     _logger = Logger()
+    protocol = _Channel
 
     def __init__(self, resource, allow_networks=(), **kwargs):
         kwargs.setdefault("timeout", 60)

@@ -6,10 +6,11 @@ that cannot be bound stops ``twistd`` instead of running a server whose metrics 
 scrape. Once listening it logs ``rocketpy web endpoint on http://HOST:PORT/`` with the address
 actually bound (so ``tcp:0`` reports the port the kernel chose; tests wait for that line).
 """
-from twisted.internet import defer
+from twisted.internet import defer, task
 
 from ..service.listening import ListeningService
 from .metrics import build_registry
+from .rates import SAMPLE_SECONDS, TrafficRates
 from .resource import WebRoot, WebSite
 from .state import NameServerView
 
@@ -24,10 +25,19 @@ class WebService(ListeningService):
 
     name = "web"
 
-    def __init__(self, endpoint, site, reactor, description=None):
+    def __init__(self, endpoint, site, reactor, description=None, rates=None):
         super().__init__(endpoint, site, reactor, description)
         self.site = site
         self.url = None
+        self.rates = rates
+        self._sampling = None
+
+    def startService(self):
+        super().startService()
+        if self.rates is not None:      # the status page's rates of the last minute
+            self._sampling = task.LoopingCall(self.rates.sample)
+            self._sampling.clock = self.reactor
+            self._sampling.start(SAMPLE_SECONDS, now=False)
 
     def _listening(self, port):
         self.port = port
@@ -44,6 +54,8 @@ class WebService(ListeningService):
 
     def stopService(self):
         super().stopService()
+        if self._sampling is not None and self._sampling.running:
+            self._sampling.stop()
         port, self.port = self.port, None
         if port is not None:
             return defer.maybeDeferred(port.stopListening)
@@ -54,14 +66,15 @@ def make_web_service(endpoint, *, route_info_manager, kv_config_manager, factory
                      processor, profile, reactor, listen=None):
     """The web service for ``--web endpoint``, reading the given components (tap.makeService)."""
     access = getattr(processor, "access_control", None)
+    rates = TrafficRates(factory.metrics, reactor) if factory.metrics is not None else None
     view = NameServerView(
         route_info_manager, kv_config_manager, clock=reactor, connections=factory.connections,
         unregistration=unregistration, metrics=factory.metrics, profile=profile,
-        access_control=access, answer_cache=factory.answer_cache, listen=listen)
+        access_control=access, answer_cache=factory.answer_cache, listen=listen, rates=rates)
     registry = build_registry(view)
     site = WebSite(WebRoot(view, registry, reactor),
                    allow_networks=getattr(access, "allow_networks", ()) or ())
-    service = WebService(endpoint, site, reactor)
+    service = WebService(endpoint, site, reactor, rates=rates)
     service.view = view
     service.registry = registry
     return service

@@ -11,14 +11,19 @@ copies.
 
 The broker's version and language are those of the latest request on its connection (Java keeps
 neither; the transport notes them per connection), so they are known while the broker is
-connected.
+connected. Its role is said in words, as rocketmq-dashboard does: ``master`` (id 0), ``acting
+master`` (the smallest id of a group without a master, with acting master on: the broker then
+acts as its group's master), ``slave``. System topics are those of Java's
+``TopicValidator.isSystemTopic`` and the cluster and broker names each broker registers as topics
+(what GET_SYSTEM_TOPIC_LIST_FROM_NS answers).
 """
 import time
 
-from ..namesrv.model import MASTER_ID, ORDER_TOPIC_CONFIG, PERM_INHERIT, PERM_READ, PERM_WRITE
+from ..namesrv.model import (MASTER_ID, ORDER_TOPIC_CONFIG, PERM_INHERIT, PERM_READ, PERM_WRITE,
+                             is_system_topic)
 from ..remoting.codes import language_name, version_name
 
-__all__ = ["NameServerView", "perm_text", "DEFAULT_LIMIT", "MAX_LIMIT"]
+__all__ = ["NameServerView", "perm_text", "broker_role", "DEFAULT_LIMIT", "MAX_LIMIT"]
 
 #: Topics per page / API call unless asked otherwise, and the most one call returns.
 DEFAULT_LIMIT = 100
@@ -29,6 +34,15 @@ def perm_text(perm):
     """Java ``PermName.perm2String``: ``RW-`` for read+write, ``R--`` after a write wipe."""
     return ("R" if perm & PERM_READ else "-") + ("W" if perm & PERM_WRITE else "-") + \
         ("X" if perm & PERM_INHERIT else "-")
+
+
+def broker_role(broker_id, broker_addrs, enable_acting_master):
+    """``master``, ``acting master`` or ``slave`` for ``broker_id`` of a group with these ids."""
+    if broker_id == MASTER_ID:
+        return "master"
+    if enable_acting_master and MASTER_ID not in broker_addrs and broker_id == min(broker_addrs):
+        return "acting master"
+    return "slave"
 
 
 def _rocketpy_version():
@@ -60,11 +74,12 @@ class NameServerView:
     :param access_control: the processor's :class:`~rocketpy.namesrv.acl.AccessControl` or None.
     :param answer_cache: the transport's answer cache or None.
     :param listen: the remoting endpoint description, shown on the page.
+    :param rates: a :class:`~rocketpy.web.rates.TrafficRates` or None.
     """
 
     def __init__(self, route_info_manager, kv_config_manager=None, *, clock, connections=None,
                  unregistration=None, metrics=None, profile=None, access_control=None,
-                 answer_cache=None, listen=None):
+                 answer_cache=None, listen=None, rates=None):
         self.route_info_manager = route_info_manager
         self.kv_config_manager = kv_config_manager
         self.clock = clock
@@ -75,6 +90,7 @@ class NameServerView:
         self.access_control = access_control
         self.answer_cache = answer_cache
         self.listen = listen
+        self.rates = rates
         self.started = clock.seconds()
         self.version = _rocketpy_version()
 
@@ -105,6 +121,7 @@ class NameServerView:
                "startTime": int(self.started * 1000), "uptimeSeconds": round(now - self.started, 3),
                "wallClock": time.strftime("%Y-%m-%d %H:%M:%S %Z")}
         out.update(self.counts())
+        out["traffic"] = self.rates.rates() if self.rates is not None else None
         return out
 
     def connection_state(self, channel_id):
@@ -135,11 +152,10 @@ class NameServerView:
 
     # ------------------------------------------------------------------ brokers
 
-    def broker(self, cluster, broker_id, addr, now_ms=None):
+    def broker(self, cluster, broker_id, addr, role, now_ms=None):
         now_ms = self.now_ms() if now_ms is None else now_ms
         live = self._live(cluster, addr)
-        out = {"brokerId": broker_id, "address": addr,
-               "role": "master" if broker_id == MASTER_ID else "slave", "live": live is not None,
+        out = {"brokerId": broker_id, "address": addr, "role": role, "live": live is not None,
                "version": None, "versionCode": None, "language": None, "dataVersion": None,
                "lastHeartbeatMs": None, "secondsSinceHeartbeat": None,
                "heartbeatTimeoutSeconds": None, "haServerAddr": None, "channelId": None,
@@ -183,7 +199,9 @@ class NameServerView:
                     "brokerName": name, "cluster": data.cluster, "zoneName": data.zone_name,
                     "enableActingMaster": data.enable_acting_master,
                     "topicCount": topic_counts.get(name, 0),
-                    "brokers": [self.broker(cluster, bid, data.broker_addrs[bid], now_ms)
+                    "brokers": [self.broker(cluster, bid, data.broker_addrs[bid],
+                                            broker_role(bid, data.broker_addrs,
+                                                        data.enable_acting_master), now_ms)
                                 for bid in sorted(data.broker_addrs)]})
             out.append({"cluster": cluster, "brokerGroups": groups})
         return out
@@ -200,14 +218,22 @@ class NameServerView:
 
     # ------------------------------------------------------------------ topics
 
-    def topic_names(self, query=None):
+    def is_system_topic(self, topic):
+        """Java's system topics, and the cluster and broker names registered as topics."""
+        rim = self.route_info_manager
+        return (is_system_topic(topic) or topic in rim.cluster_addr_table
+                or topic in rim.broker_addr_table)
+
+    def topic_names(self, query=None, hide_system=False):
         """Sorted topic names; with ``query``, those whose name or one of whose broker names
-        contains it (case-insensitive)."""
+        contains it (case-insensitive); without the system topics if ``hide_system``."""
         table = self.route_info_manager.topic_queue_table
         names = sorted(table)
         if query:
             q = query.lower()
             names = [t for t in names if q in t.lower() or any(q in b.lower() for b in table[t])]
+        if hide_system:
+            names = [t for t in names if not self.is_system_topic(t)]
         return names
 
     def topic(self, name):
@@ -231,7 +257,7 @@ class NameServerView:
                                      "enableActingMaster": bd.enable_acting_master})
             filters = {k: v for k, v in route.filter_server_table.items() if v}
         out = {"topic": name, "queueDatas": queue_datas, "brokerDatas": broker_datas,
-               "routable": route is not None}
+               "routable": route is not None, "system": self.is_system_topic(name)}
         if filters:
             out["filterServerTable"] = filters
         if self.kv_config_manager is not None:
@@ -240,9 +266,9 @@ class NameServerView:
                 out["orderTopicConf"] = order
         return out
 
-    def topics(self, query=None, offset=0, limit=DEFAULT_LIMIT):
+    def topics(self, query=None, offset=0, limit=DEFAULT_LIMIT, hide_system=False):
         """A page of topics: ``{"total", "matched", "offset", "limit", "topics": [...]}``."""
-        names = self.topic_names(query)
+        names = self.topic_names(query, hide_system)
         offset = max(0, int(offset))
         limit = max(1, min(int(limit), MAX_LIMIT))
         page = names[offset:offset + limit]

@@ -175,7 +175,6 @@ typedef struct {
     PyObject *language_by_name;       /* dict name -> value */
     PyObject *header_fallback;        /* (stype, bytes) -> (True, fields) | (False, message) */
     PyObject *summary;                /* (broker, cluster, registration, body) -> str | None */
-    int raw_control_chars;            /* JSON strings may hold raw 0x00-0x1F (fastjson) */
 } config_t;
 extern config_t CFG;
 

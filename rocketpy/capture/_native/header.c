@@ -6,7 +6,8 @@
  * strings or null; any other keys any JSON value).  Anything else -- broken, odd or merely rare
  * (duplicate keys, lone surrogates, 0x1A inside a string, deep nesting, numbers where strings are
  * usual) -- is handed to the codec itself through CFG.header_fallback, so the codec stays the one
- * judge of what a header says and the error message is the codec's own. */
+ * judge of what a header says and the error message is the codec's own.  Raw control characters
+ * inside strings are read as fastjson reads them (the .NET client writes 0x01/0x02 there). */
 #include "core.h"
 
 void header_reset(header_t *h) {
@@ -256,8 +257,8 @@ static int string(cur_t *c, str_t *s, int keep) {
             p += 2;
             continue;
         }
-        if (ch < 0x20 && (!CFG.raw_control_chars || ch == 0x1A))
-            return 0;     /* raw control characters: fastjson's reading, 0x1A the codec's call */
+        if (ch == 0x1A)
+            return 0;     /* raw control characters are fastjson's reading; 0x1A the codec's call */
         if (keep)
             *o++ = ch;
         p++;

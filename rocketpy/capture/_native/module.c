@@ -59,13 +59,12 @@ static int load_table(PyObject *dict, name_table_t *t) {
 static PyObject *configure(PyObject *self, PyObject *args, PyObject *kw) {
     static char *kwlist[] = {"columns", "request_names", "response_names", "version_names",
                              "language_names", "language_by_name", "header_fallback", "summary",
-                             "capture_format_error", "raw_control_chars", NULL};
+                             "capture_format_error", NULL};
     PyObject *columns, *req, *resp, *ver, *lang, *by_name, *fallback, *summary, *error;
-    int raw = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "O!O!O!O!O!O!OOO|p", kwlist, &PyList_Type, &columns,
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O!O!O!O!O!O!OOO", kwlist, &PyList_Type, &columns,
                                      &PyDict_Type, &req, &PyDict_Type, &resp, &PyDict_Type, &ver,
                                      &PyDict_Type, &lang, &PyDict_Type, &by_name, &fallback, &summary,
-                                     &error, &raw))
+                                     &error))
         return NULL;
     if (PyList_GET_SIZE(columns) != N_COLUMNS) {
         PyErr_Format(PyExc_ValueError, "the compiled decoder knows %d columns, the schema has %zd",
@@ -84,7 +83,6 @@ static PyObject *configure(PyObject *self, PyObject *args, PyObject *kw) {
     CFG.summary = summary;
     Py_INCREF(error);
     CaptureFormatError = error;
-    CFG.raw_control_chars = raw;
     Py_RETURN_NONE;
 }
 

@@ -13,12 +13,15 @@ same way). Oneway requests are applied and get no answer. Unknown codes get
 REQUEST_CODE_NOT_SUPPORTED with the opaque echoed, except under the 4.9 profile, where the
 Java processor returns null and nothing is sent.
 
-A handler may return a :class:`~rocketpy.namesrv.pending.Pending` (REGISTER_BROKER with a big
-body): ``process`` finishes it at once, or, for a transport that asked (``offload=True``),
-hands back the Pending of the answer so the decode can run on a worker thread.
+A handler may return a :class:`~rocketpy.namesrv.pending.Pending`: REGISTER_BROKER with a big
+body (its decode), PUT_KV_CONFIG, DELETE_KV_CONFIG and UPDATE_NAMESRV_CONFIG (their file write,
+answered once it is durable). ``process`` finishes it at once, or, for a transport that asked
+(``offload=True``), hands back the Pending of the answer so the work can run on the pool of its
+lane (the decode pool, the writer thread).
 
-Before a handler runs, the :class:`~rocketpy.namesrv.acl.AccessControl` (rocketpy's addition,
-off unless configured) may refuse an administrative request with NO_PERMISSION.
+Before a handler runs, the :class:`~rocketpy.namesrv.acl.AccessControl` may refuse an
+administrative request, and the :class:`~rocketpy.namesrv.broker_access.BrokerAccessPolicy` a
+broker request, with NO_PERMISSION (rocketpy's additions, off unless configured).
 """
 import logging
 
@@ -29,8 +32,11 @@ from rocketpy.remoting.errors import (BodyDecodeError, InvalidFieldError, Missin
 from rocketpy.remoting.javahash import hashmap_ordered
 
 from ..acl import AccessControl
+from ..broker_access import BrokerAccessPolicy
 from ..config import Configuration
+from ..configguard import ConfigUpdateGuard
 from ..pending import Pending
+from ..route_bounds import RouteBounds
 from ..route_cache import RouteCache
 from . import admin, broker, kv, route, topics
 from .registration import RegistrationBodies, max_topics_from_properties
@@ -110,7 +116,8 @@ class DefaultRequestProcessor:
     def __init__(self, route_info_manager, kv_config_manager, namesrv_config=None,
                  netty_server_config=None, submit_unregistration=None,
                  notify_min_broker_id_changed=None, *, profile=None, configuration=None,
-                 startup_ms=0, route_cache=None, access_control=None):
+                 startup_ms=0, route_cache=None, access_control=None, config_guard=None,
+                 route_bounds=None, broker_access=None):
         self.route_info_manager = route_info_manager
         self.kv_config_manager = kv_config_manager
         self.profile = profile or route_info_manager.profile
@@ -126,17 +133,25 @@ class DefaultRequestProcessor:
             route_info_manager.notify_min_broker_id_changed = notify_min_broker_id_changed
         self.startup_ms = startup_ms
         # Java reads these once, when the processor is built
-        self.config_blacklist = configuration.blacklist()
+        self.config_guard = config_guard or ConfigUpdateGuard.from_configuration(configuration)
         self.cluster_test = bool(self.namesrv_config.cluster_test)
         self.route_cache = route_cache or RouteCache(route_info_manager)
         self.registration_bodies = RegistrationBodies()
         self.register_max_topics = max_topics_from_properties(configuration.all_configs)
+        self.route_bounds = route_bounds or RouteBounds.from_properties(configuration.all_configs)
         self.handlers = handler_table(self.profile)
         # read once, like the black list; AclConfigError (a bad setting) stops the start
         if access_control is None:
             access_control = AccessControl.from_properties(configuration.all_configs)
         self.access_control = access_control
-        self._guarded = self.access_control.codes
+        if broker_access is None:
+            broker_access = BrokerAccessPolicy.from_properties(configuration.all_configs,
+                                                               route_info_manager)
+        self.broker_access = broker_access
+        # guards that may refuse a request before its handler runs, each with the codes it
+        # looks at: administrative requests, broker requests
+        self._guards = tuple(g for g in (access_control, broker_access) if g.codes)
+        self._guarded = frozenset().union(*(g.codes for g in self._guards))
 
     def process(self, request, channel, now_ms, offload=False):
         """The answer to ``request`` from ``channel`` at ``now_ms``; None when nothing is sent.
@@ -147,11 +162,12 @@ class DefaultRequestProcessor:
         """
         handler = self.handlers.get(request.code)
         if handler is not None and request.code in self._guarded:
-            refusal = self.access_control.decide(request, channel)
-            if refusal is not None:
-                log.warning("request %s from %s refused: %s", request.code,
-                            getattr(channel, "remote_addr", channel), refusal)
-                return self._answer(request, Reply(ResponseCode.NO_PERMISSION, refusal))
+            for guard in self._guards:
+                refusal = guard.decide(request, channel) if request.code in guard.codes else None
+                if refusal is not None:
+                    log.warning("request %s from %s refused: %s", request.code,
+                                getattr(channel, "remote_addr", channel), refusal)
+                    return self._answer(request, Reply(ResponseCode.NO_PERMISSION, refusal))
         failed = False
         try:
             if handler is None:
@@ -183,24 +199,24 @@ class DefaultRequestProcessor:
         return Reply(ResponseCode.SYSTEM_ERROR, _failure_remark(exc))
 
     def _later(self, pending, request, channel):
-        """A handler's Pending reply as the Pending of the answer frame: an exception in its
-        work (on whatever thread) or its finish is answered as a handler's would be."""
-        def work():
-            try:
-                return pending.work(), None
-            except Exception as exc:  # handed to finish: logged and answered on the reactor
-                return None, exc
-
-        def finish(outcome):
-            result, exc = outcome
-            if exc is None:
+        """A handler's Pending reply as the Pending of the answer frame, on the same lane with
+        the same work: an exception in its work (on whatever thread) or its finish is answered
+        as a handler's would be (or by the handler's own ``fail``)."""
+        def fail(exc):
+            if pending.fail is not None:
                 try:
-                    return self._answer(request, pending.finish(result))
+                    return self._answer(request, pending.fail(exc), True)
                 except Exception as raised:
                     exc = raised
             return self._answer(request, self._failure(exc, request, channel), True)
 
-        return Pending(work, finish)
+        def finish(result):
+            try:
+                return self._answer(request, pending.finish(result))
+            except Exception as exc:
+                return fail(exc)
+
+        return Pending(pending.work, finish, pending.lane, fail)
 
     def answer_stamp(self, request, channel, now_ms):
         """For a transport that reuses encoded answers (:mod:`rocketpy.transport.answercache`):

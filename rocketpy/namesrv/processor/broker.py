@@ -4,7 +4,8 @@ getBrokerMemberGroup).
 
 Codes 103, 104, 322, 904 and 901. Registration bodies become route records in
 :mod:`.registration`; a big one comes back as a :class:`~rocketpy.namesrv.pending.Pending`,
-and so does the registration's answer.
+and so does the registration's answer. A registration that would take the route state past a
+server-wide bound (:mod:`rocketpy.namesrv.route_bounds`) is refused before it is applied.
 """
 from functools import partial
 
@@ -19,7 +20,7 @@ from ..answers import encode_broker_member_group, encode_data_version
 from ..model import ORDER_TOPIC_CONFIG, UnRegisterBrokerRequest
 from ..pending import Pending
 from .registration import data_version_from_bean, decode_registration
-from .replies import NOT_SET_REMARK, Reply, error, ok
+from .replies import NOT_SET_REMARK, Reply, error, java_exception_remark, ok
 
 __all__ = ["register_broker", "unregister_broker", "query_data_version", "broker_heartbeat",
            "get_broker_member_group"]
@@ -38,12 +39,19 @@ def _register(proc, request, header, channel, now_ms, decoded):
         return decoded
     wrapper, filter_servers = decoded
     v5 = proc.profile.v5_registration
+    acting = header.enable_acting_master if v5 else None
+    refusal = proc.route_bounds.registration_refusal(
+        proc.route_info_manager, header.cluster_name, header.broker_addr, header.broker_name,
+        header.broker_id, wrapper, filter_servers, acting)
+    if refusal is not None:   # and its body is not kept: it registered nothing
+        proc.registration_bodies.forget((header.cluster_name, header.broker_addr))
+        return refusal
     result = proc.route_info_manager.register_broker(
         header.cluster_name, header.broker_addr, header.broker_name, header.broker_id,
         header.ha_server_addr, wrapper, filter_servers, channel, now_ms,
         zone_name=(request.ext_fields or {}).get(ZONE_NAME) if v5 else None,
         timeout_millis=header.heartbeat_timeout_millis if v5 else None,
-        enable_acting_master=header.enable_acting_master if v5 else None)
+        enable_acting_master=acting)
     if result is None:
         return error(ResponseCode.SYSTEM_ERROR, "register broker failed", {})
     ext = {}
@@ -68,8 +76,16 @@ def unregister_broker(proc, request, channel, now_ms):
     return ok()
 
 
+#: 4.9.8 and 5.0.0 decode a missing body as DataVersion and fail (NullPointerException); the
+#: remark keeps Java's exception name and says what was missing.
+_NO_DATA_VERSION = error(ResponseCode.SYSTEM_ERROR, java_exception_remark(
+    "java.lang.NullPointerException", "QUERY_DATA_VERSION carries no DataVersion body"))
+
+
 def query_data_version(proc, request, channel, now_ms):
     header = QueryDataVersionRequestHeader.from_ext_fields(request.ext_fields)
+    if request.body is None and proc.profile.query_data_version_needs_body:
+        return _NO_DATA_VERSION
     rim = proc.route_info_manager
     data_version = None
     if request.body:

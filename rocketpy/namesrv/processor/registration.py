@@ -38,17 +38,18 @@ from rocketpy.remoting.errors import BodyDecodeError
 
 from ..model import DataVersion, TopicConfig, TopicConfigWrapper
 from ..pending import Pending
+from ..settings import int_values
 from .replies import Reply, error, java_exception_remark
 
 log = logging.getLogger("rocketpy.namesrv")
 
 __all__ = ["decode_registration", "decode_json_fast", "max_topics_from_properties",
+           "forget_departed_brokers",
            "MAX_TOPICS_KEY", "DEFAULT_MAX_TOPICS", "TooManyTopics", "decode_compressed_fast", "worth_a_thread",
            "wrapper_from_bean", "data_version_from_bean", "RegistrationBodies"]
 
 #: MQVersion.Version.V3_0_11: older brokers send a bare TopicConfigSerializeWrapper.
 V3_0_11 = 37
-V4_9_8 = 409
 
 # What the Java NameServer answers when fastjson reads a non-JSON (e.g. zlib) registration body
 # as null and the processor dereferences it (helpful NullPointerException message, JDK 14+).
@@ -283,15 +284,20 @@ class RegistrationBodies:
     def put(self, key, body, compressed, version, decoded, is_live=None, crc=0):
         if key not in self._last:
             if is_live is not None and len(self._last) >= self._sweep_at:
-                for old in [k for k in self._last if not is_live(k)]:
-                    del self._last[old]
-                self._sweep_at = max(64, 2 * len(self._last))
+                self.forget_departed(is_live)
             if len(self._last) >= self.limit:
                 self._last.clear()
         self._last[key] = [body, compressed, version, decoded, crc]
 
     def forget(self, key):
         self._last.pop(key, None)
+
+    def forget_departed(self, is_live):
+        """Drop the entries of brokers that are gone (``is_live(key)`` False): their bodies
+        and decoded tables are the biggest thing a departed broker leaves behind."""
+        for old in [k for k in self._last if not is_live(k)]:
+            del self._last[old]
+        self._sweep_at = max(64, 2 * len(self._last))
 
 
 #: rocketpy's bound on the topics of one registration (Java has none); 0 turns it off.
@@ -317,16 +323,8 @@ class TooManyTopics(Exception):
 
 def max_topics_from_properties(props):
     """``registerBrokerMaxTopics`` from ``-D`` / ``-c`` properties; ValueError when bad."""
-    text = str(props.get(MAX_TOPICS_KEY, "")).strip()
-    if not text:
-        return DEFAULT_MAX_TOPICS
-    try:
-        value = int(text)
-    except ValueError:
-        raise ValueError(f"{MAX_TOPICS_KEY} is not a number: {text!r}") from None
-    if value < 0:
-        raise ValueError(f"{MAX_TOPICS_KEY} must be >= 0, got {value}")
-    return value
+    table = ((MAX_TOPICS_KEY, "max_topics", DEFAULT_MAX_TOPICS, ""),)
+    return int_values(props, table).get("max_topics", DEFAULT_MAX_TOPICS)
 
 
 def _too_many_topics(exc, max_topics):
@@ -360,7 +358,7 @@ def _decode_unbounded(profile, request_version, body, compressed, max_topics):
         if not body:
             return TopicConfigWrapper(), None
         return wrapper_from_bean(bodies.TopicConfigSerializeWrapper.from_json(body)), None
-    version = request_version if profile.v5_registration else min(request_version, V4_9_8)
+    version = profile.compressed_body_broker_version or request_version
     try:
         if compressed and body:
             return decode_compressed_fast(body, version, max_topics)
@@ -419,8 +417,17 @@ def _remember(proc, key, request, compressed, crc, decoded):
     """Cache a decoded body (on the reactor thread: the cache is shared state)."""
     if isinstance(decoded, Reply):
         return decoded
-    rim = proc.route_info_manager
     cache = proc.registration_bodies
     cache.put(key, request.body or b"", compressed, request.version, decoded,
-              lambda k: rim.query_broker_topic_config(*k) is not None, crc)
+              _live_test(proc.route_info_manager), crc)
     return decoded
+
+
+def _live_test(rim):
+    """``is_live(key)`` for the cache's keys ``(cluster, broker address)``."""
+    return lambda key: rim.broker_live_info(*key) is not None
+
+
+def forget_departed_brokers(proc):
+    """Drop the cached registration bodies of brokers no longer live (after brokers leave)."""
+    proc.registration_bodies.forget_departed(_live_test(proc.route_info_manager))

@@ -10,7 +10,9 @@ from typing import NamedTuple
 
 from rocketpy.remoting.codes import ResponseCode
 
-__all__ = ["Reply", "ok", "error", "NOT_SET_REMARK", "java_exception_remark"]
+from ..pending import DISK, Pending
+
+__all__ = ["Reply", "ok", "error", "NOT_SET_REMARK", "java_exception_remark", "durable"]
 
 #: ``createResponseCommand(Class)``'s placeholder remark, left in place by handlers that never
 #: reset it (GET_BROKER_MEMBER_GROUP answers SUCCESS with it).
@@ -37,3 +39,18 @@ def java_exception_remark(java_class, message=None, where=None):
     stack frame."""
     text = java_class if message is None else f"{java_class}: {message}"
     return text if where is None else f"{text}, {where}"
+
+
+def durable(write, reply, what):
+    """``reply`` once ``write`` (a :class:`~rocketpy.namesrv.pending.FileWrite`, or None for
+    nothing to write) is on disk; a write that fails is answered SYSTEM_ERROR naming ``what``
+    (Java logs the failed persist and answers SUCCESS: rocketpy does not acknowledge a change
+    it could not make durable; the change stays in memory and goes out with the next write)."""
+    if write is None:
+        return reply
+
+    def failed(exc):
+        why = getattr(exc, "strerror", None) or exc
+        return error(ResponseCode.SYSTEM_ERROR, f"{what} could not be written to disk: {why}")
+
+    return Pending(write, lambda _: reply, DISK, failed)

@@ -25,10 +25,11 @@ __all__ = ["get_route_info_by_topic", "get_broker_cluster_info", "filter_by_zone
 _V4_9_4 = 401
 
 
-def _not_found(topic):
+def _not_found(proc, topic):
+    """``FAQUrl.suggestTodo(APPLY_TOPIC_URL)`` ends the remark; the page moved in 5.1."""
     return error(ResponseCode.TOPIC_NOT_EXIST,
                  f"No topic route info in name server for the topic: {topic}"
-                 "\nSee http://rocketmq.apache.org/docs/faq/ for further details.")
+                 f"\nSee {proc.profile.topic_not_exist_faq_url} for further details.")
 
 
 def filter_by_zone(route, zone_name):
@@ -94,7 +95,7 @@ def get_route_info_by_topic(proc, request, channel, now_ms):
             route.order_topic_conf = order_conf
             body = encode_topic_route(filter_by_zone(route, zone), False, True)
     if body is None:
-        return _not_found(topic)
+        return _not_found(proc, topic)
     return ok(body)
 
 

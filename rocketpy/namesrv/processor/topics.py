@@ -61,14 +61,21 @@ def register_topic_in_namesrv(proc, request, channel, now_ms):
         queue_datas = [QueueData(qd.broker_name, qd.read_queue_nums, qd.write_queue_nums, qd.perm,
                                  qd.topic_sys_flag) for qd in route.queue_datas or ()]
         if queue_datas:
-            proc.route_info_manager.register_topic(header.topic, queue_datas)
+            rim = proc.route_info_manager
+            refusal = proc.route_bounds.topic_refusal(rim, header.topic, queue_datas)
+            if refusal is not None:
+                return refusal
+            rim.register_topic(header.topic, queue_datas)
     return ok()
 
 
 def get_topics_by_cluster(proc, request, channel, now_ms):
+    header = None
+    if not proc.profile.topics_by_cluster_switch_first:    # 5.0.0: a bad header fails first
+        header = GetTopicsByClusterRequestHeader.from_ext_fields(request.ext_fields)
     if not _lists_enabled(proc):
         return _DISABLED
-    header = GetTopicsByClusterRequestHeader.from_ext_fields(request.ext_fields)
+    header = header or GetTopicsByClusterRequestHeader.from_ext_fields(request.ext_fields)
     return ok(encode_topic_list(proc.route_info_manager.get_topics_by_cluster(header.cluster)))
 
 

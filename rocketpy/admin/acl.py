@@ -1,0 +1,59 @@
+"""Admin layer: request signing (Java ``AclClientRPCHook``) and where mqadmin finds its keys.
+
+The signature itself -- HmacSHA1 over the extFields values sorted by key, then the body -- is
+:func:`rocketpy.namesrv.acl.sign`, the same function the NameServer checks signatures with, so
+the two cannot drift apart. This module adds what the *client* does around it: the extFields
+map's final order (Java inserts ``AccessKey`` and ``SecurityToken``, then the header's fields,
+then ``Signature`` into one ``HashMap``; that map's iteration order is what goes on the wire)
+and the key lookup of ``mqadmin`` (``MQAdminStartup``: ``$ROCKETMQ_HOME/conf/tools.yml``'s
+``accessKey``/``secretKey``; no file or no keys means no signing).
+"""
+import os
+
+from ..namesrv.acl import ACCESS_KEY, SECURITY_TOKEN, SIGNATURE, parse_accounts, sign
+from ..remoting.javahash import hashmap_ordered
+
+__all__ = ["AclClientRPCHook", "tools_yml_credentials", "TOOLS_YML"]
+
+#: ``MixAll.ACL_CONF_TOOLS_FILE``, under ``$ROCKETMQ_HOME``
+TOOLS_YML = os.path.join("conf", "tools.yml")
+
+
+class AclClientRPCHook:
+    """An RPC hook (``hook(addr, request) -> request``) that signs every request."""
+
+    def __init__(self, access_key, secret_key, security_token=None):
+        self.access_key = access_key
+        self.secret_key = secret_key
+        self.security_token = security_token
+
+    def __repr__(self):  # never print the secret
+        return f"AclClientRPCHook(access_key={self.access_key!r})"
+
+    def __call__(self, addr, request):
+        signed = sign(request.ext_fields, request.body, self.access_key, self.secret_key,
+                      self.security_token)
+        java = {ACCESS_KEY: signed[ACCESS_KEY]}
+        if self.security_token is not None:
+            java[SECURITY_TOKEN] = self.security_token
+        java.update((k, v) for k, v in signed.items() if k not in java and k != SIGNATURE)
+        java[SIGNATURE] = signed[SIGNATURE]
+        request.ext_fields = hashmap_ordered(java)
+        return request
+
+
+def tools_yml_credentials(rocketmq_home=None):
+    """``(accessKey, secretKey)`` from ``$ROCKETMQ_HOME/conf/tools.yml`` as mqadmin reads it,
+    or None (no home, no file, blank keys: Java then signs nothing)."""
+    home = rocketmq_home if rocketmq_home is not None else os.environ.get("ROCKETMQ_HOME")
+    if not home:
+        return None
+    try:
+        with open(os.path.join(home, TOOLS_YML), encoding="utf-8") as f:
+            accounts = parse_accounts(f.read())
+    except (OSError, UnicodeDecodeError):
+        return None
+    admins = [account for account in accounts.values() if account.admin]
+    if not admins:
+        return None
+    return admins[0].access_key, admins[0].secret_key

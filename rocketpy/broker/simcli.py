@@ -1,0 +1,209 @@
+"""``rocketpy-brokersim``: N simulated brokers x M topics against one or more NameServers
+(:mod:`rocketpy.broker.sim`).
+
+    rocketpy-brokersim -n "127.0.0.1:9876;127.0.0.1:9877" --brokers 200 --topics 10 \\
+        --replicas 2 --clusters 2 --period 30 --duration 300 --churn 30 --verify
+
+While it runs it prints a progress line every ``--progress`` seconds on stderr; at the end a
+summary on stdout (``--json`` for a JSON report): per NameServer the registrations answered and
+failed, latency p50/p99/max and rate, then the counts (registrations, QUERY_DATA_VERSION,
+heartbeats, churn events) and errors by kind. ``--verify`` checks, after the churn, that every
+NameServer's cluster table and routes match the brokers that are up; exit status 1 when they do
+not or when an option is wrong, 0 otherwise. Ctrl-C stops it early (brokers unregister).
+"""
+import argparse
+import json
+import os
+import sys
+
+__all__ = ["main", "build_parser", "options_from_args", "format_report"]
+
+PROG = "rocketpy-brokersim"
+
+
+def build_parser():
+    p = argparse.ArgumentParser(prog=PROG, description=__doc__.splitlines()[0])
+    a = p.add_argument
+    a("-n", "--namesrvAddr", help="NameServer address list, eg: '192.168.0.1:9876;192.168.0.2:9876' "
+      "(default: $NAMESRV_ADDR)")
+    a("--brokers", type=int, default=10, help="brokers in all, masters and slaves (default 10)")
+    a("--topics", type=int, default=10, help="topics per broker group, besides the system topics")
+    a("--clusters", type=int, default=1, help="clusters the broker groups are spread over")
+    a("--replicas", type=int, default=1, help="brokers per group: a master and replicas-1 slaves")
+    a("--zones", type=int, default=0, help="zones (a __ZONE_NAME per group; read by 5.x NameServers)")
+    a("--topic-spread", type=int, default=1, help="neighbouring groups sharing each topic")
+    a("--topic-prefix", default="SimTopic-", help="topic names: PREFIX0, PREFIX1, ... (default SimTopic-)")
+    a("--version", default="4.9.8", help="broker release to speak as: 4.9.8, 5.0.0, 5.3.3, ...")
+    a("--serialize", default="JSON", choices=("JSON", "ROCKETMQ"), help="header encoding")
+    a("--compressed", action="store_true", help="compressedRegister=true")
+    a("--no-force", action="store_true", help="forceRegister=false: QUERY_DATA_VERSION first")
+    a("--period", type=float, default=30.0, help="registerNameServerPeriod, seconds (default 30)")
+    a("--jitter", type=float, default=0.1, help="random share of the period added or taken (0.1)")
+    a("--ramp", type=float, help="first registrations spread over this many seconds (default: period)")
+    a("--acting-master", action="store_true", help="5.x enableSlaveActingMaster: heartbeats")
+    a("--broker-heartbeat", action="store_true",
+      help="heartbeat with BROKER_HEARTBEAT (compatibleWithOldNameSrv=false)")
+    a("--heartbeat-interval", type=float, default=1.0, help="brokerHeartbeatInterval, seconds")
+    refresh = p.add_mutually_exclusive_group()
+    refresh.add_argument("--refresh-metadata", dest="refresh", action="store_const", const=True,
+                         help="GET_BROKER_CLUSTER_INFO every 5 s (default for 5.x)")
+    refresh.add_argument("--no-refresh-metadata", dest="refresh", action="store_const", const=False)
+    a("--no-system-topics", action="store_true", help="leave out a genuine broker's system topics")
+    a("--churn", type=float, default=0.0, help="churn events a minute (kill, restart, new topic)")
+    a("--churn-after", type=float, default=0.0, help="seconds before the churn starts")
+    a("--down", type=float, default=5.0, help="seconds a killed or restarted broker stays away")
+    a("--duration", type=float, default=60.0, help="seconds to run (default 60)")
+    a("--progress", type=float, default=5.0, help="seconds between progress lines (0: none)")
+    a("--verify", action="store_true", help="check the NameServers' routes after the churn")
+    a("--settle", type=float, default=2.0, help="seconds between the last churn and --verify")
+    a("--host", default="127.0.0.1", help="the brokers' address (brokerIP1)")
+    a("--base-port", type=int, default=20911, help="listenPort of the first broker (then +2 each)")
+    a("--timeout", type=float, help="registration timeout, seconds (default: the release's)")
+    a("--seed", type=int, help="random seed (jitter, ramp, churn)")
+    a("--json", action="store_true", help="print the report as JSON")
+    return p
+
+
+class _OptionError(Exception):
+    pass
+
+
+def options_from_args(args):
+    """A :class:`~rocketpy.broker.sim.SimOptions` from parsed arguments (errors: _OptionError)."""
+    from ..remoting.codes import MQVersion, SerializeType, release_ordinal
+    from ..transport.client import namesrv_addr_list
+    from .sim import SimOptions
+    try:
+        addrs = namesrv_addr_list(args.namesrvAddr if args.namesrvAddr is not None
+                                  else os.environ.get("NAMESRV_ADDR"))
+    except ValueError as exc:
+        raise _OptionError(str(exc) if "no NameServer" in str(exc) else f"-n: {exc}") from None
+    ordinal = release_ordinal(args.version)
+    if ordinal is None or ordinal < MQVersion.V4_0_0:
+        raise _OptionError(f"--version: {args.version.strip()!r} is not a broker release "
+                           "(4.9.8, 5.0.0, ...)")
+    for name in ("brokers", "topics", "clusters", "replicas", "topic_spread"):
+        if getattr(args, name) < (0 if name == "topics" else 1):
+            raise _OptionError(f"--{name.replace('_', '-')} must be at least "
+                               f"{0 if name == 'topics' else 1}")
+    for name in ("period", "heartbeat_interval", "duration"):
+        if getattr(args, name) <= 0:
+            raise _OptionError(f"--{name.replace('_', '-')} must be more than 0")
+    if not 0 <= args.jitter < 1:
+        raise _OptionError("--jitter must be in [0, 1)")
+    if min(args.churn, args.churn_after, args.down, args.zones, args.settle) < 0:
+        raise _OptionError("--churn, --churn-after, --down, --zones and --settle cannot be negative")
+    if (args.acting_master or args.broker_heartbeat) and ordinal < MQVersion.V5_0_0:
+        raise _OptionError("--acting-master and --broker-heartbeat need a 5.x --version")
+    return SimOptions(
+        namesrv_addrs=addrs, brokers=args.brokers, topics=args.topics, clusters=args.clusters,
+        replicas=args.replicas, zones=args.zones, topic_spread=args.topic_spread,
+        topic_prefix=args.topic_prefix, version=ordinal,
+        serialize_type=SerializeType[args.serialize], compressed=args.compressed,
+        force_register=not args.no_force, period=args.period, jitter=args.jitter, ramp=args.ramp,
+        acting_master=args.acting_master or args.broker_heartbeat,
+        broker_heartbeat=args.broker_heartbeat, heartbeat_interval=args.heartbeat_interval,
+        refresh_metadata=args.refresh, system_topics=not args.no_system_topics, churn=args.churn,
+        churn_after=args.churn_after, down=args.down, broker_host=args.host, base_port=args.base_port, timeout=args.timeout,
+        seed=args.seed)
+
+
+def _ms(value):
+    return "-" if value is None else f"{value:.1f}"
+
+
+def format_report(report, problems=None):
+    """The summary as text."""
+    lines = [f"{PROG}: {report['brokers']} brokers ({report['groups']} groups x {report['replicas']}, "
+             f"{report['clusters']} cluster(s), {report['zones']} zone(s)), {report['topics_per_broker']} "
+             f"topics each, {report['version']} {report['serialize_type']}"
+             f"{' compressed' if report['compressed'] else ''}, period {report['period_s']:g} s, "
+             f"ran {report['elapsed_s']:.1f} s, {report['live']} up at the end",
+             f"{'NameServer':<24} {'ok':>9} {'failed':>8} {'p50 ms':>8} {'p99 ms':>8} {'max ms':>8} {'ok/s':>8}"]
+    for addr, row in report["namesrv"].items():
+        lines.append(f"{addr:<24} {row['ok']:>9} {row['failed']:>8} {_ms(row['p50_ms']):>8} "
+                     f"{_ms(row['p99_ms']):>8} {_ms(row['max_ms']):>8} {row['rate_per_s']:>8.1f}")
+    counts = report["counts"]
+    lines.append("counts: " + (", ".join(f"{k} {v}" for k, v in sorted(counts.items())) or "none"))
+    errors = report["errors"]
+    lines.append("errors: " + (", ".join(f"{k} {v}" for k, v in sorted(errors.items())) or "none"))
+    if report.get("last_error"):
+        lines.append(f"last error: {report['last_error']}")
+    if problems is not None:
+        if problems:
+            lines.append(f"verify: INCONSISTENT ({len(problems)} problems)")
+            lines += [f"  {p}" for p in problems[:20]]
+        else:
+            verified = report["verified"] or {}
+            lines.append(f"verify: consistent ({verified.get('brokers_up')} brokers up, "
+                         f"{verified.get('topics')} topics, on each of "
+                         f"{len(report['namesrv'])} NameServer(s))")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv=None):
+    """Console entry point."""
+    parser = build_parser()
+    args = parser.parse_args(sys.argv[1:] if argv is None else argv)
+    try:
+        options = options_from_args(args)
+    except _OptionError as exc:
+        sys.stderr.write(f"{PROG}: {exc}\n")
+        sys.exit(1)
+
+    from twisted.internet import reactor
+    from twisted.internet.defer import inlineCallbacks
+
+    from .sim import BrokerSim
+
+    def emit(line):
+        sys.stderr.write(line + "\n")
+        sys.stderr.flush()
+
+    sim = BrokerSim(reactor, options, emit=emit)
+    outcome = {"status": 0, "problems": None, "stopping": False, "reported": False}
+
+    def finish(_=None):
+        if outcome["reported"]:
+            return
+        outcome["reported"] = True
+        report = sim.report()
+        if args.json:
+            report["verify"] = outcome["problems"]
+            sys.stdout.write(json.dumps(report, indent=2) + "\n")
+        else:
+            sys.stdout.write(format_report(report, outcome["problems"]))
+        sys.stdout.flush()
+
+    @inlineCallbacks
+    def scenario():
+        try:
+            yield sim.run(args.duration, args.progress)
+            if args.verify:
+                outcome["problems"] = yield sim.verify(args.settle)
+                if outcome["problems"]:
+                    outcome["status"] = 1
+            outcome["stopping"] = True
+            yield sim.stop()
+        except Exception as exc:  # a bug or an unexpected failure: one line, status 1
+            sys.stderr.write(f"{PROG}: {' '.join(str(exc).split())}\n")
+            outcome["status"] = 1
+        finish()
+        if reactor.running:
+            reactor.stop()
+
+    def interrupted():
+        """Ctrl-C or SIGTERM: unregister the brokers, then report what was done so far."""
+        if sim.started_at is None or outcome["stopping"]:
+            return None
+        outcome["stopping"] = True
+        return sim.stop().addBoth(finish)
+
+    reactor.callWhenRunning(scenario)
+    reactor.addSystemEventTrigger("before", "shutdown", interrupted)
+    reactor.run()
+    sys.exit(outcome["status"])
+
+
+if __name__ == "__main__":
+    main()

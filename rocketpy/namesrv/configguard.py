@@ -1,0 +1,149 @@
+"""NameServer processor layer: what UPDATE_NAMESRV_CONFIG may change (Java
+``DefaultRequestProcessor.updateConfig`` with its ``configBlackList``, 4.9.8 and 5.1+).
+
+Java applies the body's properties and writes the whole configuration to ``configStorePath``
+with ``MixAll.properties2String``: ``key=value`` lines, nothing escaped. Two holes follow from
+that, and rocketpy closes both in every profile -- a profile decides what answers look like,
+never whether the wire reaches the file system:
+
+* **Injection.** A value holding the escape ``\\n`` (or ``\\u000a``) is read as one value, so it
+  passes the black list as that one key, and comes out of ``properties2String`` as several
+  lines: several keys at the next start (``kvConfigPath``, ``aclEnable``...). rocketpy refuses,
+  with INVALID_PARAMETER and a remark naming the key, every key and value that would not read
+  back as exactly that one key and value from the ``key=value`` line Java writes (and
+  GET_NAMESRV_CONFIG answers): line breaks, NUL and other control characters, backslashes,
+  lone surrogates, ``=``, ``:`` or blanks in a key, a value starting with a blank. The file is
+  stored with ``Properties.store``'s escaping besides
+  (:func:`~rocketpy.namesrv.javaprops.store_properties`).
+* **The black list.** 5.0.0 has none (CVE-2023-37582: ``configStorePath`` plus an injected line
+  writes a file anywhere). rocketpy refuses with NO_PERMISSION and Java's remark "Can not
+  update config in black list." every key of ``configBlackList`` and, always: Java's fixed four
+  (configBlackList, configStorePath, kvConfigPath, rocketmqHome), every key whose name says
+  path, dir, file or home, every dotted key (``tls.*`` and the other Java system properties),
+  ``bindAddress``, and every key rocketpy reads to guard itself (access control, the bounds,
+  the transport's limits: :data:`PROTECTED_KEYS` plus what ``makeService`` adds).
+
+An update that the server would refuse at its next start (``listenPort=abc``) is refused too
+when the guard has the start-up check (``value_check``): an update must never make the next
+start fail.
+"""
+import logging
+import re
+
+from rocketpy.remoting.codes import ResponseCode
+
+from .acl import ACL_CONFIG_KEYS
+from .broker_access import BROKER_ACCESS_KEYS
+from .config import CONFIG_BLACKLIST_FIXED
+from .javaprops import format_properties, parse_properties
+from .kvconfig import KV_LIMIT_KEYS
+from .processor.registration import MAX_TOPICS_KEY
+from .processor.replies import error
+from .route_bounds import ROUTE_BOUND_KEYS
+
+__all__ = ["ConfigUpdateGuard", "PROTECTED_KEYS", "BLACK_LIST_REMARK", "is_protected"]
+
+log = logging.getLogger("rocketpy.namesrv")
+
+#: Java's answer to a black-listed key (NO_PERMISSION).
+BLACK_LIST_REMARK = "Can not update config in black list."
+
+#: Keys no update may change, whatever ``configBlackList`` says.
+PROTECTED_KEYS = frozenset(CONFIG_BLACKLIST_FIXED + ("bindAddress", MAX_TOPICS_KEY)
+                           + ACL_CONFIG_KEYS + BROKER_ACCESS_KEYS
+                           + tuple(entry[0] for entry in KV_LIMIT_KEYS + ROUTE_BOUND_KEYS))
+_PATH_LIKE = re.compile(r"path|dir|file|home", re.IGNORECASE)
+_NAMES = {"\n": "a line feed (U+000A)", "\r": "a carriage return (U+000D)", "\0": "NUL (U+0000)",
+          "\\": "a backslash", "=": "'='", ":": "':'", " ": "a blank", "\t": "a tab (U+0009)",
+          "\f": "a form feed (U+000C)"}
+
+
+def is_protected(key, extra=()):
+    """True for a key no update may change (see the module docstring)."""
+    return (key in PROTECTED_KEYS or key in extra or "." in key
+            or _PATH_LIKE.search(key) is not None)
+
+
+def _name(ch):
+    return _NAMES.get(ch) or f"U+{ord(ch):04X}"
+
+
+def _shown(key):
+    """``key`` fit for a remark and a log line: escapes for what is not printable ASCII."""
+    text = key.encode("unicode_escape", "backslashreplace").decode("ascii")
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def _bad_char(text):
+    for ch in text:
+        code = ord(ch)
+        if code < 0x20 or code == 0x7F or 0xD800 <= code <= 0xDFFF or ch == "\\":
+            return ch
+    return None
+
+
+def round_trip_problem(key, value):
+    """Why ``key=value`` would not read back as that one key and value, or None."""
+    for what, text in (("key", key), ("value", value)):
+        ch = _bad_char(text)
+        if ch is not None:
+            return f"its {what} holds {_name(ch)}"
+    for ch in key:
+        if ch in "=: \f":
+            return f"its key holds {_name(ch)}"
+    if key[:1] in ("#", "!"):
+        return f"its key starts with {key[0]!r} (a comment)"
+    if value[:1] in (" ", "\t", "\f"):
+        return "its value starts with a blank"
+    if parse_properties(format_properties([(key, value)])) != {key: value}:
+        return "it does not"
+    return None
+
+
+class ConfigUpdateGuard:
+    """Decides whether UPDATE_NAMESRV_CONFIG may apply a body's properties.
+
+    :param black_list: the ``configBlackList`` text (``;``-separated), read once, as Java does.
+    :param protected: more keys no update may change (the layers above: transport limits).
+    :param value_check: ``value_check(key, value)`` -> None, or what the start-up check expects
+        of that key (a value the next start would refuse is refused now).
+    """
+
+    def __init__(self, black_list="", protected=(), value_check=None):
+        self.black_list = frozenset(CONFIG_BLACKLIST_FIXED) | frozenset((black_list or "").split(";"))
+        self.protected = frozenset(protected)
+        self.value_check = value_check
+        #: refusals since start, by reason
+        self.refused = {"round_trip": 0, "black_list": 0, "value": 0}
+
+    @classmethod
+    def from_configuration(cls, configuration, **kwargs):
+        return cls(configuration.namesrv_config.config_black_list, **kwargs)
+
+    def refusal(self, props, peer=""):
+        """None when ``props`` may be applied, else the Reply that refuses them."""
+        for key, value in props.items():
+            problem = round_trip_problem(key, value)
+            if problem is not None:
+                return self._refuse("round_trip", ResponseCode.INVALID_PARAMETER, peer,
+                                    f"Can not update config key '{_shown(key)}': {problem}; a key "
+                                    "and its value must read back as themselves from a "
+                                    "key=value line.")
+        blocked = [key for key in props
+                   if key in self.black_list or is_protected(key, self.protected)]
+        if blocked:
+            return self._refuse("black_list", ResponseCode.NO_PERMISSION, peer, BLACK_LIST_REMARK,
+                                f" ({', '.join(map(_shown, blocked))})")
+        if self.value_check is not None:
+            for key, value in props.items():
+                expected = self.value_check(key, value)
+                if expected is not None:
+                    return self._refuse("value", ResponseCode.INVALID_PARAMETER, peer,
+                                        f"Can not update config key '{_shown(key)}': "
+                                        f"{value!r} is not {expected}.")
+        return None
+
+    def _refuse(self, reason, code, peer, remark, detail=""):
+        self.refused[reason] += 1
+        log.warning("UPDATE_NAMESRV_CONFIG from %s refused: %s%s", peer or "?", remark, detail)
+        return error(code, remark)

@@ -1,0 +1,135 @@
+"""NameServer processor layer: server-wide bounds on the route state (a rocketpy addition;
+Java's ``RouteInfoManager`` grows as long as anyone registers).
+
+REGISTER_BROKER is open by design -- any peer that reaches the port can register a broker with
+any topics -- and ``registerBrokerMaxTopics`` bounds one registration, not the server: a
+thousand registrations of a thousand new topics each took the Java-shaped tables to 1 M
+entries, 53 -> 850 MiB resident, and 3 M to 2.5 GB and a 12 s stall (issue 12). So the whole
+state is bounded (:data:`ROUTE_BOUND_KEYS`, defaults far above any real cluster): a
+registration or REGISTER_TOPIC_IN_NAMESRV that would take the tables past a bound is refused
+with SYSTEM_ERROR and a remark naming the bound, before anything is applied, and counted
+(:attr:`RouteBounds.refused`, exported on ``/metrics``).
+
+The check is O(1) while the tables are far from the bounds (a registration cannot add more
+entries than it carries); only near a bound does it count what is new, in one pass over the
+registration's topics. It counts what the registration could add -- topics new to the
+tables, topics new to this broker, a new broker address or name, filter servers -- never
+less than it adds.
+"""
+import logging
+
+from rocketpy.remoting.codes import ResponseCode
+
+from .model import MASTER_ID
+from .processor.replies import error
+from .settings import IntSettings
+
+__all__ = ["RouteBounds", "ROUTE_BOUND_KEYS"]
+
+log = logging.getLogger("rocketpy.namesrv")
+
+#: ``(property key, attribute, default, meaning)``; 0 turns a bound off.
+ROUTE_BOUND_KEYS = (
+    ("namesrvMaxTopics", "max_topics", 1_000_000, "topics with a route, all brokers together"),
+    ("namesrvMaxTopicBrokerPairs", "max_topic_broker_pairs", 1_000_000,
+     "queue data entries (one per topic and broker name): the route table's size"),
+    ("namesrvMaxBrokers", "max_brokers", 10_000,
+     "live broker addresses, and broker names, each"),
+    ("namesrvMaxFilterServers", "max_filter_servers", 10_000,
+     "filter server addresses of all brokers together"),
+)
+
+
+class RouteBounds(IntSettings):
+    """The bounds of :data:`ROUTE_BOUND_KEYS`, and the checks that apply them."""
+
+    KEYS = ROUTE_BOUND_KEYS
+
+    def __init__(self, **values):
+        super().__init__(**values)
+        #: refusals since start, by bound (the property key)
+        self.refused = {key: 0 for key, *_ in ROUTE_BOUND_KEYS}
+
+    def registration_refusal(self, rim, cluster_name, broker_addr, broker_name, broker_id,
+                             wrapper, filter_servers, acting_master=None):
+        """None when this REGISTER_BROKER keeps the tables within the bounds, else the Reply
+        that refuses it."""
+        if self.max_brokers:
+            if (broker_name not in rim.broker_addr_table
+                    and len(rim.broker_addr_table) >= self.max_brokers):
+                return self._refuse("namesrvMaxBrokers", self.max_brokers, "broker names",
+                                    len(rim.broker_addr_table) + 1)
+            if (rim.broker_live_info(cluster_name, broker_addr) is None
+                    and len(rim.broker_live_table) >= self.max_brokers):
+                return self._refuse("namesrvMaxBrokers", self.max_brokers, "live brokers",
+                                    len(rim.broker_live_table) + 1)
+        if filter_servers and self.max_filter_servers:
+            total = sum(map(len, rim.filter_server_table.values())) + len(filter_servers)
+            if total > self.max_filter_servers:
+                return self._refuse("namesrvMaxFilterServers", self.max_filter_servers,
+                                    "filter servers", total)
+        table = wrapper.topic_config_table if wrapper is not None else None
+        if not table or not _may_apply_topics(rim, broker_name, broker_id, acting_master):
+            return None
+        return self._topics_refusal(rim, broker_name, [c.topic_name for c in table.values()])
+
+    def topic_refusal(self, rim, topic, queue_datas):
+        """The same for REGISTER_TOPIC_IN_NAMESRV's queue data."""
+        if not queue_datas:
+            return None
+        if topic in rim.topic_queue_table:
+            held = rim.topic_queue_table[topic]
+            new = sum(1 for qd in queue_datas if qd.broker_name not in held)
+            return self._totals_refusal(rim, 0, new)
+        return self._totals_refusal(rim, 1, len(queue_datas))
+
+    def _topics_refusal(self, rim, broker_name, topics):
+        count = len(topics)
+        if not self._near(rim, count, count):
+            return None
+        queues = rim.topic_queue_table
+        new_topics = new_pairs = 0
+        for topic in topics:
+            queue_map = queues.get(topic)
+            if queue_map is None:
+                new_topics += 1
+                new_pairs += 1
+            elif broker_name not in queue_map:
+                new_pairs += 1
+        return self._totals_refusal(rim, new_topics, new_pairs)
+
+    def _near(self, rim, topics, pairs):
+        """Could ``topics`` more topics and ``pairs`` more pairs pass a bound?"""
+        return ((self.max_topics and len(rim.topic_queue_table) + topics > self.max_topics)
+                or (self.max_topic_broker_pairs
+                    and rim.queue_data_count + pairs > self.max_topic_broker_pairs))
+
+    def _totals_refusal(self, rim, new_topics, new_pairs):
+        if self.max_topics and len(rim.topic_queue_table) + new_topics > self.max_topics:
+            return self._refuse("namesrvMaxTopics", self.max_topics, "topics",
+                                len(rim.topic_queue_table) + new_topics)
+        if (self.max_topic_broker_pairs
+                and rim.queue_data_count + new_pairs > self.max_topic_broker_pairs):
+            return self._refuse("namesrvMaxTopicBrokerPairs", self.max_topic_broker_pairs,
+                                "topic-broker pairs", rim.queue_data_count + new_pairs)
+        return None
+
+    def _refuse(self, key, bound, what, would):
+        self.refused[key] += 1
+        remark = (f"[REFUSED] the route table would hold {would} {what}, over {key}={bound}; "
+                  "nothing was applied")
+        log.warning("registration refused: %s", remark)
+        return error(ResponseCode.SYSTEM_ERROR, remark)
+
+
+def _may_apply_topics(rim, broker_name, broker_id, acting_master):
+    """Whether ``registerBroker`` may put this broker's topics in the table: a master always;
+    a slave only as 5.x's prime slave (the lowest id of its group, from a broker that sends
+    ``enableActingMaster``)."""
+    if broker_id == MASTER_ID:
+        return True
+    if acting_master is None or not rim.profile.v5_registration:
+        return False
+    broker_data = rim.broker_addr_table.get(broker_name)
+    addrs = broker_data.broker_addrs if broker_data is not None else {}
+    return not addrs or broker_id <= min(addrs)

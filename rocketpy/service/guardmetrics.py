@@ -1,0 +1,79 @@
+"""Service layer: the Prometheus families of rocketpy's guards against the wire (issue 12),
+added to the web endpoint's registry by ``makeService`` (``/metrics``; nothing here runs per
+request: the counters are plain attributes of the guards, read at scrape time).
+
+* ``rocketpy_config_update_refusals_total{reason}``: UPDATE_NAMESRV_CONFIG refused
+  (``round_trip``, ``black_list``, ``value``);
+* ``rocketpy_kv_put_refusals_total{bound}``, ``rocketpy_route_bound_refusals_total{bound}``:
+  puts and registrations refused by a bound (the property key);
+* ``rocketpy_route_state{kind}`` and ``rocketpy_route_state_bound{kind}``: the route state's
+  size against its bounds (``topics``, ``topic_broker_pairs``, ``brokers``);
+* ``rocketpy_broker_requests_refused_total{reason}``: broker requests refused by the broker
+  access policy (``network``, ``identity``);
+* ``rocketpy_file_write_jobs_total``, ``rocketpy_file_writes_total``,
+  ``rocketpy_file_write_failures_total``: what the writer was asked, what it did (their
+  ratio is the group commit), and what failed;
+* ``rocketpy_memory_releases_total``: releases after the route state shrank.
+"""
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+
+__all__ = ["GuardCollector"]
+
+_P = "rocketpy_"
+
+
+def _by(name, doc, label, counts):
+    family = CounterMetricFamily(_P + name, doc, labels=[label])
+    for key, value in sorted(counts.items()):
+        family.add_metric([key], value)
+    return family
+
+
+class GuardCollector:
+    """The families above, from the processor's guards, the writer and the memory service."""
+
+    def __init__(self, processor, write_pool=None, memory=None):
+        self.processor = processor
+        self.write_pool = write_pool
+        self.memory = memory
+
+    def describe(self):
+        return []  # collected on demand only
+
+    def collect(self):
+        proc = self.processor
+        yield _by("config_update_refusals", "UPDATE_NAMESRV_CONFIG requests refused, by reason.",
+                  "reason", proc.config_guard.refused)
+        yield _by("kv_put_refusals", "PUT_KV_CONFIG requests refused by a KV bound.", "bound",
+                  proc.kv_config_manager.refused)
+        bounds = proc.route_bounds
+        yield _by("route_bound_refusals", "Registrations refused by a route-state bound.",
+                  "bound", bounds.refused)
+        rim = proc.route_info_manager
+        state = GaugeMetricFamily(_P + "route_state", "The route state's size.", labels=["kind"])
+        limit = GaugeMetricFamily(_P + "route_state_bound", "The route state's bounds (0: none).",
+                                  labels=["kind"])
+        for kind, now, bound in (
+                ("topics", len(rim.topic_queue_table), bounds.max_topics),
+                ("topic_broker_pairs", rim.queue_data_count, bounds.max_topic_broker_pairs),
+                ("brokers", len(rim.broker_live_table), bounds.max_brokers)):
+            state.add_metric([kind], now)
+            limit.add_metric([kind], bound)
+        yield state
+        yield limit
+        access = getattr(proc, "broker_access", None)
+        if access is not None:
+            yield _by("broker_requests_refused", "Broker requests refused by the broker access "
+                      "policy (brokerAllowNetworks, brokerIdentityBinding), by reason.", "reason",
+                      access.refused)
+        pool = self.write_pool   # None: no writer thread (a test reactor), nothing counted
+        yield CounterMetricFamily(_P + "file_write_jobs", "Writes asked of the writer thread "
+                                  "(one per PUT/DELETE/UPDATE).", value=getattr(pool, "jobs", 0))
+        yield CounterMetricFamily(_P + "file_writes", "Writes the writer thread did (several "
+                                  "jobs queued together are one write).",
+                                  value=getattr(pool, "writes", 0))
+        yield CounterMetricFamily(_P + "file_write_failures", "Files the writer could not write.",
+                                  value=getattr(pool, "failures", 0))
+        if self.memory is not None:
+            yield CounterMetricFamily(_P + "memory_releases", "Releases of memory after the route "
+                                      "state shrank.", value=self.memory.releases)

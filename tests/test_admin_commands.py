@@ -1,0 +1,254 @@
+"""rocketpy-admin's printed layouts (mqadmin 4.9.8's printf formats), ``--json``, exit status and
+one-line errors, ACL keys from tools.yml, and the choice among several NameServers.
+
+The NameServer is the replay peer of ``test_admin_requests`` (genuine answers); the layouts are
+spelled out here from the Java format strings they come from.
+"""
+import json
+
+from test_admin_requests import (KEYS, NAMESRV, FakeBroker, ReplayNameServer, genuine, key,
+                                 run_admin)
+from clientsim import Peer
+from rocketpy.admin.cli import run
+
+
+def replay(capture, argv, extra=(), brokers=FakeBroker):
+    namesrv = ReplayNameServer(genuine(capture))
+
+    def peer_for(host, port):
+        if f"{host}:{port}" == NAMESRV:
+            return namesrv
+        return brokers() if brokers is not None else None
+    return run_admin(list(argv) + ["-n", NAMESRV] + KEYS + list(extra), peer_for)
+
+
+def test_cluster_list_layout():
+    # "%-16s  %-22s  %-4s  %-22s %-16s %19s %19s %10s %5s %6s%n"; the broker's runtime info
+    # lacks the queue sizes and page-cache time, which Java's %s prints as null
+    status, out, err = replay("rmq49-mqadmin-clusterList", ["clusterList"])
+    assert (status, err) == (0, "")
+    assert out == (
+        "#Cluster Name     #Broker Name            #BID  #Addr                  #Version        "
+        "        #InTPS(LOAD)       #OutTPS(LOAD) #PCWait(ms) #Hour #SPACE\n"
+        "DefaultCluster    broker-a                0     127.0.0.1:30911        V4_9_8          "
+        "      1.50(null,nullms)      2.00(null,nullms)       null  0.00 0.0000\n")
+
+
+def test_cluster_list_unreachable_broker_prints_the_row_and_fails_in_one_line():
+    status, out, err = replay("rmq49-mqadmin-clusterList", ["clusterList"], brokers=None)
+    assert status == 1
+    assert out.splitlines()[1] == ("DefaultCluster    broker-a                0     127.0.0.1:30911"
+                                   "                                   0.00(,ms)           "
+                                   "0.00(,ms)             0.00 0.0000")
+    assert err.count("\n") == 1 and "broker broker-a (127.0.0.1:30911): connect to" in err
+
+
+def test_cluster_list_more_stats_and_json():
+    status, out, _ = replay("rmq49-mqadmin-clusterList", ["clusterList", "-m"])
+    assert out.splitlines() == [
+        "#Cluster Name     #Broker Name                       #InTotalYest  #OutTotalYest  "
+        "#InTotalToday #OutTotalToday",
+        "DefaultCluster    broker-a                                      0              0    "
+        "          0              0"]
+    status, out, _ = replay("rmq49-mqadmin-clusterList", ["clusterList", "--json"])
+    [row] = json.loads(out)
+    assert row["addr"] == "127.0.0.1:30911" and row["stats"]["putTps"] == "1.5 1.5 1.5"
+
+
+def test_topic_route_pretty_json_list_format_and_json():
+    status, out, _ = replay("rmq49-mqadmin-topicRoute", ["topicRoute", "-t", "TopicA"])
+    assert out == ('{\n\t"brokerDatas":[\n\t\t{\n\t\t\t"brokerAddrs":{0:"127.0.0.1:30911"\n\t\t\t},'
+                   '\n\t\t\t"brokerName":"broker-a",\n\t\t\t"cluster":"DefaultCluster"\n\t\t}\n\t],'
+                   '\n\t"filterServerTable":{},\n\t"queueDatas":[\n\t\t{\n\t\t\t"brokerName":'
+                   '"broker-a",\n\t\t\t"perm":6,\n\t\t\t"readQueueNums":4,\n\t\t\t"topicSysFlag":0,'
+                   '\n\t\t\t"writeQueueNums":4\n\t\t}\n\t]\n}\n')
+    status, out, _ = replay("rmq49-mqadmin-topicRoute", ["topicRoute", "-t", "TopicA", "-l"])
+    fmt = "%-45s %-32s %-50s %-10s %-11s %-5s\n"
+    assert out == (fmt % ("#ClusterName", "#BrokerName", "#BrokerAddrs", "#ReadQueue", "#WriteQueue", "#Perm")
+                   + fmt % ("DefaultCluster", "broker-a", "{0=127.0.0.1:30911}", 4, 4, 6)
+                   + "-" * 158 + "\n" + fmt % ("Total:", 1, "", 4, 4, ""))
+    status, out, _ = replay("rmq49-mqadmin-topicRoute", ["topicRoute", "-t", "TopicA", "--json"])
+    assert json.loads(out)["brokerDatas"][0]["brokerAddrs"] == {"0": "127.0.0.1:30911"}
+
+
+def test_topic_route_of_a_missing_topic_is_one_line_and_status_1():
+    status, out, err = replay("rmq49-mqadmin-topicRoute-notexist",
+                              ["topicRoute", "-t", "NoSuchTopic_anchor"])
+    assert (status, out) == (1, "")
+    assert err == ("rocketpy-admin topicRoute: CODE: 17 (TOPIC_NOT_EXIST) DESC: No topic route info "
+                   "in name server for the topic: NoSuchTopic_anchor See "
+                   "http://rocketmq.apache.org/docs/faq/ for further details.\n")
+
+
+def test_topic_list_and_cluster_model():
+    status, out, _ = replay("rmq49-mqadmin-topicList", ["topicList"])
+    assert out.splitlines() == ["SCHEDULE_TOPIC_XXXX", "DefaultCluster_REPLY_TOPIC", "TopicA",
+                                "BenchmarkTest", "OFFSET_MOVED_EVENT", "broker-a", "TBW102",
+                                "SELF_TEST_TOPIC", "DefaultCluster"]
+    status, out, _ = replay("rmq49-mqadmin-topicList-c", ["topicList", "-c"])
+    lines = out.splitlines()
+    assert lines[0] == "%-20s  %-48s  %-48s" % ("#Cluster Name", "#Topic", "#Consumer Group")
+    assert lines[3] == "%-20s  %-64s  %-64s" % ("DefaultCluster", "TopicA",
+                                                 "please_rename_unique_group_name_4")
+    assert len(lines) == 10
+
+
+def test_topic_cluster_list_and_getnamesrvconfig_layout():
+    status, out, _ = replay("rmq49-mqadmin-topicClusterList", ["topicClusterList", "-t", "TopicA"])
+    assert out == "DefaultCluster\n"
+    status, out, _ = replay("rmq49-mqadmin-getNamesrvConfig", ["getNamesrvConfig"])
+    lines = out.splitlines()
+    assert lines[0] == "============127.0.0.1:39876============"
+    assert "%-50s=  %s" % ("listenPort", "39876") in lines
+    assert len(lines) > 20 and all("=  " in line for line in lines[1:])
+
+
+def test_messages_of_the_write_commands():
+    cases = [
+        ("rmq49-mqadmin-updateKvConfig", ["updateKvConfig", "-s", "anchor_ns", "-k", "key1", "-v", "value1"],
+         "create or update kv config to namespace success.\n"),
+        ("rmq49-mqadmin-deleteKvConfig", ["deleteKvConfig", "-s", "anchor_ns", "-k", "key1"],
+         "delete kv config from namespace success.\n"),
+        ("rmq49-mqadmin-wipeWritePerm", ["wipeWritePerm", "-b", "broker-a"],
+         "wipe write perm of broker[broker-a] in name server[127.0.0.1:39876] OK, 10\n"),
+        ("rmq49-mqadmin-addWritePerm", ["addWritePerm", "-b", "broker-a"],
+         "add write perm of broker[broker-a] in name server[127.0.0.1:39876] OK, 10\n"),
+        ("rmq49-mqadmin-updateNamesrvConfig", ["updateNamesrvConfig", "-k", "orderMessageEnable", "-v", "true"],
+         "update name server config success![127.0.0.1:39876]\norderMessageEnable : true\n"),
+        ("rmq49-mqadmin-deleteTopic", ["deleteTopic", "-t", "TopicA", "-c", "DefaultCluster"],
+         "delete topic [TopicA] from cluster [DefaultCluster] success.\n"
+         "delete topic [TopicA] from NameServer success.\n"),
+        # mqadmin prints no newline after these three
+        ("rmq49-mqadmin-updateOrderConf-put", ["updateOrderConf", "-t", "TopicA", "-m", "put", "-v", "broker-a:4"],
+         "update orderConf success. topic=[TopicA], orderConf=[broker-a:4]"),
+        ("rmq49-mqadmin-updateOrderConf-get", ["updateOrderConf", "-t", "TopicA", "-m", "get"],
+         "get orderConf success. topic=[TopicA], orderConf=[broker-a:4] "),
+        ("rmq49-mqadmin-updateOrderConf-delete", ["updateOrderConf", "-t", "TopicA", "-m", "delete"],
+         "delete orderConf success. topic=[TopicA]"),
+    ]
+    for capture, argv, expected in cases:
+        status, out, err = replay(capture, argv)
+        assert (status, out, err) == (0, expected, ""), capture
+
+
+def test_write_perm_failure_on_one_namesrv_is_printed_and_fails_the_command():
+    ok = ReplayNameServer(genuine("rmq49-mqadmin-wipeWritePerm"))
+    bad = Peer(auto=lambda r: r.create_response(1, remark="boom\nmore"))
+
+    def peer_for(host, port):
+        return ok if port == 39876 else bad
+    status, out, err = run_admin(["wipeWritePerm", "-b", "broker-a", "-n",
+                                  "127.0.0.1:39876;127.0.0.1:39877"] + KEYS, peer_for)
+    assert status == 1
+    assert out.splitlines() == [
+        "wipe write perm of broker[broker-a] in name server[127.0.0.1:39876] OK, 10",
+        "wipe write perm of broker[broker-a] in name server[127.0.0.1:39877] Failed"]
+    assert err == ("rocketpy-admin wipeWritePerm: 127.0.0.1:39877: CODE: 1 (SYSTEM_ERROR) "
+                   "DESC: boom more\n")
+
+
+def test_kv_writes_go_to_every_namesrv_reads_to_one():
+    peers = {}
+
+    def peer_for(host, port):
+        peers[port] = Peer(auto=lambda r: r.create_response(
+            0, ext_fields={"value": "v"} if r.code == 101 else None))
+        return peers[port]
+    run_admin(["updateKvConfig", "-s", "ns", "-k", "k", "-v", "v", "-n",
+               "127.0.0.1:1001;127.0.0.1:1002;127.0.0.1:1003"], peer_for)
+    assert sorted(peers) == [1001, 1002, 1003]
+    assert all([r.code for r in p.requests] == [100] for p in peers.values())
+    peers.clear()
+    status, out, _ = run_admin(["getKvConfig", "-s", "ns", "-k", "k", "-n",
+                                "127.0.0.1:1001;127.0.0.1:1002;127.0.0.1:1003"], peer_for)
+    assert (status, out, len(peers)) == (0, "v\n", 1)
+
+
+def test_read_fails_over_to_the_next_namesrv_that_connects(monkeypatch):
+    answered = []
+    starts = iter([0, 1, 0, 1])  # Java's random first index: both ways round
+    monkeypatch.setattr("rocketpy.transport.client.random.randrange", lambda n: next(starts))
+
+    def peer_for(host, port):
+        if port == 1001:
+            return None  # refused
+        answered.append(port)
+        return Peer(auto=lambda r: r.create_response(0, body=b'{"topicList":["T"]}'))
+    for _ in range(4):  # whichever comes first, the answer comes from 1002
+        status, out, _ = run_admin(["topicList", "-n", "127.0.0.1:1001;127.0.0.1:1002"], peer_for)
+        assert (status, out) == (0, "T\n")
+    assert set(answered) == {1002}
+
+
+def test_keys_from_tools_yml_sign_like_mqadmin(tmp_path, monkeypatch):
+    (tmp_path / "conf").mkdir()
+    (tmp_path / "conf" / "tools.yml").write_text("accessKey: rocketmq2\nsecretKey: 12345678\n")
+    monkeypatch.setenv("ROCKETMQ_HOME", str(tmp_path))
+    exchanges = genuine("rmq49-mqadmin-topicRoute")
+    namesrv = ReplayNameServer(exchanges)
+    status, _, _ = run_admin(["topicRoute", "-t", "TopicA", "-n", NAMESRV], lambda h, p: namesrv)
+    assert status == 0
+    assert [key(f) for f in namesrv.frames] == [key(req) for req, _ in exchanges]
+    monkeypatch.delenv("ROCKETMQ_HOME")
+    unsigned = Peer(auto=lambda r: r.create_response(0, body=b'{"topicList":[]}'))
+    run_admin(["topicList", "-n", NAMESRV], lambda h, p: unsigned)
+    assert unsigned.requests[0].ext_fields is None
+
+
+def test_usage_errors_are_one_line_and_status_1(capsys):
+    for argv, message in [
+        (["topicRoute", "-n", NAMESRV], "rocketpy-admin topicRoute: Missing required option: t\n"),
+        (["topicRoute", "-t", "T"], "rocketpy-admin topicRoute: no NameServer address: give -n "
+                                    "host:port[;host:port...] or set NAMESRV_ADDR\n"),
+        (["topicList", "-n", "nohost"], "rocketpy-admin topicList: -n: 'nohost' is not a host:port address\n"),
+        (["topicList", "-n", NAMESRV, "--bogus"], "rocketpy-admin topicList: unrecognized arguments: --bogus\n"),
+        (["topicList", "-n", NAMESRV, "--remotingVersion", "x.y"],
+         "rocketpy-admin topicList: --remotingVersion: 'x.y' is neither a release (4.9.8) nor a number\n"),
+        (["topicList", "-n", NAMESRV, "--accessKey", "a"],
+         "rocketpy-admin topicList: --accessKey and --secretKey go together\n"),
+        (["noSuchCommand"], "rocketpy-admin: The sub command noSuchCommand not exist.\n"),
+    ]:
+        assert run(argv) == 1, argv
+        captured = capsys.readouterr()
+        assert (captured.out, captured.err) == ("", message), argv
+
+
+def test_help(capsys):
+    assert run([]) == 0
+    listing = capsys.readouterr().out
+    assert listing.startswith("The most commonly used rocketpy-admin commands are:\n")
+    assert "   clusterList          List all of clusters\n" in listing
+    assert run(["help", "topicRoute"]) == 0
+    text = capsys.readouterr().out
+    assert text.startswith("usage: rocketpy-admin topicRoute [-h] [-l] [-n <arg>] -t <arg>\n")
+    assert " -t,--topic <arg>" in text
+    assert run(["topicRoute", "-h"]) == 0
+    assert capsys.readouterr().out == text
+
+
+def test_update_order_conf_put_needs_a_value():
+    status, out, err = replay("rmq49-mqadmin-updateOrderConf-put",
+                              ["updateOrderConf", "-t", "TopicA", "-m", "put"])
+    assert (status, err) == (1, "rocketpy-admin updateOrderConf: please set orderConf with option -v.\n")
+
+
+def test_delete_topic_of_an_unknown_cluster():
+    status, out, err = replay("rmq49-mqadmin-deleteTopic", ["deleteTopic", "-t", "TopicA", "-c", "Nope"])
+    assert status == 1 and out == ""
+    assert "no cluster Nope: Make sure the specified clusterName exists" in err
+
+
+def test_json_of_a_write_command():
+    status, out, _ = replay("rmq49-mqadmin-updateKvConfig",
+                            ["updateKvConfig", "-s", "anchor_ns", "-k", "key1", "-v", "value1", "--json"])
+    assert json.loads(out) == {"namespace": "anchor_ns", "key": "key1", "value": "value1"}
+
+
+def test_rocketmq_serialize_env(monkeypatch):
+    monkeypatch.setenv("ROCKETMQ_SERIALIZE_TYPE", "ROCKETMQ")
+    peer = Peer(auto=lambda r: r.create_response(0, body=b'{"topicList":[]}'))
+    run_admin(["topicList", "-n", NAMESRV], lambda h, p: peer)
+    assert peer.frames[0][4] == 1  # the serialize-type byte
+    monkeypatch.setenv("ROCKETMQ_SERIALIZE_TYPE", "XML")
+    assert run(["topicList", "-n", NAMESRV]) == 1
+

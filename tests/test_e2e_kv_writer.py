@@ -1,0 +1,126 @@
+"""End to end (issue 12, part 2): KV writes leave the reactor thread.
+
+A real ``twistd rocketnamesrv``:
+
+* A write that cannot finish does not stop the server. The KV file's temporary file is made a
+  named pipe that nobody reads, so the write of the first PUT_KV_CONFIG blocks in ``open()``
+  (a disk that hangs, an NFS server gone). That PUT is not answered -- it is not durable --
+  but route queries and GET_KV_CONFIG from other connections are. Once the pipe is read the
+  write goes on and fails (a pipe cannot be ``fsync``-ed): the PUT is answered SYSTEM_ERROR,
+  never SUCCESS for a change that is not on disk, and the next PUT is written. (Written on the
+  reactor thread, as before, the server answered nobody while the write hung.)
+* A flood: two connections pipeline PUT_KV_CONFIG with 64 KiB values while a third asks for a
+  route again and again. Every put and every query succeeds, and every acknowledged put is in
+  the file (``bench/kv_flood.py`` prints the route latencies, old code against new).
+"""
+import json
+import os
+import socket
+import threading
+import time
+
+import pytest
+
+from rocketpy.remoting import RemotingCommand
+from serverproc import RemotingClient, running_server
+from test_e2e_server import register
+
+pytestmark = pytest.mark.network
+
+VALUE = 64 * 1024
+
+
+def _put(client, key, value):
+    return client.call(100, {"namespace": "ns", "key": key, "value": value})
+
+
+def test_a_write_that_cannot_finish_does_not_stop_the_server(tmp_path):
+    kv_dir = tmp_path / "kv"
+    kv_dir.mkdir()
+    kv_path = kv_dir / "kvConfig.json"
+    fifo = kv_dir / ".kvConfig.json.tmp"                 # where the write goes first
+    os.mkfifo(fifo)
+    with running_server(kv_path=str(kv_path)) as server:
+        broker = RemotingClient(server.port)
+        register(broker)
+        writer = RemotingClient(server.port, timeout=30)
+        writer.send_frame(RemotingCommand.request(100, {"namespace": "ns", "key": "k", "value": "v1"},
+                                                  opaque=1, version=479).encode())
+        time.sleep(0.3)                                  # the write is blocked in open()
+        client = RemotingClient(server.port, timeout=5)
+        for _ in range(20):                              # everyone else is served meanwhile
+            assert client.call(105, {"topic": "TopicA"}).code == 0
+        got = client.call(101, {"namespace": "ns", "key": "k"})
+        assert (got.code, got.ext_fields) == (0, {"value": "v1"})   # applied in memory
+        writer.sock.settimeout(0.5)
+        with pytest.raises(socket.timeout):              # not durable: not acknowledged
+            writer.read_frame()
+        with open(fifo, "rb") as pipe:                   # the disk comes back
+            written = pipe.read()
+        assert json.loads(written) == {"configTable": {"ns": {"k": "v1"}}}
+        writer.sock.settimeout(10)
+        answer = writer.read_frame()
+        assert (answer.opaque, answer.code) == (1, 1), answer
+        assert answer.remark.startswith("the KV config could not be written to disk: "), answer
+        assert not fifo.exists()
+        assert _put(writer, "k", "v2").code == 0
+        assert json.loads(kv_path.read_text()) == {"configTable": {"ns": {"k": "v2"}}}
+        for c in (broker, writer, client):
+            c.close()
+
+
+class _Flood(threading.Thread):
+    """One connection pipelining ``count`` puts of 64 KiB values (keys k0..k7), reading the
+    answers as they come."""
+
+    def __init__(self, port, name, count):
+        super().__init__(daemon=True)
+        self.client = RemotingClient(port, timeout=60)
+        self.name_, self.count = name, count
+        self.acked = {}                                  # key -> last acknowledged value
+        self.codes = []
+
+    def run(self):
+        frames = []
+        values = []
+        for i in range(self.count):
+            key = f"{self.name_}-k{i % 8}"
+            value = f"{self.name_}:{i}:" + "x" * VALUE
+            values.append((key, value[:VALUE]))
+            frames.append(RemotingCommand.request(100, {"namespace": "ns", "key": key,
+                                                        "value": value[:VALUE]},
+                                                  opaque=i + 1, version=479).encode())
+        sender = threading.Thread(target=lambda: [self.client.send_frame(f) for f in frames],
+                                  daemon=True)
+        sender.start()
+        for _ in range(self.count):
+            answer = self.client.read_frame()
+            self.codes.append(answer.code)
+            if answer.code == 0:
+                key, value = values[answer.opaque - 1]
+                self.acked[key] = value
+        sender.join(30)
+        self.client.close()
+
+
+def test_route_queries_and_puts_all_succeed_during_a_kv_flood(tmp_path):
+    with running_server() as server:
+        broker = RemotingClient(server.port)
+        register(broker)
+        floods = [_Flood(server.port, name, 60) for name in ("a", "b")]
+        for flood in floods:
+            flood.start()
+        client = RemotingClient(server.port, timeout=30)
+        queries = []
+        while any(f.is_alive() for f in floods):
+            queries.append(client.call(105, {"topic": "TopicA"}).code)
+        for flood in floods:
+            flood.join(60)
+            assert flood.codes == [0] * flood.count
+        assert queries and set(queries) == {0}
+        table = json.loads(server.kv_path.read_text())["configTable"]["ns"]
+        for flood in floods:
+            for key, value in flood.acked.items():
+                assert table[key] == value               # every acknowledged put is on disk
+        client.close()
+        broker.close()

@@ -1,0 +1,118 @@
+"""Who may speak for a broker (issue 12, part 4): ``brokerAllowNetworks`` and
+``brokerIdentityBinding``, against the real processor and route tables, in every profile."""
+import zlib
+
+import pytest
+
+from brokerbody import register_body
+from rocketpy.namesrv import (Channel, Configuration, DefaultRequestProcessor, KVConfigManager,
+                              RouteInfoManager, profile_for)
+from rocketpy.namesrv.acl import AclConfigError
+from rocketpy.namesrv.broker_access import BrokerAccessPolicy
+from rocketpy.remoting import RemotingCommand
+
+GENUINE = Channel(1, "10.0.0.5:40001")
+GENUINE_AGAIN = Channel(2, "10.0.0.5:40002")      # the same host, a new connection
+OTHER = Channel(3, "10.0.0.9:40003")
+OUTSIDE = Channel(4, "192.168.7.7:40004")
+
+
+def _processor(profile="5.3", **props):
+    configuration = Configuration.from_properties(props, profile_for(profile))
+    rim = RouteInfoManager(configuration.namesrv_config, configuration.profile)
+    return DefaultRequestProcessor(rim, KVConfigManager("/nonexistent/kv.json"),
+                                   configuration=configuration,
+                                   submit_unregistration=lambda r: rim.unregister_brokers([r]) or True)
+
+
+def _register(proc, channel, addr="10.0.0.5:10911", name="broker-a", broker_id=0, oneway=False):
+    body = register_body(("TopicA", "TopicB"), 1)
+    ext = {"brokerName": name, "brokerAddr": addr, "clusterName": "C", "haServerAddr": addr,
+           "brokerId": str(broker_id), "compressed": "false",
+           "bodyCrc32": str(zlib.crc32(body) & 0x7FFFFFFF)}
+    version = 479 if proc.profile.v5_registration else 409
+    return proc.process(RemotingCommand.request(103, ext, body, opaque=1, version=version,
+                                                oneway=oneway), channel, 1000)
+
+
+def _broker_request(proc, code, channel, addr="10.0.0.5:10911", name="broker-a", oneway=False):
+    ext = {"brokerName": name, "brokerAddr": addr, "clusterName": "C", "brokerId": "0"}
+    # QUERY_DATA_VERSION carries the broker's DataVersion (4.9.8 and 5.0.0 fail it without one)
+    body = b'{"counter":1,"stateVersion":0,"timestamp":1}' if code == 322 else None
+    return proc.process(RemotingCommand.request(code, ext, body, opaque=2, version=479,
+                                                oneway=oneway), channel, 2000)
+
+
+def _addrs(proc, name="broker-a"):
+    data = proc.route_info_manager.broker_addr_table.get(name)
+    return None if data is None else dict(data.broker_addrs)
+
+
+@pytest.mark.parametrize("profile", ["4.9", "5.0", "5.3"])
+def test_identity_binding_refuses_other_hosts_while_the_registration_is_live(profile):
+    proc = _processor(profile, brokerIdentityBinding="true")
+    assert _register(proc, GENUINE).code == 0
+    hijack = _register(proc, OTHER, addr="10.0.0.9:10911")
+    assert hijack.code == 16 and hijack.remark.startswith(
+        "broker broker-a id 0 is held by 10.0.0.5 while its registration is live")
+    assert _register(proc, OTHER, name="evil").code == 16          # its address, another name
+    assert _broker_request(proc, 104, OTHER).code == 16            # UNREGISTER_BROKER
+    assert _broker_request(proc, 322, OTHER).code == 16            # QUERY_DATA_VERSION
+    assert _addrs(proc) == {0: "10.0.0.5:10911"}
+    assert proc.broker_access.refused == {"network": 0, "identity": 4}
+    # the same host on a new connection (a restart) takes it over; its own requests pass
+    assert _register(proc, GENUINE_AGAIN).code == 0
+    assert _broker_request(proc, 322, GENUINE_AGAIN).code == 0
+    # once the registration is gone, the identity is free
+    assert _broker_request(proc, 104, GENUINE_AGAIN).code == 0
+    assert _addrs(proc) is None
+    assert _register(proc, OTHER, addr="10.0.0.9:10911").code == 0
+    assert _addrs(proc) == {0: "10.0.0.9:10911"}
+
+
+def test_a_oneway_heartbeat_from_another_host_is_dropped():
+    proc = _processor(brokerIdentityBinding="true")
+    assert _register(proc, GENUINE).code == 0
+    rim = proc.route_info_manager
+    assert _broker_request(proc, 904, OTHER, oneway=True) is None
+    assert rim.broker_live_info("C", "10.0.0.5:10911").last_update_ms == 1000   # not refreshed
+    assert _broker_request(proc, 904, GENUINE, oneway=True) is None
+    assert rim.broker_live_info("C", "10.0.0.5:10911").last_update_ms == 2000
+
+
+def test_allow_list_refuses_broker_requests_from_elsewhere_and_keeps_reads_open():
+    proc = _processor(brokerAllowNetworks="10.0.0.0/24, ::1")
+    refused = _register(proc, OUTSIDE)
+    assert (refused.code, refused.remark) == (16, "request code 103 (REGISTER_BROKER) is a broker "
+                                                  "request and client 192.168.7.7 is not in "
+                                                  "brokerAllowNetworks")
+    assert _addrs(proc) is None
+    for code in (104, 322, 904):
+        assert _broker_request(proc, code, OUTSIDE).code == 16, code
+    assert _register(proc, GENUINE).code == 0
+    route = proc.process(RemotingCommand.request(105, {"topic": "TopicA"}, opaque=3, version=479),
+                         OUTSIDE, 3000)
+    assert route.code == 0
+    assert proc.broker_access.refused["network"] == 4
+
+
+def test_off_by_default_like_java():
+    proc = _processor()
+    assert proc.broker_access.codes == frozenset()
+    assert _register(proc, GENUINE).code == 0
+    assert _register(proc, OTHER, addr="10.0.0.9:10911").code == 0     # Java takes it
+    assert _addrs(proc) == {0: "10.0.0.9:10911"}
+
+
+def test_bad_networks_stop_the_start():
+    with pytest.raises(AclConfigError, match="brokerAllowNetworks: '10.0.0.0/33'"):
+        BrokerAccessPolicy.from_properties({"brokerAllowNetworks": "10.0.0.0/33"}, None)
+
+
+def test_hosts_of_departed_connections_are_forgotten():
+    proc = _processor(brokerIdentityBinding="true")
+    for i in range(300):
+        channel = Channel(100 + i, f"10.1.{i // 250}.{i % 250}:1")
+        assert _register(proc, channel, addr=f"10.1.0.{i}:10911", name=f"b{i}").code == 0
+        assert _broker_request(proc, 104, channel, addr=f"10.1.0.{i}:10911", name=f"b{i}").code == 0
+    assert len(proc.broker_access._hosts) < 130

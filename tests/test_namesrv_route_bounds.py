@@ -1,0 +1,151 @@
+"""Server-wide bounds on the route state (issue 12, part 3): a registration or
+REGISTER_TOPIC_IN_NAMESRV that would pass a bound is refused whole, with SYSTEM_ERROR naming
+the bound, and the tables are untouched; below the bounds nothing changes. And the memory
+service releases once the state has shrunk.
+"""
+import copy
+import json
+import zlib
+
+import pytest
+from twisted.internet.task import Clock
+
+from rocketpy.namesrv import (Channel, Configuration, DefaultRequestProcessor, KVConfigManager,
+                              RouteInfoManager, profile_for)
+from rocketpy.namesrv.route_bounds import RouteBounds
+from rocketpy.remoting import RemotingCommand
+from rocketpy.service.memory import RouteMemoryService, compact_dicts
+
+TABLES = ("topic_queue_table", "broker_addr_table", "cluster_addr_table", "broker_live_table",
+          "filter_server_table")
+
+
+def _processor(profile="5.3", **bounds):
+    props = {key: str(value) for key, value in bounds.items()}
+    configuration = Configuration.from_properties(props, profile_for(profile))
+    rim = RouteInfoManager(configuration.namesrv_config, configuration.profile)
+    return DefaultRequestProcessor(rim, KVConfigManager("/nonexistent/kv.json"),
+                                   configuration=configuration)
+
+
+def _register(proc, name, topics, addr=None, broker_id=0, filters=(), channel=1, **ext):
+    table = {t: {"topicName": t, "readQueueNums": 4, "writeQueueNums": 4, "perm": 6} for t in topics}
+    body = json.dumps({"filterServerList": list(filters), "topicConfigSerializeWrapper": {
+        "dataVersion": {"counter": 1, "timestamp": 1}, "topicConfigTable": table}}).encode()
+    fields = {"brokerName": name, "brokerAddr": addr or f"127.0.0.1:{10000 + channel}",
+              "clusterName": "C", "haServerAddr": "127.0.0.1:1", "brokerId": str(broker_id),
+              "compressed": "false", "bodyCrc32": str(zlib.crc32(body) & 0x7FFFFFFF)}
+    fields.update(ext)
+    request = RemotingCommand.request(103, fields, body, opaque=1, version=479)
+    return proc.process(request, Channel(channel, f"127.0.0.1:{40000 + channel}"), 1000)
+
+
+def _tables(proc):
+    return copy.deepcopy({name: getattr(proc.route_info_manager, name) for name in TABLES})
+
+
+def test_pairs_bound_refuses_the_whole_registration_and_names_the_bound():
+    proc = _processor(namesrvMaxTopicBrokerPairs=10)
+    assert _register(proc, "a", [f"T{i}" for i in range(6)]).code == 0
+    before = _tables(proc)
+    answer = _register(proc, "b", [f"T{i}" for i in range(5)], channel=2)
+    assert (answer.code, answer.remark) == (1, "[REFUSED] the route table would hold 11 "
+                                                "topic-broker pairs, over "
+                                                "namesrvMaxTopicBrokerPairs=10; nothing was applied")
+    assert _tables(proc) == before
+    assert proc.route_bounds.refused["namesrvMaxTopicBrokerPairs"] == 1
+    # the same broker again (nothing new) and a smaller one still fit
+    assert _register(proc, "a", [f"T{i}" for i in range(6)]).code == 0
+    assert _register(proc, "b", ["T0", "T1", "T2", "T3"], channel=2).code == 0
+    assert proc.route_info_manager.queue_data_count == 10
+
+
+def test_topics_brokers_and_filter_server_bounds():
+    proc = _processor(namesrvMaxTopics=3, namesrvMaxBrokers=2, namesrvMaxFilterServers=2)
+    assert _register(proc, "a", ["T1", "T2"], filters=["f:1"]).code == 0
+    refused = _register(proc, "b", ["T3", "T4"], channel=2)
+    assert refused.remark.startswith("[REFUSED] the route table would hold 4 topics, over "
+                                     "namesrvMaxTopics=3")
+    assert _register(proc, "b", ["T1", "T3"], channel=2, filters=["f:2"]).code == 0
+    assert _register(proc, "c", ["T1"], channel=3).remark.startswith(
+        "[REFUSED] the route table would hold 3 broker names, over namesrvMaxBrokers=2")
+    assert _register(proc, "a", ["T1", "T2"], filters=["f:1", "f:3"]).remark.startswith(
+        "[REFUSED] the route table would hold 4 filter servers, over namesrvMaxFilterServers=2")
+    # a slave of a known group is a new live broker: counted against namesrvMaxBrokers
+    assert _register(proc, "a", ["T1", "T2"], broker_id=1, channel=4).remark.startswith(
+        "[REFUSED] the route table would hold 3 live brokers")
+
+
+def test_slaves_topics_are_not_counted_unless_they_may_apply_them():
+    proc = _processor(namesrvMaxTopicBrokerPairs=4, namesrvMaxTopics=4)
+    assert _register(proc, "a", ["T1", "T2", "T3", "T4"]).code == 0
+    # a 4.x-style slave (no enableActingMaster) never puts its topics in the table
+    assert _register(proc, "a", ["X1", "X2"], broker_id=1, channel=2).code == 0
+    # a 5.x prime slave may: counted
+    assert _register(proc, "b", ["X1"], broker_id=1, channel=3,
+                     enableActingMaster="true").code == 1
+
+
+def test_register_topic_in_namesrv_is_bounded_too():
+    proc = _processor(namesrvMaxTopicBrokerPairs=2)
+    assert _register(proc, "a", ["T1", "T2"]).code == 0
+    body = json.dumps({"queueDatas": [{"brokerName": "a", "readQueueNums": 1, "writeQueueNums": 1,
+                                       "perm": 6, "topicSysFlag": 0}], "brokerDatas": []}).encode()
+    request = RemotingCommand.request(217, {"topic": "T3"}, body, opaque=2, version=479)
+    answer = proc.process(request, Channel(9, "127.0.0.1:9"), 1000)
+    assert answer.code == 1 and "namesrvMaxTopicBrokerPairs=2" in answer.remark
+    assert "T3" not in proc.route_info_manager.topic_queue_table
+
+
+@pytest.mark.parametrize("profile", ["4.9", "5.0", "5.3"])
+def test_defaults_are_far_above_a_real_cluster(profile):
+    bounds = RouteBounds()
+    assert (bounds.max_topics, bounds.max_topic_broker_pairs, bounds.max_brokers,
+            bounds.max_filter_servers) == (1_000_000, 1_000_000, 10_000, 10_000)
+    proc = _processor(profile)
+    for i in range(20):
+        assert _register(proc, f"b{i}", [f"T{j}" for j in range(500)], channel=i + 1).code == 0
+    assert sum(proc.route_bounds.refused.values()) == 0
+
+
+def test_a_bound_of_zero_is_no_bound():
+    proc = _processor(namesrvMaxTopicBrokerPairs=0, namesrvMaxTopics=0)
+    assert _register(proc, "a", [f"T{i}" for i in range(3000)]).code == 0
+
+
+def test_memory_service_releases_after_a_drop_seen_at_a_tick_or_before_a_batch():
+    clock = Clock()
+    size = [0]
+    released = []
+    service = RouteMemoryService(lambda: size[0], lambda: released.append(size[0]), clock,
+                                 interval=5, min_drop=100)
+    service.startService()
+    size[0] = 1000
+    clock.advance(5)                          # seen at a tick
+    size[0] = 950
+    clock.advance(5)
+    assert released == []                     # a drop of 50: not worth it
+    size[0] = 0
+    clock.advance(5)
+    assert released == [0] and service.releases == 1
+    unregister = service.watching(lambda requests: size.__setitem__(0, 0))
+    size[0] = 5000                            # a crowd registered and leaves between two ticks
+    unregister(["r"])
+    clock.advance(5)
+    assert released == [0, 0]
+    service.stopService()
+
+
+def test_compact_dicts_keeps_identity_order_and_content():
+    class Holder:
+        pass
+    holder = Holder()
+    holder.big = {i: str(i) for i in range(100_000)}
+    holder.small = {1: 2}
+    same = holder.big
+    for i in range(99_990):
+        del holder.big[i]
+    size_before = holder.big.__sizeof__()
+    assert compact_dicts(holder) == 1
+    assert holder.big is same and list(holder.big) == list(range(99_990, 100_000))
+    assert holder.big.__sizeof__() < size_before / 100
