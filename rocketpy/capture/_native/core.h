@@ -51,6 +51,10 @@ static inline void buf_consume(buf_t *b, size_t n) {
 static inline void buf_clear(buf_t *b) { b->start = b->end = 0; }
 void buf_free(buf_t *b);
 
+/* room for one more element in a growable array (doubling, from `first`): 0, or -1 (set) */
+int grow(void **items, size_t *cap, size_t n, size_t size, size_t first);
+#define GROW(items, cap, n, first) grow((void **)&(items), &(cap), (n), sizeof *(items), (first))
+
 /* ---- integers from bytes ------------------------------------------------------------------- */
 static inline uint16_t rd16be(const uint8_t *p) { return (uint16_t)(p[0] << 8 | p[1]); }
 static inline uint32_t rd32be(const uint8_t *p) {
@@ -138,6 +142,8 @@ int walker_add_iface(walker_t *w, uint32_t linktype, uint32_t snaplen,
                      unsigned __int128 tps, int64_t ts_offset_s);
 /* walks the whole records in carry + data; 0 = want more, 1 = stopped, -1 = error (set) */
 int walker_feed(walker_t *w, const uint8_t *data, size_t n, packet_fn fn, void *ctx);
+/* walker_feed on a bytes-like object: True (go on), False (stopped), NULL (error) */
+PyObject *walker_feed_py(walker_t *w, PyObject *data, packet_fn fn, void *ctx);
 /* the bytes left over at the end of the file: 1 when they are a truncated record of ours */
 int walker_truncated(walker_t *w);
 extern PyObject *CaptureFormatError;

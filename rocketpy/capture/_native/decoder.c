@@ -249,16 +249,8 @@ static int hold(Decoder *dec, conn_t *c, const row_t *r, int d) {
         total += (size_t)fields[i]->n;
     for (size_t i = 0; i < r->n_ext; i++)
         total += (size_t)r->ext[i].key.n + (size_t)r->ext[i].value.n;
-    if (c->n_held == c->cap_held) {
-        size_t cap = c->cap_held ? 2 * c->cap_held : 4;
-        held_t *p = PyMem_RawRealloc(c->held, cap * sizeof(held_t));
-        if (!p) {
-            PyErr_NoMemory();
-            return -1;
-        }
-        c->held = p;
-        c->cap_held = cap;
-    }
+    if (GROW(c->held, c->cap_held, c->n_held, 4) < 0)
+        return -1;
     uint8_t *blob = PyMem_RawMalloc(total ? total : 1);
     if (!blob) {
         PyErr_NoMemory();

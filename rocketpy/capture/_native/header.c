@@ -69,16 +69,8 @@ static int utf8_valid(const uint8_t *s, size_t n) {
 }
 
 static int add_ext(header_t *h, str_t k, str_t v) {
-    if (h->n_ext == h->cap_ext) {
-        size_t cap = h->cap_ext ? 2 * h->cap_ext : 16;
-        kv_t *p = PyMem_RawRealloc(h->ext, cap * sizeof(kv_t));
-        if (!p) {
-            PyErr_NoMemory();
-            return -1;
-        }
-        h->ext = p;
-        h->cap_ext = cap;
-    }
+    if (GROW(h->ext, h->cap_ext, h->n_ext, 16) < 0)
+        return -1;
     h->ext[h->n_ext].key = k;
     h->ext[h->n_ext].value = v;
     h->n_ext++;
@@ -306,6 +298,46 @@ static int literal(cur_t *c, const char *word) {
     return 1;
 }
 
+/* `"key" :` (decoded into *key when given): 1, else 0 */
+static int member_key(cur_t *c, str_t *key) {
+    if (c->p >= c->end || *c->p != '"' || !string(c, key, key != NULL))
+        return 0;
+    ws(c);
+    if (c->p >= c->end || *c->p != ':')
+        return 0;
+    c->p++;
+    ws(c);
+    return 1;
+}
+
+/* '{' and what follows: 1 a member, 0 the empty object ('}' eaten), -1 not an object */
+static int object_start(cur_t *c) {
+    if (c->p >= c->end || *c->p != '{')
+        return -1;
+    c->p++;
+    ws(c);
+    if (c->p < c->end && *c->p == '}') {
+        c->p++;
+        return 0;
+    }
+    return 1;
+}
+
+/* after an object member: 1 another follows (',' eaten), 0 the object ended ('}' eaten), -1 not
+ * JSON */
+static int next_member(cur_t *c) {
+    ws(c);
+    if (c->p < c->end && *c->p == '}') {
+        c->p++;
+        return 0;
+    }
+    if (c->p >= c->end || *c->p != ',')
+        return -1;
+    c->p++;
+    ws(c);
+    return 1;
+}
+
 /* any JSON value, checked and skipped (json's scanner grammar): 1, else 0 */
 static int skip_value(cur_t *c, int depth) {
     if (c->p >= c->end || depth > 32)
@@ -322,15 +354,8 @@ static int skip_value(cur_t *c, int depth) {
             return 1;
         }
         for (;;) {
-            if (close == '}') {
-                if (c->p >= c->end || *c->p != '"' || !string(c, NULL, 0))
-                    return 0;
-                ws(c);
-                if (c->p >= c->end || *c->p != ':')
-                    return 0;
-                c->p++;
-                ws(c);
-            }
+            if (close == '}' && !member_key(c, NULL))
+                return 0;
             if (!skip_value(c, depth + 1))
                 return 0;
             ws(c);
@@ -394,24 +419,16 @@ static int decode_json(const uint8_t *p, size_t n, header_t *h) {
         return 0;
     if (buf_reserve(&h->text, n + 32) < 0)
         return -1;
-    cur_t c = {p + 1, p + n, &h->text};
+    cur_t c = {p, p + n, &h->text};
     int seen[K_COUNT] = {0};
     int32_t language = 0;
     h->code = h->flag = h->opaque = h->version = 0;
     h->remark = STR_NULL;
-    ws(&c);
-    if (c.p < c.end && *c.p == '}') {
-        c.p++;
-    } else {
+    if (object_start(&c) > 0) {
         for (;;) {
             str_t key;
-            if (c.p >= c.end || *c.p != '"' || !string(&c, &key, 1))
+            if (!member_key(&c, &key))
                 return 0;
-            ws(&c);
-            if (c.p >= c.end || *c.p != ':')
-                return 0;
-            c.p++;
-            ws(&c);
             int k = key_is(key, "code") ? K_CODE : key_is(key, "flag") ? K_FLAG
                   : key_is(key, "opaque") ? K_OPAQUE : key_is(key, "version") ? K_VERSION
                   : key_is(key, "language") ? K_LANGUAGE : key_is(key, "remark") ? K_REMARK
@@ -435,55 +452,35 @@ static int decode_json(const uint8_t *p, size_t n, header_t *h) {
                 else if (c.p >= c.end || *c.p != '"' || !string(&c, &h->remark, 1))
                     return 0;
                 break;
-            case K_EXT:
+            case K_EXT: {
                 if (literal(&c, "null"))
                     break;
-                if (c.p >= c.end || *c.p != '{')
+                int members = object_start(&c);
+                if (members < 0)
                     return 0;
                 h->has_ext = 1;
-                c.p++;
-                ws(&c);
-                if (c.p < c.end && *c.p == '}') {
-                    c.p++;
-                    break;
-                }
-                for (;;) {
+                while (members) {
                     str_t ek, ev;
-                    if (c.p >= c.end || *c.p != '"' || !string(&c, &ek, 1))
-                        return 0;
-                    ws(&c);
-                    if (c.p >= c.end || *c.p != ':')
-                        return 0;
-                    c.p++;
-                    ws(&c);
-                    if (c.p >= c.end || *c.p != '"' || !string(&c, &ev, 1) || has_key(h, ek))
+                    if (!member_key(&c, &ek) || c.p >= c.end || *c.p != '"' || !string(&c, &ev, 1)
+                        || has_key(h, ek))
                         return 0;
                     if (add_ext(h, ek, ev) < 0)
                         return -1;
-                    ws(&c);
-                    if (c.p < c.end && *c.p == '}') {
-                        c.p++;
-                        break;
-                    }
-                    if (c.p >= c.end || *c.p != ',')
+                    members = next_member(&c);
+                    if (members < 0)
                         return 0;
-                    c.p++;
-                    ws(&c);
                 }
                 break;
+            }
             default:
                 if (!skip_value(&c, 1))
                     return 0;
             }
-            ws(&c);
-            if (c.p < c.end && *c.p == '}') {
-                c.p++;
-                break;
-            }
-            if (c.p >= c.end || *c.p != ',')
+            int more = next_member(&c);
+            if (more < 0)
                 return 0;
-            c.p++;
-            ws(&c);
+            if (!more)
+                break;
         }
     }
     ws(&c);                            /* json.loads allows trailing whitespace */

@@ -14,7 +14,7 @@ hent_t *htab_get(const htab_t *t, const void *key, size_t klen) {
     }
 }
 
-static int grow(htab_t *t) {
+static int rehash(htab_t *t) {
     size_t cap = t->cap ? t->cap : 16;
     while (cap < 4 * (t->used + 1))
         cap *= 2;
@@ -43,7 +43,7 @@ hent_t *htab_put(htab_t *t, const void *key, size_t klen) {
     hent_t *e = htab_get(t, key, klen);
     if (e)
         return e;
-    if (2 * (t->filled + 1) > t->cap && grow(t) < 0)
+    if (2 * (t->filled + 1) > t->cap && rehash(t) < 0)
         return NULL;
     uint64_t h = hash_bytes(key, klen);
     size_t mask = t->cap - 1, i = (size_t)h & mask;

@@ -274,14 +274,7 @@ static int on_packet(void *ctx, const packet_t *pkt) { return decoder_packet(ctx
 
 /* feed(data) -> True to go on, False when it wants no more bytes of this file */
 static PyObject *Decoder_feed(Decoder *self, PyObject *arg) {
-    Py_buffer view;
-    if (PyObject_GetBuffer(arg, &view, PyBUF_SIMPLE) < 0)
-        return NULL;
-    int r = walker_feed(&self->w, view.buf, (size_t)view.len, on_packet, self);
-    PyBuffer_Release(&view);
-    if (r < 0)
-        return NULL;
-    return PyBool_FromLong(r == 0);
+    return walker_feed_py(&self->w, arg, on_packet, self);
 }
 
 /* end_file(eof): the file's bytes are done; a record cut by the file's end is counted */

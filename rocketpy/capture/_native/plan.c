@@ -87,16 +87,8 @@ static int on_packet(void *ctx, const packet_t *pkt) {
     hent_t *e = htab_get(&self->index, key, klen);
     flow_t *f;
     if (!e) {
-        if (self->n_flows == self->cap_flows) {
-            size_t cap = self->cap_flows ? 2 * self->cap_flows : 64;
-            flow_t *p = PyMem_RawRealloc(self->flows, cap * sizeof(flow_t));
-            if (!p) {
-                PyErr_NoMemory();
-                return -1;
-            }
-            self->flows = p;
-            self->cap_flows = cap;
-        }
+        if (GROW(self->flows, self->cap_flows, self->n_flows, 64) < 0)
+            return -1;
         e = htab_put(&self->index, key, klen);
         if (!e)
             return -1;
@@ -111,16 +103,8 @@ static int on_packet(void *ctx, const packet_t *pkt) {
     int64_t ts = pkt->ts_ns;
     piece_t *p = f->n ? &f->pieces[f->n - 1] : NULL;
     if (!p || (s.flags & TH_SYN) || ts - p->ts1 > self->linger_ns) {
-        if (f->n == f->cap) {
-            size_t cap = f->cap ? 2 * f->cap : 2;
-            piece_t *np = PyMem_RawRealloc(f->pieces, cap * sizeof(piece_t));
-            if (!np) {
-                PyErr_NoMemory();
-                return -1;
-            }
-            f->pieces = np;
-            f->cap = cap;
-        }
+        if (GROW(f->pieces, f->cap, f->n, 2) < 0)
+            return -1;
         p = &f->pieces[f->n++];
         memset(p, 0, sizeof *p);
         p->at = pkt->offset;
@@ -151,14 +135,7 @@ static int on_packet(void *ctx, const packet_t *pkt) {
 }
 
 static PyObject *Scanner_feed(Scanner *self, PyObject *arg) {
-    Py_buffer view;
-    if (PyObject_GetBuffer(arg, &view, PyBUF_SIMPLE) < 0)
-        return NULL;
-    int r = walker_feed(&self->w, view.buf, (size_t)view.len, on_packet, self);
-    PyBuffer_Release(&view);
-    if (r < 0)
-        return NULL;
-    return PyBool_FromLong(r == 0);
+    return walker_feed_py(&self->w, arg, on_packet, self);
 }
 
 static PyObject *opt_u32(int has, uint32_t v) { return has ? PyLong_FromUnsignedLong(v) : Py_NewRef(Py_None); }

@@ -16,16 +16,8 @@ void walker_free(walker_t *w) {
 
 int walker_add_iface(walker_t *w, uint32_t linktype, uint32_t snaplen, unsigned __int128 tps,
                      int64_t ts_offset_s) {
-    if (w->n_ifaces == w->cap_ifaces) {
-        size_t cap = w->cap_ifaces ? 2 * w->cap_ifaces : 4;
-        iface_t *p = PyMem_RawRealloc(w->ifaces, cap * sizeof(iface_t));
-        if (!p) {
-            PyErr_NoMemory();
-            return -1;
-        }
-        w->ifaces = p;
-        w->cap_ifaces = cap;
-    }
+    if (GROW(w->ifaces, w->cap_ifaces, w->n_ifaces, 4) < 0)
+        return -1;
     iface_t *f = &w->ifaces[w->n_ifaces++];
     f->linktype = linktype;
     f->snaplen = snaplen;
@@ -239,6 +231,17 @@ int walker_feed(walker_t *w, const uint8_t *data, size_t n, packet_fn fn, void *
     if (pos < n && buf_append(&w->carry, data + pos, n - pos) < 0)
         return -1;
     return 0;
+}
+
+PyObject *walker_feed_py(walker_t *w, PyObject *data, packet_fn fn, void *ctx) {
+    Py_buffer view;
+    if (PyObject_GetBuffer(data, &view, PyBUF_SIMPLE) < 0)
+        return NULL;
+    int r = walker_feed(w, view.buf, (size_t)view.len, fn, ctx);
+    PyBuffer_Release(&view);
+    if (r < 0)
+        return NULL;
+    return PyBool_FromLong(r == 0);
 }
 
 int walker_truncated(walker_t *w) {

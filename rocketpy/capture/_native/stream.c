@@ -30,16 +30,8 @@ void framer_reset_out(framer_t *f) {
 
 static int emit(framer_t *f, const uint8_t *data, size_t n, int64_t ts, int64_t offset,
                 int64_t length, int64_t lost, const char *error, size_t error_len) {
-    if (f->n_out == f->cap_out) {
-        size_t cap = f->cap_out ? 2 * f->cap_out : 8;
-        frame_t *p = PyMem_RawRealloc(f->out, cap * sizeof(frame_t));
-        if (!p) {
-            PyErr_NoMemory();
-            return -1;
-        }
-        f->out = p;
-        f->cap_out = cap;
-    }
+    if (GROW(f->out, f->cap_out, f->n_out, 8) < 0)
+        return -1;
     frame_t *fr = &f->out[f->n_out];
     fr->data_at = buf_len(&f->arena);
     fr->data_len = n;
@@ -622,16 +614,9 @@ int reasm_segment(reasm_t *r, uint32_t seq, const uint8_t *payload, uint32_t ple
         } else {
             if (!r->n_pending)
                 r->hole_since = ts;
-            if (r->n_pending == r->cap_pending) {
-                size_t cap = r->cap_pending ? 2 * r->cap_pending : 8;
-                pend_t *p = PyMem_RawRealloc(r->pending, cap * sizeof(pend_t));
-                if (!p) {
-                    PyMem_RawFree(copy);
-                    PyErr_NoMemory();
-                    return -1;
-                }
-                r->pending = p;
-                r->cap_pending = cap;
+            if (GROW(r->pending, r->cap_pending, r->n_pending, 8) < 0) {
+                PyMem_RawFree(copy);
+                return -1;
             }
             r->n_pending++;
         }

@@ -54,6 +54,20 @@ void buf_free(buf_t *b) {
     b->start = b->end = b->cap = 0;
 }
 
+int grow(void **items, size_t *cap, size_t n, size_t size, size_t first) {
+    if (n < *cap)
+        return 0;
+    size_t want = *cap ? 2 * *cap : first;
+    void *p = PyMem_RawRealloc(*items, want * size);
+    if (!p) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    *items = p;
+    *cap = want;
+    return 0;
+}
+
 int stats_unanswered(stats_t *st, int32_t code) {
     st->unanswered_touched = 1;
     for (size_t i = 0; i < st->n_unanswered; i++)
@@ -61,16 +75,8 @@ int stats_unanswered(stats_t *st, int32_t code) {
             st->unanswered[2 * i + 1]++;
             return 0;
         }
-    if (st->n_unanswered == st->cap_unanswered) {
-        size_t cap = st->cap_unanswered ? 2 * st->cap_unanswered : 16;
-        int64_t *p = PyMem_RawRealloc(st->unanswered, cap * 2 * sizeof(int64_t));
-        if (!p) {
-            PyErr_NoMemory();
-            return -1;
-        }
-        st->unanswered = p;
-        st->cap_unanswered = cap;
-    }
+    if (grow((void **)&st->unanswered, &st->cap_unanswered, st->n_unanswered, 2 * sizeof(int64_t), 16) < 0)
+        return -1;
     st->unanswered[2 * st->n_unanswered] = code;
     st->unanswered[2 * st->n_unanswered + 1] = 1;
     st->n_unanswered++;
