@@ -122,10 +122,10 @@ def build_one_connection(path: str, size: int) -> tuple[int, int]:
     return _write_pcap(path, size, replica)
 
 
-def timed(cmd, env=None, stdout=subprocess.DEVNULL):
+def timed(cmd, env=None, cwd=None):
     t = time.perf_counter()
-    subprocess.run(cmd, check=True, stdout=stdout, stderr=subprocess.PIPE,
-                   env=dict(os.environ, **(env or {})))
+    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                   env=dict(os.environ, **(env or {})), cwd=cwd)
     return time.perf_counter() - t
 
 
@@ -139,10 +139,11 @@ def bench_tshark(path):
 
 
 def bench_cli(path, fmt, engine, out, checkout=ROOT):
-    """The CLI in a fresh interpreter (the engine is chosen at import), writing to ``out``."""
+    """The CLI of ``checkout`` in a fresh interpreter (the engine is chosen at import), writing
+    to ``out`` (run from the checkout: ``python -m`` puts the working directory first)."""
     env = {"PYTHONPATH": str(checkout), "ROCKETPY_CAPTURE_ENGINE": engine}
-    return timed([sys.executable, "-m", "rocketpy.capture.cli", path, "--format", fmt,
-                  "-o", out], env=env)
+    return timed([sys.executable, "-m", "rocketpy.capture.cli", os.path.abspath(path),
+                  "--format", fmt, "-o", os.path.abspath(out)], env=env, cwd=checkout)
 
 
 def bench_spark(inputs, master, chunk_mb, outdir, extra=()):
@@ -176,7 +177,7 @@ def main(argv=None):
     p.add_argument("--out", default="/tmp/rmq-capture-bench.pcap")
     p.add_argument("--one-conn-mb", type=float, default=2048)
     p.add_argument("--one-conn-out", default="/tmp/rmq-capture-one-conn.pcap")
-    p.add_argument("--chunk-mb", type=float, default=64)
+    p.add_argument("--chunk-mb", type=float, default=128, help="the job's default")
     p.add_argument("--baseline", help="a checkout of the previous release: time its CLI too")
     p.add_argument("--skip-tshark", action="store_true")
     p.add_argument("--skip-python", action="store_true", help="skip the pure-Python engine")

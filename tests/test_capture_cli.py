@@ -64,7 +64,7 @@ def test_directory_port_filter_and_bad_files(tmp_path, capsys):
 
 
 def test_csv_and_parquet(tmp_path, capsys):
-    require("plots", "matplotlib")
+    require("spark", "matplotlib")     # (also in the plots extra)
     import pyarrow.parquet as pq
     out = tmp_path / "f.parquet"
     assert main([str(PROBE), "--format", "parquet", "-o", str(out), "--summary", "no",
@@ -107,17 +107,20 @@ def test_missing_input_is_one_line():
     assert out.stderr == "rocketpy-capture: no such file or directory: /nonexistent/capture.pcap\n"
 
 
-def test_closed_pipe_is_one_line():
-    """``rocketpy-capture ... | head -1``: the reader goes away; one line, no traceback."""
+@pytest.mark.parametrize("fmt", ["json", "table"])
+def test_closed_pipe_is_one_line(fmt):
+    """``rocketpy-capture ... | head -1``: the reader goes away; one line, no traceback (the
+    table's summary comes after the frames, on the same stdout)."""
     code = "import sys\nfrom rocketpy.capture.cli import main\nsys.exit(main(sys.argv[1:]))"
-    p = subprocess.Popen([sys.executable, "-c", code, str(FIXTURES), "--format", "json"],
+    p = subprocess.Popen([sys.executable, "-c", code, str(FIXTURES), "--format", fmt],
                          cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     first = p.stdout.readline()
     p.stdout.close()
     err = p.stderr.read().decode()
     assert p.wait(timeout=120) == 0
-    assert json.loads(first)["file"].endswith(".pcap")
-    assert len(err.splitlines()) == 1 and err.startswith("rocketpy-capture: output closed after")
+    assert (json.loads(first)["file"].endswith(".pcap") if fmt == "json"
+            else b" > " in first)
+    assert len(err.splitlines()) == 1 and err.startswith("rocketpy-capture: output closed")
 
 
 def test_plots_without_matplotlib_name_the_extra(tmp_path):

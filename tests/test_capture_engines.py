@@ -17,7 +17,7 @@ from rocketpy.capture.arrow import ARROW_SCHEMA
 from rocketpy.capture.readers import CaptureFormatError
 from rocketpy.capture.source import open_capture
 from rocketpy.remoting import RemotingCommand
-from rocketpy.remoting.layout import build_frame, split_frames
+from rocketpy.remoting.layout import build_frame
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = ROOT.parent / "shared" / "fixtures" / "pcap"

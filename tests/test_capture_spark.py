@@ -10,7 +10,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pyarrow as pa
 import pytest
 
 from rocketpy.capture import Stats, decode_paths

@@ -6,7 +6,7 @@ core when it is built), so both produce the same rows (schema: ``rocketpy.captur
 documented in docs/capture.md).
 
     spark-submit tools/capture_job.py INPUT... --output DIR [--format parquet|json|csv]
-        [--port N]... [--chunk-mb 64] [--one-capture] [--plots] [--no-summary]
+        [--port N]... [--chunk-mb 128] [--one-capture] [--plots] [--no-summary]
 
 INPUT: files, directories (recursive) and globs on any Hadoop filesystem Spark can list
 (``file:``, ``hdfs://``, ``s3a://``, ...).  Output in DIR: ``frames/`` (the table),
@@ -42,9 +42,10 @@ import time
 __all__ = ["main", "run", "build_parser"]
 
 try:                                    # run from a source checkout: the repo root holds rocketpy
-    import rocketpy  # noqa: F401
+    import rocketpy
 except ImportError:
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    import rocketpy
 
 SHIPPED_NAME = "rocketpy-capture-code"
 #: started by spark-submit (which merges this process's stderr into the JVM's stdout)
@@ -59,9 +60,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--format", choices=("parquet", "json", "csv"), default="parquet")
     p.add_argument("--port", type=int, action="append", dest="ports",
                    help="only segments to/from this port (repeatable; default: all ports)")
-    p.add_argument("--chunk-mb", type=float, default=64.0,
-                   help="byte-range size (default 64 MiB); smaller captures are decoded whole "
-                        "in one task")
+    p.add_argument("--chunk-mb", type=float, default=128.0,
+                   help="byte-range size (default 128 MiB, an HDFS block); smaller captures are "
+                        "decoded whole in one task")
     p.add_argument("--one-capture", action="store_true",
                    help="the inputs are one capture split by rotation (tcpdump -C/-G/-W): read "
                         "in order of their first packet, connections carrying on across files")
@@ -321,7 +322,6 @@ def _ship_code(sc):
     if sc.applicationId in _SHIPPED:
         return
     _SHIPPED.add(sc.applicationId)
-    import rocketpy
     pkg = os.path.dirname(os.path.abspath(rocketpy.__file__))
     root = os.path.join(tempfile.mkdtemp(prefix="rocketpy-capture-"), SHIPPED_NAME)
     shutil.copytree(pkg, os.path.join(root, "rocketpy"),

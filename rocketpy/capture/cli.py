@@ -182,6 +182,15 @@ def _load_engine():
 
 
 def main(argv=None) -> int:
+    try:
+        return _main(argv)
+    except BrokenPipeError:
+        # the reader went away (| head): stop quietly, and keep Python's exit flush quiet too
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return _fail("output closed", 0)
+
+
+def _main(argv) -> int:
     args = build_parser().parse_args(argv)
     if args.format == "parquet" and not args.output:
         return _fail("--format parquet needs --output FILE")
@@ -221,13 +230,11 @@ def main(argv=None) -> int:
         writer.write(batch)
         counted[0] += batch.num_rows
 
-    frames = 0
     try:
         with _Pipeline(consume) as pipeline:
             for batch in engine.decode_batches(args.inputs, ports=args.ports, stats=stats,
                                                errors=errors, one_capture=args.one_capture):
                 pipeline.put(batch)
-        frames = counted[0]
         writer.close(engine.ARROW_SCHEMA)
     except BrokenPipeError:
         # the reader went away (| head): stop quietly, and keep Python's exit flush quiet too

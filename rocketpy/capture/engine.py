@@ -113,8 +113,8 @@ def _native_module():
     try:
         from . import _native
     except ImportError as exc:
-        warnings.warn(f"rocketpy.capture: the compiled decoder is not built ({exc}); using the "
-                      "pure-Python decoder: the same rows, 10-20x slower", NativeDecoderMissing,
+        warnings.warn(f"the compiled capture decoder is not built ({exc}); the pure-Python "
+                      "decoder runs instead: the same rows, 10-20x slower", NativeDecoderMissing,
                       stacklevel=3)
         return None
     _native.configure(
