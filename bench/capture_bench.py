@@ -1,20 +1,26 @@
-"""Capture-decoder benchmark: build a large capture by replaying the genuine fixture flows with
-new addresses, ports and sequence numbers, then time
+"""Capture-decoder benchmark: for the same file, in one run, back to back,
 
-* a plain read of the file (the disk/page-cache ceiling),
-* the in-process decoder (``rocketpy.capture.decode_paths``, what ``rocketpy-capture`` runs),
-* the Spark job (``tools/capture_job.py``) on ``local[1]`` and ``local[2]``, with the capture
-  split into byte ranges (one big file) or, with ``--files N``, as N separate files,
+* a page-cache read (``cat``) and tshark's plain dissection (no RocketMQ dissector: the cost of
+  merely walking the packets), the two references of issue 11;
+* ``rocketpy-capture`` in-process with the compiled engine and with the pure-Python one, to
+  Parquet and to JSON Lines (and, with ``--baseline DIR``, a previous release's CLI from that
+  checkout);
+* the Spark job on ``local[1]`` and ``local[2]`` (byte ranges);
 
-and print MB/s and frames/s for each.  Not a test; run by hand:
+and, for a capture made of one long connection (``--one-conn-mb``), the Spark job on
+``local[1]``/``local[2]`` and the bytes each range task read (max/mean).  The file is built by
+replaying the genuine fixture flows with new addresses, ports and sequence numbers; the
+one-connection capture tiles one synthetic conversation.  Not a test; run by hand:
 
-    python bench/capture_bench.py --size-mb 1024 [--out /tmp/rmq-bench.pcap] [--skip-spark]
+    python bench/capture_bench.py [--size-mb 1024] [--one-conn-mb 2048] [--baseline ../main]
 """
 from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import struct
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -22,6 +28,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tools"))
+sys.path.insert(0, str(ROOT / "tests"))
 FIXTURES = ROOT.parent / "shared" / "fixtures" / "pcap"
 
 
@@ -44,34 +51,17 @@ def _fixture_packets():
     return out, t
 
 
-def build(path: str, size: int) -> tuple[int, int]:
-    """Write a pcap of at least ``size`` bytes; returns (bytes, replicas)."""
-    base, span = _fixture_packets()
-    t0 = 1_800_000_000_000_000_000
+def _write_pcap(path, size, replica):
+    """Write records of ``replica(k)`` ([(ts_ns, bytes)]) until ``size`` bytes; (bytes, k)."""
     written, k = 24, 0
     with open(path, "wb", buffering=16 << 20) as f:
         f.write(struct.pack("<IHHiIII", 0xA1B2C3D4, 2, 4, 0, 0, 262144, 1))
         while written < size:
-            ip = bytes((10, (k >> 16) & 255, (k >> 8) & 255, k & 255))
-            dseq = (k * 2_654_435_761) & 0xFFFFFFFF
-            dport = k % 20000
             chunks = []
-            for ts, pkt in base:
-                b = bytearray(pkt)
-                if len(b) >= 34 and b[12:14] == b"\x08\x00" and b[23] == 6:
-                    b[26:30] = ip
-                    b[30:34] = ip
-                    l4 = 14 + (b[14] & 15) * 4
-                    if len(b) >= l4 + 12:
-                        sp, dp, seq, ack = struct.unpack_from("!HHII", b, l4)
-                        sp = sp if sp < 32768 else 32768 + (sp - 32768 + dport) % 28000
-                        dp = dp if dp < 32768 else 32768 + (dp - 32768 + dport) % 28000
-                        struct.pack_into("!HHII", b, l4, sp, dp, (seq + dseq) & 0xFFFFFFFF,
-                                         (ack + dseq) & 0xFFFFFFFF if ack else 0)
-                t = t0 + k * span + ts
+            for t, b in replica(k):
                 chunks.append(struct.pack("<IIII", t // 1_000_000_000, t % 1_000_000_000 // 1000,
                                           len(b), len(b)))
-                chunks.append(bytes(b))
+                chunks.append(b)
             blob = b"".join(chunks)
             f.write(blob)
             written += len(blob)
@@ -79,110 +69,180 @@ def build(path: str, size: int) -> tuple[int, int]:
     return written, k
 
 
-def split_files(path: str, n: int, outdir: str) -> list[str]:
-    """Cut the capture into ``n`` pcap files at packet boundaries."""
-    from rocketpy.capture.readers import iter_packets, read_capture_info
-    os.makedirs(outdir, exist_ok=True)
-    size = os.path.getsize(path)
-    per = size // n + 1
-    paths = []
-    with open(path, "rb") as f:
-        head = f.read(24)
-        info = read_capture_info(head)
-        f.seek(24)
-        out, cur = None, 0
-        for pkt in iter_packets(f, info):
-            if out is None or cur >= per:
-                if out:
-                    out.close()
-                paths.append(os.path.join(outdir, f"part{len(paths):03d}.pcap"))
-                out = open(paths[-1], "wb", buffering=8 << 20)
-                out.write(head)
-                cur = 24
-            sec, ns = divmod(pkt.ts_ns, 1_000_000_000)
-            out.write(struct.pack("<IIII", sec, ns // 1000, pkt.caplen, pkt.origlen))
-            out.write(pkt.data)
-            cur += 16 + pkt.caplen
-        out.close()
-    return paths
+def build(path: str, size: int) -> tuple[int, int]:
+    """The fixture flows, replayed with new addresses, ports and sequence numbers."""
+    base, span = _fixture_packets()
+    t0 = 1_800_000_000_000_000_000
+
+    def replica(k):
+        ip = bytes((10, (k >> 16) & 255, (k >> 8) & 255, k & 255))
+        dseq = (k * 2_654_435_761) & 0xFFFFFFFF
+        dport = k % 20000
+        for ts, pkt in base:
+            b = bytearray(pkt)
+            if len(b) >= 34 and b[12:14] == b"\x08\x00" and b[23] == 6:
+                b[26:30] = ip
+                b[30:34] = ip
+                l4 = 14 + (b[14] & 15) * 4
+                if len(b) >= l4 + 12:
+                    sp, dp, seq, ack = struct.unpack_from("!HHII", b, l4)
+                    sp = sp if sp < 32768 else 32768 + (sp - 32768 + dport) % 28000
+                    dp = dp if dp < 32768 else 32768 + (dp - 32768 + dport) % 28000
+                    struct.pack_into("!HHII", b, l4, sp, dp, (seq + dseq) & 0xFFFFFFFF,
+                                     (ack + dseq) & 0xFFFFFFFF if ack else 0)
+            yield t0 + k * span + ts, bytes(b)
+    return _write_pcap(path, size, replica)
 
 
-def bench_read(path):
+def build_one_connection(path: str, size: int) -> tuple[int, int]:
+    """One connection carrying ``size`` bytes: a synthetic conversation (registrations, route
+    queries, answers, as a broker's connection to a NameServer repeats them) tiled end to end,
+    its sequence numbers and clock running on."""
+    import capture_synth as cs
+    frames = cs.sample_exchange(6, big_every=3) * 400    # registrations and routes, repeated
+    head = cs.conversation(frames[:2], step_ns=100_000, close=False)[:3]      # the handshake
+    body = cs.conversation(frames, step_ns=100_000, handshake=False, close=False,
+                           isn=(head[-1].seq, head[1].seq + 1))
+    sent = [sum(len(s.payload) for s in body if s.sport == port) for port in (40000, 9876)]
+    span = body[-1].ts_ns - body[0].ts_ns + 100_000
+    pk = cs.packets(body)
+    base = [(ts, cap) for ts, cap, _ in pk]
+
+    def replica(k):
+        if k == 0:
+            for ts, cap, _ in cs.packets(head):
+                yield ts, cap
+        for ts, cap in base:
+            b = bytearray(cap)
+            sp, _dp, seq, ack = struct.unpack_from("!HHII", b, 34)
+            mine, theirs = (sent[0], sent[1]) if sp == 40000 else (sent[1], sent[0])
+            struct.pack_into("!II", b, 38, (seq + k * mine) & 0xFFFFFFFF,
+                             (ack + k * theirs) & 0xFFFFFFFF)
+            yield ts + k * span, bytes(b)
+    return _write_pcap(path, size, replica)
+
+
+def timed(cmd, env=None, cwd=None):
     t = time.perf_counter()
-    n = 0
-    with open(path, "rb", buffering=0) as f:
-        while True:
-            b = f.read(16 << 20)
-            if not b:
-                break
-            n += len(b)
-    return n, time.perf_counter() - t
+    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                   env=dict(os.environ, **(env or {})), cwd=cwd)
+    return time.perf_counter() - t
 
 
-def bench_inprocess(path):
-    from rocketpy.capture import Stats, decode_paths
-    stats = Stats()
-    t = time.perf_counter()
-    frames = sum(1 for _ in decode_paths([path], stats=stats))
-    return frames, time.perf_counter() - t, stats
+def bench_cat(path):
+    subprocess.run(["cat", path], check=True, stdout=subprocess.DEVNULL)     # into the cache
+    return timed(["cat", path])
 
 
-def bench_spark(inputs, master, chunk_mb, outdir):
+def bench_tshark(path):
+    return timed(["tshark", "-n", "-r", path])
+
+
+def bench_cli(path, fmt, engine, out, checkout=ROOT):
+    """The CLI of ``checkout`` in a fresh interpreter (the engine is chosen at import), writing
+    to ``out`` (run from the checkout: ``python -m`` puts the working directory first)."""
+    env = {"PYTHONPATH": str(checkout), "ROCKETPY_CAPTURE_ENGINE": engine}
+    return timed([sys.executable, "-m", "rocketpy.capture.cli", os.path.abspath(path),
+                  "--format", fmt, "-o", os.path.abspath(out)], env=env, cwd=checkout)
+
+
+def bench_spark(inputs, master, chunk_mb, outdir, extra=()):
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     os.environ["PYSPARK_PYTHON"] = sys.executable
     from pyspark.sql import SparkSession
     import capture_job
     spark = (SparkSession.builder.master(master).appName("capture-bench")
              .config("spark.ui.enabled", "false").config("spark.driver.memory", "2g")
-             .getOrCreate())
+             .config("spark.ui.showConsoleProgress", "false").getOrCreate())
     spark.sparkContext.setLogLevel("ERROR")
     try:
         t = time.perf_counter()
-        capture_job.run(spark, [*inputs, "--output", outdir, "--chunk-mb", str(chunk_mb),
-                                    "--no-summary"])
+        summary = capture_job.run(spark, [*inputs, "--output", outdir, "--chunk-mb", str(chunk_mb),
+                                          "--no-summary", "--quiet", *extra])
         el = time.perf_counter() - t
         frames = spark.read.parquet(outdir + "/frames").count()
     finally:
         spark.stop()
-    return frames, el
+    return frames, el, summary
+
+
+def line(label, mb, seconds, note=""):
+    print(f"{label:<44} {mb:8.0f} MB {seconds:8.1f} s {mb / seconds:9.1f} MB/s  {note}", flush=True)
+    return mb / seconds
 
 
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--size-mb", type=float, default=1024)
     p.add_argument("--out", default="/tmp/rmq-capture-bench.pcap")
-    p.add_argument("--chunk-mb", type=float, default=64)
-    p.add_argument("--files", type=int, default=0, help="also run Spark on N separate files")
-    p.add_argument("--skip-inprocess", action="store_true")
+    p.add_argument("--one-conn-mb", type=float, default=2048)
+    p.add_argument("--one-conn-out", default="/tmp/rmq-capture-one-conn.pcap")
+    p.add_argument("--chunk-mb", type=float, default=128, help="the job's default")
+    p.add_argument("--baseline", help="a checkout of the previous release: time its CLI too")
+    p.add_argument("--skip-tshark", action="store_true")
+    p.add_argument("--skip-python", action="store_true", help="skip the pure-Python engine")
     p.add_argument("--skip-spark", action="store_true")
     p.add_argument("--masters", default="local[1],local[2]")
     a = p.parse_args(argv)
-    size = int(a.size_mb * (1 << 20))
-    if not os.path.exists(a.out) or os.path.getsize(a.out) < size:
-        t = time.perf_counter()
-        n, k = build(a.out, size)
-        print(f"built {a.out}: {n / 1e6:.0f} MB, {k} replicas of the fixture flows, "
-              f"{time.perf_counter() - t:.0f} s", flush=True)
+    for path, size, make in ((a.out, a.size_mb, build),
+                             (a.one_conn_out, a.one_conn_mb, build_one_connection)):
+        size = int(size * (1 << 20))
+        if size and (not os.path.exists(path) or os.path.getsize(path) < size):
+            t = time.perf_counter()
+            n, k = make(path, size)
+            print(f"built {path}: {n / 1e6:.0f} MB, {k} replicas, {time.perf_counter() - t:.0f} s",
+                  flush=True)
     mb = os.path.getsize(a.out) / 1e6
-    n, el = bench_read(a.out)
-    print(f"plain read          : {mb:8.0f} MB in {el:7.1f} s = {mb / el:8.1f} MB/s", flush=True)
-    if not a.skip_inprocess:
-        frames, el, stats = bench_inprocess(a.out)
-        from rocketpy.capture.rows import _memo_summary
-        memo = _memo_summary.cache_info()
-        print(f"in-process          : {mb:8.0f} MB in {el:7.1f} s = {mb / el:8.1f} MB/s, "
-              f"{frames / el:9.0f} frames/s ({frames} frames, {stats.get('packets')} packets; "
-              f"body summaries remembered {memo.hits} times, computed {memo.misses})", flush=True)
+    tmp = Path(a.out + ".bench-out")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir()
+    rate = {}
+    print(f"\n== {a.out}: {mb:.0f} MB ==", flush=True)
+    rate["cat"] = line("page-cache read (cat)", mb, bench_cat(a.out))
+    if not a.skip_tshark and shutil.which("tshark"):
+        rate["tshark"] = line("tshark plain dissection", mb, bench_tshark(a.out))
+    engines = ["native"] + ([] if a.skip_python else ["python"])
+    for engine in engines:
+        for fmt in ("parquet", "json"):
+            rate[(engine, fmt)] = line(f"rocketpy-capture --format {fmt} ({engine})", mb,
+                                       bench_cli(a.out, fmt, engine, str(tmp / f"o.{fmt}")))
+    if a.baseline:
+        for fmt in ("parquet", "json"):
+            rate[("baseline", fmt)] = line(
+                f"previous release --format {fmt}", mb,
+                bench_cli(a.out, fmt, "python", str(tmp / f"b.{fmt}"), Path(a.baseline)))
     if not a.skip_spark:
-        runs = [("split", [a.out])]
-        if a.files:
-            runs.append((f"{a.files} files", split_files(a.out, a.files, a.out + ".parts")))
-        for label, inputs in runs:
-            for master in a.masters.split(","):
-                frames, el = bench_spark(inputs, master, a.chunk_mb, a.out + ".spark-out")
-                print(f"spark {master:<9} {label:<8}: {mb:8.0f} MB in {el:7.1f} s = "
-                      f"{mb / el:8.1f} MB/s, {frames / el:9.0f} frames/s ({frames} frames)",
-                      flush=True)
+        for master in a.masters.split(","):
+            frames, el, _ = bench_spark([a.out], master, a.chunk_mb, str(tmp / "spark"))
+            rate[("spark", master)] = line(f"spark {master} (byte ranges)", mb, el,
+                                           f"{frames} frames")
+    one = {}
+    if a.one_conn_mb and not a.skip_spark:
+        mb1 = os.path.getsize(a.one_conn_out) / 1e6
+        print(f"\n== {a.one_conn_out}: {mb1:.0f} MB, one connection ==", flush=True)
+        line("rocketpy-capture --format parquet (native)", mb1,
+             bench_cli(a.one_conn_out, "parquet", "native", str(tmp / "one.parquet")))
+        for master in a.masters.split(","):
+            frames, el, summary = bench_spark([a.one_conn_out], master, a.chunk_mb,
+                                              str(tmp / "spark1"))
+            tb = summary["range_task_bytes"]
+            one[master] = line(f"spark {master} (byte ranges)", mb1, el,
+                               f"{frames} frames; task bytes max/mean "
+                               f"{tb['max'] / 1e6:.1f}/{tb['mean'] / 1e6:.1f} MB = "
+                               f"{tb['max'] / max(tb['mean'], 1):.2f} over {tb['tasks']} tasks")
+    print("\n== against the goals of issue 11 ==")
+    if "tshark" in rate:
+        print(f"parquet (native) / tshark plain dissection: {rate[('native', 'parquet')] / rate['tshark']:.1f}x "
+              "(goal >= 10x)")
+    print(f"parquet (native), one core: {rate[('native', 'parquet')]:.0f} MB/s (goal >= 150 MB/s)")
+    for ref in ("baseline", "python"):
+        if (ref, "json") in rate:
+            print(f"json (native) / json ({ref}): {rate[('native', 'json')] / rate[(ref, 'json')]:.1f}x "
+                  "(goal >= 5x the previous release)")
+    if len(one) == 2:
+        l1, l2 = (one[m] for m in a.masters.split(","))
+        print(f"one connection: spark local[2] / local[1]: {l2 / l1:.2f}x (goal >= 1.6x)")
+    shutil.rmtree(tmp, ignore_errors=True)
 
 
 if __name__ == "__main__":

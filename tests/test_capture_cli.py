@@ -64,7 +64,7 @@ def test_directory_port_filter_and_bad_files(tmp_path, capsys):
 
 
 def test_csv_and_parquet(tmp_path, capsys):
-    require("spark", "pyarrow")
+    require("spark", "matplotlib")     # (also in the plots extra)
     import pyarrow.parquet as pq
     out = tmp_path / "f.parquet"
     assert main([str(PROBE), "--format", "parquet", "-o", str(out), "--summary", "no",
@@ -81,3 +81,126 @@ def test_csv_and_parquet(tmp_path, capsys):
     assert lines[0] == COLUMNS and len(lines) == 52          # remarks may hold newlines
     ext = [row[COLUMNS.index("ext_fields")] for row in lines[1:]]
     assert any(json.loads(e) for e in ext if e)
+
+
+# ---- first-run friction and the details of issue 11 --------------------------------------------
+
+import subprocess  # noqa: E402
+import sys  # noqa: E402
+
+import capture_synth as cs  # noqa: E402
+from rocketpy.remoting import RemotingCommand  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _cli(*args, stdin=None, pre=""):
+    """The console script in a fresh interpreter (``pre``: Python run before it)."""
+    code = pre + "import sys\nfrom rocketpy.capture.cli import main\nsys.exit(main(sys.argv[1:]))"
+    return subprocess.run([sys.executable, "-c", code, *map(str, args)], cwd=ROOT,
+                          capture_output=True, text=True, timeout=120)
+
+
+def test_missing_input_is_one_line():
+    out = _cli("/nonexistent/capture.pcap", "--format", "json")
+    assert out.returncode == 2 and out.stdout == ""
+    assert out.stderr == "rocketpy-capture: no such file or directory: /nonexistent/capture.pcap\n"
+
+
+@pytest.mark.parametrize("fmt", ["json", "table"])
+def test_closed_pipe_is_one_line(fmt):
+    """``rocketpy-capture ... | head -1``: the reader goes away; one line, no traceback (the
+    table's summary comes after the frames, on the same stdout)."""
+    code = "import sys\nfrom rocketpy.capture.cli import main\nsys.exit(main(sys.argv[1:]))"
+    p = subprocess.Popen([sys.executable, "-c", code, str(FIXTURES), "--format", fmt],
+                         cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    first = p.stdout.readline()
+    p.stdout.close()
+    err = p.stderr.read().decode()
+    assert p.wait(timeout=120) == 0
+    assert (json.loads(first)["file"].endswith(".pcap") if fmt == "json"
+            else b" > " in first)
+    assert len(err.splitlines()) == 1 and err.startswith("rocketpy-capture: output closed")
+
+
+def test_plots_without_matplotlib_name_the_extra(tmp_path):
+    block = ("import sys\nclass B:\n    def find_spec(self, n, p=None, t=None):\n"
+             "        if n.split('.')[0] == 'matplotlib': raise ImportError(n)\n"
+             "sys.meta_path.insert(0, B())\nimport importlib.util\n"
+             "importlib.util.find_spec = lambda n, *a: None if n == 'matplotlib' else "
+             "importlib.machinery.PathFinder.find_spec(n)\n")
+    out = _cli(PROBE, "--plots", tmp_path / "p", pre=block)
+    assert out.returncode == 2 and out.stdout == ""
+    assert out.stderr == ("rocketpy-capture: --plots needs matplotlib, from the plots extra: "
+                          "pip install 'rocketpy[plots]'\n")
+
+
+def test_without_pyarrow_the_cli_says_so_in_one_line():
+    block = ("import sys\nclass B:\n    def find_spec(self, n, p=None, t=None):\n"
+             "        if n.split('.')[0] == 'pyarrow': raise ImportError('No module named ' + n)\n"
+             "sys.meta_path.insert(0, B())\n")
+    out = _cli(PROBE, "--format", "parquet", "-o", "/tmp/never.parquet", pre=block)
+    assert out.returncode == 2 and out.stdout == "" and len(out.stderr.splitlines()) == 1
+    assert out.stderr.startswith("rocketpy-capture: needs pyarrow, a dependency of rocketpy")
+
+
+def _responses(tmp_path, codes_):
+    frames = []
+    for i, code in enumerate(codes_):
+        req = RemotingCommand.request(11, {"topic": "T"}, opaque=i + 1, version=409)
+        frames += [(0, req.encode()), (1, req.create_response(code, remark="r").encode())]
+    path = tmp_path / "pull.pcap"
+    path.write_bytes(cs.write_pcap(cs.packets(cs.conversation(frames)), 1))
+    return path
+
+
+def test_pull_statuses_are_not_error_responses(tmp_path, capsys):
+    # PULL_NOT_FOUND, PULL_RETRY_IMMEDIATELY, PULL_OFFSET_MOVED, SUBSCRIPTION_NOT_LATEST are what
+    # a consumer's pull normally gets; SYSTEM_BUSY (2) is an error
+    path = _responses(tmp_path, [0, 19, 20, 21, 25, 19, 2])
+    assert main([str(path), "--format", "json", "--summary", "yes"]) == 0
+    err = capsys.readouterr().err
+    assert "11 PULL_MESSAGE -> 2 SYSTEM_BUSY: 1" in err
+    assert "PULL_NOT_FOUND:" not in err and "PULL_OFFSET_MOVED:" not in err
+    assert err.count("11 PULL_MESSAGE -> ") == 1
+
+
+def test_rate_plot_shows_idle_seconds_as_zero():
+    from rocketpy.capture.plots import rate_series
+    xs, ys = rate_series({100: 4, 101: 2, 105: 1}, 100, 105, 1.0)
+    assert xs == [0, 1, 2, 3, 4, 5] and ys == [4, 2, 0, 0, 0, 1]
+    xs, ys = rate_series({0: 10, 2999: 5}, 0, 2999, 1.0)      # long: at most 1000 buckets
+    assert len(xs) <= 1000 and ys[0] == 10 / 3 and ys[-1] == 5 / 3 and sum(ys[1:-1]) == 0
+
+
+def test_csv_is_rfc4180(tmp_path):
+    import csv
+    req = RemotingCommand.request(105, {"topic": 'a "b", c'}, opaque=1, version=409)
+    resp = req.create_response(17, remark='line one "quoted"\nline two, and more')
+    path = tmp_path / "q.pcap"
+    path.write_bytes(cs.write_pcap(cs.packets(cs.conversation([(0, req.encode()),
+                                                                (1, resp.encode())])), 1))
+    out = tmp_path / "f.csv"
+    assert main([str(path), "--format", "csv", "-o", str(out)]) == 0
+    raw = out.read_text()
+    assert '"line one ""quoted""\nline two, and more"' in raw          # quotes doubled
+    with open(out, newline="", encoding="utf-8") as f:
+        rows = list(csv.DictReader(f))
+    assert rows[1]["remark"] == 'line one "quoted"\nline two, and more'
+    assert json.loads(rows[0]["ext_fields"]) == {"topic": 'a "b", c'}
+    assert rows[1]["is_response"] == "true" and rows[1]["request_code"] == "105"
+
+
+def test_one_capture_reads_a_rotated_set_as_one(tmp_path, capsys):
+    frames = cs.sample_exchange(40)
+    pk = cs.packets(cs.conversation(frames, mss=700))
+    for i, (a, b) in enumerate([(0, 37), (37, 81), (81, len(pk))]):
+        (tmp_path / f"rot{9 - i}.pcap").write_bytes(cs.write_pcap(pk[a:b], 1))
+    assert main([str(tmp_path), "--format", "json", "--one-capture"]) == 0
+    rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert len(rows) == len(frames) and not any(r["error"] for r in rows)
+    assert all(r["request_code"] is not None for r in rows if r["is_response"])
+    assert main([str(tmp_path), "--format", "json"]) == 0            # file by file: frames lost
+    apart = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert (len(apart) < len(frames) or any(r["error"] for r in apart)
+            or any(r["request_code"] is None for r in apart if r["is_response"]))

@@ -1,5 +1,7 @@
-"""rocketpy.capture stays pure: importable with Twisted and pyspark unavailable (Spark
-executors import it as is), and it only reaches the codec through rocketpy.remoting."""
+"""rocketpy.capture stays pure: the reference decoder, the byte-range planner and the CLI's
+module import with Twisted, pyspark and pyarrow unavailable (pyarrow is needed only once
+batches are made: the engines, the writers), and it only reaches the codec through
+rocketpy.remoting."""
 import ast
 import subprocess
 import sys
@@ -14,7 +16,7 @@ class Block:
         if name.split(".")[0] in ("twisted", "pyspark", "pyarrow", "matplotlib", "pandas"):
             raise ImportError("blocked: " + name)
 sys.meta_path.insert(0, Block())
-import rocketpy.capture, rocketpy.capture.cli, rocketpy.capture.split
+import rocketpy.capture, rocketpy.capture.cli, rocketpy.capture.split, rocketpy.capture.plan
 from rocketpy.capture import decode_paths
 mods = sorted(m for m in sys.modules if m.split(".")[0] in ("twisted", "pyspark", "pyarrow"))
 assert not mods, mods
@@ -31,8 +33,9 @@ def test_capture_imports_without_twisted_or_spark():
 
 def test_capture_modules_import_only_allowed_packages():
     allowed = {"rocketpy", "construct", "__future__"}
-    optional = {"arrow.py": {"pyarrow"}, "plots.py": {"matplotlib"},
-                "source.py": {"pyarrow", "fsspec"}}   # imported on demand only
+    optional = {"arrow.py": {"pyarrow"}, "engine.py": {"pyarrow"}, "plots.py": {"matplotlib"},
+                "source.py": {"pyarrow", "fsspec"}, "summary.py": {"pyarrow"},
+                "cli.py": {"pyarrow"}}   # pyarrow: a dependency of the engines and writers
     stdlib = set(sys.stdlib_module_names)
     for path in (ROOT / "rocketpy" / "capture").glob("*.py"):
         for node in ast.walk(ast.parse(path.read_text())):

@@ -1,54 +1,55 @@
 """PySpark job: RocketMQ wire captures (pcap/pcapng) -> a table of frames, at any scale.
 
 Layer: ``tools/`` (the only place pyspark is imported); the decoding itself is
-``rocketpy.capture`` (pure), the same code the in-process ``rocketpy-capture`` runs, so both
-produce the same rows (schema: ``rocketpy.capture.rows.SCHEMA``, documented in docs/capture.md).
+``rocketpy.capture`` -- the same engines the in-process ``rocketpy-capture`` runs (the compiled
+core when it is built), so both produce the same rows (schema: ``rocketpy.capture.rows.SCHEMA``,
+documented in docs/capture.md).
 
     spark-submit tools/capture_job.py INPUT... --output DIR [--format parquet|json|csv]
-        [--port N]... [--chunk-mb 256] [--partitions N] [--plots] [--no-summary]
+        [--port N]... [--chunk-mb 128] [--one-capture] [--plots] [--no-summary]
 
 INPUT: files, directories (recursive) and globs on any Hadoop filesystem Spark can list
 (``file:``, ``hdfs://``, ``s3a://``, ...).  Output in DIR: ``frames/`` (the table),
 ``summary.txt`` / ``summary.json`` (also printed), ``plots/latency.png`` and ``plots/rate.png``.
 
-How it scales:
+How the work is spread (it follows bytes, not connections: see ``rocketpy.capture.plan``):
 
 * files are listed by Spark's Hadoop FileSystem on the driver (path and size only);
-* captures up to ``--chunk-mb`` are packed into tasks and decoded whole, in the task, with no
-  shuffle (many files in parallel);
-* larger captures are cut into byte ranges; each task finds its first record boundary
-  (``rocketpy.capture.split``), decodes link/IP/TCP headers and emits TCP segments keyed by
-  connection; a shuffle brings each connection's segments together, sorted by file offset
-  (= capture order), and each connection is then reassembled, framed, decoded and paired by
-  the same ``CaptureDecoder``.  No task ever holds a whole file: Spark's ``binaryFile`` (one
-  row per file, 2 GB limit) is not used.  Executors read their byte ranges with Python I/O:
-  local paths directly, other URIs through ``pyarrow.fs`` (HDFS, S3, GCS) or ``fsspec``.
-* progress (tasks done per stage, bytes read so far) is printed to stderr while it runs.
-
-Capture-health counters (gaps, retransmitted bytes, unanswered requests...) come back through
-an accumulator: exact unless Spark retried a task.
+* captures up to ``--chunk-mb`` are packed into tasks and decoded whole, in the task;
+* larger captures, and every file of a rotated set read as one capture (``--one-capture``), are
+  cut into byte ranges: a first stage reads each range's TCP headers (the plan), the driver
+  works out every connection's id and stream offsets from them, then each range decodes its own
+  packets (reading ahead only to finish its last frames) and the driver stitches what crosses
+  range boundaries (responses to requests of earlier ranges).  Nothing is shuffled.
+* executors read their byte ranges with Python I/O: local paths directly, other URIs through
+  ``pyarrow.fs`` (HDFS, S3, GCS) or ``fsspec``; the job ships the ``rocketpy`` package, compiled
+  core included, to them (``--no-ship-code`` when it is installed there).
+* progress (bytes read, tasks per stage) goes to stderr while it runs.
 """
 from __future__ import annotations
 
 import argparse
 import json
 import os
+import pickle
+import shutil
+import socket
 import sys
 import tempfile
 import threading
 import time
-import zipfile
 
 __all__ = ["main", "run", "build_parser"]
 
 try:                                    # run from a source checkout: the repo root holds rocketpy
-    import rocketpy  # noqa: F401
+    import rocketpy
 except ImportError:
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    import rocketpy
 
-SEG_FIELDS = [("flow", "binary"), ("offset", "bigint"), ("ts_ns", "bigint"), ("src", "binary"),
-              ("sport", "int"), ("dst", "binary"), ("dport", "int"), ("seq", "bigint"),
-              ("ack", "bigint"), ("flags", "int"), ("payload", "binary"), ("missing", "int")]
+SHIPPED_NAME = "rocketpy-capture-code"
+#: started by spark-submit (which merges this process's stderr into the JVM's stdout)
+SUBMITTED = bool(os.environ.get("PYSPARK_GATEWAY_PORT"))
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -59,155 +60,230 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--format", choices=("parquet", "json", "csv"), default="parquet")
     p.add_argument("--port", type=int, action="append", dest="ports",
                    help="only segments to/from this port (repeatable; default: all ports)")
-    p.add_argument("--chunk-mb", type=float, default=256.0,
-                   help="byte-range size for splitting large captures (default 256 MiB); "
-                        "captures up to this size are decoded whole in one task")
-    p.add_argument("--partitions", type=int, default=0,
-                   help="shuffle partitions for split captures (default: 2x default parallelism)")
+    p.add_argument("--chunk-mb", type=float, default=128.0,
+                   help="byte-range size (default 128 MiB, an HDFS block); smaller captures are "
+                        "decoded whole in one task")
+    p.add_argument("--one-capture", action="store_true",
+                   help="the inputs are one capture split by rotation (tcpdump -C/-G/-W): read "
+                        "in order of their first packet, connections carrying on across files")
+    p.add_argument("--engine", choices=("auto", "native", "python"), default="auto",
+                   help="decoder on the executors (default: the compiled one when it imports)")
     p.add_argument("--plots", action="store_true", help="write plots/latency.png and rate.png")
     p.add_argument("--no-summary", action="store_true")
     p.add_argument("--master", help="Spark master when run with plain python (default local[*])")
     p.add_argument("--no-ship-code", action="store_true",
-                   help="do not add the rocketpy package to the job (it is installed on executors)")
+                   help="do not ship the rocketpy package to the executors (it is installed there)")
     p.add_argument("--quiet", action="store_true", help="no progress lines")
     return p
 
 
 # ---- pieces that run on executors (they import rocketpy there) --------------------------------
 
-class _DictAccumulator:
-    """AccumulatorParam merging capture-statistics dicts (Stats.merge semantics)."""
+def _use_shipped_code():
+    """Put the shipped package (compiled core included) first on the executor's path."""
+    try:
+        from pyspark import SparkFiles
+        path = SparkFiles.get(SHIPPED_NAME)
+    except Exception:
+        return
+    if os.path.isdir(path) and path not in sys.path:
+        sys.path.insert(0, path)
+
+
+def _engine(name):
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")      # the driver reports which engine ran, once
+        from rocketpy.capture import engine
+    return engine.BatchDecoder if name == "auto" else engine.ENGINES[name]
+
+
+class _Progress:
+    """Executor side of the progress display: counts the bytes a task reads and tells the
+    driver every half second (one UDP datagram; best effort, nothing waits for it)."""
+
+    def __init__(self, addr, key):
+        self.addr, self.key, self.done, self.last = addr, key, 0, 0.0
+        self.sock = None
+        if addr:
+            try:
+                self.sock = socket.socket(socket.AF_INET6 if ":" in addr[0] else socket.AF_INET,
+                                          socket.SOCK_DGRAM)
+            except OSError:
+                self.sock = None
+
+    def add(self, n):
+        self.done += n
+        now = time.monotonic()
+        if self.sock is not None and now - self.last >= 0.5:
+            self.last = now
+            self.send()
+
+    def send(self):
+        if self.sock is not None:
+            try:
+                self.sock.sendto(f"{self.key} {self.done}".encode(), self.addr)
+            except OSError:
+                pass
+
+    def close(self):
+        self.send()
+        if self.sock is not None:
+            self.sock.close()
+
+
+class _Counting:
+    """A file object that counts what is read from it."""
+
+    def __init__(self, f, progress):
+        self.f, self.progress = f, progress
+
+    def read(self, n=-1):
+        data = self.f.read(n)
+        self.progress.add(len(data))
+        return data
+
+    def __getattr__(self, name):
+        return getattr(self.f, name)
+
+
+def _whole_files(tasks, opts, acc, progress_addr):
+    """mapInArrow function: each input row's id names a list of (path, name, size) decoded
+    whole, file by file."""
+    def fn(batches):
+        _use_shipped_code()
+        from rocketpy.capture.decoder import Stats
+        from rocketpy.capture.engine import decode_batches
+        cls = _engine(opts["engine"])
+        for batch in batches:
+            for tid in batch.column(0).to_pylist():
+                stats, errors = Stats(), []
+                names = {path: name for path, name, _ in tasks[tid]}
+                for path, name, size in tasks[tid]:
+                    yield from decode_batches([path], ports=opts["ports"], stats=stats,
+                                              errors=errors, engine=cls, names=names)
+                    _Progress(progress_addr, f"w{tid}:{name}").add(size)
+                acc.add({"stats": dict(stats), "engines": {cls.name: 1},
+                         "errors": [(names[p], m) for p, m in errors]})
+    return fn
+
+
+def _open_range(r, progress):
+    import contextlib
+
+    from rocketpy.capture.source import open_capture
+    from rocketpy.capture.split import seek_record
+
+    @contextlib.contextmanager
+    def opened():
+        with open_capture(r.path) as (f, info):
+            start = seek_record(f, info, r.start, r.name)
+            yield _Counting(f, progress), info, start
+    return opened()
+
+
+def _plan_ranges(ranges, opts, progress_addr):
+    """mapInArrow function: range ids -> (id, pickled plan of the range's TCP headers)."""
+    def fn(batches):
+        _use_shipped_code()
+        import pyarrow as pa
+        from rocketpy.capture.engine import SCANNERS, NATIVE
+        from rocketpy.capture.readers import CaptureFormatError
+        scan = SCANNERS["native" if NATIVE is not None and opts["engine"] != "python"
+                        else "python"]
+        for batch in batches:
+            for rid in batch.column(0).to_pylist():
+                r = ranges[rid]
+                progress = _Progress(progress_addr, f"p{rid}")
+                try:
+                    with _open_range(r, progress) as (f, info, start):
+                        result = scan(f, info, start, r.end, opts["ports"])
+                except (CaptureFormatError, OSError, EOFError) as exc:
+                    result = {"packets": 0, "captured_bytes": 0, "flows": {}, "error": str(exc)}
+                progress.close()
+                yield pa.RecordBatch.from_pydict({"rid": [rid], "scan": [pickle.dumps(result)]})
+    return fn
+
+
+def _decode_ranges(ranges, infos, opts, acc, progress_addr):
+    """mapInArrow function: (range id, pickled RangePlan) -> frame rows of that range."""
+    def fn(batches):
+        _use_shipped_code()
+        import contextlib
+
+        from rocketpy.capture.plan import decode_range, next_file
+        from rocketpy.capture.readers import CaptureFormatError
+        from rocketpy.capture.source import open_capture
+        cls = _engine(opts["engine"])
+        for batch in batches:
+            rows = batch.to_pydict()
+            for rid, blob in zip(rows["rid"], rows["plan"]):
+                r = ranges[rid]
+                dec = cls(ports=opts["ports"], plan=pickle.loads(blob))
+                progress = _Progress(progress_addr, f"d{rid}")
+                following = None
+                nxt = next_file(ranges, rid)
+                if nxt is not None:
+                    @contextlib.contextmanager
+                    def opened(nxt=nxt, progress=progress):
+                        with open_capture(nxt.path) as (f2, _info):
+                            yield _Counting(f2, progress)
+                    following = (nxt, infos[nxt.file_index], opened)
+                errors = []
+                try:
+                    with _open_range(r, progress) as (f, info, start):
+                        yield from decode_range(dec, r, info, f, start, following)
+                except (CaptureFormatError, OSError, EOFError) as exc:
+                    errors.append((r.name, str(exc)))     # what came before it still counts
+                    yield from dec.finish()
+                progress.close()
+                acc.add({"stats": dict(dec.stats), "edges": {rid: dec.edges},
+                         "engines": {dec.name: 1}, "task_bytes": {rid: progress.done},
+                         "errors": errors})
+    return fn
+
+
+class _JobAccumulator:
+    """Merges what tasks report: counters, per-range edges and bytes, engines used."""
 
     def zero(self, value):
         return {}
 
     def addInPlace(self, a, b):
         from rocketpy.capture.decoder import Stats
-        return Stats(a).merge(b)
+        out = dict(a)
+        out["stats"] = Stats(a.get("stats", {})).merge(b.get("stats", {}))
+        for key in ("edges", "task_bytes"):
+            out[key] = {**a.get(key, {}), **b.get(key, {})}    # a retried task reports again
+        out["engines"] = Stats(a.get("engines", {})).merge(b.get("engines", {}))
+        out["errors"] = a.get("errors", []) + b.get("errors", [])
+        return out
 
 
-def _stats_param():
+def _accumulator(sc):
     from pyspark.accumulators import AccumulatorParam
 
-    class P(_DictAccumulator, AccumulatorParam):
+    class P(_JobAccumulator, AccumulatorParam):
         pass
-    return P()
-
-
-def _decode_whole_files(tasks, ports, acc, bytes_acc):
-    """mapInArrow function: each input row's id names a list of (path, name) decoded whole."""
-    def fn(batches):
-        from rocketpy.capture.arrow import rows_to_batch
-        from rocketpy.capture.decoder import Stats
-        from rocketpy.capture.readers import CaptureFormatError
-        from rocketpy.capture.source import decode_file
-        for batch in batches:
-            for tid in batch.column(0).to_pylist():
-                stats = Stats()
-                for path, name, size in tasks[tid]:
-                    rows = []
-                    try:
-                        for row in decode_file(path, ports=ports, stats=stats, name=name):
-                            rows.append(row)
-                            if len(rows) >= 8192:
-                                yield rows_to_batch(rows)
-                                rows = []
-                    except (CaptureFormatError, OSError, EOFError) as exc:
-                        stats["bad_files"] = stats.get("bad_files", 0) + 1
-                        print(f"capture_job: {name}: {exc}", file=sys.stderr)
-                    if rows:
-                        yield rows_to_batch(rows)
-                    bytes_acc.add(size)
-                acc.add(dict(stats))
-    return fn
-
-
-def _read_ranges(ranges, ports, acc, bytes_acc):
-    """mapInArrow function: byte ranges -> TCP segments keyed by (file, connection)."""
-    def fn(batches):
-        import pyarrow as pa
-        from rocketpy.capture.decoder import Stats
-        from rocketpy.capture.split import range_segments, probe
-        schema = pa.schema([pa.field(n, _pa_type(pa, t)) for n, t in SEG_FIELDS])
-        for batch in batches:
-            for rid in batch.column(0).to_pylist():
-                fidx, path, start, end = ranges[rid]
-                stats = Stats()
-                info = probe(path)
-                prefix = fidx.to_bytes(4, "big")
-                cols = [[] for _ in SEG_FIELDS]
-                (flow, off, tsl, src, sport, dst, dport, seq, ack, flags, payload,
-                 missing) = cols
-                n = 0
-                for key, offset, ts, seg in range_segments(path, info, start, end, ports, stats):
-                    flow.append(prefix + key)
-                    off.append(offset)
-                    tsl.append(ts)
-                    src.append(seg.src)
-                    sport.append(seg.sport)
-                    dst.append(seg.dst)
-                    dport.append(seg.dport)
-                    seq.append(seg.seq)
-                    ack.append(seg.ack)
-                    flags.append(seg.flags)
-                    payload.append(seg.payload)
-                    missing.append(seg.missing)
-                    n += 1
-                    if n >= 16384:
-                        yield pa.RecordBatch.from_arrays(
-                            [pa.array(c, type=f.type) for c, f in zip(cols, schema)], schema=schema)
-                        for c in cols:
-                            c.clear()
-                        n = 0
-                if n:
-                    yield pa.RecordBatch.from_arrays(
-                        [pa.array(c, type=f.type) for c, f in zip(cols, schema)], schema=schema)
-                bytes_acc.add(end - start)
-                acc.add(dict(stats))
-    return fn
-
-
-def _decode_flows(names, ports, acc):
-    """mapInArrow function: segments sorted by (flow, offset) -> frame rows."""
-    def fn(batches):
-        from rocketpy.capture.arrow import rows_to_batch
-        from rocketpy.capture.decoder import CaptureDecoder, Stats
-        from rocketpy.capture.layers import Segment
-        stats = Stats()
-        current = None
-        dec = None
-        out_rows: list = []
-        for batch in batches:
-            cols = [batch.column(i).to_pylist() for i in range(batch.num_columns)]
-            (flow, _off, tsl, src, sport, dst, dport, seq, ack, flags, payload, missing) = cols
-            for i in range(batch.num_rows):
-                f = flow[i]
-                if f != current:
-                    if dec is not None:
-                        dec.finish()
-                    current = f
-                    fidx = int.from_bytes(f[:4], "big")
-                    dec = CaptureDecoder(names[fidx], ports=ports, stats=stats)
-                    dec.out = out_rows
-                dec.segment(Segment(src[i], sport[i], dst[i], dport[i], seq[i], ack[i],
-                                    flags[i], payload[i], missing[i]), tsl[i])
-                # segment() may have swept: keep the shared out list
-                if len(out_rows) >= 8192:
-                    yield rows_to_batch(out_rows)
-                    out_rows.clear()
-        if dec is not None:
-            dec.finish()
-        if out_rows:
-            yield rows_to_batch(out_rows)
-        acc.add(dict(stats))
-    return fn
-
-
-def _pa_type(pa, ddl):
-    return {"binary": pa.binary(), "bigint": pa.int64(), "int": pa.int32()}[ddl]
+    return sc.accumulator({}, P())
 
 
 # ---- driver -----------------------------------------------------------------------------------
+
+class _Console:
+    """Where progress and notes go: stderr.  Under spark-submit the Python driver's stderr is
+    merged into the JVM's stdout (PythonRunner), so there it is the JVM's System.err."""
+
+    def __init__(self, sc):
+        self.err = sc._jvm.java.lang.System.err if SUBMITTED else None
+
+    def line(self, text):
+        if self.err is not None:
+            self.err.println(text)
+            self.err.flush()
+        else:
+            print(text, file=sys.stderr, flush=True)
+
 
 def _list_inputs(spark, inputs):
     """[(uri, size)] of every file under the inputs, through Hadoop's FileSystem."""
@@ -241,33 +317,42 @@ _SHIPPED: set = set()
 
 
 def _ship_code(sc):
-    """Zip the rocketpy package next to this job and add it to the job's Python path."""
+    """Ship the rocketpy package -- compiled core included, which a zip on the Python path
+    could not load -- as a directory the executors put first on their path."""
     if sc.applicationId in _SHIPPED:
         return
     _SHIPPED.add(sc.applicationId)
-    import rocketpy
     pkg = os.path.dirname(os.path.abspath(rocketpy.__file__))
-    tmp = tempfile.mkdtemp(prefix="rocketpy-capture-")
-    zpath = os.path.join(tmp, "rocketpy.zip")
-    with zipfile.ZipFile(zpath, "w", zipfile.ZIP_DEFLATED) as z:
-        for root, _dirs, files in os.walk(pkg):
-            if "__pycache__" in root:
-                continue
-            for name in files:
-                if name.endswith(".py"):
-                    full = os.path.join(root, name)
-                    z.write(full, os.path.relpath(full, os.path.dirname(pkg)))
-    sc.addPyFile(zpath)
+    root = os.path.join(tempfile.mkdtemp(prefix="rocketpy-capture-"), SHIPPED_NAME)
+    shutil.copytree(pkg, os.path.join(root, "rocketpy"),
+                    ignore=shutil.ignore_patterns("__pycache__", "*.pyc", "_native"))
+    sc.addFile(root, recursive=True)
 
 
-class _Progress(threading.Thread):
-    """Prints active stages' task counts and bytes read, every few seconds, to stderr."""
+class _ProgressDisplay(threading.Thread):
+    """Driver side: tasks' byte counts (UDP datagrams from the executors, and the totals of
+    finished tasks) and Spark's task counts, every few seconds, on the console."""
 
-    def __init__(self, sc, bytes_acc, total_bytes, interval=3.0):
+    def __init__(self, sc, console, total_bytes, interval=3.0):
         super().__init__(daemon=True)
-        self.sc, self.bytes_acc, self.total, self.interval = sc, bytes_acc, total_bytes, interval
+        self.sc, self.console, self.total, self.interval = sc, console, total_bytes, interval
         self.stop = threading.Event()
         self.t0 = time.time()
+        self.seen: dict = {}
+        self.phase = "planning"
+        host = sc.getConf().get("spark.driver.host", "127.0.0.1")
+        self.sock = None
+        try:
+            family = socket.AF_INET6 if ":" in host else socket.AF_INET
+            self.sock = socket.socket(family, socket.SOCK_DGRAM)
+            self.sock.bind((host, 0))
+            self.sock.settimeout(0.2)
+            self.addr = self.sock.getsockname()[:2]
+        except OSError:
+            self.sock, self.addr = None, None
+
+    def done(self, prefix):
+        return sum(v for k, v in self.seen.items() if k.startswith(prefix))
 
     def line(self):
         tracker = self.sc.statusTracker()
@@ -277,21 +362,36 @@ class _Progress(threading.Thread):
             if info:
                 parts.append(f"stage {sid}: {info.numCompletedTasks}/{info.numTasks} tasks "
                              f"({info.numActiveTasks} running)")
-        done = self.bytes_acc.value
-        pct = f" {100.0 * done / self.total:.0f}%" if self.total else ""
-        return (f"[capture_job {time.time() - self.t0:6.1f}s] read {done / 1e6:.1f}/"
-                f"{self.total / 1e6:.1f} MB{pct}; " + ("; ".join(parts) or "planning"))
+        prefix = {"planning": "p", "decoding": ("d", "w")}[self.phase]
+        done = sum(self.done(p) for p in prefix) if isinstance(prefix, tuple) else self.done(prefix)
+        pct = f" {100.0 * min(done, self.total) / self.total:.0f}%" if self.total else ""
+        return (f"[capture_job {time.time() - self.t0:6.1f}s] {self.phase}: read "
+                f"{min(done, self.total) / 1e6:.1f}/{self.total / 1e6:.1f} MB{pct}; "
+                + ("; ".join(parts) or "waiting"))
 
     def run(self):
-        last = None
-        while not self.stop.wait(self.interval):
-            try:
-                ln = self.line()
-            except Exception:
-                return
-            if ln != last:
-                print(ln, file=sys.stderr, flush=True)
-                last = ln
+        last, next_print = None, time.time() + self.interval
+        while not self.stop.is_set():
+            if self.sock is not None:
+                try:
+                    data = self.sock.recv(512).decode().split()
+                    if len(data) == 2:
+                        self.seen[data[0]] = max(self.seen.get(data[0], 0), int(data[1]))
+                except (OSError, ValueError):
+                    pass
+            else:
+                self.stop.wait(0.2)
+            if time.time() >= next_print:
+                next_print = time.time() + self.interval
+                try:
+                    ln = self.line()
+                except Exception:
+                    return
+                if ln != last:
+                    self.console.line(ln)
+                    last = ln
+        if self.sock is not None:
+            self.sock.close()
 
 
 def _spark_schema():
@@ -299,112 +399,170 @@ def _spark_schema():
     return ", ".join(f"`{n}` {t}" for n, t in SCHEMA)
 
 
+def _probe(files, one_capture, console):
+    """(path, name, size, CaptureInfo or None for gzip) per readable capture, in capture order
+    for a rotated set; files that are not captures are reported and left out."""
+    from rocketpy.capture.readers import CaptureFormatError
+    from rocketpy.capture.source import first_timestamp, local_path
+    from rocketpy.capture.split import probe
+    out, bad = [], 0
+    for uri, size in files:
+        path = local_path(uri) if uri.startswith("file:") else uri
+        try:
+            info = probe(path)
+            first = first_timestamp(path) if one_capture else 0
+        except CaptureFormatError as exc:
+            if "gzip" in str(exc) and not one_capture:
+                out.append((path, path, size, None, 0))
+                continue
+            console.line(f"[capture_job] {path}: {exc}")
+            bad += 1
+            continue
+        except (OSError, EOFError) as exc:
+            console.line(f"[capture_job] {path}: {exc}")
+            bad += 1
+            continue
+        out.append((path, path, size, info, first))
+    if one_capture:
+        out.sort(key=lambda x: (x[4] is None, x[4] or 0, x[0]))
+    return [x[:4] for x in out], bad
+
+
 def run(spark, argv) -> dict:
     """Run the job in an existing session; returns the summary dictionary."""
-    from pyspark.sql import functions as F
+    from rocketpy.capture.arrow import rows_to_batch
+    from rocketpy.capture.decoder import Stats
+    from rocketpy.capture.plan import Planner, plan_ranges, stitch
+    from rocketpy.capture.summary import format_summary
 
     if __name__ != "__main__":      # imported (tests): ship our functions by value
         from pyspark import cloudpickle
         cloudpickle.register_pickle_by_value(sys.modules[__name__])
     args = build_parser().parse_args(argv)
     sc = spark.sparkContext
+    console = _Console(sc)
     if not args.no_ship_code:
         _ship_code(sc)
-    from rocketpy.capture.source import local_path
-    from rocketpy.capture.summary import format_summary
-
-    files = _list_inputs(spark, args.inputs)
+    files, bad_files = _probe(_list_inputs(spark, args.inputs), args.one_capture, console)
     chunk = int(args.chunk_mb * (1 << 20))
-    total_bytes = sum(s for _, s in files)
-
-    def readable(uri):
-        return local_path(uri) if uri.startswith("file:") else uri
-
-    names = [readable(u) for u, _ in files]
-    small, ranges = [], []
-    for idx, (uri, size) in enumerate(files):
-        if size <= chunk:
-            small.append((readable(uri), names[idx], size))
-        else:
-            from rocketpy.capture.split import plan_ranges, probe
-            info = probe(readable(uri))
-            for a, b in plan_ranges(info, size, chunk):
-                ranges.append((idx, readable(uri), a, b))
-    # pack small files into tasks of about one chunk each, at least one task per core
+    total_bytes = sum(size for _, _, size, _ in files)
+    whole = [f for f in files if not args.one_capture and (f[3] is None or f[2] <= chunk)]
+    split = [f for f in files if f not in whole]
+    ranges = plan_ranges(split, chunk, args.one_capture)
+    # pack whole files into tasks of about one chunk each, at least one task per core
     cores = max(1, sc.defaultParallelism)
-    target = max(1, min(chunk, sum(s for *_, s in small) // cores + 1))
+    target = max(1, min(chunk, sum(f[2] for f in whole) // cores + 1))
     tasks, cur, cur_bytes = [], [], 0
-    for item in sorted(small, key=lambda x: -x[2]):
-        cur.append(item)
-        cur_bytes += item[2]
+    for path, name, size, _ in sorted(whole, key=lambda x: -x[2]):
+        cur.append((path, name, size))
+        cur_bytes += size
         if cur_bytes >= target:
             tasks.append(cur)
             cur, cur_bytes = [], 0
     if cur:
         tasks.append(cur)
-
-    acc = sc.accumulator({}, _stats_param())
-    bytes_acc = sc.accumulator(0)
-    progress = None
+    if not tasks and not ranges:
+        raise SystemExit("capture_job: no capture among the inputs")
+    opts = {"engine": args.engine, "ports": args.ports}
+    acc = _accumulator(sc)
+    progress = _ProgressDisplay(sc, console, total_bytes)
     if not args.quiet:
-        progress = _Progress(sc, bytes_acc, total_bytes)
         progress.start()
-    print(f"[capture_job] {len(files)} files, {total_bytes / 1e6:.1f} MB: {len(tasks)} whole-file "
-          f"tasks, {len(ranges)} byte ranges", file=sys.stderr, flush=True)
+        console.line(f"[capture_job] {len(files)} files, {total_bytes / 1e6:.1f} MB: "
+                     f"{len(tasks)} whole-file tasks, {len(ranges)} byte ranges")
     t0 = time.time()
     schema = _spark_schema()
-    ports = args.ports
     parts = []
+    planner = None
+    if ranges:
+        scans = {rid: pickle.loads(blob) for rid, blob in
+                 spark.range(len(ranges), numPartitions=len(ranges))
+                 .mapInArrow(_plan_ranges(ranges, opts, progress.addr), "rid long, scan binary")
+                 .collect()}
+        planner = Planner(ranges, scans)
+        plans = [(r.index, pickle.dumps(planner.plan(r))) for r in ranges]
+        infos = {i: f[3] for i, f in enumerate(split)}
+        parts.append(spark.createDataFrame(sc.parallelize(plans, len(plans)),
+                                           "rid long, plan binary")
+                     .mapInArrow(_decode_ranges(ranges, infos, opts, acc, progress.addr), schema))
+    progress.phase = "decoding"
     if tasks:
         parts.append(spark.range(len(tasks), numPartitions=len(tasks))
-                     .mapInArrow(_decode_whole_files(tasks, ports, acc, bytes_acc), schema))
-    if ranges:
-        seg_schema = ", ".join(f"`{n}` {t}" for n, t in SEG_FIELDS)
-        segs = (spark.range(len(ranges), numPartitions=len(ranges))
-                .mapInArrow(_read_ranges(ranges, ports, acc, bytes_acc), seg_schema))
-        nparts = args.partitions or max(2, 2 * cores)
-        parts.append(segs.repartition(nparts, "flow")
-                     .sortWithinPartitions("flow", "offset")
-                     .mapInArrow(_decode_flows(names, ports, acc), schema))
-    if not parts:
-        raise SystemExit("capture_job: no input files")
+                     .mapInArrow(_whole_files(tasks, opts, acc, progress.addr), schema))
     df = parts[0]
     for p in parts[1:]:
         df = df.unionByName(p)
     out_dir = args.output.rstrip("/")
     frames_path = out_dir + "/frames"
-    if args.format == "parquet":
-        df.write.mode("overwrite").parquet(frames_path)
-        table = spark.read.parquet(frames_path)
-    elif args.format == "json":
-        df.write.mode("overwrite").json(frames_path)
-        table = spark.read.schema(schema).json(frames_path)
-    else:
-        df.withColumn("ext_fields", F.to_json("ext_fields")).write.mode("overwrite") \
-            .option("header", True).csv(frames_path)
-        table = (spark.read.option("header", True)
-                 .schema(schema.replace("`ext_fields` map<string,string>", "`ext_fields` string"))
-                 .csv(frames_path))
+    _write(df, args.format, frames_path, "overwrite")
+    value = acc.value
+    stats = Stats(value.get("stats", {}))
+    if planner is not None:
+        rows, settled = stitch(ranges, value.get("edges", {}))
+        stats.merge(planner.stats).merge(settled)
+        if rows:
+            import pyarrow as pa
+            _write(spark.createDataFrame(pa.Table.from_batches([rows_to_batch(rows)])),
+                   args.format, frames_path, "append")
     elapsed = time.time() - t0
-    if progress:
-        progress.stop.set()
-    stats = dict(acc.value)
-    stats["files"] = len(files)
-    summary = _summary(table, stats) if not args.no_summary else {}
-    summary["elapsed_s"] = elapsed
-    summary["input_bytes"] = total_bytes
+    progress.stop.set()
+    engines = dict(value.get("engines", {}))
+    if engines.get("python") and args.engine == "auto":
+        console.line("[capture_job] the compiled decoder did not load on the executors: they used "
+                     "the pure-Python one (the same rows, slower); see docs/capture.md")
+    failed = {name for name, _ in value.get("errors", [])}
+    for name, msg in value.get("errors", []):
+        console.line(f"[capture_job] {name}: {msg}")
+    stats["files"] = len(files) - len(failed)
+    if bad_files or failed:
+        stats["bad_files"] = bad_files + len(failed)
+    task_bytes = list(value.get("task_bytes", {}).values())
+    summary = {}
+    if not args.no_summary:
+        summary = _summary(_read_back(spark, args.format, frames_path, schema), stats)
+    summary.update({"elapsed_s": elapsed, "input_bytes": total_bytes, "engines": engines,
+                    "range_task_bytes": {"max": max(task_bytes, default=0),
+                                         "mean": sum(task_bytes) / max(1, len(task_bytes)),
+                                         "tasks": len(task_bytes)}})
     if not args.no_summary:
         text = format_summary(summary)
         text += (f"\n\ndecoded {total_bytes / 1e6:.1f} MB in {elapsed:.1f} s "
                  f"({total_bytes / 1e6 / max(elapsed, 1e-9):.1f} MB/s, "
                  f"{summary['frames'] / max(elapsed, 1e-9):.0f} frames/s)")
-        print(text)
+        print(text, flush=True)
         _write_text(spark, out_dir + "/summary.txt", text)
         _write_text(spark, out_dir + "/summary.json",
                     json.dumps(summary, default=str, indent=1, sort_keys=True))
-    if args.plots:
-        _plots(spark, table, out_dir)
+        if args.plots:
+            _plots(spark, _read_back(spark, args.format, frames_path, schema), out_dir, console)
     return summary
+
+
+#: CSV as RFC 4180 writes it: fields with a delimiter, quote or line break in double quotes,
+#: a quote inside doubled; ext_fields (a map) as its JSON text
+_CSV = {"header": True, "quote": '"', "escape": '"', "multiLine": True}
+
+
+def _write(df, fmt, path, mode):
+    from pyspark.sql import functions as F
+    w = df.write.mode(mode)
+    if fmt == "parquet":
+        w.parquet(path)
+    elif fmt == "json":
+        w.json(path)
+    else:
+        (df.withColumn("ext_fields", F.to_json("ext_fields")).write.mode(mode)
+         .options(**_CSV).csv(path))
+
+
+def _read_back(spark, fmt, path, schema):
+    if fmt == "parquet":
+        return spark.read.parquet(path)
+    if fmt == "json":
+        return spark.read.schema(schema).json(path)
+    return (spark.read.options(**_CSV)
+            .schema(schema.replace("`ext_fields` map<string,string>", "`ext_fields` string"))
+            .csv(path))
 
 
 def _write_text(spark, uri, text):
@@ -423,6 +581,7 @@ def _write_text(spark, uri, text):
 
 def _summary(table, stats) -> dict:
     from pyspark.sql import functions as F
+    from rocketpy.capture.summary import NOT_ERRORS
     table = table.cache()
     agg = table.agg(F.count(F.lit(1)).alias("n"), F.min("ts").alias("t0"),
                     F.max("ts").alias("t1")).collect()[0]
@@ -446,13 +605,14 @@ def _summary(table, stats) -> dict:
                     .withColumn("kind", F.substring_index("error", ":", 1)), "kind")
     stats = dict(stats)
     unanswered = stats.pop("unanswered_requests", {}) or {}
-    return {
+    summary = {
         "frames": agg["n"],
         "requests": counts(req, "code"),
         "oneway": counts(req.where(F.col("is_oneway")), "code"),
         "responses": counts(rsp, "code"),
         "error_responses": {f"{k[0]}:{k[1]}": v for k, v in
-                            counts(rsp.where(F.col("code") != 0), "request_code", "code").items()},
+                            counts(rsp.where(~F.col("code").isin(*sorted(NOT_ERRORS))),
+                                   "request_code", "code").items()},
         "latency_ms": lat,
         "unanswered_requests": {int(k): v for k, v in unanswered.items() if v},
         "unmatched_responses": rsp.where(F.col("request_code").isNull()).count(),
@@ -462,16 +622,22 @@ def _summary(table, stats) -> dict:
         "last_ts": agg["t1"],
         "stats": stats,
     }
+    table.unpersist()
+    return summary
 
 
-def _plots(spark, table, out_dir):
+def _plots(spark, table, out_dir, console):
     from pyspark.sql import Window
     from pyspark.sql import functions as F
-    from rocketpy.capture.plots import plot_latency, plot_rate
+    from rocketpy.capture.plots import plot_latency, plot_rate, plots_available
+    if not plots_available():
+        console.line("[capture_job] --plots needs matplotlib, from the plots extra: "
+                     "pip install 'rocketpy[plots]'")
+        return
     local = out_dir[5:] if out_dir.startswith("file:") else out_dir
     if "://" in local:
         local = tempfile.mkdtemp(prefix="capture-plots-")
-        print(f"[capture_job] plots written locally to {local}", file=sys.stderr)
+        console.line(f"[capture_job] plots written locally to {local}")
     os.makedirs(os.path.join(local, "plots"), exist_ok=True)
     w = Window.partitionBy("request_code").orderBy(F.rand(1))
     sample = (table.where(F.col("latency_ms").isNotNull())
@@ -492,19 +658,41 @@ def _plots(spark, table, out_dir):
     plot_rate(rate, os.path.join(local, "plots", "rate.png"), bucket_s=bucket)
 
 
+def _quiet_jvm():
+    """Spark's ~45 startup INFO lines are noise here: WARN and up only (CAPTURE_JOB_LOG_LEVEL
+    overrides).  Spark sets its logging up when the first SparkContext logs, resetting any level
+    set before, so set it up first, then lower it; ``spark.log.level`` keeps it there."""
+    from pyspark import SparkContext
+    SparkContext._ensure_initialized()
+    jvm = SparkContext._jvm
+    level = os.environ.get("CAPTURE_JOB_LOG_LEVEL", "WARN").upper()
+    jvm.org.apache.spark.SparkConf().initializeLogIfNecessary(False)
+    log4j = jvm.org.apache.logging.log4j
+    configurator = log4j.core.config.Configurator
+    configurator.setRootLevel(log4j.Level.toLevel(level))
+    # "Unable to load native-hadoop library": Spark's own fallback works, nothing to act on
+    configurator.setLevel("org.apache.hadoop.util.NativeCodeLoader", log4j.Level.ERROR)
+    return level
+
+
 def main(argv=None) -> int:
     from pyspark.sql import SparkSession
     args = build_parser().parse_args(argv)
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    builder = SparkSession.builder.appName("rocketpy-capture")
+    builder = (SparkSession.builder.appName("rocketpy-capture")
+               .config("spark.ui.showConsoleProgress", "false")     # ours is on stderr
+               .config("spark.sql.debug.maxToStringFields", "1000"))
     if args.master:
         builder = builder.master(args.master)
-    elif not os.environ.get("PYSPARK_GATEWAY_PORT"):     # plain python, not spark-submit
+    elif not SUBMITTED:                                   # plain python, not spark-submit
         builder = builder.master(os.environ.get("MASTER", "local[*]"))
-    spark = builder.getOrCreate()
-    spark.sparkContext.setLogLevel(os.environ.get("CAPTURE_JOB_LOG_LEVEL", "WARN"))
+    level = _quiet_jvm()
+    spark = builder.config("spark.log.level", level).getOrCreate()
     try:
         run(spark, argv if argv is not None else sys.argv[1:])
+    except FileNotFoundError as exc:
+        print(f"capture_job: no such file or directory: {exc}", file=sys.stderr)
+        return 2
     finally:
         spark.stop()
     return 0

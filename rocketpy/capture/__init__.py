@@ -1,15 +1,21 @@
 """rocketpy.capture: RocketMQ traffic captures (pcap/pcapng) to a table of frames.
 
-Layer: pure capture reading (stdlib + construct + the codec ``rocketpy.remoting``; no Twisted,
-no pyspark), so Spark executors import it as they are.  Pipeline, one module per step::
+Layer: capture reading on the codec ``rocketpy.remoting`` (no Twisted, no pyspark), so Spark
+executors import it as they are.  The reference decoder is pure Python, one module per step::
 
     readers     pcap / pcapng records (both byte orders, µs/ns, pcapng interfaces)
     layers      Ethernet/VLAN, SLL, SLL2, NULL/LOOP, raw IP -> IPv4/IPv6 -> TCP segment
     reassembly  per-direction TCP reassembly (reorder, retransmit, overlap, loss, snaplen)
     framing     RocketMQ frames found by content, resynchronising after gaps
     rows        the stable output schema; one row per frame, decoded with the codec
-    decoder     connections, request/response pairing by opaque, latency
-    source      inputs (paths, globs, directories, URIs) -> rows
+    decoder     connections, request/response pairing by opaque, latency; byte-range mode
+    source      inputs (paths, globs, directories, URIs, rotated sets) -> rows
+
+and ``_native`` is its C port (built by ``pip install .``), proven to give the same rows::
+
+    engine      both decoders behind one interface, handing over Arrow record batches
+    plan        one capture decoded in byte ranges (the Spark job): plan, decode, stitch
+    split       byte ranges and their first record
     summary     frames per code, error responses, latency percentiles, top talkers
     cli         the ``rocketpy-capture`` console script (in-process, no Spark)
 

@@ -34,8 +34,21 @@ def rows_to_batch(rows: list[dict]) -> pa.RecordBatch:
         if name in _MAP_COLUMNS:
             values = [None if v is None else list(v.items()) for v in values]
         cols.append(values)
-    return pa.RecordBatch.from_arrays(
-        [pa.array(v, type=f.type) for v, f in zip(cols, ARROW_SCHEMA)], schema=ARROW_SCHEMA)
+    try:
+        arrays = [pa.array(v, type=f.type) for v, f in zip(cols, ARROW_SCHEMA)]
+    except UnicodeEncodeError:
+        arrays = [pa.array(_utf8(v), type=f.type) for v, f in zip(cols, ARROW_SCHEMA)]
+    return pa.RecordBatch.from_arrays(arrays, schema=ARROW_SCHEMA)
+
+
+def _utf8(value):
+    """``value`` with every string made encodable: a lone surrogate (a header's ``"\\ud800"``)
+    becomes '?', as Java's ``String.getBytes(UTF_8)`` writes it."""
+    if isinstance(value, str):
+        return value.encode("utf-8", "replace").decode("utf-8")
+    if isinstance(value, (list, tuple)):
+        return type(value)(_utf8(v) for v in value)
+    return value
 
 
 def write_parquet(rows, path: str, batch_rows: int = 65536) -> int:

@@ -1,8 +1,9 @@
-"""``rocketpy-capture``: decode small RocketMQ captures in-process, without Spark.
+"""``rocketpy-capture``: decode RocketMQ captures in-process, without Spark.
 
 Layer: ``rocketpy.capture`` entry point (console script ``rocketpy-capture =
-rocketpy.capture.cli:main``).  For quick looks at a laptop-sized capture; the same decoder runs
-inside the Spark job (``tools/capture_job.py``) for anything bigger.
+rocketpy.capture.cli:main``).  The decode engine (:mod:`rocketpy.capture.engine`, compiled when
+built) hands over Arrow record batches; the writers and the summary work from those batches.
+The same decoder runs inside the Spark job (``tools/capture_job.py``) for anything bigger.
 
     rocketpy-capture capture.pcap                       # a table, then the summary
     rocketpy-capture dumps/ --format json | jq .        # one JSON object per frame
@@ -11,27 +12,25 @@ inside the Spark job (``tools/capture_job.py``) for anything bigger.
 from __future__ import annotations
 
 import argparse
-import json
+import os
 import sys
 import time
-
-from .rows import COLUMNS
-from .source import decode_paths
-from .summary import SummaryBuilder, format_summary
-from .decoder import Stats
+import warnings
 
 __all__ = ["main", "build_parser"]
+
+PROG = "rocketpy-capture"
 
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
-        prog="rocketpy-capture",
+        prog=PROG,
         description="Decode RocketMQ remoting frames from pcap/pcapng captures (in-process).")
     p.add_argument("inputs", nargs="+", metavar="FILE_OR_DIR",
                    help="capture files, directories (searched recursively) or globs")
     p.add_argument("--format", choices=("table", "json", "csv", "parquet"), default="table",
                    help="table (default): readable lines; json: one object per frame (JSON "
-                        "Lines) on stdout; csv; parquet: needs --output and pyarrow")
+                        "Lines) on stdout; csv (RFC 4180); parquet: needs --output")
     p.add_argument("-o", "--output", help="write frames here instead of stdout")
     p.add_argument("--port", type=int, action="append", dest="ports",
                    help="only TCP segments to/from this port (repeatable; default: any port, "
@@ -39,15 +38,19 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--summary", choices=("auto", "yes", "no"), default="auto",
                    help="print the summary (to stderr for json/csv on stdout; default auto: "
                         "yes except for json/csv on stdout)")
-    p.add_argument("--plots", metavar="DIR", help="write latency.png and rate.png here")
+    p.add_argument("--plots", metavar="DIR", help="write latency.png and rate.png here "
+                                                   "(needs the plots extra: matplotlib)")
     p.add_argument("--errors-only", action="store_true", help="only frames with an error")
+    p.add_argument("--one-capture", action="store_true",
+                   help="the files are one capture split by rotation (tcpdump -C/-G/-W): read "
+                        "them in order of their first packet, connections carrying on from one "
+                        "file into the next")
     return p
 
 
-def _json_default(obj):
-    if isinstance(obj, (bytes, bytearray)):
-        return obj.hex()
-    return str(obj)
+def _fail(message: str, status: int = 2) -> int:
+    print(f"{PROG}: {message}", file=sys.stderr)
+    return status
 
 
 def _table_line(r: dict) -> str:
@@ -70,86 +73,206 @@ def _table_line(r: dict) -> str:
             + " ".join(extra)).rstrip()
 
 
-def _csv_value(v):
-    if isinstance(v, dict):
-        return json.dumps(v, ensure_ascii=False, sort_keys=False)
-    return v
+class _Writer:
+    """Writes record batches in one of the formats; ``close()`` finishes the file."""
+
+    def __init__(self, fmt: str, output: str | None):
+        self.fmt = fmt
+        self.output = output
+        self.out = None
+        self.parquet = None
+        self.csv = None
+
+    def write(self, batch) -> None:
+        from . import engine
+        if self.fmt == "parquet":
+            import pyarrow.parquet as pq
+            if self.parquet is None:
+                self.parquet = pq.ParquetWriter(self.output, batch.schema)
+            self.parquet.write_batch(batch)
+            return
+        out = self._stream()
+        if self.fmt == "json":
+            out.write(engine.batch_jsonl(batch))
+        elif self.fmt == "csv":
+            import pyarrow as pa
+            import pyarrow.csv as pacsv
+            i = batch.schema.get_field_index("ext_fields")
+            batch = batch.set_column(i, pa.field("ext_fields", pa.string()),
+                                     engine.ext_json_column(batch.column(i)))
+            if self.csv is None:
+                self.csv = pacsv.CSVWriter(out, batch.schema, write_options=pacsv.WriteOptions(
+                    quoting_style="needed"))
+            self.csv.write_batch(batch)
+        else:
+            for row in batch.to_pylist():
+                out.write(_table_line(row).encode("utf-8") + b"\n")
+        out.flush()
+
+    def _stream(self):
+        if self.out is None:
+            self.out = open(self.output, "wb") if self.output else sys.stdout.buffer
+        return self.out
+
+    def close(self, schema) -> None:
+        if self.fmt == "parquet":
+            if self.parquet is None:              # no frame at all: still a valid, empty file
+                import pyarrow.parquet as pq
+                self.parquet = pq.ParquetWriter(self.output, schema)
+            self.parquet.close()
+        elif self.fmt == "csv" and self.csv is None:
+            from rocketpy.capture.rows import COLUMNS
+            self._stream().write((",".join(f'"{c}"' for c in COLUMNS) + "\n").encode())
+        if self.csv is not None:
+            self.csv.close()
+        if self.out is not None and self.output:
+            self.out.close()
+
+
+class _Pipeline:
+    """Hands batches to ``consume`` (summary, writer) in a second thread: the compiled decoder
+    keeps one core busy while pyarrow (which lets go of the GIL while it encodes, compresses and
+    aggregates) writes on the other.  An error in ``consume`` ends the decode with it."""
+
+    def __init__(self, consume):
+        import queue
+        import threading
+        self.consume = consume
+        self.queue = queue.Queue(maxsize=4)
+        self.error = None
+        self.thread = threading.Thread(target=self._run, name="rocketpy-capture-writer",
+                                       daemon=True)
+
+    def _run(self):
+        while True:
+            batch = self.queue.get()
+            if batch is None:
+                return
+            if self.error is None:
+                try:
+                    self.consume(batch)
+                except BaseException as exc:   # handed to the decoding thread
+                    self.error = exc
+
+    def put(self, batch):
+        if self.error is not None:
+            raise self.error
+        self.queue.put(batch)
+
+    def __enter__(self):
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.queue.put(None)
+        self.thread.join()
+        if self.error is not None and exc[0] is None:
+            raise self.error
+        return False
+
+
+def _load_engine():
+    """The engine module; its one fallback warning as one line of ours."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        from . import engine
+    for w in caught:
+        print(f"{PROG}: {w.message}", file=sys.stderr)
+    return engine
 
 
 def main(argv=None) -> int:
+    try:
+        return _main(argv)
+    except BrokenPipeError:
+        # the reader went away (| head): stop quietly, and keep Python's exit flush quiet too
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return _fail("output closed", 0)
+
+
+def _main(argv) -> int:
     args = build_parser().parse_args(argv)
+    if args.format == "parquet" and not args.output:
+        return _fail("--format parquet needs --output FILE")
+    if args.plots:
+        from .plots import plots_available
+        if not plots_available():
+            return _fail("--plots needs matplotlib, from the plots extra: "
+                         "pip install 'rocketpy[plots]'")
+    try:
+        engine = _load_engine()
+    except ImportError as exc:
+        return _fail(f"needs pyarrow, a dependency of rocketpy ({exc}): pip install pyarrow")
+    from .decoder import Stats
+    from .source import expand_inputs
+    from .summary import SummaryBuilder, format_summary
+    try:
+        expand_inputs(args.inputs)
+    except FileNotFoundError as exc:
+        return _fail(f"no such file or directory: {exc}")
     stats = Stats()
     errors: list = []
     summary = SummaryBuilder()
-    want_summary = (args.summary == "yes" or
-                    (args.summary == "auto" and not (args.format in ("json", "csv")
-                                                     and not args.output)))
-    rows_iter = decode_paths(args.inputs, ports=args.ports, stats=stats, errors=errors)
     rate: dict = {}
-    latency: dict = {}
+    to_stdout = not args.output
+    want_summary = (args.summary == "yes" or
+                    (args.summary == "auto" and not (args.format in ("json", "csv") and to_stdout)))
+    writer = _Writer(args.format, args.output)
+    counted = [0]
 
-    def tracked(rows):
-        for r in rows:
-            summary.add(r)
-            if args.plots:
-                if not r["is_response"] and r["code"] is not None:
-                    series = rate.setdefault(r["code"], {})
-                    b = int(r["ts"])
-                    series[b] = series.get(b, 0) + 1
-                if r["latency_ms"] is not None:
-                    latency.setdefault(r["request_code"], []).append(r["latency_ms"])
-            if args.errors_only and not r["error"]:
-                continue
-            yield r
+    def consume(batch):
+        summary.add_batch(batch)
+        if args.plots:
+            _count_rate(batch, rate)
+        if args.errors_only:
+            import pyarrow.compute as pc
+            batch = batch.filter(pc.is_valid(batch.column("error")))
+        writer.write(batch)
+        counted[0] += batch.num_rows
 
-    rows = tracked(rows_iter)
-    out = sys.stdout
-    close = False
     try:
-        if args.format == "parquet":
-            if not args.output:
-                print("rocketpy-capture: --format parquet needs --output FILE", file=sys.stderr)
-                return 2
-            from .arrow import write_parquet
-            write_parquet(rows, args.output)
-        else:
-            if args.output:
-                out = open(args.output, "w", encoding="utf-8", newline="")
-                close = True
-            if args.format == "json":
-                dumps = json.dumps
-                for r in rows:
-                    out.write(dumps(r, ensure_ascii=False, default=_json_default))
-                    out.write("\n")
-            elif args.format == "csv":
-                import csv
-                w = csv.writer(out)
-                w.writerow(COLUMNS)
-                for r in rows:
-                    w.writerow([_csv_value(r[c]) for c in COLUMNS])
-            else:
-                for r in rows:
-                    out.write(_table_line(r))
-                    out.write("\n")
+        with _Pipeline(consume) as pipeline:
+            for batch in engine.decode_batches(args.inputs, ports=args.ports, stats=stats,
+                                               errors=errors, one_capture=args.one_capture):
+                pipeline.put(batch)
+        writer.close(engine.ARROW_SCHEMA)
     except BrokenPipeError:
-        return 0
-    finally:
-        if close:
-            out.close()
+        # the reader went away (| head): stop quietly, and keep Python's exit flush quiet too
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return _fail(f"output closed after {counted[0]} frames", 0)
+    except KeyboardInterrupt:
+        return _fail(f"interrupted after {counted[0]} frames", 130)
+    except OSError as exc:
+        return _fail(f"cannot write {args.output or 'the output'}: {exc.strerror or exc}", 1)
     for path, msg in errors:
-        print(f"rocketpy-capture: {path}: {msg}", file=sys.stderr)
+        print(f"{PROG}: {path}: {msg}", file=sys.stderr)
     if want_summary:
-        dest = sys.stderr if (args.format in ("json", "csv") and not args.output) else sys.stdout
-        if dest is sys.stdout and args.format == "table" and not args.output:
+        dest = sys.stderr if (args.format in ("json", "csv") and to_stdout) else sys.stdout
+        if dest is sys.stdout and args.format == "table" and to_stdout:
             print(file=dest)
         print(format_summary(summary.result(stats)), file=dest)
     if args.plots:
-        import os
         from .plots import plot_latency, plot_rate
         os.makedirs(args.plots, exist_ok=True)
-        plot_latency(latency, os.path.join(args.plots, "latency.png"))
+        plot_latency(summary.latencies(), os.path.join(args.plots, "latency.png"))
         plot_rate(rate, os.path.join(args.plots, "rate.png"))
     return 1 if errors and not summary.frames else 0
+
+
+def _count_rate(batch, rate: dict) -> None:
+    """Requests per (code, second), for the rate plot."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    req = batch.filter(pc.and_(pc.invert(batch.column("is_response")),
+                               pc.is_valid(batch.column("code"))))
+    if not req.num_rows:
+        return
+    t = pa.table({"code": req.column("code"),
+                  "s": pc.cast(pc.floor(req.column("ts")), pa.int64())})
+    out = t.group_by(["code", "s"], use_threads=False).aggregate([([], "count_all")])
+    for code, s, n in zip(*(out[c].to_pylist() for c in ("code", "s", "count_all"))):
+        series = rate.setdefault(code, {})
+        series[s] = series.get(s, 0) + n
 
 
 if __name__ == "__main__":

@@ -15,6 +15,12 @@ test count), this extractor is gap-aware and finds RocketMQ by content:
 * a gap inside a frame whose length is known keeps the stream in step (the frame is reported
   damaged, with its header decoded when the header arrived whole); a gap across a frame
   boundary, or before the length is known, sends the extractor hunting after the gap.
+
+Byte ranges (the Spark job decodes a capture in ranges): a range picks a stream up at a known
+stream offset and hunts from there (:meth:`FrameExtractor.start_at`, remembering where it found
+the first frame and what it skipped before it, so the job can check that against the previous
+range), and stops at the offset where the next range takes over (:meth:`FrameExtractor.stop_at`:
+the frame that straddles it is finished, nothing after it is cut).
 """
 from __future__ import annotations
 
@@ -86,7 +92,8 @@ class FrameExtractor:
     ``self.out`` (the owner drains it after each call)."""
 
     __slots__ = ("buf", "offset", "synced", "skip", "first_ts", "out", "stats", "found",
-                 "abandoned", "abandon_after", "hunted", "max_frame_length", "_need")
+                 "abandoned", "abandon_after", "hunted", "max_frame_length", "_need", "limit",
+                 "settled", "cut", "head", "picked_up", "first_frame", "head_skipped")
 
     def __init__(self, stats: dict, synced: bool = False, abandon_after: int = 17 << 20,
                  max_frame_length: int = DEFAULT_MAX_FRAME_LENGTH):
@@ -103,17 +110,51 @@ class FrameExtractor:
         self.hunted = 0
         self.max_frame_length = max_frame_length
         self._need = 0             # bytes the buffer must reach before parsing is worth it
+        self.limit: int | None = None   # stream offset where a later byte range takes over
+        self.settled = False       # reached ``limit``: every later byte is the next range's
+        self.cut: int | None = None     # where it settled, when that was a frame boundary
+        self.head = False          # hunting from a range's start, before its first frame
+        self.picked_up: int | None = None     # the offset that hunt started from
+        self.first_frame: int | None = None   # offset of that first frame
+        self.head_skipped = 0      # bytes skipped before it (not counted as skipped_bytes)
+
+    # ---- byte ranges ------------------------------------------------------------------------
+
+    def start_at(self, offset: int, synced: bool = False) -> None:
+        """Pick the stream up at ``offset`` (a range boundary): hunt for the first frame, unless
+        one is known to start there."""
+        self.offset = offset
+        self.synced = synced
+        self.head = not synced
+        if not synced:
+            self.picked_up = offset
+
+    def stop_at(self, limit: int) -> None:
+        """Frames starting at or after ``limit`` belong to the next range."""
+        self.limit = limit
+        self._check_limit(0)
+
+    def _check_limit(self, pos: int) -> bool:
+        """Settle when the bytes from ``buf[pos]`` on are all the next range's: the stream is at
+        a frame boundary (or hunting) at or after ``limit``. True when it settled."""
+        if self.limit is None or self.skip or self.offset + pos < self.limit:
+            return False
+        self.settled = True
+        self.cut = self.offset + pos if self.synced else None
+        self.offset += len(self.buf)
+        del self.buf[:]
+        return True
 
     # ---- Reassembler sink -------------------------------------------------------------------
 
     def data(self, data: bytes, ts: int) -> None:
-        if self.abandoned:
+        if self.abandoned or self.settled:
             return
         if self.skip:
             k = min(self.skip, len(data))
             self.skip -= k
             self.offset += k
-            if k == len(data):
+            if self._check_limit(0) or k == len(data):
                 return
             data = data[k:]
         buf = self.buf
@@ -141,7 +182,10 @@ class FrameExtractor:
         mfl = self.max_frame_length
         out = self.out
         offset = self.offset
+        limit = self.limit
         while n - pos > PREFIX_SIZE:
+            if limit is not None and offset + pos >= limit:
+                break
             total, stype, hlen = read_prefix(data, pos)
             if n - pos < total or total > mfl:
                 break
@@ -157,14 +201,14 @@ class FrameExtractor:
         return data
 
     def gap(self, n: int, ts: int) -> None:
-        if self.abandoned:
+        if self.abandoned or self.settled:
             return
         if self.skip:
             k = min(self.skip, n)
             self.skip -= k
             self.offset += k
             n -= k
-            if not n:
+            if self._check_limit(0) or not n:
                 return
         buf = self.buf
         self._need = 0
@@ -183,6 +227,7 @@ class FrameExtractor:
             elif n > rest:               # the gap runs past the frame's end: hunt after it
                 self.synced = False
                 self._count("resyncs")
+            self._check_limit(0)
             return
         self._count_skipped(len(buf))
         self.offset += len(buf) + n
@@ -190,11 +235,12 @@ class FrameExtractor:
         if self.synced:
             self.synced = False
             self._count("resyncs")
+        self._check_limit(0)
 
     def finish(self, ts: int) -> None:
         """End of stream: a partial frame left over is reported damaged."""
         buf = self.buf
-        if not self.abandoned and buf:
+        if not self.abandoned and not self.settled and buf:
             if self.synced and len(buf) >= PREFIX_SIZE and plausible_frame_start(
                     buf, 0, self.max_frame_length, need_header=False) == OK:
                 total = frame_total(buf)
@@ -212,7 +258,10 @@ class FrameExtractor:
 
     def _count_skipped(self, n):
         if n:
-            self._count("skipped_bytes", n)
+            if self.head:
+                self.head_skipped += n
+            else:
+                self._count("skipped_bytes", n)
 
     def _damaged(self, total, lost, ts, msg):
         buf = self.buf
@@ -234,6 +283,9 @@ class FrameExtractor:
         need = 0
         hunt_from = 0
         while True:
+            if self.limit is not None and self._check_limit(pos):
+                self._need = 0
+                return
             if not self.synced:
                 if pos:
                     del buf[:pos]
@@ -279,24 +331,34 @@ class FrameExtractor:
         while True:
             m = FRAME_START_CANDIDATE.search(buf, pos)
             if m is None:
-                keep = min(len(buf) - pos, 7)
-                drop = len(buf) - keep
-                self._drop(drop)
+                # a frame may start in the last PREFIX_SIZE bytes (its '{' not here yet)
+                self._drop(len(buf) - min(len(buf) - pos, PREFIX_SIZE))
                 return -1
             i = m.start()
             verdict = plausible_frame_start(buf, i, mfl)
             if verdict == OK:
-                self._drop(i)
+                if self._drop(i):
+                    return -1
                 self.synced = True
+                if self.head:
+                    self.head = False
+                    self.first_frame = self.offset
                 return 0
             if verdict == MORE:
                 self._drop(i)
                 return -1
             pos = i + 1
 
-    def _drop(self, k: int) -> None:
+    def _drop(self, k: int) -> bool:
+        """Skip ``k`` bytes while hunting; True when that settled or abandoned the stream."""
         if k <= 0:
-            return
+            return False
+        limit = self.limit
+        if limit is not None and self.offset + k >= limit:
+            self._count_skipped(max(0, limit - self.offset))
+            self.offset += k
+            del self.buf[:k]
+            return self._check_limit(0)
         self._count_skipped(k)
         del self.buf[:k]
         self.offset += k
@@ -305,3 +367,5 @@ class FrameExtractor:
             self.abandoned = True
             self.offset += len(self.buf)
             del self.buf[:]
+            return True
+        return False

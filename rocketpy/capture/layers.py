@@ -164,8 +164,9 @@ def decode_tcp(linktype: int, data: bytes, stats: dict | None = None) -> Segment
                 return None
             if nxt not in _IPV6_EXT or n < l4 + 2:
                 return _other(stats)
+            ext = nxt
             nxt, hl = data[l4], data[l4 + 1]
-            l4 += (hl + 2) * 4 if nxt == 51 else (hl + 1) * 8
+            l4 += (hl + 2) * 4 if ext == 51 else (hl + 1) * 8   # AH counts 4-byte words
         end = off + 40 + plen if plen else n   # jumbogram / TSO: use what is there
     if n < l4 + 14:
         return _short(stats)

@@ -1,4 +1,4 @@
-"""Optional PNG plots of a decoded capture (matplotlib, from the ``spark`` extra).
+"""Optional PNG plots of a decoded capture (matplotlib: the ``plots`` extra, also in ``spark``).
 
 Layer: ``rocketpy.capture`` presentation helper; imports matplotlib only when called, with the
 non-interactive Agg backend, so neither executors nor the plain CLI need it.  Both functions
@@ -6,9 +6,17 @@ take already aggregated data, so the Spark job feeds them from a small ``collect
 """
 from __future__ import annotations
 
+import math
+
 from rocketpy.remoting import codes
 
-__all__ = ["plot_latency", "plot_rate"]
+__all__ = ["plot_latency", "plot_rate", "rate_series", "plots_available"]
+
+
+def plots_available() -> bool:
+    """Whether matplotlib (the ``plots`` extra) is installed."""
+    import importlib.util
+    return importlib.util.find_spec("matplotlib") is not None
 
 
 def _plt():
@@ -46,6 +54,19 @@ def plot_latency(latency_by_code: dict, path: str, max_codes: int = 12) -> str:
     return path
 
 
+def rate_series(series: dict, t0: float, t1: float, bucket_s: float, points: int = 1000):
+    """``(x, requests/s)`` from t0 to t1 for one code's {bucket start: count}: buckets without a
+    request are zero (an idle second is a rate of 0, not a line drawn across it), and long
+    captures are summed into at most ``points`` wider buckets."""
+    step = max(bucket_s, math.ceil((t1 - t0) / bucket_s / points) * bucket_s)
+    sums: dict = {}
+    for t, n in series.items():
+        k = int((t - t0) // step)
+        sums[k] = sums.get(k, 0) + n
+    xs = [k * step for k in range(int((t1 - t0) // step) + 1)]
+    return xs, [sums.get(k, 0) / step for k in range(len(xs))]
+
+
 def plot_rate(rate: dict, path: str, bucket_s: float = 1.0, max_codes: int = 8) -> str:
     """Requests per second over time, one line per request code -> ``path`` (PNG).
 
@@ -54,11 +75,11 @@ def plot_rate(rate: dict, path: str, bucket_s: float = 1.0, max_codes: int = 8) 
     plt = _plt()
     fig, ax = plt.subplots(figsize=(10, 4))
     t0 = min((t for series in rate.values() for t in series), default=0)
+    t1 = max((t for series in rate.values() for t in series), default=0)
     top = sorted(rate.items(), key=lambda kv: -sum(kv[1].values()))[:max_codes]
     for code, series in top:
-        xs = sorted(series)
-        ax.plot([x - t0 for x in xs], [series[x] / bucket_s for x in xs], label=_label(code),
-                marker=".", linewidth=1)
+        xs, ys = rate_series(series, t0, t1, bucket_s)
+        ax.plot(xs, ys, label=_label(code), marker=".", linewidth=1)
     ax.set_xlabel(f"seconds since {t0:.0f} (epoch)")
     ax.set_ylabel("requests / s")
     ax.set_title("RocketMQ request rate")

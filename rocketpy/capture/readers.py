@@ -99,18 +99,35 @@ def _ns(ticks: int, per_sec: int) -> int:
     return ticks * 1_000_000_000 // per_sec
 
 
+_INT64 = (-(1 << 63), (1 << 63) - 1)
+
+
+def _block_ts(hi: int, lo: int, iface: Interface, off: int) -> int:
+    """A packet block's capture time in ns since the epoch; outside 64 bits is an error (the
+    table's ``ts_ns`` is a bigint)."""
+    ts = _ns((hi << 32) | lo, iface.ticks_per_sec) + iface.ts_offset_s * 1_000_000_000
+    if not _INT64[0] <= ts <= _INT64[1]:
+        raise CaptureFormatError(f"packet block at {off} has a timestamp outside 64-bit nanoseconds")
+    return ts
+
+
+#: shortest well-formed block of each type: 12 bytes of framing plus the fixed fields
+_MIN_BLOCK = {1: 20, 2: 32, 3: 16, 6: 32}
+
+
 def _tsresol(v: int) -> int:
     return (2 ** (v & 0x7F)) if v & 0x80 else 10 ** v
 
 
 def _parse_idb(body: bytes, o: str) -> Interface:
+    """An interface description block's fields and options (``body``: at least 8 bytes)."""
     linktype, _, snaplen = _IDB[o].unpack_from(body, 0)
     iface = Interface(linktype, snaplen)
     pos = 8
     while pos + 4 <= len(body):
         code, length = _OPT[o].unpack_from(body, pos)
         pos += 4
-        if code == 0:
+        if code == 0 or pos + length > len(body):
             break
         val = body[pos:pos + length]
         if code == 9 and length >= 1:
@@ -154,6 +171,8 @@ def read_capture_info(head: bytes) -> CaptureInfo:
             if blen < 12 or blen % 4 or pos + blen > len(head):
                 break
             if btype == 1:
+                if blen < _MIN_BLOCK[1]:
+                    break
                 info.interfaces.append(_parse_idb(head[pos + 8:pos + blen - 4], o))
             elif btype != PCAPNG_MAGIC:
                 break
@@ -228,6 +247,8 @@ def _iter_pcap(f, info, pos0, end, stats):
                          buf[pos + hlen:stop], off)
             pos = stop
         r.pos = pos
+        if not endless and r.base + pos >= end:
+            return
         if not r.fill(hlen):
             if r.pos < len(r.buf) and stats is not None:
                 stats["truncated_records"] = stats.get("truncated_records", 0) + 1
@@ -250,13 +271,13 @@ def _iter_pcapng(f, info, pos0, end, stats):
     ifaces = list(info.interfaces)
     r = _BlockReader(f, pos0)
     while True:
+        if end is not None and r.base + r.pos >= end:
+            return
         if not r.fill(12):
             if r.pos < len(r.buf) and stats is not None:
                 stats["truncated_records"] = stats.get("truncated_records", 0) + 1
             return
         off = r.base + r.pos
-        if end is not None and off >= end:
-            return
         btype, blen = bhdr(r.buf, r.pos)
         if btype == PCAPNG_MAGIC:
             bom = r.buf[r.pos + 8:r.pos + 12]
@@ -272,13 +293,22 @@ def _iter_pcapng(f, info, pos0, end, stats):
                 stats["truncated_records"] = stats.get("truncated_records", 0) + 1
             return
         buf, p = r.buf, r.pos
-        if btype == 6:
-            if_id, hi, lo, cap, orig = epb(buf, p + 8)
+        if blen < _MIN_BLOCK.get(btype, 12):
+            raise CaptureFormatError(f"pcapng block at {off} (type {btype}) is {blen} bytes, "
+                                     "too short for its fields")
+        if btype == 6 or btype == 2:
+            if btype == 6:
+                if_id, hi, lo, cap, orig = epb(buf, p + 8)
+            else:
+                if_id, _drops, hi, lo, cap, orig = opb(buf, p + 8)
+            if cap > blen - 32:
+                raise CaptureFormatError(f"packet block at {off} claims {cap} bytes in a "
+                                         f"{blen}-byte block")
             iface = ifaces[if_id] if if_id < len(ifaces) else None
             if iface is None:
                 raise CaptureFormatError(f"packet block at {off} names unknown interface {if_id}")
-            ts = _ns((hi << 32) | lo, iface.ticks_per_sec) + iface.ts_offset_s * 1_000_000_000
-            yield Packet(ts, iface.linktype, cap, orig, buf[p + 28:p + 28 + cap], off)
+            yield Packet(_block_ts(hi, lo, iface, off), iface.linktype, cap, orig,
+                         buf[p + 28:p + 28 + cap], off)
         elif btype == 3:
             iface = ifaces[0] if ifaces else None
             if iface is None:
@@ -288,13 +318,6 @@ def _iter_pcapng(f, info, pos0, end, stats):
             if iface.snaplen:
                 cap = min(cap, iface.snaplen)
             yield Packet(0, iface.linktype, cap, orig, buf[p + 12:p + 12 + cap], off)
-        elif btype == 2:
-            if_id, _drops, hi, lo, cap, orig = opb(buf, p + 8)
-            iface = ifaces[if_id] if if_id < len(ifaces) else None
-            if iface is None:
-                raise CaptureFormatError(f"packet block at {off} names unknown interface {if_id}")
-            ts = _ns((hi << 32) | lo, iface.ticks_per_sec) + iface.ts_offset_s * 1_000_000_000
-            yield Packet(ts, iface.linktype, cap, orig, buf[p + 28:p + 28 + cap], off)
         elif btype == 1:
             ifaces.append(_parse_idb(buf[p + 8:p + blen - 4], o))
         r.pos = p + blen

@@ -18,7 +18,12 @@ What it copes with, and how:
   hole filled by a retransmission gets the retransmission's time, when the receiver got it;
 * captures starting mid-stream: without a SYN the first segment seen starts the stream;
 * packets cut by the snap length: the captured part is delivered and the cut-off tail (known
-  from the IP length) becomes a gap at once.
+  from the IP length) becomes a gap at once;
+* a stream picked up at a byte-range boundary (the Spark job): :meth:`Reassembler.start_at`
+  starts it at a known sequence number (earlier bytes were the previous range's); a range
+  reading ahead past its end (:meth:`Reassembler.count_below`) counts only losses below the
+  next range's bytes, and no retransmission: the packets it reads ahead are the next range's,
+  which counts them.
 
 Sequence numbers are compared modulo 2**32 relative to the next expected byte.
 """
@@ -37,11 +42,12 @@ def _rel(a: int, b: int) -> int:
 
 class Reassembler:
     """Feed segments in capture order; the sink receives ``data(bytes, ts_ns)`` and
-    ``gap(nbytes, ts_ns)`` calls in stream order."""
+    ``gap(nbytes, ts_ns)`` calls in stream order, until its ``settled`` says it wants no more
+    (a byte range's stream reached the next range's part)."""
 
     __slots__ = ("sink", "next", "pending", "pending_bytes", "hole_since", "syn_seen",
                  "max_pending_bytes", "hole_timeout_ns", "stats", "closed", "doomed_at",
-                 "reorder_ns")
+                 "reorder_ns", "ceiling")
 
     def __init__(self, sink, stats: dict, max_pending_bytes: int = 32 << 20,
                  hole_timeout_ns: int = 10_000_000_000, reorder_ns: int = 100_000_000):
@@ -57,6 +63,17 @@ class Reassembler:
         self.reorder_ns = reorder_ns
         self.doomed_at: int | None = None   # when the peer acknowledged past the hole
         self.stats = stats
+        self.ceiling: int | None = None     # reading ahead: bytes from here on are the next range's
+
+    def start_at(self, seq: int) -> None:
+        """Pick the stream up at ``seq`` (a byte-range boundary)."""
+        self.next = seq & _MASK
+
+    def count_below(self, ahead: int) -> None:
+        """From now on the packets are read ahead: count losses only below the byte ``ahead``
+        bytes past the next expected one, and no retransmission (the next range counts them)."""
+        if self.next is not None:
+            self.ceiling = (self.next + ahead) & _MASK
 
     def syn(self, seq: int) -> None:
         if self.next is None:
@@ -65,7 +82,7 @@ class Reassembler:
 
     def segment(self, seq: int, payload: bytes, missing: int, ts: int) -> None:
         n = len(payload) + missing
-        if n == 0:
+        if n == 0 or self.sink.settled:
             return
         nxt = self.next
         if nxt is None:
@@ -99,7 +116,7 @@ class Reassembler:
                 self.pending[seq] = (payload, missing, ts)
                 self.pending_bytes += n
             else:
-                self.stats["retransmitted_bytes"] = self.stats.get("retransmitted_bytes", 0) + n
+                self._retransmitted(n)
             if self.pending_bytes > self.max_pending_bytes:
                 self.skip_hole(ts)
             else:
@@ -114,20 +131,22 @@ class Reassembler:
         self.tick(ts)
 
     def tick(self, ts: int) -> None:
-        if self.pending and (ts - self.hole_since > self.hole_timeout_ns or (
+        if self.pending and not self.sink.settled and (ts - self.hole_since > self.hole_timeout_ns or (
                 self.doomed_at is not None and ts - self.doomed_at >= self.reorder_ns)):
             self.skip_hole(ts)
 
     def skip_hole(self, ts: int) -> None:
         """Declare the bytes up to the first buffered segment lost and carry on from there."""
-        if not self.pending:
+        if not self.pending or self.sink.settled:
             return
         nxt = self.next
         first = min(self.pending, key=lambda s: _rel(s, nxt))
         gap = _rel(first, nxt)
         if gap > 0:
-            self.stats["gaps"] = self.stats.get("gaps", 0) + 1
-            self.stats["gap_bytes"] = self.stats.get("gap_bytes", 0) + gap
+            lost = gap if self.ceiling is None else min(gap, max(0, _rel(self.ceiling, nxt)))
+            if lost:
+                self.stats["gaps"] = self.stats.get("gaps", 0) + 1
+                self.stats["gap_bytes"] = self.stats.get("gap_bytes", 0) + lost
             self.sink.gap(gap, ts)
             self.next = first
         self._drain(ts, own_ts=True)
@@ -136,7 +155,7 @@ class Reassembler:
             self.hole_since = ts
 
     def finish(self, ts: int) -> None:
-        while self.pending:
+        while self.pending and not self.sink.settled:
             self.skip_hole(ts)
 
     # -----------------------------------------------------------------------------------------
@@ -145,19 +164,26 @@ class Reassembler:
         """(payload, missing) of what a segment starting ``rel`` < 0 bytes before the next
         expected byte adds, or None (counted) when it is all retransmitted."""
         k = -rel
-        if k >= len(payload) + missing:
-            self.stats["retransmitted_bytes"] = (self.stats.get("retransmitted_bytes", 0)
-                                                 + len(payload) + missing)
+        n = len(payload) + missing
+        if k >= n:
+            self._retransmitted(n)
             return None
         if k <= len(payload):
             return payload[k:], missing
         return b"", missing - (k - len(payload))
 
+    def _retransmitted(self, n: int) -> None:
+        if self.ceiling is None:
+            self.stats["retransmitted_bytes"] = self.stats.get("retransmitted_bytes", 0) + n
+
     def _deliver(self, payload: bytes, missing: int, ts: int) -> None:
+        if self.sink.settled:        # the next byte range's bytes
+            return
         if payload:
             self.sink.data(payload, ts)
         if missing:
-            self.stats["snaplen_cut_bytes"] = self.stats.get("snaplen_cut_bytes", 0) + missing
+            if self.ceiling is None:
+                self.stats["snaplen_cut_bytes"] = self.stats.get("snaplen_cut_bytes", 0) + missing
             self.sink.gap(missing, ts)
 
     def _drain(self, ts: int, own_ts: bool = False) -> None:

@@ -147,17 +147,22 @@ def body_summary(cmd) -> str | None:
 
 
 def _summary(broker, cluster, registration, body) -> str | None:
+    """The summary of ``body`` (see :func:`body_summary`); None for a body it cannot read."""
     try:
-        if body[:1] not in (b"{", b"["):
-            if registration:
-                topics = bodies.compressed_topic_count(body)
-                if topics is None:
-                    return None
-                return f"broker={broker} cluster={cluster} topics={topics} compressed"
-            return None
-        obj = fastjson.loads(body)
-    except Exception:
+        return _read_summary(broker, cluster, registration, body)
+    except Exception:   # a body from a stranger: anything it holds is no summary, never a crash
         return None
+
+
+def _read_summary(broker, cluster, registration, body) -> str | None:
+    if body[:1] not in (b"{", b"["):
+        if registration:
+            topics = bodies.compressed_topic_count(body)
+            if topics is None:
+                return None
+            return f"broker={broker} cluster={cluster} topics={topics} compressed"
+        return None
+    obj = fastjson.loads(body)
     if not isinstance(obj, dict):
         return None
     if "topicConfigSerializeWrapper" in obj:

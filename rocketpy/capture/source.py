@@ -7,16 +7,18 @@ reads.  Gzip-compressed captures (``.pcap.gz``) are read transparently (not spli
 """
 from __future__ import annotations
 
+import contextlib
 import glob
 import gzip
 import os
 from typing import BinaryIO, Iterator
 
 from .decoder import CaptureDecoder, Stats
-from .readers import CaptureFormatError, iter_packets, read_capture_info
+from .readers import CaptureFormatError, CaptureInfo, iter_packets, read_capture_info
 
-__all__ = ["expand_inputs", "open_binary", "decode_file", "decode_paths", "is_capture_head",
-           "local_path"]
+__all__ = ["expand_inputs", "open_binary", "open_capture", "decode_file", "decode_paths",
+           "decode_inputs", "decode_packets", "RowDecoder", "is_capture_head", "local_path",
+           "capture_order", "first_timestamp"]
 
 _CAPTURE_MAGICS = {b"\xd4\xc3\xb2\xa1", b"\xa1\xb2\xc3\xd4", b"\x4d\x3c\xb2\xa1",
                    b"\xa1\xb2\x3c\x4d", b"\x34\xcd\xb2\xa1", b"\xa1\xb2\xcd\x34",
@@ -99,10 +101,9 @@ def _maybe_gunzip(f: BinaryIO, head: bytes) -> BinaryIO:
     return f
 
 
-def decode_file(path: str, ports=None, stats: Stats | None = None, name: str | None = None,
-                **options) -> Iterator[dict]:
-    """Rows of one capture file, in the order frames complete."""
-    stats = stats if stats is not None else Stats()
+@contextlib.contextmanager
+def open_capture(path: str) -> Iterator[tuple[BinaryIO, CaptureInfo]]:
+    """``(stream, capture header)`` of a capture file, the stream at its first record."""
     raw = open_binary(path)
     try:
         head = raw.read(4)
@@ -111,36 +112,143 @@ def decode_file(path: str, ports=None, stats: Stats | None = None, name: str | N
         head = f.read(1 << 16)
         info = read_capture_info(head)
         f.seek(info.data_offset)
-        dec = CaptureDecoder(name or path, ports=ports, stats=stats, **options)
-        out = dec.out
-        packet = dec.packet
-        n = nbytes = 0
-        for pkt in iter_packets(f, info, stats=stats):
-            n += 1
-            nbytes += pkt.caplen
-            packet(pkt)
-            if out:
-                yield from out
-                out.clear()
-        dec.finish()
-        yield from out
-        out.clear()
-        stats["files"] = stats.get("files", 0) + 1
-        stats["packets"] = stats.get("packets", 0) + n
-        stats["captured_bytes"] = stats.get("captured_bytes", 0) + nbytes
+        yield f, info
     finally:
         raw.close()
 
 
-def decode_paths(inputs, ports=None, stats: Stats | None = None, errors: list | None = None,
-                 **options) -> Iterator[dict]:
-    """Rows of every capture among ``inputs`` (see :func:`expand_inputs`).  A file that is not
-    a capture is reported in ``errors`` (path, message) and skipped, never fatal."""
-    stats = stats if stats is not None else Stats()
-    for path in expand_inputs(inputs):
+def first_timestamp(path: str) -> int | None:
+    """Capture time of a file's first packet (None: no packet), for ordering a rotated set."""
+    with open_capture(path) as (f, info):
+        for pkt in iter_packets(f, info):
+            return pkt.ts_ns
+    return None
+
+
+def capture_order(paths: list[str], errors: list | None, stats: Stats) -> list[str]:
+    """A rotated set (``tcpdump -C/-G/-W``) in capture order: by first timestamp, then name.
+    Files that are not captures are reported and left out."""
+    keyed = []
+    for path in paths:
         try:
-            yield from decode_file(path, ports=ports, stats=stats, **options)
+            ts = first_timestamp(path)
         except (CaptureFormatError, OSError, EOFError) as exc:
-            stats["bad_files"] = stats.get("bad_files", 0) + 1
+            stats.count("bad_files")
             if errors is not None:
                 errors.append((path, str(exc)))
+            continue
+        keyed.append((ts is None, ts or 0, path))
+    return [path for *_, path in sorted(keyed)]
+
+
+def decode_packets(dec, f: BinaryIO, info: CaptureInfo, start: int | None = None,
+                   end: int | None = None, readahead: int = 0) -> Iterator[dict]:
+    """Feed ``dec`` (a :class:`CaptureDecoder`) the packets of ``f``; yields rows as frames
+    complete, returns whether it read to the end of the file.  With ``end`` (a byte range),
+    records from ``end`` on are read only while the decoder has unfinished connections, and at
+    most ``readahead`` bytes past ``end``."""
+    stats = dec.stats
+    out = dec.out
+    for pkt in iter_packets(f, info, start=start, stats=stats):
+        if end is not None and pkt.offset >= end:
+            if not dec.reading_ahead:
+                dec.end_range()
+            if not dec.unsettled or pkt.offset >= end + readahead:
+                return False
+        else:
+            stats.count("packets")
+            stats.count("captured_bytes", pkt.caplen)
+        dec.packet(pkt)
+        if out:
+            yield from out
+            out.clear()
+    if end is not None and not dec.reading_ahead:
+        dec.end_range()
+    return True
+
+
+class RowDecoder:
+    """The reference decoder as an engine (the interface of :mod:`rocketpy.capture.engine`'s
+    batch engines, yielding row dicts): ``decode`` one file or byte range after another, then
+    ``finish``."""
+
+    name = "rows"
+
+    def __init__(self, ports=None, plan=None, **options):
+        self.stats = Stats()
+        self.dec = CaptureDecoder(None, ports=ports, stats=self.stats, plan=plan, **options)
+
+    def decode(self, f: BinaryIO, name: str | None, info: CaptureInfo, index: int = 0,
+               start: int | None = None, end: int | None = None,
+               readahead: int = 0) -> Iterator[dict]:
+        self.dec.begin_file(name, index)
+        return (yield from decode_packets(self.dec, f, info, start, end, readahead))
+
+    def finish(self) -> Iterator[dict]:
+        self.dec.finish()
+        yield from self.dec.out
+        self.dec.out.clear()
+
+    @property
+    def edges(self) -> dict:
+        return self.dec.edges
+
+    @property
+    def unsettled(self) -> int:
+        return len(self.dec.unsettled)
+
+
+def decode_inputs(inputs, new_decoder, stats: Stats | None = None, errors: list | None = None,
+                  one_capture: bool = False, names=None) -> Iterator:
+    """What ``new_decoder()`` (an engine) yields for every capture among ``inputs`` (see
+    :func:`expand_inputs`).  A file that is not a capture, or breaks part-way (after what came
+    before it), is reported in ``errors`` (path, message), never fatal.  ``one_capture``: the
+    files are a rotated set, decoded as one capture in capture order (connections carry on from
+    one file into the next).  ``names``: path -> the name rows give the file."""
+    stats = stats if stats is not None else Stats()
+    paths = expand_inputs(inputs)
+    if one_capture:
+        paths = [capture_order(paths, errors, stats)]
+    else:
+        paths = [[p] for p in paths]
+    for group in paths:
+        dec = new_decoder()
+        for index, path in enumerate(group):
+            name = names.get(path, path) if names else path
+            try:
+                with open_capture(path) as (f, info):
+                    yield from dec.decode(f, name, info, index)
+                stats.count("files")
+            except (CaptureFormatError, OSError, EOFError) as exc:
+                stats.count("bad_files")
+                if errors is not None:
+                    errors.append((path, str(exc)))
+        yield from dec.finish()
+        stats.merge(dec.stats)
+
+
+def decode_file(path: str, ports=None, stats: Stats | None = None, name: str | None = None,
+                **options) -> Iterator[dict]:
+    """Rows of one capture file, in the order frames complete.  A file that turns out broken
+    part-way still gives the rows of what came before, then raises."""
+    stats = stats if stats is not None else Stats()
+    dec = RowDecoder(ports=ports, **options)
+    failed = None
+    try:
+        with open_capture(path) as (f, info):
+            yield from dec.decode(f, name or path, info)
+    except (CaptureFormatError, OSError, EOFError) as exc:
+        failed = exc
+    yield from dec.finish()
+    stats.merge(dec.stats)
+    if failed is not None:
+        raise failed
+    stats.count("files")
+
+
+def decode_paths(inputs, ports=None, stats: Stats | None = None, errors: list | None = None,
+                 one_capture: bool = False, **options) -> Iterator[dict]:
+    """Rows of every capture among ``inputs`` (the reference decoder; see
+    :func:`decode_inputs`)."""
+    return decode_inputs(inputs, lambda: RowDecoder(ports=ports, **options), stats, errors,
+                         one_capture)

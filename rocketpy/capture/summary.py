@@ -1,28 +1,58 @@
 """The printed summary of a decoded capture: frames per code, error responses, latency
 percentiles per request code, unanswered requests, top talkers, and capture health counters.
 
-Layer: ``rocketpy.capture`` (pure stdlib + codes).  :class:`SummaryBuilder` aggregates rows in
-process; the Spark job computes the same dictionary with Spark aggregations and prints it with
-the same :func:`format_summary`, so both entry points print the same report.
+Layer: ``rocketpy.capture`` (codes; :class:`SummaryBuilder` reads ``pyarrow`` record batches
+with ``pyarrow.compute``, no Python object per frame).  The Spark job computes the same
+dictionary with Spark aggregations and prints it with the same :func:`format_summary`, so both
+entry points print the same report.
 
 Percentiles are nearest-rank on the exact latencies here; Spark uses ``percentile_approx``.
 """
 from __future__ import annotations
 
+import heapq
 import math
 from collections import Counter, defaultdict
 
 from rocketpy.remoting import codes
 
-__all__ = ["SummaryBuilder", "format_summary", "percentile"]
+__all__ = ["SummaryBuilder", "format_summary", "percentile", "NOT_ERRORS"]
+
+#: Response codes that are not errors: SUCCESS, and the pull statuses a consumer acts on
+#: (Java ``MQClientAPIImpl.processPullResponse`` maps them to FOUND's siblings NO_NEW_MSG,
+#: NO_MATCHED_MSG, OFFSET_ILLEGAL; SUBSCRIPTION_NOT_LATEST just makes it rebuild its filter).
+NOT_ERRORS = frozenset(int(codes.ResponseCode[name]) for name in (
+    "SUCCESS", "PULL_NOT_FOUND", "PULL_RETRY_IMMEDIATELY", "PULL_OFFSET_MOVED",
+    "SUBSCRIPTION_NOT_LATEST"))
 
 
 def percentile(sorted_values, q: float):
-    """Nearest-rank percentile (q in 0..100) of an already sorted list; None when empty."""
-    if not sorted_values:
+    """Nearest-rank percentile (q in 0..100) of an already sorted list or array; None when
+    empty."""
+    if not len(sorted_values):
         return None
     k = max(0, math.ceil(q / 100.0 * len(sorted_values)) - 1)
-    return sorted_values[k]
+    value = sorted_values[k]
+    return value.as_py() if hasattr(value, "as_py") else value
+
+
+def _groups(table, keys, aggregations):
+    """Rows ``(*keys, *aggregates)`` of a group-by (nulls are a group too)."""
+    if not table.num_rows:
+        return []
+    out = table.group_by(keys, use_threads=False).aggregate(aggregations)
+    names = [*(f"{c}_{f}" if c else f for c, f in aggregations), *keys]
+    cols = [out[name].to_pylist() for name in names]
+    n = len(aggregations)
+    return [tuple(row[n:]) + tuple(row[:n]) for row in zip(*cols)]
+
+
+def _runs(sorted_values):
+    """``(value, length)`` of each run of equal values in a sorted array (nulls last)."""
+    import pyarrow.compute as pc
+    runs = pc.run_end_encode(sorted_values)
+    ends = runs.run_ends.to_pylist()
+    return list(zip(runs.values.to_pylist(), (b - a for a, b in zip([0] + ends, ends))))
 
 
 def _code_label(code, response=False):
@@ -32,57 +62,100 @@ def _code_label(code, response=False):
     return f"{code} {name}" if name else str(code)
 
 
+#: the columns the summary reads
+_COLUMNS = ["ts", "src", "frame_len", "code", "is_response", "is_oneway", "request_code",
+            "latency_ms", "error"]
+
+
 class SummaryBuilder:
-    def __init__(self):
+    """Aggregates record batches of the output schema (``add_batch``) into the summary, a
+    million rows at a time (a group-by per batch would cost more than decoding it)."""
+
+    def __init__(self, chunk_rows: int = 1 << 20):
         self.frames = 0
         self.requests = Counter()           # request code -> frames (incl. oneway)
         self.oneway = Counter()
         self.responses = Counter()          # response code -> frames
-        self.error_responses = Counter()    # (request code, response code) -> n, code != 0
-        self.latency = defaultdict(list)    # request code -> [ms]
+        self.error_responses = Counter()    # (request code, response code) -> n, not NOT_ERRORS
+        self.latency = defaultdict(list)    # request code -> [arrays of ms]
         self.talkers = defaultdict(lambda: [0, 0])   # src -> [frames, bytes]
         self.decode_errors = Counter()
         self.unmatched_responses = 0
         self.first_ts = None
         self.last_ts = None
+        self._pending: list = []
+        self._pending_rows = 0
+        self._chunk_rows = chunk_rows
 
-    def add(self, row: dict) -> None:
-        self.frames += 1
-        ts = row.get("ts")
-        if ts is not None:
-            self.first_ts = ts if self.first_ts is None else min(self.first_ts, ts)
-            self.last_ts = ts if self.last_ts is None else max(self.last_ts, ts)
-        t = self.talkers[row.get("src")]
-        t[0] += 1
-        t[1] += row.get("frame_len") or 0
-        if row.get("error"):
-            self.decode_errors[(row.get("error") or "").split(":")[0]] += 1
-        code = row.get("code")
-        if code is None:
+    def add_batch(self, batch) -> None:
+        if not batch.num_rows:
             return
-        if row.get("is_response"):
-            self.responses[code] += 1
-            rc = row.get("request_code")
+        self._pending.append(batch.select(_COLUMNS))
+        self._pending_rows += batch.num_rows
+        if self._pending_rows >= self._chunk_rows:
+            self._aggregate()
+
+    def _aggregate(self) -> None:
+        import pyarrow as pa
+        import pyarrow.compute as pc
+        if not self._pending:
+            return
+        t = pa.Table.from_batches(self._pending)
+        self._pending, self._pending_rows = [], 0
+        self.frames += t.num_rows
+        span = pc.min_max(t["ts"]).as_py()
+        if span["min"] is not None:
+            self.first_ts = span["min"] if self.first_ts is None else min(self.first_ts, span["min"])
+            self.last_ts = span["max"] if self.last_ts is None else max(self.last_ts, span["max"])
+        for src, b, k in _groups(t, ["src"], [("frame_len", "sum"), ([], "count_all")]):
+            talker = self.talkers[src]
+            talker[0] += k
+            talker[1] += b or 0
+        for error in t.filter(pc.is_valid(t["error"]))["error"].to_pylist():
+            self.decode_errors[error.split(":")[0]] += 1
+        coded = t.filter(pc.is_valid(t["code"]))
+        for resp, oneway, code, rc, k in _groups(
+                coded, ["is_response", "is_oneway", "code", "request_code"], [([], "count_all")]):
+            if not resp:
+                self.requests[code] += k
+                if oneway:
+                    self.oneway[code] += k
+                continue
+            self.responses[code] += k
             if rc is None:
-                self.unmatched_responses += 1
-            if code != 0:
-                self.error_responses[(rc, code)] += 1
-            if row.get("latency_ms") is not None:
-                self.latency[rc].append(row["latency_ms"])
-        else:
-            self.requests[code] += 1
-            if row.get("is_oneway"):
-                self.oneway[code] += 1
+                self.unmatched_responses += k
+            if code not in NOT_ERRORS:
+                self.error_responses[(rc, code)] += k
+        timed = coded.filter(pc.and_(coded["is_response"], pc.is_valid(coded["latency_ms"])))
+        if timed.num_rows:
+            timed = timed.sort_by("request_code")
+            rcs = timed["request_code"].combine_chunks()
+            ms = timed["latency_ms"].combine_chunks()
+            start = 0
+            for rc, n in _runs(rcs):
+                self.latency[rc].append(ms.slice(start, n))
+                start += n
+
+    def latencies(self) -> dict:
+        """request code -> every latency (ms), for the latency plot."""
+        self._aggregate()
+        return {code: [v for a in arrays for v in a.to_pylist()]
+                for code, arrays in self.latency.items()}
 
     def result(self, stats: dict | None = None, top: int = 10) -> dict:
         stats = dict(stats or {})
         unanswered = stats.pop("unanswered_requests", {}) or {}
+        import pyarrow as pa
+        import pyarrow.compute as pc
+        self._aggregate()
         lat = {}
-        for code, values in self.latency.items():
-            values.sort()
+        for code, arrays in self.latency.items():
+            values = pa.concat_arrays(arrays)
+            values = values.take(pc.array_sort_indices(values))
             lat[code] = {"n": len(values), "p50": percentile(values, 50),
-                         "p99": percentile(values, 99), "max": values[-1]}
-        talkers = sorted(self.talkers.items(), key=lambda kv: (-kv[1][0], -kv[1][1], str(kv[0])))
+                         "p99": percentile(values, 99), "max": values[-1].as_py()}
+        talkers = heapq.nsmallest(top, self.talkers.items(),
+                                  key=lambda kv: (-kv[1][0], -kv[1][1], str(kv[0])))
         return {
             "frames": self.frames,
             "requests": dict(self.requests),

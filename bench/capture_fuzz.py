@@ -1,0 +1,248 @@
+"""Fuzz the compiled capture decoder under AddressSanitizer (it reads bytes from strangers).
+
+Builds ``rocketpy.capture._native`` with ``-fsanitize=address`` into a scratch copy of the
+package, then runs a fuzz loop in a Python with libasan preloaded: random bytes, mutated genuine
+captures (bit flips, interesting integers at random offsets, absurd record/block/IP/TCP/frame
+lengths, splices), truncated files, and synthetic conversations carrying the codec fuzz
+harness's hostile frames -- each decoded whole, decoded as byte ranges (plan scan, range decode
+with read-ahead), and written as JSON Lines.  A CaptureFormatError is an expected outcome; any
+other exception is a finding, and an out-of-bounds access or a crash is caught by ASan (the
+input that did it is kept).  With ``--differential N``, every Nth input is also decoded by the
+pure-Python reference and the rows must be equal.  Prints the number of inputs.  Not a test;
+tests/test_capture_fuzz.py runs a few seconds of it.
+
+    python bench/capture_fuzz.py [--seconds 300] [--seed 1] [--differential 50] [--keep DIR]
+"""
+from __future__ import annotations
+
+import argparse
+import io
+import os
+import random
+import shutil
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+FIXTURES = ROOT.parent / "shared" / "fixtures" / "pcap"
+
+
+def build_asan(where: Path) -> Path:
+    """A copy of the package with the compiled core built under ASan; returns its root."""
+    pkg = where / "src"
+    shutil.copytree(ROOT / "rocketpy", pkg / "rocketpy",
+                    ignore=shutil.ignore_patterns("__pycache__", "*.so"))
+    flags = "-fsanitize=address -fno-omit-frame-pointer -g -O1"
+    env = dict(os.environ, CFLAGS=flags, LDFLAGS="-fsanitize=address")
+    subprocess.run([sys.executable, str(ROOT / "setup.py"), "-q", "build_ext", "--build-lib",
+                    str(pkg), "--build-temp", str(where / "tmp"), "--force"],
+                   cwd=ROOT, env=env, check=True, capture_output=True)
+    if not list((pkg / "rocketpy" / "capture").glob("_native*.so")):
+        raise SystemExit("capture_fuzz: the ASan build produced no extension")
+    return pkg
+
+
+def asan_env(pkg: Path) -> dict:
+    libasan = subprocess.run(["gcc", "-print-file-name=libasan.so"], capture_output=True,
+                             text=True, check=True).stdout.strip()
+    return dict(os.environ, LD_PRELOAD=libasan, PYTHONPATH=f"{pkg}{os.pathsep}{ROOT / 'tests'}",
+                ASAN_OPTIONS="detect_leaks=0:abort_on_error=1:allocator_may_return_null=1",
+                PYTHONMALLOC="malloc")
+
+
+# ---- the fuzz loop (runs inside the ASan process) ----------------------------------------------
+
+INTERESTING = [0, 1, 7, 8, 12, 20, 21, 0x7F, 0x80, 0xFF, 0x100, 0x7FFF, 0x8000, 0xFFFF, 0x10000,
+               0xFFFFFF, 0x1000000, 0x7FFFFFFF, 0x80000000, 0xFFFFFFFF]
+
+
+def corpus():
+    """Genuine captures and synthetic ones (pcap, pcapng, link types, hostile frames)."""
+    import capture_synth as cs
+    from fuzzharness import Mutator, corpus as frames
+    out = [p.read_bytes() for p in sorted(FIXTURES.glob("*.pcap"))]
+    rng = random.Random(0)
+    genuine = frames()
+    mutator = Mutator(rng, genuine)
+    for k in range(12):
+        fr = [(0, mutator.mutate() if rng.random() < 0.5 else rng.choice(genuine))
+              for _ in range(40)]
+        segs = cs.conversation(fr, mss=rng.choice([100, 700, 1460]))
+        kind = rng.choice(["ether", "vlan", "sll2", "null", "raw"])
+        pk = cs.packets(segs, kind, v6=rng.random() < 0.3)
+        lt = cs.LINKTYPES[kind]
+        out.append(cs.write_pcap(pk, lt) if k % 2 else cs.write_pcapng(pk, lt))
+    return out
+
+
+def mutate(data: bytes, rng: random.Random) -> bytes:
+    b = bytearray(data)
+    for _ in range(rng.choice((1, 1, 2, 3, 8))):
+        op = rng.randrange(7)
+        if not b:
+            b = bytearray(rng.randbytes(rng.randrange(64)))
+            continue
+        at = rng.randrange(len(b))
+        if op == 0:
+            b[at] ^= 1 << rng.randrange(8)
+        elif op == 1:
+            b[at] = rng.randrange(256)
+        elif op in (2, 3):               # an interesting integer, big or little endian
+            v = rng.choice(INTERESTING)
+            width = rng.choice((1, 2, 3, 4))
+            raw = (v & ((1 << 8 * width) - 1)).to_bytes(width, rng.choice(("big", "little")))
+            b[at:at + width] = raw
+        elif op == 4:
+            del b[rng.randrange(len(b)):]                            # truncated
+        elif op == 5:
+            j = rng.randrange(len(b))
+            b[at:at] = b[j:j + rng.randrange(1, 300)]                 # spliced copy
+        else:
+            del b[at:at + rng.randrange(1, 64)]
+    return bytes(b)
+
+
+def random_capture(rng: random.Random) -> bytes:
+    head = rng.choice([struct.pack("<IHHiIII", 0xA1B2C3D4, 2, 4, 0, 0, 262144, rng.choice((1, 0, 101, 113, 276, 228, 229, 12345))),
+                       struct.pack(">IHHiIII", 0xA1B23C4D, 2, 4, 0, 0, 65535, 1),
+                       struct.pack("<IIIHHq", 0x0A0D0D0A, 28, 0x1A2B3C4D, 1, 0, -1) + struct.pack("<I", 28)
+                       + struct.pack("<IIHHI", 1, 20, 1, 0, 0) + struct.pack("<I", 20)])
+    return head + rng.randbytes(rng.randrange(0, 4096))
+
+
+def run_one(data: bytes, engines, checks: dict) -> None:
+    """Whole-file and range decodes, the plan scan and the JSON writer on one input."""
+    from rocketpy.capture import engine, plan
+    from rocketpy.capture.readers import CaptureFormatError, read_capture_info
+    try:
+        info = read_capture_info(data[:1 << 16])
+    except CaptureFormatError:
+        return
+    rng = random.Random(len(data))
+    ports = [9876] if rng.random() < 0.1 else None
+    for cls in engines:
+        dec = cls(ports=ports)
+        f = io.BytesIO(data)
+        f.seek(info.data_offset)
+        batches = []
+        try:
+            batches += dec.decode(f, "fuzz", info)
+        except CaptureFormatError:
+            checks["format_errors"] += 1
+        batches += dec.finish()
+        for b in batches:
+            engine.batch_jsonl(b)
+            engine.ext_json_column(b.column("ext_fields"))
+        checks[cls.name] = batches
+    if engine.NATIVE is None:
+        return
+    # as byte ranges: random cut points, the compiled scanner and range decode
+    from rocketpy.capture.split import seek_record
+    size = len(data)
+    cuts = sorted({info.data_offset, size, *(rng.randrange(info.data_offset, size + 1)
+                                               for _ in range(rng.randrange(0, 4)))})
+    ranges = [plan.Range(i, 0, 0, "fuzz", "fuzz", a, b) for i, (a, b) in enumerate(zip(cuts, cuts[1:]))]
+    scans = {}
+    for r in ranges:
+        f = io.BytesIO(data)
+        try:
+            start = seek_record(f, info, r.start)
+        except CaptureFormatError:
+            return
+        scans[r.index] = engine.native_scan_range(f, info, start, r.end)
+    planner = plan.Planner(ranges, scans)
+    for r in ranges:
+        dec = engine.NativeBatchDecoder(plan=planner.plan(r))
+        f = io.BytesIO(data)
+        start = seek_record(f, info, r.start)
+        try:
+            for _ in plan.decode_range(dec, r, info, f, start):
+                pass
+        except CaptureFormatError:
+            list(dec.finish())
+
+
+def fuzz_loop(seconds: float, seed: int, differential: int, keep: str) -> None:
+    from rocketpy.capture import engine
+    assert engine.NATIVE is not None, "the compiled decoder did not load"
+    rng = random.Random(seed)
+    base = corpus()
+    checks = {"format_errors": 0}
+    n = diffs = 0
+    current = os.path.join(keep, "current-input")
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        r = rng.random()
+        if r < 0.1:
+            data = random_capture(rng)
+        elif r < 0.15:
+            data = rng.choice(base)[:rng.randrange(0, 20000)]              # cut short anywhere
+        else:
+            data = mutate(rng.choice(base), rng)
+        with open(current, "wb") as f:       # what to replay if ASan stops the process
+            f.write(data)
+        engines = [engine.NativeBatchDecoder]
+        if differential and n % differential == 0:
+            engines.append(engine.PyBatchDecoder)
+        checks.pop("native", None)
+        checks.pop("python", None)
+        try:
+            run_one(data, engines, checks)
+        except Exception as exc:               # anything but a CaptureFormatError is a finding
+            path = os.path.join(keep, f"finding-{n}")
+            with open(path, "wb") as f:
+                f.write(data)
+            raise SystemExit(f"capture_fuzz: input {n}: {type(exc).__name__}: {exc} (kept in {path})")
+        if "python" in checks:
+            import pyarrow as pa
+            a = pa.Table.from_batches(checks["native"], schema=engine.ARROW_SCHEMA)
+            b = pa.Table.from_batches(checks["python"], schema=engine.ARROW_SCHEMA)
+            if not a.equals(b):
+                path = os.path.join(keep, f"difference-{n}")
+                with open(path, "wb") as f:
+                    f.write(data)
+                raise SystemExit(f"capture_fuzz: input {n}: the engines disagree (kept in {path})")
+            diffs += 1
+        n += 1
+    os.unlink(current)
+    print(f"capture_fuzz: {n} inputs in {seconds:.0f} s under AddressSanitizer, no finding "
+          f"({checks['format_errors']} refused as not a capture, {diffs} also checked against "
+          "the pure-Python decoder)", flush=True)
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--seconds", type=float, default=300)
+    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--differential", type=int, default=50,
+                   help="check every Nth input against the pure-Python decoder (0: never)")
+    p.add_argument("--keep", help="directory for reproducers (default: a temporary one)")
+    p.add_argument("--inner", action="store_true", help=argparse.SUPPRESS)
+    a = p.parse_args(argv)
+    if a.inner:
+        fuzz_loop(a.seconds, a.seed, a.differential, a.keep)
+        return 0
+    work = Path(tempfile.mkdtemp(prefix="rocketpy-asan-"))
+    keep = Path(a.keep or work / "findings")
+    keep.mkdir(parents=True, exist_ok=True)
+    try:
+        pkg = build_asan(work)
+        out = subprocess.run([sys.executable, __file__, "--inner", "--seconds", str(a.seconds),
+                              "--seed", str(a.seed), "--differential", str(a.differential),
+                              "--keep", str(keep)], env=asan_env(pkg), cwd=work)
+        if out.returncode:
+            current = keep / "current-input"
+            print(f"capture_fuzz: the fuzz run failed (status {out.returncode}); the input it was "
+                  f"on is {current if current.exists() else 'above'}", file=sys.stderr)
+        return out.returncode
+    finally:
+        if not a.keep:
+            shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,92 @@
+#include "htab.h"
+
+hent_t *htab_get(const htab_t *t, const void *key, size_t klen) {
+    if (!t->cap)
+        return NULL;
+    uint64_t h = hash_bytes(key, klen);
+    size_t mask = t->cap - 1;
+    for (size_t i = (size_t)h & mask;; i = (i + 1) & mask) {
+        hent_t *e = &t->e[i];
+        if (e->state == 0)
+            return NULL;
+        if (e->state == 1 && e->hash == h && e->klen == klen && !memcmp(e->key, key, klen))
+            return e;
+    }
+}
+
+static int rehash(htab_t *t) {
+    size_t cap = t->cap ? t->cap : 16;
+    while (cap < 4 * (t->used + 1))
+        cap *= 2;
+    hent_t *e = PyMem_RawCalloc(cap, sizeof(hent_t));
+    if (!e) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    for (size_t i = 0; i < t->cap; i++) {
+        hent_t *o = &t->e[i];
+        if (o->state != 1)
+            continue;
+        size_t j = (size_t)o->hash & (cap - 1);
+        while (e[j].state)
+            j = (j + 1) & (cap - 1);
+        e[j] = *o;
+    }
+    PyMem_RawFree(t->e);
+    t->e = e;
+    t->cap = cap;
+    t->filled = t->used;
+    return 0;
+}
+
+hent_t *htab_put(htab_t *t, const void *key, size_t klen) {
+    hent_t *e = htab_get(t, key, klen);
+    if (e)
+        return e;
+    if (2 * (t->filled + 1) > t->cap && rehash(t) < 0)
+        return NULL;
+    uint64_t h = hash_bytes(key, klen);
+    size_t mask = t->cap - 1, i = (size_t)h & mask;
+    while (t->e[i].state == 1)
+        i = (i + 1) & mask;
+    e = &t->e[i];
+    uint8_t *k = PyMem_RawMalloc(klen ? klen : 1);
+    if (!k) {
+        PyErr_NoMemory();
+        return NULL;
+    }
+    memcpy(k, key, klen);
+    if (e->state == 0)
+        t->filled++;
+    e->key = k;
+    e->klen = (uint32_t)klen;
+    e->hash = h;
+    e->state = 1;
+    e->ptr = NULL;
+    e->value = 0;
+    t->used++;
+    return e;
+}
+
+void htab_del(htab_t *t, hent_t *e) {
+    PyMem_RawFree(e->key);
+    e->key = NULL;
+    e->state = 2;
+    t->used--;
+}
+
+void htab_clear(htab_t *t) {
+    for (size_t i = 0; i < t->cap; i++) {
+        if (t->e[i].state == 1)
+            PyMem_RawFree(t->e[i].key);
+        t->e[i].state = 0;
+    }
+    t->used = t->filled = 0;
+}
+
+void htab_free(htab_t *t) {
+    htab_clear(t);
+    PyMem_RawFree(t->e);
+    t->e = NULL;
+    t->cap = 0;
+}

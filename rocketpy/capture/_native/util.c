@@ -1,0 +1,101 @@
+/* Buffers, counters and name tables shared by the decoder's parts. */
+#include "core.h"
+
+const char *const STAT_NAMES[ST_COUNT] = {
+    "non_ip", "truncated_headers", "non_tcp", "ip_fragments", "retransmitted_bytes", "gaps",
+    "gap_bytes", "snaplen_cut_bytes", "skipped_bytes", "resyncs", "damaged_frames",
+    "connections", "rocketmq_connections", "truncated_records", "packets", "captured_bytes",
+    "readahead_exhausted", "unplanned_packets",
+};
+
+config_t CFG;
+
+int buf_reserve(buf_t *b, size_t extra) {
+    if (b->cap - b->end >= extra)
+        return 0;
+    size_t live = b->end - b->start;
+    if (b->start && b->start >= live / 2) {   /* reuse the consumed front (amortised) */
+        memmove(b->p, b->p + b->start, live);
+        b->start = 0;
+        b->end = live;
+        if (b->cap - live >= extra)
+            return 0;
+    }
+    if (extra > SIZE_MAX / 4 - live) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    size_t want = b->end + extra, cap = b->cap ? b->cap : 256;
+    while (cap < want)
+        cap *= 2;
+    uint8_t *p = PyMem_RawRealloc(b->p, cap);
+    if (!p) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    b->p = p;
+    b->cap = cap;
+    return 0;
+}
+
+int buf_append(buf_t *b, const void *data, size_t n) {
+    if (!n)
+        return 0;
+    if (buf_reserve(b, n) < 0)
+        return -1;
+    memcpy(b->p + b->end, data, n);
+    b->end += n;
+    return 0;
+}
+
+void buf_free(buf_t *b) {
+    PyMem_RawFree(b->p);
+    b->p = NULL;
+    b->start = b->end = b->cap = 0;
+}
+
+int grow(void **items, size_t *cap, size_t n, size_t size, size_t first) {
+    if (n < *cap)
+        return 0;
+    size_t want = *cap ? 2 * *cap : first;
+    void *p = PyMem_RawRealloc(*items, want * size);
+    if (!p) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    *items = p;
+    *cap = want;
+    return 0;
+}
+
+int stats_unanswered(stats_t *st, int32_t code) {
+    st->unanswered_touched = 1;
+    for (size_t i = 0; i < st->n_unanswered; i++)
+        if (st->unanswered[2 * i] == code) {
+            st->unanswered[2 * i + 1]++;
+            return 0;
+        }
+    if (grow((void **)&st->unanswered, &st->cap_unanswered, st->n_unanswered, 2 * sizeof(int64_t), 16) < 0)
+        return -1;
+    st->unanswered[2 * st->n_unanswered] = code;
+    st->unanswered[2 * st->n_unanswered + 1] = 1;
+    st->n_unanswered++;
+    return 0;
+}
+
+void stats_free(stats_t *st) {
+    PyMem_RawFree(st->unanswered);
+    memset(st, 0, sizeof *st);
+}
+
+str_t table_name(const name_table_t *t, int64_t v) {
+    size_t lo = 0, hi = t->n;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (t->values[mid] < v)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo < t->n && t->values[lo] == v ? t->names[lo] : STR_NULL;
+}

@@ -1,0 +1,267 @@
+"""The compiled capture decoder (rocketpy.capture._native) gives the reference decoder's rows,
+column by column, and the same counters and errors: on every genuine capture, on every file
+format, link type and TCP defect the synthetic captures exercise, on frames the codec's fuzz
+harness mutates, and on broken files."""
+import json
+import random
+import subprocess
+import sys
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+
+import capture_synth as cs
+from rocketpy.capture import engine
+from rocketpy.capture.arrow import ARROW_SCHEMA
+from rocketpy.capture.readers import CaptureFormatError
+from rocketpy.capture.source import open_capture
+from rocketpy.remoting import RemotingCommand
+from rocketpy.remoting.layout import build_frame
+
+ROOT = Path(__file__).resolve().parents[1]
+FIXTURES = ROOT.parent / "shared" / "fixtures" / "pcap"
+FRAMES = cs.sample_exchange(6)
+
+
+def test_the_compiled_decoder_is_built():
+    assert engine.NATIVE is not None, \
+        "the compiled decoder is not built: python3 setup.py build_ext --inplace"
+    assert engine.BatchDecoder is engine.NativeBatchDecoder
+
+
+def run(cls, path, **options):
+    """(table, stats, error message) of one engine on one file."""
+    d = cls(**options)
+    batches, error = [], None
+    try:
+        with open_capture(str(path)) as (f, info):
+            batches += d.decode(f, str(path), info)
+    except CaptureFormatError as exc:
+        error = str(exc)
+    batches += d.finish()
+    return pa.Table.from_batches(batches, schema=ARROW_SCHEMA), dict(d.stats), error
+
+
+def assert_same(path, **options):
+    """Both engines on ``path``: identical columns, counters and error; returns the table."""
+    want, want_stats, want_error = run(engine.PyBatchDecoder, path, **options)
+    got, got_stats, got_error = run(engine.NativeBatchDecoder, path, **options)
+    assert got.num_rows == want.num_rows, path
+    for name in want.column_names:
+        assert got[name].to_pylist() == want[name].to_pylist(), (path, name)
+    assert got_stats == want_stats
+    assert got_error == want_error
+    return want
+
+
+@pytest.mark.parametrize("name", sorted(p.name for p in FIXTURES.glob("*.pcap")))
+def test_every_fixture(name):
+    assert assert_same(FIXTURES / name).num_rows > 0
+
+
+def _write(tmp_path, segs, kind="ether", v6=False, fmt="pcap", order="<", nanos=False,
+           name="x", **kw):
+    pk = cs.packets(segs, kind, v6)
+    data = (cs.write_pcap(pk, cs.LINKTYPES[kind], order, nanos) if fmt == "pcap"
+            else cs.write_pcapng(pk, cs.LINKTYPES[kind], order, **kw))
+    path = tmp_path / f"{name}.{fmt}"
+    path.write_bytes(data)
+    return path
+
+
+@pytest.mark.parametrize("fmt,order,nanos,kw", [
+    ("pcap", "<", False, {}), ("pcap", ">", True, {}), ("pcapng", ">", False, {}),
+    ("pcapng", "<", False, {"tsresol": 9}), ("pcapng", "<", False, {"tsresol": 0x80 | 20}),
+    ("pcapng", "<", False, {"simple": True, "extra_iface": False})])
+def test_file_formats(tmp_path, fmt, order, nanos, kw):
+    segs = cs.conversation(FRAMES, t0_ns=1_700_000_000_123_456_789, step_ns=1_001)
+    assert assert_same(_write(tmp_path, segs, fmt=fmt, order=order, nanos=nanos, **kw)).num_rows
+
+
+@pytest.mark.parametrize("kind", ["ether", "vlan", "qinq", "sll", "sll2", "null", "null_be",
+                                  "loop", "raw"])
+@pytest.mark.parametrize("v6", [False, True])
+def test_link_types(tmp_path, kind, v6):
+    assert assert_same(_write(tmp_path, cs.conversation(FRAMES), kind, v6)).num_rows
+
+
+def _damaged(seed):
+    """A conversation with random drops, duplicates, swaps and snap-length cuts."""
+    rng = random.Random(seed)
+    frames = cs.sample_exchange(rng.randint(2, 10), rng, big_every=rng.randint(1, 3))
+    segs = cs.conversation(frames, mss=rng.choice([60, 100, 536, 1460]),
+                           acks=rng.random() < 0.7, coalesce=rng.random() < 0.5,
+                           handshake=rng.random() < 0.8)
+    for _ in range(rng.randint(0, 8)):
+        i = rng.randrange(len(segs))
+        op = rng.choice(["drop", "dup", "swap", "snap", "overlap"])
+        if op == "drop":
+            segs = cs.drop(segs, i)
+        elif op == "dup" and segs[i].payload:
+            segs = cs.retransmit(segs, i, at=min(len(segs), i + rng.randint(1, 6)))
+        elif op == "swap" and i + 2 < len(segs):
+            segs = cs.reorder(segs, i, i + rng.randint(1, 2))
+        elif op == "snap":
+            segs[i].snap = rng.randint(0, 80)
+        elif op == "overlap" and len(segs[i].payload) > 20:
+            cut = rng.randint(10, len(segs[i].payload) - 5)
+            segs = cs.overlap_split(segs, i, cut, rng.randint(1, cut - 1))
+    return segs
+
+
+@pytest.mark.parametrize("seed", range(60))
+def test_tcp_damage(tmp_path, seed):
+    assert_same(_write(tmp_path, _damaged(seed)))
+
+
+def test_many_connections_reordered_retransmitted_reused_and_wrapped(tmp_path):
+    segs = cs.many_conversations(300, seed=11, damage=True)
+    segs += cs.conversation(FRAMES, t0_ns=1_700_000_100_000_000_000)             # ISN wraps
+    segs += cs.conversation(FRAMES, t0_ns=1_700_000_200_000_000_000, isn=(5, 7))  # 4-tuple reused
+    http = [(0, b"GET / HTTP/1.1\r\n\r\n" * 40), (1, bytes(range(256)) * 30)]
+    segs += cs.conversation(http, server=("10.0.0.3", 80), t0_ns=1_700_000_300_000_000_000)
+    table = assert_same(_write(tmp_path, segs))
+    assert table.num_rows > 2000
+    assert_same(_write(tmp_path, segs, name="ports"), ports=[9876])
+
+
+def test_midstream_start_and_loss(tmp_path):
+    segs = cs.conversation(FRAMES, mss=700)
+    d = cs.data_segments(segs, ("10.0.0.1", 40000))
+    assert_same(_write(tmp_path, segs[d[1] + 1:], name="mid"))
+    assert_same(_write(tmp_path, cs.drop(segs, d[1], d[3]), name="loss"))
+
+
+def _stream(tmp_path, frames, name, **kw):
+    """One conversation carrying these frame bytes, client to server."""
+    return _write(tmp_path, cs.conversation([(0, f) for f in frames], **kw), name=name)
+
+
+def test_odd_headers(tmp_path):
+    """Headers the compiled core reads itself and headers it leaves to the codec give the
+    codec's columns and error texts."""
+    json_headers = [
+        b'{"code":105,"flag":0,"language":"JAVA","opaque":1,"serializeTypeCurrentRPC":"JSON","version":409}',
+        b'{"code":105,"extFields":{"topic":"T\\u00e9\\ud83d\\ude00\\n\\"x\\"\\/"},"opaque":2}\n',
+        b' {"code":1}', b'{"code":1.0}', b'{"code":true}', b'{"code":2147483648}', b'{"code":-0}',
+        b'{"code":01}', b'{"code":1,"code":2}', b'{"language":"NOPE"}', b'{"language":3}',
+        b'{"remark":null,"extFields":null}', b'{"remark":5}', b'{"extFields":{"a":1,"b":true}}',
+        b'{"extFields":{"a":"1","a":"2"}}', b'{"extFields":{"a":null}}', b'{"extFields":[]}',
+        b'{"x":[1,-2.5e3,{"y":[true,false,null,NaN,-Infinity]}],"opaque":7}',
+        b'{"remark":"\\ud800"}', b'{"remark":"\\udc00x"}', b'{"remark":"\xed\xa0\x80"}',
+        b'{"remark":"\xff"}', b'{"code":1,}', b'{"code":1} x', b'{"code":1', b'{}',
+        b'{"remark":"' + b"x" * 70000 + b'"}', b'{' + b'"a":[' * 40 + b']' * 40 + b'}',
+    ]
+    frames = [build_frame(0, h, b'{"topicList":["A","B"]}' if i % 3 else b"")
+              for i, h in enumerate(json_headers)]
+    ok = RemotingCommand.request(105, {"topic": "T"}, opaque=9, serialize_type=1).encode()
+    rocketmq = [ok, ok[:8] + ok[8:-1], ok[:-2] + b"\xff\xfe"]
+    header = ok[8:]
+    frames += [build_frame(1, header[:13] + b"\x00\x00\x00\x02\xc3\x28" + header[17:], b""),
+               build_frame(1, header + b"\x00", b""),
+               build_frame(1, header[:17] + b"\x00\x00\x00\x0e" + b"\x00\x01a\x00\x00\x00\x01b" * 2, b"")]
+    frames += rocketmq
+    table = assert_same(_stream(tmp_path, frames, "odd"))
+    errors = [e for e in table["error"].to_pylist() if e]
+    assert any("HeaderDecodeError" in e for e in errors)
+    assert table.num_rows > 20
+
+
+def test_control_characters_in_json_headers(tmp_path):
+    """A .NET client's SEND_MESSAGE_V2 carries raw 0x01/0x02 in its properties string."""
+    props = b"TAGS\x01T0200\x02KEYS\x01k1\x02"
+    frames = [build_frame(0, b'{"code":310,"extFields":{"properties":"' + props + b'"},"opaque":%d}' % i,
+                          b"body") for i in range(3)]
+    frames.append(build_frame(0, b'{"code":310,"extFields":{"k\x1a":"v"},"opaque":4}', b""))
+    frames.append(build_frame(0, b'{"code":310,"remark":"a\x1ab","opaque":5}', b""))
+    table = assert_same(_stream(tmp_path, frames, "ctl"))
+    assert table.num_rows == len(frames)
+    assert table["ext_fields"].to_pylist()[0] == [("properties", props.decode())]
+    errors = table["error"].to_pylist()
+    assert errors[:3] == [None] * 3 and "HeaderDecodeError" in errors[3] and errors[4] is None
+
+
+def test_mutated_genuine_frames(tmp_path):
+    """The codec fuzz harness's hostile frames, many to a stream: hunting, resynchronising and
+    every odd header the mutator makes."""
+    from fuzzharness import Mutator, corpus
+    rng = random.Random(5)
+    genuine = corpus()
+    mutator = Mutator(rng, genuine)
+    for k in range(6):
+        frames = [mutator.mutate() if rng.random() < 0.6 else rng.choice(genuine)
+                  for _ in range(150)]
+        assert_same(_stream(tmp_path, frames, f"mut{k}", mss=rng.choice([300, 1460, 65000])))
+
+
+def test_broken_files(tmp_path):
+    """Cut short anywhere, records claiming absurd lengths, unknown interfaces: the same rows
+    before the damage, the same counters, the same error."""
+    good = cs.write_pcap(cs.packets(cs.conversation(FRAMES)), 1)
+    ng = cs.write_pcapng(cs.packets(cs.conversation(FRAMES)), 1)
+    rng = random.Random(3)
+    cases = [good[:n] for n in (24, 30, 40, 200, len(good) // 2, len(good) - 1)]
+    cases += [ng[:n] for n in (60, 100, len(ng) // 3, len(ng) - 2)]
+    for data in (good, ng):
+        for _ in range(25):
+            b = bytearray(data)
+            for _ in range(rng.randint(1, 4)):
+                at = rng.randrange(24, len(b) - 4)
+                b[at:at + 4] = rng.choice([b"\xff\xff\xff\xff", b"\x00\x00\x00\x00",
+                                           b"\x00\x00\x10\x00", bytes(rng.getrandbits(8) for _ in range(4))])
+            cases.append(bytes(b))
+    for i, data in enumerate(cases):
+        path = tmp_path / f"b{i}.{'pcap' if data[:4] != ng[:4] else 'pcapng'}"
+        path.write_bytes(data)
+        assert_same(path)
+
+
+def test_json_lines_are_json_dumps():
+    """The compiled JSON Lines writer writes each row as json.dumps(row, ensure_ascii=False)."""
+    for path in sorted(FIXTURES.glob("*.pcap"))[:30]:
+        table, _, _ = run(engine.NativeBatchDecoder, path)
+        for batch in table.to_batches():
+            want = "".join(json.dumps(r, ensure_ascii=False) + "\n"
+                           for r in engine._json_rows(batch))
+            assert engine.batch_jsonl(batch).decode("utf-8") == want
+            ext = engine.ext_json_column(batch.column("ext_fields")).to_pylist()
+            assert ext == [None if r["ext_fields"] is None else
+                           json.dumps(r["ext_fields"], ensure_ascii=False)
+                           for r in engine._json_rows(batch)]
+
+
+def test_layout_constants_are_the_codec_s():
+    from rocketpy.remoting import layout
+    native = engine.NATIVE.LAYOUT
+    assert native["PREFIX_SIZE"] == layout.PREFIX_SIZE
+    assert native["LENGTH_SIZE"] == layout.LENGTH_SIZE
+    assert native["DEFAULT_MAX_FRAME_LENGTH"] == layout.DEFAULT_MAX_FRAME_LENGTH
+    assert (native["JSON"], native["ROCKETMQ"]) == (layout.JSON, layout.ROCKETMQ)
+    assert native["ROCKETMQ_FIXED_SIZE"] == layout.ROCKETMQ_FIXED.size
+    assert native["ROCKETMQ_MIN_HEADER"] == layout.ROCKETMQ_MIN_HEADER
+    assert native["FLAG_AT"] == layout.ROCKETMQ_FIELDS["flag"][0]
+    assert native["LANGUAGE_AT"] == layout.ROCKETMQ_FIELDS["language"][0]
+
+
+BLOCK_NATIVE = """
+import sys, warnings
+class Block:
+    def find_spec(self, name, path=None, target=None):
+        if name == "rocketpy.capture._native":
+            raise ImportError("blocked for the test")
+sys.meta_path.insert(0, Block())
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    from rocketpy.capture import engine
+    import rocketpy.capture.cli
+    from rocketpy.capture import engine as again
+print(engine.BatchDecoder.name, len(caught), caught[0].category.__name__)
+"""
+
+
+def test_without_the_compiled_decoder_the_reference_is_used_with_one_warning():
+    out = subprocess.run([sys.executable, "-c", BLOCK_NATIVE], cwd=ROOT, capture_output=True,
+                         text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["python", "1", "NativeDecoderMissing"]
