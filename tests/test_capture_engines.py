@@ -242,6 +242,7 @@ def test_layout_constants_are_the_codec_s():
     assert native["ROCKETMQ_MIN_HEADER"] == layout.ROCKETMQ_MIN_HEADER
     assert native["FLAG_AT"] == layout.ROCKETMQ_FIELDS["flag"][0]
     assert native["LANGUAGE_AT"] == layout.ROCKETMQ_FIELDS["language"][0]
+    assert native["MAX_LANGUAGE"] == layout.MAX_LANGUAGE
 
 
 BLOCK_NATIVE = """

@@ -50,6 +50,52 @@ def test_prefix_readers_agree_with_the_schema_on_every_captured_frame():
         assert L.header_span(data) == (serialize_type, 8, 8 + header_length)
         assert L.build_frame(serialize_type, parsed.header, parsed.body) == data
         assert L.pack_prefix(serialize_type, len(parsed.header), len(parsed.body)) == data[:8]
+        assert L.header_bytes(data) == (serialize_type, parsed.header)
+        assert L.body_length(total, header_length) == len(parsed.body)
+
+
+def test_every_captured_frame_start_is_plausible_and_its_cuts_undecided():
+    """The frame-start judgement a capture hunts with: every genuine frame passes it, whole or
+    cut anywhere inside its prefix (UNDECIDED there, never IMPLAUSIBLE)."""
+    for data in FRAMES:
+        assert L.plausible_prefix(data, 0) == L.PLAUSIBLE
+        assert L.plausible_binary_fields(data, 0)
+        assert L.has_prefix(data)
+        for cut in range(L.PREFIX_SIZE):
+            assert L.plausible_prefix(data[:cut], 0) == L.UNDECIDED
+            assert not L.has_prefix(data[:cut])
+        assert L.header_bytes(data[:L.PREFIX_SIZE + L.read_prefix(data)[2] - 1])[1] is None
+        if L.read_prefix(data)[1] == L.JSON:     # the pattern a hunt scans with sees its start
+            assert L.FRAME_START_CANDIDATE.match(data)
+
+
+@pytest.mark.parametrize("prefix, why", [
+    (L.pack_prefix(2, 30, 0), "serialize type 2"),
+    (L.pack_prefix(L.JSON, 0, 30), "no header"),
+    (L.pack_prefix(L.JSON, 30, 0)[:7] + b"\x1f", "header past the frame's end"),
+    (L.pack_prefix(L.ROCKETMQ, L.ROCKETMQ_MIN_HEADER - 1, 0), "binary header under its fixed part"),
+    (struct.pack(">I", L.DEFAULT_MAX_FRAME_LENGTH) + L.pack_prefix(L.JSON, 1, 0)[4:], "over the limit"),
+    (struct.pack(">I", 3) + b"\x00\x00\x00\x01", "shorter than its prefix"),
+])
+def test_implausible_frame_starts(prefix, why):
+    assert L.plausible_prefix(prefix + b"{}", 0) == L.IMPLAUSIBLE, why
+
+
+def test_a_json_header_must_open_with_a_brace_and_a_binary_one_hold_a_known_flag_and_language():
+    json_start = L.pack_prefix(L.JSON, 2, 0)
+    assert L.plausible_prefix(json_start + b"{}", 0) == L.PLAUSIBLE
+    assert L.plausible_prefix(json_start + b"[]", 0) == L.IMPLAUSIBLE
+    fixed = L.ROCKETMQ_HEADER.build({"code": 105, "language": 0, "version": 0, "opaque": 1,
+                                     "flag": 0, "remark": b"", "ext_fields": []})
+    start = L.pack_prefix(L.ROCKETMQ, len(fixed), 0) + fixed
+    assert L.plausible_binary_fields(start, 0)
+    at = L.PREFIX_SIZE + L.ROCKETMQ_FIELDS["flag"][0]
+    assert not L.plausible_binary_fields(start[:at] + struct.pack(">i", 4) + start[at + 4:], 0)
+    at = L.PREFIX_SIZE + L.ROCKETMQ_FIELDS["language"][0]
+    for language, believed in ((L.MAX_LANGUAGE, True), (L.MAX_LANGUAGE + 1, False), (-1, False)):
+        changed = start[:at] + struct.pack(">b", language) + start[at + 1:]
+        assert L.plausible_binary_fields(changed, 0) is believed
+    assert L.plausible_binary_fields(start[:L.PREFIX_SIZE + 3], 0)    # not there yet: no verdict
 
 
 def test_opaque_readers_agree_with_the_schema_on_every_captured_frame():

@@ -28,17 +28,17 @@ from typing import NamedTuple
 
 from rocketpy.remoting.errors import RemotingCodecError
 from rocketpy.remoting.frame import decode_header
-from rocketpy.remoting.layout import (DEFAULT_MAX_FRAME_LENGTH, FRAME_START_CANDIDATE, JSON,
-                                      LENGTH_SIZE, PREFIX_SIZE,
-                                      ROCKETMQ, ROCKETMQ_MIN_HEADER, ROCKETMQ_FIELDS,
-                                      frame_total, read_prefix, rocketmq_field)
+from rocketpy.remoting.layout import (CANDIDATE_TAIL, DEFAULT_MAX_FRAME_LENGTH,
+                                      FRAME_START_CANDIDATE, IMPLAUSIBLE as BAD, PLAUSIBLE as OK,
+                                      UNDECIDED as MORE, frame_total, has_prefix,
+                                      header_bytes, plausible_binary_fields, plausible_prefix,
+                                      read_prefix)
 
 __all__ = ["Frame", "FrameExtractor", "plausible_frame_start"]
 
-OK, BAD, MORE = 1, 0, -1
-_FLAG_END = PREFIX_SIZE + sum(ROCKETMQ_FIELDS["flag"])
 #: hunting stops trusting a header this long without seeing it whole
 _MAX_HUNT_HEADER = 1 << 20
+
 
 class Frame(NamedTuple):
     """A frame cut from a stream.  ``lost`` > 0 marks a damaged frame: ``data`` then holds what
@@ -56,32 +56,18 @@ class Frame(NamedTuple):
 
 def plausible_frame_start(buf, i: int, max_frame_length: int = DEFAULT_MAX_FRAME_LENGTH,
                           need_header: bool = True):
-    """OK / BAD / MORE (need more bytes) for a frame starting at ``buf[i]``."""
-    n = len(buf)
-    if n - i < PREFIX_SIZE:
-        if n - i >= LENGTH_SIZE and not (2 * LENGTH_SIZE <= frame_total(buf, i) <= max_frame_length):
+    """OK / BAD / MORE (need more bytes) for a frame starting at ``buf[i]``: the layout's
+    prefix checks and, with ``need_header``, a header the codec decodes."""
+    verdict = plausible_prefix(buf, i, max_frame_length)
+    if verdict != OK or not need_header:
+        return verdict
+    stype, header = header_bytes(buf, i)
+    if header is None:
+        if not plausible_binary_fields(buf, i):
             return BAD
-        if n - i > LENGTH_SIZE and buf[i + LENGTH_SIZE] > ROCKETMQ:
-            return BAD
-        return MORE
-    total, stype, hlen = read_prefix(buf, i)
-    if total > max_frame_length or stype > ROCKETMQ or hlen == 0 or hlen > total - PREFIX_SIZE:
-        return BAD
-    if stype == JSON:
-        if n - i > PREFIX_SIZE and buf[i + PREFIX_SIZE] != 0x7B:          # '{'
-            return BAD
-    elif hlen < ROCKETMQ_MIN_HEADER:
-        return BAD
-    if not need_header:
-        return OK
-    if n - i < PREFIX_SIZE + hlen:
-        if stype == ROCKETMQ and n - i >= _FLAG_END:
-            if (rocketmq_field(buf, i + PREFIX_SIZE, "flag") & ~3
-                    or not 0 <= rocketmq_field(buf, i + PREFIX_SIZE, "language") <= 30):
-                return BAD
-        return MORE if hlen <= _MAX_HUNT_HEADER else BAD
+        return MORE if read_prefix(buf, i)[2] <= _MAX_HUNT_HEADER else BAD
     try:
-        decode_header(stype, bytes(buf[i + PREFIX_SIZE:i + PREFIX_SIZE + hlen]))
+        decode_header(stype, header)
     except (RemotingCodecError, ValueError, TypeError, OverflowError):
         return BAD
     return OK
@@ -183,14 +169,13 @@ class FrameExtractor:
         out = self.out
         offset = self.offset
         limit = self.limit
-        while n - pos > PREFIX_SIZE:
+        while True:
             if limit is not None and offset + pos >= limit:
                 break
-            total, stype, hlen = read_prefix(data, pos)
-            if n - pos < total or total > mfl:
+            if plausible_prefix(data, pos, mfl) != OK:
                 break
-            if (hlen == 0 or hlen > total - PREFIX_SIZE or stype > ROCKETMQ
-                    or (data[pos + PREFIX_SIZE] != 0x7B if stype == JSON else hlen < ROCKETMQ_MIN_HEADER)):
+            total = frame_total(data, pos)
+            if n - pos < total:
                 break
             out.append(Frame(data if total == n else data[pos:pos + total], ts, ts,
                              offset + pos, total))
@@ -212,8 +197,7 @@ class FrameExtractor:
                 return
         buf = self.buf
         self._need = 0
-        if self.synced and len(buf) >= PREFIX_SIZE and plausible_frame_start(
-                buf, 0, self.max_frame_length, need_header=False) == OK:
+        if self.synced and plausible_prefix(buf, 0, self.max_frame_length) == OK:
             total = frame_total(buf)
             have = len(buf)
             rest = total - have
@@ -241,8 +225,7 @@ class FrameExtractor:
         """End of stream: a partial frame left over is reported damaged."""
         buf = self.buf
         if not self.abandoned and not self.settled and buf:
-            if self.synced and len(buf) >= PREFIX_SIZE and plausible_frame_start(
-                    buf, 0, self.max_frame_length, need_header=False) == OK:
+            if self.synced and plausible_prefix(buf, 0, self.max_frame_length) == OK:
                 total = frame_total(buf)
                 self._damaged(total, total - len(buf), ts,
                               f"capture ended mid-frame: {len(buf)} of {total} bytes seen")
@@ -266,10 +249,10 @@ class FrameExtractor:
     def _damaged(self, total, lost, ts, msg):
         buf = self.buf
         header = None
-        _, stype, hlen = read_prefix(buf)
-        if len(buf) >= PREFIX_SIZE + hlen:
+        stype, raw = header_bytes(buf)
+        if raw is not None:
             try:
-                header = decode_header(stype, bytes(buf[PREFIX_SIZE:PREFIX_SIZE + hlen]))
+                header = decode_header(stype, raw)
             except (RemotingCodecError, ValueError):
                 header = None
         self._count("damaged_frames")
@@ -296,7 +279,7 @@ class FrameExtractor:
                     return
                 hunt_from = 0
             n = len(buf)
-            if n - pos < PREFIX_SIZE:
+            if not has_prefix(buf, pos):
                 break
             total = frame_total(buf, pos)
             if n - pos < total:
@@ -331,8 +314,7 @@ class FrameExtractor:
         while True:
             m = FRAME_START_CANDIDATE.search(buf, pos)
             if m is None:
-                # a frame may start in the last PREFIX_SIZE bytes (its '{' not here yet)
-                self._drop(len(buf) - min(len(buf) - pos, PREFIX_SIZE))
+                self._drop(len(buf) - min(len(buf) - pos, CANDIDATE_TAIL))
                 return -1
             i = m.start()
             verdict = plausible_frame_start(buf, i, mfl)

@@ -14,7 +14,7 @@ import functools
 from rocketpy.remoting import decode_frame
 from rocketpy.remoting import bodies, codes, fastjson
 from rocketpy.remoting.errors import RemotingCodecError
-from rocketpy.remoting.layout import PREFIX_SIZE, read_prefix
+from rocketpy.remoting.layout import body_length, has_prefix, read_prefix
 
 __all__ = ["SCHEMA", "COLUMNS", "frame_row", "body_summary", "empty_row"]
 
@@ -81,7 +81,7 @@ def _header_columns(cmd) -> dict:
 def frame_row(frame, file: str | None, src: str, dst: str, conn: str) -> dict:
     """A row for a :class:`~rocketpy.capture.framing.Frame` (pairing columns left null)."""
     data = frame.data
-    if frame.lost or frame.error or len(data) < PREFIX_SIZE:
+    if frame.lost or frame.error or not has_prefix(data):
         return _damaged_row(frame, file, src, dst, conn)
     try:
         cmd = decode_frame(data)
@@ -97,7 +97,7 @@ def frame_row(frame, file: str | None, src: str, dst: str, conn: str) -> dict:
         "stream_offset": frame.offset, "frame_len": frame.length,
         "serialize_type": _SERIALIZE.get(stype, str(stype)),
         **_header_columns(cmd),
-        "body_len": frame.length - PREFIX_SIZE - hlen,
+        "body_len": body_length(frame.length, hlen),
         "body_summary": body_summary(cmd) if cmd.body else None,
         "request_code": None, "request_code_name": None, "latency_ms": None, "error": None,
     }
@@ -115,10 +115,10 @@ def _damaged_row(frame, file, src, dst, conn) -> dict:
     row["stream_offset"] = frame.offset
     row["frame_len"] = frame.length
     data = frame.data
-    if len(data) >= PREFIX_SIZE:
+    if has_prefix(data):
         _, stype, hlen = read_prefix(data)
         row["serialize_type"] = _SERIALIZE.get(stype, str(stype))
-        row["body_len"] = max(0, frame.length - PREFIX_SIZE - hlen)
+        row["body_len"] = max(0, body_length(frame.length, hlen))
     header = frame.header
     if header is not None:
         row.update(_header_columns(header))

@@ -28,9 +28,11 @@ __all__ = ["FRAME", "FRAME_COMPILED", "ROCKETMQ_HEADER", "ROCKETMQ_HEADER_COMPIL
            "ROCKETMQ_FIXED", "ROCKETMQ_FIELDS", "ROCKETMQ_OPAQUE", "ROCKETMQ_MIN_HEADER",
            "ROCKETMQ_EXT_LENGTH", "ROCKETMQ_KEY_LENGTH", "ROCKETMQ_VALUE_LENGTH",
            "frame_length", "frame_total", "read_prefix", "pack_prefix", "build_frame",
-           "header_span", "rocketmq_field", "frame_at", "bytes_needed", "frames_at_least",
-           "split_frames",
-           "FRAME_START_CANDIDATE", "request_without_opaque", "peek_request", "OpaqueTemplate"]
+           "header_span", "has_prefix", "header_bytes", "body_length", "rocketmq_field",
+           "frame_at", "bytes_needed", "frames_at_least", "split_frames",
+           "FRAME_START_CANDIDATE", "CANDIDATE_TAIL", "PLAUSIBLE", "IMPLAUSIBLE", "UNDECIDED",
+           "MAX_LANGUAGE", "plausible_prefix", "plausible_binary_fields",
+           "request_without_opaque", "peek_request", "OpaqueTemplate"]
 
 #: Java ``NettySystemConfig.frameMaxLength`` default; counts the 4-byte length field too.
 DEFAULT_MAX_FRAME_LENGTH = 16 * 1024 * 1024
@@ -168,6 +170,26 @@ def header_span(frame):
     return serialize_type, PREFIX_SIZE, PREFIX_SIZE + header_length
 
 
+def has_prefix(buf, pos=0):
+    """True when the prefix of the frame at ``buf[pos]`` is all there."""
+    return len(buf) - pos >= PREFIX_SIZE
+
+
+def header_bytes(buf, pos=0):
+    """``(serialize_type, header)`` of the frame at ``buf[pos]``: its header as bytes, or None
+    while the header is not all in ``buf``."""
+    _, serialize_type, header_length = read_prefix(buf, pos)
+    start = pos + PREFIX_SIZE
+    if len(buf) < start + header_length:
+        return serialize_type, None
+    return serialize_type, bytes(buf[start:start + header_length])
+
+
+def body_length(total, header_length):
+    """The body's length in a frame of ``total`` bytes (prefix included) with that header."""
+    return total - PREFIX_SIZE - header_length
+
+
 def rocketmq_field(buf, header_at, name):
     """The fixed field ``name`` (code, language, version, opaque, flag) of the binary header
     that starts at ``buf[header_at]``."""
@@ -232,6 +254,51 @@ def split_frames(buf, max_frame_length=DEFAULT_MAX_FRAME_LENGTH):
 #: so overlapping candidates are all found; each still has to pass the real checks.
 FRAME_START_CANDIDATE = re.compile(
     rb"(?=\x00[\x00-\xff]{3}(?:\x00[\x00-\xff]{3}\{|\x01\x00[\x00-\xff]{2}))", re.S)
+#: how many bytes at the end of a buffer may hold a frame start the candidate pattern cannot
+#: see yet (it needs the whole prefix, and a JSON header's ``{``)
+CANDIDATE_TAIL = PREFIX_SIZE
+
+
+# Verdicts on where a frame may start in a stream of unknown alignment.
+PLAUSIBLE, IMPLAUSIBLE, UNDECIDED = 1, 0, -1
+#: the highest ``LanguageCode`` a frame start is believed with (Java's tops at 12, RUST; room
+#: is left for codes a newer peer may send)
+MAX_LANGUAGE = 30
+#: where a binary header's fixed fields end, up to and including the flag
+_FLAG_END = PREFIX_SIZE + _FLAG_AT + _BINARY_FIELDS["flag"][1]
+
+
+def plausible_prefix(buf, i, max_frame_length=DEFAULT_MAX_FRAME_LENGTH):
+    """Whether a frame may start at ``buf[i]`` as far as its prefix tells: a length within the
+    limit, serialize type JSON or ROCKETMQ, a header inside the frame that opens with ``{`` (JSON)
+    or is at least a binary header's fixed part. UNDECIDED while the prefix is not all there."""
+    n = len(buf) - i
+    if n < PREFIX_SIZE:
+        if n >= LENGTH_SIZE and not (PREFIX_SIZE <= frame_total(buf, i) <= max_frame_length):
+            return IMPLAUSIBLE
+        if n > LENGTH_SIZE and buf[i + _TYPE_AT] > ROCKETMQ:
+            return IMPLAUSIBLE
+        return UNDECIDED
+    total, serialize_type, header_length = read_prefix(buf, i)
+    if (total > max_frame_length or serialize_type > ROCKETMQ or header_length == 0
+            or header_length > total - PREFIX_SIZE):
+        return IMPLAUSIBLE
+    if serialize_type == JSON:
+        if n > PREFIX_SIZE and buf[i + PREFIX_SIZE] != 0x7B:          # '{'
+            return IMPLAUSIBLE
+    elif header_length < ROCKETMQ_MIN_HEADER:
+        return IMPLAUSIBLE
+    return PLAUSIBLE
+
+
+def plausible_binary_fields(buf, i):
+    """False when the frame at ``buf[i]`` has a binary header, arrived as far as its flag, that
+    holds a flag or a language no peer writes; True otherwise (also while it has not arrived)."""
+    if len(buf) - i < _FLAG_END or buf[i + _TYPE_AT] != ROCKETMQ:
+        return True
+    header_at = i + PREFIX_SIZE
+    return not (rocketmq_field(buf, header_at, "flag") & ~3
+                or not 0 <= rocketmq_field(buf, header_at, "language") <= MAX_LANGUAGE)
 
 
 # -- the opaque ----------------------------------------------------------------------------------

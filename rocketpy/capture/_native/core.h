@@ -28,6 +28,7 @@
 #define RMQ_MIN_HEADER 21          /* ... plus the extFields length u32 */
 #define RMQ_FLAG_AT 9
 #define RMQ_LANGUAGE_AT 2
+#define RMQ_MAX_LANGUAGE 30        /* the highest language code a frame start is believed with */
 #define MAX_HUNT_HEADER (1 << 20)
 
 /* ---- capture records (rocketpy.capture.readers) -------------------------------------------- */

@@ -522,11 +522,12 @@ PyMODINIT_FUNC PyInit__native(void) {
     Py_INCREF(&ScannerType);
     if (PyModule_AddObject(m, "Scanner", (PyObject *)&ScannerType) < 0)
         return NULL;
-    PyObject *layout = Py_BuildValue("{s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i}", "LENGTH_SIZE", LENGTH_SIZE,
+    PyObject *layout = Py_BuildValue("{s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i}", "LENGTH_SIZE", LENGTH_SIZE,
                                      "PREFIX_SIZE", PREFIX_SIZE, "DEFAULT_MAX_FRAME_LENGTH", MAX_FRAME_LENGTH,
                                      "JSON", SER_JSON, "ROCKETMQ", SER_ROCKETMQ, "ROCKETMQ_FIXED_SIZE",
                                      RMQ_FIXED_SIZE, "ROCKETMQ_MIN_HEADER", RMQ_MIN_HEADER, "FLAG_AT",
-                                     RMQ_FLAG_AT, "LANGUAGE_AT", RMQ_LANGUAGE_AT);
+                                     RMQ_FLAG_AT, "LANGUAGE_AT", RMQ_LANGUAGE_AT,
+                                     "MAX_LANGUAGE", RMQ_MAX_LANGUAGE);
     if (!layout || PyModule_AddObject(m, "LAYOUT", layout) < 0)
         return NULL;
     return m;
