@@ -245,6 +245,14 @@ def test_layout_constants_are_the_codec_s():
     assert native["MAX_LANGUAGE"] == layout.MAX_LANGUAGE
 
 
+def test_the_compiled_summary_prefilter_looks_for_the_keys_the_summaries_read():
+    """A body without any of these keys gets no summary without asking Python; the keys are the
+    codec's wire names (rows.SUMMARY_MARKERS), restated in C."""
+    from rocketpy.capture import rows
+    assert engine.NATIVE.SUMMARY_MARKERS == rows.SUMMARY_MARKERS
+    assert "topicConfigSerializeWrapper" in rows.SUMMARY_MARKERS
+
+
 BLOCK_NATIVE = """
 import sys, warnings
 class Block:

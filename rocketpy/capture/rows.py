@@ -154,6 +154,26 @@ def _summary(broker, cluster, registration, body) -> str | None:
         return None
 
 
+_W = {name: bean.wire_name(attr) for name, bean, attr in (
+    ("wrapper", bodies.RegisterBrokerBody, "topic_config_serialize_wrapper"),
+    ("topics", bodies.TopicConfigSerializeWrapper, "topic_config_table"),
+    ("broker_datas", bodies.TopicRouteData, "broker_datas"),
+    ("queue_datas", bodies.TopicRouteData, "queue_datas"),
+    ("broker_name", bodies.BrokerData, "broker_name"),
+    ("read", bodies.QueueData, "read_queue_nums"),
+    ("write", bodies.QueueData, "write_queue_nums"),
+    ("broker_addrs", bodies.ClusterInfo, "broker_addr_table"),
+    ("clusters", bodies.ClusterInfo, "cluster_addr_table"),
+    ("topic_list", bodies.TopicList, "topic_list"),
+    ("table", bodies.KVTable, "table"),
+    ("counter", bodies.DataVersion, "counter"),
+    ("timestamp", bodies.DataVersion, "timestamp"))}
+#: the keys a body needs for a summary (the compiled core skips bodies without any of them)
+SUMMARY_MARKERS = tuple(_W[name] for name in ("wrapper", "broker_datas", "queue_datas",
+                                               "broker_addrs", "topic_list", "table", "counter",
+                                               "topics"))
+
+
 def _read_summary(broker, cluster, registration, body) -> str | None:
     if body[:1] not in (b"{", b"["):
         if registration:
@@ -165,28 +185,29 @@ def _read_summary(broker, cluster, registration, body) -> str | None:
     obj = fastjson.loads(body)
     if not isinstance(obj, dict):
         return None
-    if "topicConfigSerializeWrapper" in obj:
-        wrapper = obj.get("topicConfigSerializeWrapper") or {}
-        table = wrapper.get("topicConfigTable") or {}
+    w = _W
+    if w["wrapper"] in obj:
+        wrapper = obj.get(w["wrapper"]) or {}
+        table = wrapper.get(w["topics"]) or {}
         return f"broker={broker} cluster={cluster} topics={len(table)}"
-    if "brokerDatas" in obj or "queueDatas" in obj:
-        brokers = obj.get("brokerDatas") or []
-        queues = obj.get("queueDatas") or []
-        names = ",".join(sorted(str(b.get("brokerName")) for b in brokers if isinstance(b, dict)))
-        rq = sum(int(q.get("readQueueNums", 0) or 0) for q in queues if isinstance(q, dict))
-        wq = sum(int(q.get("writeQueueNums", 0) or 0) for q in queues if isinstance(q, dict))
+    if w["broker_datas"] in obj or w["queue_datas"] in obj:
+        brokers = obj.get(w["broker_datas"]) or []
+        queues = obj.get(w["queue_datas"]) or []
+        names = ",".join(sorted(str(b.get(w["broker_name"])) for b in brokers if isinstance(b, dict)))
+        rq = sum(int(q.get(w["read"], 0) or 0) for q in queues if isinstance(q, dict))
+        wq = sum(int(q.get(w["write"], 0) or 0) for q in queues if isinstance(q, dict))
         return f"brokers={len(brokers)}[{names}] queueDatas={len(queues)} read={rq} write={wq}"
-    if "brokerAddrTable" in obj and "clusterAddrTable" in obj:
-        return (f"clusters={len(obj.get('clusterAddrTable') or {})} "
-                f"brokers={len(obj.get('brokerAddrTable') or {})}")
-    if "topicList" in obj:
-        return f"topics={len(obj.get('topicList') or [])}"
-    if "table" in obj and isinstance(obj.get("table"), dict):
-        return f"kv={len(obj['table'])}"
-    if "counter" in obj and "timestamp" in obj:
-        return f"dataVersion counter={obj.get('counter')} timestamp={obj.get('timestamp')}"
-    if "topicConfigTable" in obj:
-        return f"topics={len(obj.get('topicConfigTable') or {})}"
+    if w["broker_addrs"] in obj and w["clusters"] in obj:
+        return (f"clusters={len(obj.get(w['clusters']) or {})} "
+                f"brokers={len(obj.get(w['broker_addrs']) or {})}")
+    if w["topic_list"] in obj:
+        return f"topics={len(obj.get(w['topic_list']) or [])}"
+    if w["table"] in obj and isinstance(obj.get(w["table"]), dict):
+        return f"kv={len(obj[w['table']])}"
+    if w["counter"] in obj and w["timestamp"] in obj:
+        return f"dataVersion counter={obj.get(w['counter'])} timestamp={obj.get(w['timestamp'])}"
+    if w["topics"] in obj:
+        return f"topics={len(obj.get(w['topics']) or {})}"
     return None
 
 

@@ -250,6 +250,11 @@ class JsonBean:
         cls._INITIAL = {prop.attr: prop.factory() if prop.factory else prop.default
                         for prop in cls.PROPS}
 
+    @classmethod
+    def wire_name(cls, attr):
+        """The fastjson name of the property ``attr`` (for readers that only count)."""
+        return cls._WIRE[attr]
+
     def __init__(self, **values):
         unknown = set(values) - self._ATTRS - {"extras"}
         if unknown:

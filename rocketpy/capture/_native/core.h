@@ -226,6 +226,7 @@ void columns_free(columns_t *c);
 /* ---- body summaries (rocketpy.capture.rows.body_summary, through the codec) ----------------- */
 typedef struct summary_cache_s summary_cache_t;
 summary_cache_t *summary_cache_new(void);
+PyObject *summary_markers(void);   /* the keys below, for the test that holds them to rows.py */
 void summary_cache_free(summary_cache_t *c);
 /* 0 ok (*out set, possibly null), -1 Python error */
 int body_summary(summary_cache_t *c, str_t broker, str_t cluster, int registration,

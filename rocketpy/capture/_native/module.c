@@ -530,5 +530,8 @@ PyMODINIT_FUNC PyInit__native(void) {
                                      "MAX_LANGUAGE", RMQ_MAX_LANGUAGE);
     if (!layout || PyModule_AddObject(m, "LAYOUT", layout) < 0)
         return NULL;
+    PyObject *markers = summary_markers();
+    if (!markers || PyModule_AddObject(m, "SUMMARY_MARKERS", markers) < 0)
+        return NULL;
     return m;
 }

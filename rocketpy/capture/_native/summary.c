@@ -20,10 +20,27 @@ struct summary_cache_s {
     uint8_t *uncached;         /* the last summary of a body too big to remember */
 };
 
+/* rocketpy.capture.rows.SUMMARY_MARKERS, in its order (tests/test_capture_engines.py) */
 static const char *const MARKERS[] = {
     "topicConfigSerializeWrapper", "brokerDatas", "queueDatas", "brokerAddrTable", "topicList",
     "table", "counter", "topicConfigTable", NULL,
 };
+
+PyObject *summary_markers(void) {
+    size_t n = 0;
+    while (MARKERS[n])
+        n++;
+    PyObject *t = PyTuple_New((Py_ssize_t)n);
+    for (size_t i = 0; t && i < n; i++) {
+        PyObject *s = PyUnicode_FromString(MARKERS[i]);
+        if (!s) {
+            Py_DECREF(t);
+            return NULL;
+        }
+        PyTuple_SET_ITEM(t, (Py_ssize_t)i, s);
+    }
+    return t;
+}
 
 summary_cache_t *summary_cache_new(void) {
     summary_cache_t *c = PyMem_RawCalloc(1, sizeof *c);
