@@ -148,7 +148,7 @@ def test_rotated_set_read_as_one_capture(spark, job, tmp_path):
 def test_csv_is_rfc4180_with_remarks_holding_newlines_and_quotes(spark, job, tmp_path):
     """TOPIC_NOT_EXIST's remark holds a line break; a remark may hold quotes.  The CSV must read
     back with a standard reader (and the summary, which reads it back, must not fail)."""
-    pd = pytest.importorskip("pandas")
+    import pandas as pd     # the spark extra brings it
     frames = cs.sample_exchange(4)
     req = cs.RemotingCommand.request(105, {"topic": 'say "hi", ok'}, opaque=99, version=409)
     resp = req.create_response(17, remark='No topic route info: "say \\"hi\\""\nSee the FAQ,\r\nplease')
