@@ -159,16 +159,11 @@ def _load_filter_type(value, where):
     _fail(where, f"expected one of {TOPIC_FILTER_TYPES}", value)
 
 
-def _load_any(value, where):
-    return value
-
-
 STR = Conv(_load_str, None, str)
 INT = Conv(_int_loader(_INT32))
 LONG = Conv(_int_loader(_INT64))
 BOOL = Conv(_load_bool, None, bool)
 FILTER_TYPE = Conv(_load_filter_type)
-ANY = Conv(_load_any)
 
 
 def list_of(item):
@@ -277,11 +272,6 @@ class JsonBean:
         if data is None:
             raise BodyDecodeError(f"{cls.__name__}: no body")
         return cls._from_obj(fastjson.loads(data), cls.__name__)
-
-    @classmethod
-    def from_obj(cls, obj):
-        """Build from already-parsed JSON (dicts/lists/scalars as ``fastjson.loads`` gives)."""
-        return cls._from_obj(obj, cls.__name__)
 
     @classmethod
     def _from_obj(cls, obj, where):

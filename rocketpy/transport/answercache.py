@@ -49,7 +49,6 @@ class AnswerCache:
         self._entries = {}   # shape -> [topic, version, template, size, used], oldest first
         self.bytes = 0
         self.hits = 0
-        self.misses = 0
 
     def __len__(self):
         return len(self._entries)
@@ -69,7 +68,6 @@ class AnswerCache:
         shape = split[0]
         entry = self._entries.get(shape)
         if entry is None or self._version_of(entry[0]) != entry[1]:
-            self.misses += 1
             return split
         entry[4] = True
         self.hits += 1

@@ -261,7 +261,6 @@ class LoadGovernor:
         self._episode_peers = 0
         #: totals since start (the metrics carry the per-reason / per-code split)
         self.shed_total = 0
-        self.throttles = 0
         self.refused = 0
         self.turns = 0
         #: reason -> connections the server closed for a timeout or a limit
@@ -410,7 +409,6 @@ class LoadGovernor:
         """``proto`` used its share of this turn: it joins the end of the queue."""
         if proto in self._queue:
             return
-        self.throttles += 1
         self._queue[proto] = None
         if self._turn_call is None:
             self._start_turn()
