@@ -1,19 +1,13 @@
 """Broker layer: a broker's topic table and its data version (Java ``TopicConfigManager``), as
 much of it as registration needs. Pure: no Twisted; time is passed in (``now_ms``).
 
-A genuine broker starts with a set of system topics (``TopicConfigManager``'s constructor, in
-that order: self-test, TBW102, benchmark, the cluster's and the broker's own topics, offset
-moved, schedule, the cluster's reply topic; 5.x adds the revive log, the broker-member sync and
-the two transaction topics) and keeps them with every created topic in a
-``ConcurrentHashMap<>(1024)``. REGISTER_BROKER's JSON body lists the table in that map's
-iteration order, so :attr:`TopicConfigManager.table` is kept in it
-(:func:`~rocketpy.remoting.javahash.concurrent_hashmap_order`), which is what makes the frames of
-:class:`~rocketpy.broker.outer_api.BrokerOuterAPI` byte-identical to a genuine broker's.
-
-Every change (``updateTopicConfig``, ``deleteTopicConfig``) moves the ``DataVersion`` on:
-counter + 1, timestamp = now (``DataVersion.nextVersion``); the NameServer compares versions to
-decide whether a registration changed anything, and QUERY_DATA_VERSION sends it.
-"""
+A genuine broker starts with its system topics (in the constructor's order; 5.x adds four) and
+keeps them with every created topic in a ``ConcurrentHashMap<>(1024)``, whose iteration order
+REGISTER_BROKER's JSON body follows. :attr:`TopicConfigManager.table` keeps that order
+(:func:`~rocketpy.remoting.javahash.concurrent_hashmap_order`), which makes
+:class:`~rocketpy.broker.outer_api.BrokerOuterAPI`'s frames byte-identical to a genuine
+broker's. Every change moves the ``DataVersion`` on (``nextVersion``: counter + 1, timestamp =
+now), which the NameServer compares to see whether a registration changed anything."""
 from ..remoting.bodies import DataVersion, TopicConfig, TopicConfigAndMappingSerializeWrapper
 from ..remoting.codes import MQVersion
 from ..remoting.javahash import concurrent_hashmap_order
