@@ -1,18 +1,13 @@
 """NameServer state layer: the settings (Java ``NamesrvConfig``, ``NettyServerConfig``, and the
 ``Configuration`` object GET/UPDATE_NAMESRV_CONFIG read and write).
 
-Every key of the Java classes, with the Java name, type, default and the releases that have
-it; attributes are the keys in snake_case (``scanNotActiveBrokerInterval`` ->
-``scan_not_active_broker_interval``). Which keys a NameServer *reports* depends on its release
-(4.9.8 has 7 NamesrvConfig keys, 5.0.0 has no ``configBlackList``, 5.3.3 adds four more): a
-:class:`ConfigShape` (the policies' config part) holds the list, :func:`java_keys` gives it.
-Loading follows ``MixAll.properties2Object`` (known keys only, unparsable numbers ignored,
-strings trimmed), and ``mqnamesrv`` sets ``listenPort`` to 9876 before reading ``-c``.
-
-No I/O here: the service layer reads the ``-c`` file (:func:`rocketpy.service.fileio.load_properties`)
-and hands :class:`Configuration` a ``store(path, text)`` callable; an update returns the
-:class:`~rocketpy.namesrv.pending.FileWrite` that stores the file.
-"""
+Every key of the Java classes with its type, default and the releases that have it; attributes
+are the keys in snake_case. Which keys a NameServer *reports* depends on its release (a
+:class:`ConfigShape`, the policies' config part; :func:`java_keys`). Loading follows
+``MixAll.properties2Object`` (known keys only, unparsable numbers ignored, strings trimmed), after
+``mqnamesrv`` sets ``listenPort`` to 9876. No I/O: the service layer reads the ``-c`` file and
+hands :class:`Configuration` a ``store(path, text)`` callable; an update returns the
+:class:`~rocketpy.namesrv.pending.FileWrite` that stores the file."""
 import os
 import re
 

@@ -1,37 +1,28 @@
-"""Wire codec layer: the JSON (and zlib) bodies the NameServer reads and writes.
-
-Mirrors the Java beans of ``org.apache.rocketmq.remoting.protocol`` (``common.protocol`` before
-5.1): ``DataVersion``, ``TopicConfig``, ``TopicConfigSerializeWrapper``,
-``TopicConfigAndMappingSerializeWrapper``, ``RegisterBrokerBody``, ``TopicRouteData``,
-``QueueData``, ``BrokerData``, ``ClusterInfo``, ``TopicList``, ``KVTable``,
-``RegisterBrokerResult``, ``BrokerMemberGroup``, ``GetBrokerMemberGroupResponseBody``,
-``GetRemoteClientConfigBody`` and the static-topic ``TopicQueueMappingInfo``/``Detail``.
+"""Wire codec layer: the JSON (and zlib) bodies the NameServer reads and writes: the Java beans of
+``org.apache.rocketmq.remoting.protocol`` (``common.protocol`` before 5.1) from ``DataVersion``
+to the static-topic ``TopicQueueMappingInfo``/``Detail``.
 
 Each bean declares its properties once (:class:`P`); one base class converts both ways through
-:mod:`rocketpy.remoting.fastjson`. Output follows fastjson: bean properties sorted by name,
-``None`` left out, maps in their own (dict) order -- callers arrange Java's ``HashMap`` order
-with :mod:`rocketpy.remoting.javahash` -- and ``int`` map keys for Java's ``Long``/``Integer``
-keys (unquoted in the legacy dialect). ``to_json(standard=True)`` is the dialect the NameServer
-uses for routes to clients >= V4_9_4 (quoted keys, maps sorted, browser-compatible escaping).
+:mod:`rocketpy.remoting.fastjson`. Output follows fastjson: properties sorted by name, ``None``
+left out, maps in their own order (callers arrange Java's ``HashMap`` order with
+:mod:`rocketpy.remoting.javahash`), ``int`` keys for Java's ``Long``/``Integer`` keys (unquoted
+in the legacy dialect). ``to_json(standard=True)`` is the dialect routes are sent in to clients
+>= V4_9_4.
 
-Exact re-encoding: a bean parsed from JSON remembers the keys it was given, in order, and keeps
-keys it does not know (``extras``), so ``X.from_json(b).to_json() == b`` for what Java writes
-(e.g. a 4.9 ``DataVersion`` without ``stateVersion`` stays without it, a 4.8 ``QueueData`` keeps
-``topicSynFlag``). A property absent from the JSON takes the Java field's initial value. To get
-what *Java 5.3* would write for the same values, call :meth:`JsonBean.canonical`.
+Exact re-encoding: a parsed bean remembers its keys, in order, and keeps unknown ones
+(``extras``), so ``X.from_json(b).to_json() == b`` for what Java writes (a 4.9 ``DataVersion``
+stays without ``stateVersion``, a 4.8 ``QueueData`` keeps ``topicSynFlag``). An absent property
+takes the Java field's initial value; :meth:`JsonBean.canonical` gives what *Java 5.3* would
+write.
 
-The compressed ``RegisterBrokerBody`` (``compressed=true``): a zlib stream of
-``int32 length + bytes`` parts -- DataVersion JSON, topic count, one text line per topic
-(``name readQ writeQ perm filterType`` and, from 5.0, ``" " + attributes JSON``), the filter
-server list JSON, and from V5_0_0 a count of ``TopicQueueMappingInfo`` JSON parts. It is inflated
-lazily, part by part as Java's ``InflaterInputStream`` reads it, with a bound
-(:data:`DEFAULT_MAX_INFLATED`, 64 MiB = 4x the 16 MiB frame limit: the text form is far smaller
-than the JSON form a broker would otherwise send, so 4x leaves room for any genuine body while a
-zip bomb stops at the bound) and never beyond; a part whose length prefix alone passes the bound
-is refused before it is inflated. Either raises :class:`~rocketpy.remoting.errors.BodyDecodeError`.
-
-Every decoding failure raises :class:`~rocketpy.remoting.errors.BodyDecodeError`.
-"""
+The compressed ``RegisterBrokerBody``: a zlib stream of ``int32 length + bytes`` parts --
+DataVersion JSON, topic count, one text line per topic (``name readQ writeQ perm filterType``,
+from 5.0 plus ``" " + attributes JSON``), the filter server list, and from V5_0_0 the
+``TopicQueueMappingInfo`` parts. It is inflated lazily, part by part as Java's
+``InflaterInputStream`` reads it, up to :data:`DEFAULT_MAX_INFLATED` (64 MiB, 4x the frame
+limit: far more than any genuine body's text form, while a zip bomb stops there); a part whose
+length alone passes the bound is refused before it is inflated. Every decoding failure raises
+:class:`~rocketpy.remoting.errors.BodyDecodeError`."""
 import json
 import struct
 import zlib

@@ -1,15 +1,11 @@
 """Service layer: Java ``BatchUnregistrationService`` (RIP-29, RocketMQ 5.0) on the reactor.
 
-Java queues every unregistration (UNREGISTER_BROKER, channel close/exception/idle, expiry) in a
-bounded ``LinkedBlockingQueue`` (``unRegisterBrokerQueueCapacity``, 3000) and one thread takes
-everything queued and applies it with a single ``RouteInfoManager.unRegisterBroker(Set)``. Here
-``submit`` appends to a bounded deque and, on the first submit of a reactor turn, schedules one
-drain for the next turn: everything submitted in between is applied as one batch. ``submit``
-returns False when the queue is full, which the processor answers with SYSTEM_ERROR, as Java.
-
-Requests are frozen values; duplicates within a batch (idle then close, expiry then close) are
-dropped, and the route table ignores stale channel-caused requests (apache/rocketmq#11043).
-"""
+Java queues every unregistration in a bounded queue (``unRegisterBrokerQueueCapacity``, 3000) and
+one thread applies everything queued with a single ``unRegisterBroker(Set)``. Here ``submit``
+appends to a bounded deque and the first submit of a reactor turn schedules one drain for the
+next: everything submitted in between is one batch. A full queue makes ``submit`` return False
+(answered SYSTEM_ERROR, as Java). Duplicates within a batch (idle then close) are dropped; the
+route table ignores stale channel-caused requests (apache/rocketmq#11043)."""
 from collections import deque
 
 from twisted.application.service import Service

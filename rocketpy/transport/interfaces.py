@@ -1,14 +1,8 @@
-"""Transport layer: the two interfaces between the Twisted transport and everything above it.
-
-``IChannelEventListener`` is Java's ``org.apache.rocketmq.remoting.ChannelEventListener``: the
-remoting server reports connect, close, exception, idle and active for every channel, and the
-NameServer's ``BrokerHousekeepingService`` turns a broker channel's end into unregistrations.
-``IRequestProcessor`` is Java's ``NettyRequestProcessor`` reduced to what the NameServer needs:
-one call per request, time passed in (``now_ms``), a response or ``None``.
-
-Both speak ``rocketpy.namesrv.channel.Channel`` values (an id and the peer's address), never
-protocol objects, so route state can hold channels without holding sockets.
-"""
+"""Transport layer: the two interfaces between the Twisted transport and everything above it:
+``IChannelEventListener`` (Java ``ChannelEventListener``: connect, close, exception, idle and
+active of every channel) and ``IRequestProcessor`` (Java ``NettyRequestProcessor`` reduced to one
+call per request, time passed in). Both speak ``rocketpy.namesrv.channel.Channel`` values, never
+protocol objects, so route state can hold channels without holding sockets."""
 from zope.interface import Interface
 
 __all__ = ["IChannelEventListener", "IRequestProcessor"]
