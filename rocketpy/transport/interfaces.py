@@ -36,14 +36,8 @@ class IRequestProcessor(Interface):
     """Answers requests (Java ``NettyRequestProcessor.processRequest``)."""
 
     def process(request, channel, now_ms):
-        """Return the response :class:`~rocketpy.remoting.RemotingCommand`, or ``None``.
-
-        ``None`` means no answer (oneway requests; Java 4.9's unknown codes). The transport copies
-        the request's opaque into the response and sets the response flag, as Java's
-        ``writeResponse`` does. A :class:`~twisted.internet.defer.Deferred` of the same is also
-        accepted, for work that must leave the reactor thread. With pools (the decode pool, the
-        writer) the transport calls ``process(request, channel, now_ms, offload=True)``, and a
-        :class:`~rocketpy.namesrv.pending.Pending` answer has its ``work`` run on the pool of
-        its ``lane`` and its ``finish`` -- or ``fail``, when the work raised -- give the answer
-        on the reactor thread.
-        """
+        """Return the response :class:`~rocketpy.remoting.RemotingCommand`, or ``None`` for no answer
+        (oneway requests; Java 4.9's unknown codes); a Deferred of either is accepted too. The transport
+        sets the opaque and the response flag, as Java's ``writeResponse`` does. With pools it calls
+        ``process(..., offload=True)`` and runs a :class:`~rocketpy.namesrv.pending.Pending` answer's
+        ``work`` on its lane's pool, then ``finish`` (or ``fail``) on the reactor thread."""
