@@ -1,14 +1,10 @@
 """NameServer state layer: which Java NameServer version rocketpy answers like (the facts).
 
-rocketpy behaves like the newest Java NameServer (5.3.3) by default. Each way the 4.9.8, 5.0.0
-and 5.3.3 NameServers answer differently is a field of :class:`BehaviourProfile`, so a replay of
-a 4.9.8 capture runs with :data:`PROFILE_49` and one of a 5.0.0 capture with :data:`PROFILE_50`.
-The 4.9/5.0 differences are proven by the genuine captures; there are no 5.3.3 captures, so what
-5.3.3 changes against 5.0.0 comes from the Java source (tag rocketmq-all-5.3.3), listed point by
-point with file, line and test in ``docs/java-5.3-changes.md``. A profile is data only:
-:func:`rocketpy.namesrv.policy.policies_for` turns it, once, into the policy objects the rest of
-the NameServer calls; no other module reads a profile's fields or compares version numbers.
-"""
+rocketpy answers like 5.3.3 by default; each difference among 4.9.8, 5.0.0 and 5.3.3 is a field
+of :class:`BehaviourProfile`, so a 4.9.8 capture replays with :data:`PROFILE_49`. The 4.9/5.0
+differences are proven by the captures; 5.3.3's, without captures, come from the Java source
+(tag rocketmq-all-5.3.3), listed with file, line and test in ``docs/java-5.3-changes.md``. A
+profile is data only: :func:`rocketpy.namesrv.policy.policies_for` is its one reader."""
 from dataclasses import dataclass
 
 __all__ = ["BehaviourProfile", "PROFILE_49", "PROFILE_50", "PROFILE_53", "DEFAULT_PROFILE",

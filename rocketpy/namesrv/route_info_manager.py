@@ -58,14 +58,11 @@ def _unindex(index, key, item):
 class RouteInfoManager:
     """The route tables.
 
-    :param namesrv_config: the :class:`~rocketpy.namesrv.config.NamesrvConfig` read at run time
-        (the processor's, so UPDATE_NAMESRV_CONFIG reaches the tables).
-    :param policies: the :class:`~rocketpy.namesrv.policy.Policies` (a ``BehaviourProfile`` is
-        turned into its policies).
-    :param on_min_broker_id_changed: called with a
-        :class:`~rocketpy.namesrv.model.MinBrokerIdChange` when ``notifyMinBrokerIdChanged`` is
-        on and a group's smallest brokerId changes.
-    """
+    :param namesrv_config: the run-time :class:`~rocketpy.namesrv.config.NamesrvConfig` (the
+        processor's, so UPDATE_NAMESRV_CONFIG reaches the tables).
+    :param policies: the :class:`~rocketpy.namesrv.policy.Policies` (or a ``BehaviourProfile``).
+    :param on_min_broker_id_changed: called with a :class:`~rocketpy.namesrv.model.MinBrokerIdChange`
+        when ``notifyMinBrokerIdChanged`` is on and a group's smallest brokerId changes."""
 
     def __init__(self, namesrv_config=None, policies=None, on_min_broker_id_changed=None):
         if namesrv_config is None:

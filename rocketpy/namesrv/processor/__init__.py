@@ -64,15 +64,11 @@ def _failure_remark(exc):
 class DefaultRequestProcessor:
     """Answers NameServer requests as the Java NameServer of a release answers them.
 
-    :param route_info_manager: the :class:`~rocketpy.namesrv.route_info_manager.RouteInfoManager`.
-    :param kv_config_manager: the :class:`~rocketpy.namesrv.kvconfig.KVConfigManager`.
     :param submit_unregistration: ``submit(request) -> bool``: the batch unregistration queue.
     :param profile: the :class:`~rocketpy.namesrv.policy.Policies` (or a profile; default: the
         route tables').
-    :param configuration: the :class:`~rocketpy.namesrv.config.Configuration`, whose
-        ``NamesrvConfig`` should be the one the route tables read, so that runtime config
-        updates (supportActingMaster, deleteTopicWithBrokerRegistration...) reach them.
-    """
+    :param configuration: the :class:`~rocketpy.namesrv.config.Configuration`; its
+        ``NamesrvConfig`` should be the route tables', so runtime updates reach them."""
 
     def __init__(self, route_info_manager, kv_config_manager, *, submit_unregistration=None,
                  profile=None, configuration=None, startup_ms=0, access_control=None,

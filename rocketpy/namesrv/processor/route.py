@@ -38,13 +38,8 @@ def filter_by_zone(route, zone_name):
 
 
 class RouteHandlers:
-    """:param route_info_manager: the route tables (snapshots).
-    :param kv_config_manager: the KV store (``orderTopicConf``).
-    :param namesrv_config: the run-time ``NamesrvConfig``.
-    :param policies: the :class:`~rocketpy.namesrv.policy.Policies` (wire shape, handler set).
-    :param startup_ms: when the NameServer started (``waitSecondsForService``).
-    :param cluster_test: ``clusterTest``, read once at start as Java does.
-    """
+    """:param startup_ms: when the NameServer started (``waitSecondsForService``).
+    :param cluster_test: ``clusterTest``, read once at start as Java does."""
 
     def __init__(self, route_info_manager, kv_config_manager, namesrv_config, policies,
                  startup_ms=0, cluster_test=False):
