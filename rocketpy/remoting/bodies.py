@@ -694,16 +694,11 @@ def _utf8(raw, what):
 
 def read_compressed(data, broker_version, read_topics, max_inflated=DEFAULT_MAX_INFLATED):
     """The parts of a compressed ``RegisterBrokerBody`` (Java ``RegisterBrokerBody.decode``):
-    ``(DataVersion, read_topics(lines), filter server list, {topic: TopicQueueMappingInfo} or
-    None before V5_0_0)``.
-
-    ``read_topics(lines, count)`` consumes the topic lines (raw parts, in order, for
-    :meth:`TopicConfig.from_part`; a part that cannot be read raises when reached; ``count`` is
-    how many the body declares, known before any is inflated) and returns
-    what its caller keeps of them: :meth:`RegisterBrokerBody.decode` makes beans, the NameServer
-    its route records (``rocketpy.namesrv.processor.registration``), so both read the wire the
-    same way, through one lazy, bounded reader (:class:`_Inflated`).
-    """
+    ``(DataVersion, read_topics(lines, count), filter server list, {topic: TopicQueueMappingInfo}
+    or None before V5_0_0)``. ``read_topics`` gets the raw topic lines lazily (a bad one raises when
+    reached) and the declared count before any is inflated, and returns what its caller keeps: beans
+    for :meth:`RegisterBrokerBody.decode`, route records for the NameServer, so both read the wire
+    through one lazy, bounded reader (:class:`_Inflated`)."""
     stream = _Inflated(data, max_inflated)
     data_version = DataVersion.from_json(stream.read_part("DataVersion"))
     count = stream.read_int("topic count")  # a negative count reads no topic, as Java's loop

@@ -27,11 +27,8 @@ def kv_config_log_lines(config_table):
 class KVConfigService(PeriodicService):
     """Load on start, log every ``interval`` seconds (600), persist on stop.
 
-    :param kv_config_manager: has ``load_json(text)``, ``persist_job()``, ``path`` and
-        ``config_table``.
     :param load: load the file when the service starts (False when the caller already did).
-    :param write: ``write(job)`` -> Deferred, the writer's ``submit``; None: write here.
-    """
+    :param write: ``write(job)`` -> Deferred, the writer's ``submit``; None: write here."""
 
     name = "kv-config"
 

@@ -11,13 +11,11 @@ __all__ = ["ScanNotActiveBrokerService"]
 
 
 class ScanNotActiveBrokerService(PeriodicService):
-    """Expire silent brokers every ``interval_ms``.
+    """Expire silent brokers every ``interval_ms`` (of ``clock.seconds()``).
 
     :param scan: ``RouteInfoManager.scan_not_active_broker(now_ms)`` -> [(request, channel_id)].
     :param close_channel: ``RemotingServerFactory.close_channel(channel_id, why)``.
-    :param submit: ``BatchUnregistrationService.submit(request)`` -> bool.
-    :param clock: an ``IReactorTime``; its ``seconds()`` is the scan's notion of now.
-    """
+    :param submit: ``BatchUnregistrationService.submit(request)`` -> bool."""
 
     name = "scan-not-active-broker"
 

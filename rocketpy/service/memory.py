@@ -50,13 +50,9 @@ def resident_mib():
 
 
 class RouteMemoryService(PeriodicService):
-    """Release memory once the route state has shrunk by ``min_drop`` entries.
-
-    :param size: ``size()`` -> the route state's entries now (topics, topic-broker pairs,
-        live brokers).
-    :param release: ``release()`` frees what the departed brokers left (see the module
-        docstring).
-    """
+    """Release memory once the route state has shrunk by ``min_drop`` entries: ``size()`` gives its
+    entries now (topics, topic-broker pairs, live brokers), ``release()`` frees what the departed
+    brokers left."""
 
     name = "route-memory"
 

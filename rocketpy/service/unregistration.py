@@ -15,13 +15,11 @@ __all__ = ["BatchUnregistrationService"]
 
 
 class BatchUnregistrationService(Service):
-    """Bounded unregistration queue applied once per reactor turn.
+    """Bounded unregistration queue applied once per reactor turn (``clock.callLater(0, ...)``).
 
     :param apply_batch: called with a list of requests (``RouteInfoManager.unregister_brokers``).
-    :param clock: an ``IReactorTime``; the drain is ``clock.callLater(0, ...)``.
     :param capacity: ``unRegisterBrokerQueueCapacity``.
-    :param immediate: apply each request at once instead (Java 4.9 unregisters synchronously).
-    """
+    :param immediate: apply each request at once instead (Java 4.9 unregisters synchronously)."""
 
     name = "batch-unregistration"
     log = Logger()

@@ -29,13 +29,9 @@ _ENTRY_OVERHEAD = 200
 
 
 class AnswerCache:
-    """Encoded answers by (request shape, route snapshot version).
-
-    :param version_of: ``version_of(topic)``: the current version of the topic's route snapshot
-        (``RouteInfoManager.route_version``).
-    :param max_bytes: what the entries may hold in all; the least recently used go first.
-    :param max_request: requests longer than this are never looked up.
-    """
+    """Encoded answers by (request shape, route snapshot version): ``version_of(topic)`` is the
+    topic's current version (``RouteInfoManager.route_version``); ``max_bytes`` bounds the entries,
+    and requests longer than ``max_request`` are never looked up."""
 
     def __init__(self, version_of, max_bytes=DEFAULT_MAX_BYTES, max_request=2048):
         self._version_of = version_of

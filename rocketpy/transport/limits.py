@@ -208,13 +208,8 @@ def overload_answer(overload_response=None):
 
 class LoadGovernor:
     """Applies :class:`ServerLimits` for one factory: connection admission, the per-turn request
-    budget (serve / shed / throttle), and the pending large-frame memory.
-
-    :param limits: a :class:`ServerLimits`.
-    :param clock: an ``IReactorTime``; a turn ends with ``clock.callLater(0, ...)``.
-    :param overload_response: the processor's ``overload_response`` (or None).
-    :param metrics: a :class:`~rocketpy.transport.metrics.ServerMetrics` (or None).
-    """
+    budget (serve / shed / throttle), and the pending large-frame memory. A turn ends with
+    ``clock.callLater(0, ...)``; ``overload_response`` is the processor's (or None)."""
 
     log = Logger()
 

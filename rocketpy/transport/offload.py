@@ -56,13 +56,9 @@ class _Threads(ThreadPool):
 
 
 class DecodePool:
-    """A bounded queue of pure work for one worker thread; results come back on the reactor.
-
-    :param reactor: an ``IReactorFromThreads`` (the reactor).
-    :param max_pending: work accepted at once (running or waiting).
-    :param switch_interval: ``sys.setswitchinterval`` while the pool runs (when lower than the
-        interval in force), restored when it stops.
-    """
+    """A bounded queue (``max_pending``, running or waiting) of pure work for one worker thread;
+    results come back on the reactor. ``switch_interval`` is ``sys.setswitchinterval`` while the
+    pool runs (when lower than the one in force), restored when it stops."""
 
     def __init__(self, reactor, max_pending=MAX_PENDING, threads=1, name=THREAD_NAME,
                  switch_interval=SWITCH_INTERVAL):
@@ -120,12 +116,8 @@ def _write_all(prepared):
 
 
 class WritePool:
-    """The writer thread: :class:`~rocketpy.namesrv.pending.FileWrite` jobs, in order, the
-    jobs of one file queued together written once.
-
-    :param reactor: an ``IReactorFromThreads`` (the reactor).
-    :param threads: the thread pool (tests step a fake one); default one daemon thread.
-    """
+    """The writer thread: :class:`~rocketpy.namesrv.pending.FileWrite` jobs, in order, the jobs of
+    one file queued together written once. ``threads`` is the pool (tests step a fake one)."""
 
     log = Logger()
 

@@ -316,13 +316,11 @@ class RemotingServerProtocol(Protocol):
         return False
 
     def _read_ahead(self, missing):
-        """Let the next reads take up to ``missing`` bytes (a big frame's rest), or go back to
-        the usual size (``missing`` 0). Twisted's TCP transport reads ``bufferSize`` bytes per
-        ``recv`` (64 KiB): a 144 KB registration took three reads, each a reactor wake-up and
-        dispatch, a 1.5 MB one 23, and a read could end inside the next pipelined frame (a
-        copy to split it off). The same attribute is the transport's write high-water mark, so
-        it is back to normal before anything is written (``_consume``, ``_write``).
-        """
+        """Let the next reads take up to ``missing`` bytes (a big frame's rest), or go back to the usual
+        size (``missing`` 0). Twisted reads ``bufferSize`` (64 KiB) per ``recv``: a 1.5 MB registration
+        took 23 reads, each a reactor wake-up, and a read could end inside the next frame (a copy to
+        split it off). The attribute is also the write high-water mark, so it is back to normal before
+        anything is written."""
         if missing > self._read_size:
             self._reading_ahead = True
             self.transport.bufferSize = min(missing, READ_AHEAD_MAX)

@@ -37,11 +37,8 @@ def _totals(metrics):
 
 
 class TrafficRates:
-    """Per-second rates of requests and error answers over the last ``window`` seconds.
-
-    :param metrics: the transport's :class:`~rocketpy.transport.metrics.ServerMetrics`.
-    :param clock: an ``IReactorTime``.
-    """
+    """Per-second rates of requests and error answers over the last ``window`` seconds, from the
+    transport's :class:`~rocketpy.transport.metrics.ServerMetrics`."""
 
     def __init__(self, metrics, clock, window=WINDOW_SECONDS):
         self.metrics = metrics
