@@ -48,13 +48,9 @@ def select_broker_addr(broker_data, rng=random):
 
 
 class MQAdmin:
-    """Administrative calls against ``namesrv_addrs`` (mqadmin's ``-n "a;b"``).
-
-    :param client: a :class:`~rocketpy.transport.client.RemotingClient` (with the ACL signing
-        hook when keys are configured).
-    :param version: the ``MQVersion`` ordinal every request carries (mqadmin 4.9.8: 409).
-    :param serialize_type: JSON or ROCKETMQ headers (Java ``rocketmq.serialize.type``).
-    """
+    """Administrative calls against ``namesrv_addrs`` (mqadmin's ``-n "a;b"``), through ``client``
+    (with the ACL signing hook when keys are configured), every request carrying ``version``
+    (mqadmin 4.9.8: 409) in ``serialize_type`` headers (Java ``rocketmq.serialize.type``)."""
 
     def __init__(self, client, namesrv_addrs, *, version=MQVersion.V4_9_8,
                  serialize_type=SerializeType.JSON, timeout=ADMIN_TIMEOUT):

@@ -87,14 +87,10 @@ class BrokerConfig:
 
 
 class BrokerOuterAPI:
-    """A broker's requests to its NameServers.
-
-    :param client: the :class:`~rocketpy.transport.client.RemotingClient` to send through (a
-        broker has one: one connection per NameServer).
-    :param release: a :class:`BrokerRelease` (default: 5.3.3's).
-    :param serialize_type: header encoding, JSON (0) or ROCKETMQ (1) (Java
-        ``rocketmq.serialize.type``).
-    """
+    """A broker's requests to its NameServers, through its one
+    :class:`~rocketpy.transport.client.RemotingClient` (one connection per NameServer), as
+    ``release`` (a :class:`BrokerRelease`, default 5.3.3's) writes them, in ``serialize_type``
+    headers (Java ``rocketmq.serialize.type``)."""
 
     def __init__(self, client, release=None, serialize_type=SerializeType.JSON):
         self.client = client

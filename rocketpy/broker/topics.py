@@ -56,14 +56,10 @@ def system_topics(cluster_name, broker_name, version=MQVersion.V5_3_3):
 
 
 class TopicConfigManager:
-    """One broker's topics and ``DataVersion``.
-
-    :param topics: ``TopicConfig`` s in the order they were created (after the system topics
-        unless ``with_system_topics`` is false).
-    :param version: the broker's ``MQVersion``: 4.x topics carry no ``attributes`` and its
-        DataVersion no ``stateVersion`` (applied when the body is written, see
-        :meth:`wrapper`).
-    """
+    """One broker's topics and ``DataVersion``: ``topics`` in creation order (after the system topics
+    unless ``with_system_topics`` is false); ``version`` is the broker's ``MQVersion``, whose 4.x
+    topics carry no ``attributes`` and DataVersion no ``stateVersion`` (applied when the body is
+    written, :meth:`wrapper`)."""
 
     def __init__(self, cluster_name, broker_name, now_ms, topics=(), *,
                  version=MQVersion.V5_3_3, with_system_topics=True, data_version=None):

@@ -211,11 +211,9 @@ def java_keys(shape=None):
 class Configuration:
     """Java ``Configuration``: the two config objects plus every key of the ``-c`` file.
 
-    ``all_configs`` is Java's ``allConfigs`` Properties: the objects' values merged with the
-    file's raw keys (a key the objects do not know, like ``bindAddress`` on 4.9, stays and is
-    reported). UPDATE_NAMESRV_CONFIG changes only keys already present, sets matching fields of
-    both objects, and stores the result at ``configStorePath``.
-    """
+    ``all_configs`` is Java's ``allConfigs``: the objects' values merged with the file's raw keys (an
+    unknown key, like ``bindAddress`` on 4.9, stays and is reported). UPDATE_NAMESRV_CONFIG changes
+    only keys already present, in both objects, and stores the result at ``configStorePath``."""
 
     def __init__(self, namesrv_config=None, netty_server_config=None, extra=None, profile=None,
                  store=None):

@@ -47,13 +47,10 @@ class Pending:
 
 
 class FileWrite:
-    """The work of a :data:`DISK` Pending: make the file ``key`` hold the state as it is when
-    ``prepare()`` runs (on the state's thread: a snapshot), by ``write(prepared)`` (on any
-    thread: render and store it).
-
-    Writes of one file queued together are one write (group commit): the writer prepares only
-    the newest, whose snapshot holds every change the others were waiting for.
-    """
+    """The work of a :data:`DISK` Pending: make the file ``key`` hold the state as of ``prepare()``
+    (a snapshot, on the state's thread) by ``write(prepared)`` (render and store, on any thread).
+    Writes of one file queued together are one write (group commit): only the newest is prepared,
+    and its snapshot holds every change the others wait for."""
 
     __slots__ = ("key", "prepare", "write")
 

@@ -603,13 +603,9 @@ class RemotingClient:
 
 
 class OnewayNotifier:
-    """``notifier(broker_addrs, command)`` sends ``command`` oneway to every ``host:port``
-    through a :class:`RemotingClient` (the NameServer's NOTIFY_MIN_BROKER_ID_CHANGE: Java uses
-    its own remoting client, connecting to each broker's listen address and keeping the channel).
-    A failure is logged and dropped: a oneway call has nobody to report to.
-
-    :param reactor: provides ``IReactorTCP`` and ``IReactorTime``.
-    """
+    """``notifier(broker_addrs, command)`` sends ``command`` oneway to every ``host:port`` through a
+    :class:`RemotingClient` (NOTIFY_MIN_BROKER_ID_CHANGE: Java connects to each broker's listen
+    address and keeps the channel). A failure is logged and dropped: a oneway has nobody to tell."""
 
     log = Logger()
 

@@ -9,12 +9,9 @@ __all__ = ["IChannelEventListener", "IRequestProcessor"]
 
 
 class IChannelEventListener(Interface):
-    """Told about every server channel's life (Java ``ChannelEventListener``).
-
-    ``remote_addr`` is ``"host:port"`` as Java's ``RemotingHelper.parseChannelRemoteAddr`` writes
-    it. Methods are called on the reactor thread and must not block. One dead peer can be
-    reported more than once (idle then close, expiry then close): listeners must be idempotent.
-    """
+    """Told about every server channel's life (Java ``ChannelEventListener``), on the reactor thread,
+    with ``remote_addr`` as Java's ``parseChannelRemoteAddr`` writes it. Methods must not block and
+    must be idempotent: one dead peer may be reported more than once (idle then close)."""
 
     def on_channel_connect(remote_addr, channel):
         """A peer connected (Netty ``channelActive`` on the server)."""

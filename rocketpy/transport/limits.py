@@ -128,11 +128,9 @@ class ServerLimits:
 
 
 def raise_open_files_limit(wanted):
-    """Raise the soft RLIMIT_NOFILE towards ``wanted`` (at most the hard limit), logged.
-
-    Each connection is a file descriptor; a distribution's usual soft limit (1,024) would make
-    ``accept`` fail long before ``serverMaxConnections``. Returns ``(old soft, new soft)``.
-    """
+    """Raise the soft RLIMIT_NOFILE towards ``wanted`` (at most the hard limit), logged; returns
+    ``(old soft, new soft)``. The usual soft limit (1,024) would make ``accept`` fail long before
+    ``serverMaxConnections``."""
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     if soft == resource.RLIM_INFINITY or (soft >= wanted):
         return soft, soft
@@ -190,11 +188,8 @@ NOT_SHED = object()
 
 def overload_answer(overload_response=None):
     """Java's SYSTEM_BUSY "[OVERLOAD]..." frame, encoded once, for any opaque (an
-    :class:`~rocketpy.remoting.layout.OpaqueTemplate`).
-
-    :param overload_response: ``processor.overload_response(request)`` (the profile's version and
-        serialisation); None builds a JSON answer from the request.
-    """
+    :class:`~rocketpy.remoting.layout.OpaqueTemplate`), from ``overload_response`` (the processor's:
+    the profile's version and serialisation), or as JSON from the request when None."""
     probe = RemotingCommand.request(0, None, opaque=0, version=0)
     if overload_response is not None:
         response = overload_response(probe)

@@ -61,11 +61,8 @@ class Histogram:
 
 
 class ServerMetrics:
-    """Counters of one NameServer (see the module docstring; the METRICS API in CONTRACT.md).
-
-    Plain attributes and dicts, read by the Prometheus collector at scrape time; ``requests``,
-    ``latency`` and ``cached_latency`` are views computed on access.
-    """
+    """Counters of one NameServer (the METRICS API in CONTRACT.md): plain attributes and dicts, read
+    at scrape time; ``requests``, ``latency`` and ``cached_latency`` are views computed on access."""
 
     def __init__(self):
         #: (request code, response code or None) -> [count per latency bucket ..., seconds]

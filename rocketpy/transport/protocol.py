@@ -167,12 +167,9 @@ class RemotingServerProtocol(Protocol):
             self.close("peer closed")
 
     def close(self, why):
-        """Close this connection, logging ``why`` (Java ``RemotingHelper.closeChannel``).
-
-        Answers already written are flushed and the peer gets a FIN, as with Netty's
-        ``close()``; a peer that does not read them is cut off (RST) after ``CLOSE_GRACE``
-        seconds, so a dead peer cannot pin the connection open.
-        """
+        """Close this connection, logging ``why`` (Java ``RemotingHelper.closeChannel``): written answers
+        are flushed and the peer gets a FIN, as with Netty's ``close()``; a peer that does not read them
+        is reset after ``CLOSE_GRACE`` seconds, so a dead peer cannot pin the connection open."""
         if self.closing:
             return
         self.closing = True
@@ -525,11 +522,8 @@ class RemotingServerProtocol(Protocol):
 
 
 def encode_answer(response, request):
-    """The answer's frame bytes: the request's opaque, the response flag (Java ``writeResponse``).
-
-    A processor may hand back ready bytes (an already encoded answer whose opaque it patched);
-    anything else is a RemotingCommand.
-    """
+    """The answer's frame bytes with the request's opaque and the response flag (Java
+    ``writeResponse``); a processor may hand back ready bytes (an answer whose opaque it patched)."""
     if isinstance(response, (bytes, bytearray)):
         return response
     encode_for = getattr(response, "encode_for", None)
