@@ -1,13 +1,9 @@
 """Admin layer: request signing (Java ``AclClientRPCHook``) and where mqadmin finds its keys.
 
-The signature itself -- HmacSHA1 over the extFields values sorted by key, then the body -- is
-:func:`rocketpy.namesrv.acl.sign`, the same function the NameServer checks signatures with, so
-the two cannot drift apart. This module adds what the *client* does around it: the extFields
-map's final order (Java inserts ``AccessKey`` and ``SecurityToken``, then the header's fields,
-then ``Signature`` into one ``HashMap``; that map's iteration order is what goes on the wire)
-and the key lookup of ``mqadmin`` (``MQAdminStartup``: ``$ROCKETMQ_HOME/conf/tools.yml``'s
-``accessKey``/``secretKey``; no file or no keys means no signing).
-"""
+The signature is :func:`rocketpy.namesrv.acl.sign`, the very function the NameServer checks
+with, so the two cannot drift. This module adds the client's part: the extFields order on the
+wire (Java puts ``AccessKey``, ``SecurityToken``, the header's fields, then ``Signature`` into one
+``HashMap``) and mqadmin's key lookup (``$ROCKETMQ_HOME/conf/tools.yml``; no keys, no signing)."""
 import os
 
 from ..namesrv.acl import ACCESS_KEY, SECURITY_TOKEN, SIGNATURE, parse_accounts, sign

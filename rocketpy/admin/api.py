@@ -1,25 +1,15 @@
-"""Admin layer: the NameServer half of Java's ``DefaultMQAdminExt`` (and of the
-``MQClientAPIImpl`` calls behind it), over the transport's
-:class:`~rocketpy.transport.client.RemotingClient`. Every method returns a Deferred.
+"""Admin layer: the NameServer half of Java's ``DefaultMQAdminExt`` (and the ``MQClientAPIImpl``
+calls behind it), over the transport's :class:`~rocketpy.transport.client.RemotingClient`.
+Every method returns a Deferred.
 
-The requests are built from the codec's typed headers exactly as Java's client builds them, so
-with the same ``version`` they are byte-identical to genuine ``mqadmin``'s (opaque aside;
-``tests/test_admin_requests.py`` checks every NameServer request of the ``rmq49-mqadmin-*``
-captures). Where a request goes follows ``MQClientAPIImpl``:
-
-* reads (routes, cluster info, topic list, one KV value) go to *one* NameServer
-  (``invokeSync(null, ...)``: :meth:`RemotingClient.invoke_any`);
-* KV writes and deletes go to *every* NameServer, and fail with the last error code seen
-  (Java keeps ``errResponse`` and throws once all were asked); here they are asked in parallel;
-* the NameServer config commands, wipe/add write permission and the NameServer half of
-  deleteTopic go to each address they are given;
-* three calls go to brokers (the addresses the NameServer routes to):
-  GET_BROKER_RUNTIME_INFO (``clusterList``'s statistics), QUERY_TOPIC_CONSUME_BY_WHO
-  (``topicList -c``) and DELETE_TOPIC_IN_BROKER (``deleteTopic``'s first half).
-
-An answer with an error code fails with
-:class:`~rocketpy.transport.client.RemotingCommandError` ("CODE: 17 DESC: ...").
-"""
+Requests are built from the codec's typed headers as Java's client builds them, so they are
+byte-identical to genuine ``mqadmin``'s, opaque aside (``tests/test_admin_requests.py`` checks
+the ``rmq49-mqadmin-*`` captures). Where a request goes follows ``MQClientAPIImpl``: reads go to
+*one* NameServer (:meth:`RemotingClient.invoke_any`); KV writes and deletes to *every* one, in
+parallel here, failing with the last error code seen (Java's ``errResponse``); config, write-perm
+and deleteTopic calls to each address given; GET_BROKER_RUNTIME_INFO, QUERY_TOPIC_CONSUME_BY_WHO
+and DELETE_TOPIC_IN_BROKER to brokers. An error code fails with
+:class:`~rocketpy.transport.client.RemotingCommandError` ("CODE: 17 DESC: ...")."""
 import random
 
 from twisted.internet.defer import DeferredList, inlineCallbacks
@@ -58,13 +48,9 @@ def select_broker_addr(broker_data, rng=random):
 
 
 class MQAdmin:
-    """Administrative calls against ``namesrv_addrs`` (mqadmin's ``-n "a;b"``).
-
-    :param client: a :class:`~rocketpy.transport.client.RemotingClient` (with the ACL signing
-        hook when keys are configured).
-    :param version: the ``MQVersion`` ordinal every request carries (mqadmin 4.9.8: 409).
-    :param serialize_type: JSON or ROCKETMQ headers (Java ``rocketmq.serialize.type``).
-    """
+    """Administrative calls against ``namesrv_addrs`` (mqadmin's ``-n "a;b"``), through ``client``
+    (with the ACL signing hook when keys are configured), every request carrying ``version``
+    (mqadmin 4.9.8: 409) in ``serialize_type`` headers (Java ``rocketmq.serialize.type``)."""
 
     def __init__(self, client, namesrv_addrs, *, version=MQVersion.V4_9_8,
                  serialize_type=SerializeType.JSON, timeout=ADMIN_TIMEOUT):

@@ -1,15 +1,11 @@
-"""Admin layer: mqadmin's NameServer subcommands -- names, options, requests and printed
-layout of ``mqadmin`` 4.9.8 (``org.apache.rocketmq.tools.command``), plus ``getKvConfig`` and
-``getKvListByNamespace``, which mqadmin lacks.
+"""Admin layer: mqadmin 4.9.8's NameServer subcommands (names, options, requests, printed layout;
+``org.apache.rocketmq.tools.command``), plus ``getKvConfig`` and ``getKvListByNamespace``.
 
 Each :class:`SubCommand` runs against an :class:`~rocketpy.admin.api.MQAdmin` and writes to an
-:class:`Output`: the text mqadmin prints (its ``printf`` formats, ``%s`` of null as ``null``,
-Java's ``HashMap``/``HashSet``/``TreeSet`` orders, the missing final newlines of
-``updateOrderConf``), a JSON-ready ``data`` value for ``--json``, and one line per error. Where
-mqadmin prints a stack trace and carries on (a broker whose statistics cannot be fetched, a
-NameServer that refuses ``wipeWritePerm``), the line is printed as mqadmin prints it, the error
-goes to ``Output.errors`` and the command ends with a non-zero status.
-"""
+:class:`Output`: mqadmin's text (its ``printf`` formats, ``null``, Java's collection orders, the
+missing final newlines of ``updateOrderConf``), a ``data`` value for ``--json``, and one line per
+error. Where mqadmin prints a stack trace and carries on, the line is printed as mqadmin prints
+it, the error recorded in ``Output.errors``, and the command ends with a non-zero status."""
 import dataclasses
 
 from twisted.internet.defer import DeferredList, inlineCallbacks

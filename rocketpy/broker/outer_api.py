@@ -1,29 +1,21 @@
 """Broker layer: what a broker says to the NameServers (Java ``BrokerOuterAPI``), over the
 transport's :class:`~rocketpy.transport.client.RemotingClient`.
 
-* :meth:`BrokerOuterAPI.register_broker_all`: REGISTER_BROKER to every NameServer at once, the
-  body encoded once (JSON, or zlib with ``compressed``) with its ``bodyCrc32``; a
-  ``DeferredList`` of one result per NameServer (a
-  :class:`~rocketpy.remoting.bodies.RegisterBrokerResult`, None for oneway, or the failure).
-  Java waits on a CountDownLatch and keeps only the successes; here the caller sees each.
-* :meth:`BrokerOuterAPI.need_register`: QUERY_DATA_VERSION to every NameServer; one boolean
-  each, True when that NameServer's copy differs or could not be asked (Java's rule).
+* :meth:`BrokerOuterAPI.register_broker_all`: REGISTER_BROKER to every NameServer, the body
+  encoded once (JSON, or zlib) with its ``bodyCrc32``; one result per NameServer (Java keeps only
+  the successes; here the caller sees each).
+* :meth:`BrokerOuterAPI.need_register`: QUERY_DATA_VERSION to each; True where that copy differs
+  or could not be asked (Java's rule).
 * :meth:`BrokerOuterAPI.unregister_broker_all`: UNREGISTER_BROKER to each (3 s timeout).
-* :meth:`BrokerOuterAPI.send_heartbeat` (BROKER_HEARTBEAT, 5.x with
-  ``compatibleWithOldNameSrv=false``) and :meth:`BrokerOuterAPI.send_heartbeat_via_data_version`
-  (QUERY_DATA_VERSION, the 5.x default), both oneway, for acting-master brokers.
+* :meth:`BrokerOuterAPI.send_heartbeat` (BROKER_HEARTBEAT) and
+  :meth:`BrokerOuterAPI.send_heartbeat_via_data_version` (QUERY_DATA_VERSION, the 5.x default),
+  oneway, for acting-master brokers.
 
-What differs between broker releases is a :class:`BrokerRelease`, built once: the ``version``
-every request carries, whether the header has ``enableActingMaster`` (5.x), and whether it tells
-the truth about ``compressed`` -- a 5.x broker compresses the body but always writes
-``compressed=false`` (``registerBrokerAll`` sets it false; a 5.x NameServer then fails to read
-the body and answers SYSTEM_ERROR). Both are reproduced, so the frames are byte-identical to a
-genuine 4.9.8 or 5.0.0 broker's (``tests/test_broker_outer_api.py`` checks them against the
-captures), JSON or ROCKETMQ headers.
-
-The broker's own settings are a :class:`BrokerConfig` (Java ``BrokerConfig``'s names); its topic
-table a :class:`~rocketpy.broker.topics.TopicConfigManager`.
-"""
+A :class:`BrokerRelease` holds what differs between broker releases: the ``version``, whether the
+header has ``enableActingMaster`` (5.x), and whether it tells the truth about ``compressed`` (a
+5.x broker compresses but writes ``compressed=false``, and a 5.x NameServer then answers
+SYSTEM_ERROR). Both are reproduced, so frames are byte-identical to a genuine 4.9.8 or 5.0.0
+broker's (``tests/test_broker_outer_api.py`` checks them against the captures)."""
 import dataclasses
 
 from twisted.internet.defer import DeferredList
@@ -95,14 +87,10 @@ class BrokerConfig:
 
 
 class BrokerOuterAPI:
-    """A broker's requests to its NameServers.
-
-    :param client: the :class:`~rocketpy.transport.client.RemotingClient` to send through (a
-        broker has one: one connection per NameServer).
-    :param release: a :class:`BrokerRelease` (default: 5.3.3's).
-    :param serialize_type: header encoding, JSON (0) or ROCKETMQ (1) (Java
-        ``rocketmq.serialize.type``).
-    """
+    """A broker's requests to its NameServers, through its one
+    :class:`~rocketpy.transport.client.RemotingClient` (one connection per NameServer), as
+    ``release`` (a :class:`BrokerRelease`, default 5.3.3's) writes them, in ``serialize_type``
+    headers (Java ``rocketmq.serialize.type``)."""
 
     def __init__(self, client, release=None, serialize_type=SerializeType.JSON):
         self.client = client

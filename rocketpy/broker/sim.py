@@ -1,34 +1,27 @@
 """Broker layer: many simulated brokers with a genuine broker's cadence, for load and churn
 tests of NameServers (``rocketpy-brokersim``; no Java counterpart).
 
-Each :class:`SimulatedBroker` is what one Java ``BrokerController`` does towards its NameServers,
-through its own :class:`~rocketpy.transport.client.RemotingClient` (its own connection to each
-NameServer, as a real broker process has) and :class:`~rocketpy.broker.outer_api.BrokerOuterAPI`:
+Each :class:`SimulatedBroker` does what one Java ``BrokerController`` does towards its
+NameServers, through its own :class:`~rocketpy.transport.client.RemotingClient` and
+:class:`~rocketpy.broker.outer_api.BrokerOuterAPI`:
 
-* on start, ``registerBrokerAll`` forced; then every ``registerNameServerPeriod`` (here with a
-  random jitter per period, so N brokers do not beat in step), forced or -- with
-  ``forceRegister=false`` -- only after QUERY_DATA_VERSION says some NameServer's copy differs;
-  a registration still in flight when the next is due makes that one skipped (Java's
-  ``registerBrokerAll`` is synchronized);
-* 5.x acting masters (``enableSlaveActingMaster``): a heartbeat every
-  ``brokerHeartbeatInterval``, QUERY_DATA_VERSION oneway (``compatibleWithOldNameSrv``, the
-  default) or BROKER_HEARTBEAT;
-* 5.x ``refreshMetadata``: GET_BROKER_CLUSTER_INFO to one NameServer every 5 s;
+* ``registerBrokerAll`` forced on start, then every ``registerNameServerPeriod`` with a random
+  jitter (so N brokers do not beat in step), forced or, with ``forceRegister=false``, only after
+  QUERY_DATA_VERSION says a NameServer's copy differs; one still in flight makes the next skipped
+  (Java's ``registerBrokerAll`` is synchronized);
+* 5.x acting masters: a heartbeat every ``brokerHeartbeatInterval``, QUERY_DATA_VERSION oneway
+  (``compatibleWithOldNameSrv``) or BROKER_HEARTBEAT; ``refreshMetadata`` every 5 s;
 * a graceful stop sends UNREGISTER_BROKER; a kill just drops the connections.
 
-Brokers are laid out as broker groups (``replicas`` members: brokerId 0 the master, then slaves)
-spread over ``clusters`` clusters and ``zones`` zones (a 5.x NameServer reads a broker's zone
-from the ``__ZONE_NAME`` field a broker-side RPC hook adds). Each group hosts ``topics`` topics,
-shared by ``topic_spread`` neighbouring groups, on top of a genuine broker's system topics.
+Brokers form groups of ``replicas`` (brokerId 0 the master) over ``clusters`` clusters and
+``zones`` zones (``__ZONE_NAME``, as a broker-side RPC hook adds it); each group hosts ``topics``
+topics shared by ``topic_spread`` neighbouring groups, plus a broker's system topics.
 
-Churn (``churn`` events a minute): kill a broker (back after ``down`` seconds), restart one
-gracefully, or create a topic on a master (registered at once, as an ``updateTopic`` makes a
-broker do). :meth:`BrokerSim.verify` stops the churn, leaves the down brokers down, and checks
-every NameServer's cluster table and routes against the brokers that are up.
-
-Registration latency (send to answer, on the reactor's clock, so it includes this process's own
-queueing) is kept per NameServer for p50/p99; errors by kind.
-"""
+Churn (``churn`` a minute): kill a broker (back after ``down`` s), restart one gracefully, or
+create a topic on a master (registered at once, as ``updateTopic`` does). :meth:`BrokerSim.verify`
+stops the churn and checks every NameServer's cluster table and routes against the brokers up.
+Registration latency (on the reactor's clock, this process's queueing included) is kept per
+NameServer for p50/p99; errors by kind."""
 import collections
 import dataclasses
 import random

@@ -1,19 +1,13 @@
 """Broker layer: a broker's topic table and its data version (Java ``TopicConfigManager``), as
 much of it as registration needs. Pure: no Twisted; time is passed in (``now_ms``).
 
-A genuine broker starts with a set of system topics (``TopicConfigManager``'s constructor, in
-that order: self-test, TBW102, benchmark, the cluster's and the broker's own topics, offset
-moved, schedule, the cluster's reply topic; 5.x adds the revive log, the broker-member sync and
-the two transaction topics) and keeps them with every created topic in a
-``ConcurrentHashMap<>(1024)``. REGISTER_BROKER's JSON body lists the table in that map's
-iteration order, so :attr:`TopicConfigManager.table` is kept in it
-(:func:`~rocketpy.remoting.javahash.concurrent_hashmap_order`), which is what makes the frames of
-:class:`~rocketpy.broker.outer_api.BrokerOuterAPI` byte-identical to a genuine broker's.
-
-Every change (``updateTopicConfig``, ``deleteTopicConfig``) moves the ``DataVersion`` on:
-counter + 1, timestamp = now (``DataVersion.nextVersion``); the NameServer compares versions to
-decide whether a registration changed anything, and QUERY_DATA_VERSION sends it.
-"""
+A genuine broker starts with its system topics (in the constructor's order; 5.x adds four) and
+keeps them with every created topic in a ``ConcurrentHashMap<>(1024)``, whose iteration order
+REGISTER_BROKER's JSON body follows. :attr:`TopicConfigManager.table` keeps that order
+(:func:`~rocketpy.remoting.javahash.concurrent_hashmap_order`), which makes
+:class:`~rocketpy.broker.outer_api.BrokerOuterAPI`'s frames byte-identical to a genuine
+broker's. Every change moves the ``DataVersion`` on (``nextVersion``: counter + 1, timestamp =
+now), which the NameServer compares to see whether a registration changed anything."""
 from ..remoting.bodies import DataVersion, TopicConfig, TopicConfigAndMappingSerializeWrapper
 from ..remoting.codes import MQVersion
 from ..remoting.javahash import concurrent_hashmap_order
@@ -62,14 +56,10 @@ def system_topics(cluster_name, broker_name, version=MQVersion.V5_3_3):
 
 
 class TopicConfigManager:
-    """One broker's topics and ``DataVersion``.
-
-    :param topics: ``TopicConfig`` s in the order they were created (after the system topics
-        unless ``with_system_topics`` is false).
-    :param version: the broker's ``MQVersion``: 4.x topics carry no ``attributes`` and its
-        DataVersion no ``stateVersion`` (applied when the body is written, see
-        :meth:`wrapper`).
-    """
+    """One broker's topics and ``DataVersion``: ``topics`` in creation order (after the system topics
+    unless ``with_system_topics`` is false); ``version`` is the broker's ``MQVersion``, whose 4.x
+    topics carry no ``attributes`` and DataVersion no ``stateVersion`` (applied when the body is
+    written, :meth:`wrapper`)."""
 
     def __init__(self, cluster_name, broker_name, now_ms, topics=(), *,
                  version=MQVersion.V5_3_3, with_system_topics=True, data_version=None):

@@ -1,16 +1,10 @@
-"""rocketpy.namesrv: the NameServer's route state and request processors (no Twisted).
+"""rocketpy.namesrv: the NameServer's route state and request processors (Java
+``org.apache.rocketmq.namesrv``), between the wire codec and the transport.
 
-Layer: between the wire codec (:mod:`rocketpy.remoting`) and the transport
-(:mod:`rocketpy.transport`). Mirrors the Java ``org.apache.rocketmq.namesrv`` package:
-:class:`RouteInfoManager` (route tables), :class:`KVConfigManager` (KV settings),
-:mod:`.config` (NamesrvConfig, NettyServerConfig, Configuration), and
-:class:`DefaultRequestProcessor` (one handler per request code); the differences between Java
-releases are the policies of :mod:`.policy`, built once from a profile. Every call takes the time
-as ``now_ms`` and channels as :class:`Channel` ids; nothing here reads a clock, opens a socket,
-writes a file (the KV store and the configuration are handed a ``store`` callable, and changes
-return the :class:`~rocketpy.namesrv.pending.FileWrite` that makes them durable) or imports
-``twisted.internet``.
-"""
+Release differences are the policies of :mod:`.policy`, built once from a profile. Every call
+takes the time as ``now_ms`` and channels as :class:`Channel` ids; nothing here reads a clock,
+opens a socket, writes a file (changes return the :class:`~rocketpy.namesrv.pending.FileWrite`
+that makes them durable) or imports ``twisted.internet``."""
 from .channel import Channel
 from .config import Configuration, NamesrvConfig, NettyServerConfig
 from .kvconfig import KVConfigManager

@@ -1,47 +1,36 @@
 """NameServer processor layer: access control for the administrative requests (a rocketpy
-addition: the Java NameServer has none in any version; it mirrors the broker's ACL 1.0 --
-``AclClientRPCHook``, ``AclUtils.combineRequestContent``, ``PlainAccessValidator`` and
-``PlainPermissionManager.validate`` of 4.9.8 and 5.x -- applied to the NameServer).
+addition: no Java NameServer has any; it mirrors the broker's ACL 1.0 -- ``AclClientRPCHook``,
+``AclUtils.combineRequestContent``, ``PlainAccessValidator``, ``PlainPermissionManager.validate``
+of 4.9.8 and 5.x).
 
 Anyone who can reach a Java NameServer can rewrite its KV settings, wipe a broker's write
-permission, delete topics from the routes or change its configuration. Two independent layers
-close that, both off by default (so rocketpy answers exactly like Java until configured):
+permission, delete topics or change its configuration. Two independent layers close that, both
+off by default (so rocketpy answers exactly like Java until configured); with both set a request
+must pass both:
 
-* ``adminAllowNetworks``: a list of client networks (``127.0.0.0/8,10.1.0.0/16,::1``); an
-  administrative request from any other address is refused.
-* ``aclEnable``: administrative requests must carry RocketMQ's own signature -- the
-  ``AccessKey``/``Signature`` (and optional ``SecurityToken``) extFields that ``mqadmin`` and the
-  Java admin API add through ``AclClientRPCHook`` -- made with a secret key from the accounts
-  file ``aclConfigPath`` (``plain_acl.yml``'s ``accounts`` list, or ``tools.yml``'s single
-  ``accessKey``/``secretKey``). Stock ``mqadmin`` already signs every request with
-  ``rocketmq2``/``12345678`` from its ``conf/tools.yml``, so it keeps working once the
-  NameServer knows that account (change both sides in production).
+* ``adminAllowNetworks`` (``127.0.0.0/8,10.1.0.0/16,::1``): administrative requests from any
+  other address are refused.
+* ``aclEnable``: administrative requests must carry RocketMQ's own signature (the
+  ``AccessKey``/``Signature``/``SecurityToken`` extFields ``mqadmin`` adds through
+  ``AclClientRPCHook``), made with a secret key from ``aclConfigPath`` (``plain_acl.yml``'s
+  ``accounts``, or ``tools.yml``'s ``accessKey``/``secretKey``). Stock ``mqadmin`` signs with
+  ``rocketmq2``/``12345678`` from its ``conf/tools.yml``, so it keeps working once the NameServer
+  knows that account (change both sides in production). The signature is
+  ``Base64(HmacSHA1(secretKey, extFields values sorted by key, without Signature and
+  _UNIQUE_KEY_QUERY, + body))``: :func:`signing_content`.
 
-When both are set a request must pass both. A refusal is ``NO_PERMISSION`` (16) with a remark
-saying why; a refused oneway request is dropped. The signature: ``Base64(HmacSHA1(secretKey,
-UTF-8(concatenation of the extFields *values*, sorted by key as Java's TreeMap sorts strings,
-without Signature and _UNIQUE_KEY_QUERY) + body))`` -- see :func:`signing_content`.
+A refusal is ``NO_PERMISSION`` (16) with a remark saying why; a refused oneway is dropped.
+:data:`ADMIN_CODES` are 100, 102, 205, 216, 217, 318 and 327. What brokers and clients need stays
+open, UNREGISTER_BROKER included: a broker sends it unsigned when it shuts down, and whoever can
+send it can send REGISTER_BROKER (which must stay open) and change that broker's routes anyway,
+so guarding it would break graceful shutdown and protect nothing. Broker-side requests are
+protected by ``bindAddress``, a firewall and TLS.
 
-The administrative requests (:data:`ADMIN_CODES`): PUT_KV_CONFIG 100, DELETE_KV_CONFIG 102,
-WIPE_WRITE_PERM_OF_BROKER 205, DELETE_TOPIC_IN_NAMESRV 216, REGISTER_TOPIC_IN_NAMESRV 217,
-UPDATE_NAMESRV_CONFIG 318, ADD_WRITE_PERM_OF_BROKER 327. Everything brokers and clients need
-stays open: REGISTER_BROKER 103, UNREGISTER_BROKER 104, QUERY_DATA_VERSION 322,
-BROKER_HEARTBEAT 904, the route and list reads. UNREGISTER_BROKER in particular stays open: a
-broker sends it, unsigned, from its own address when it shuts down, and whoever can send it can
-equally send REGISTER_BROKER (which must stay open for brokers to work at all) and so change that
-broker's routes anyway; guarding it alone would break graceful broker shutdown and protect
-nothing. Broker-side requests are protected by where the NameServer listens (``bindAddress``, a
-firewall) and TLS, not by this module.
-
-The access-control keys themselves cannot be changed at runtime: an UPDATE_NAMESRV_CONFIG
-naming one is refused (NO_PERMISSION) whether or not access control is on. They are read once,
-when the processor is built, from the ``-c`` properties file or ``-D`` (like every NamesrvConfig
-key); GET_NAMESRV_CONFIG reports them as Java reports any extra key of the file, which is why
-secret keys live in the separate accounts file and never in the properties.
-
-Pure: stdlib only (``ipaddress``, ``hmac``), no Twisted. Observability: :attr:`AccessControl.counters`
-and the ``on_refused(code, remote_addr, reason)`` callable.
-"""
+The access-control keys are read once, when the processor is built (``-c`` file or ``-D``); an
+UPDATE_NAMESRV_CONFIG naming one is refused whether or not access control is on.
+GET_NAMESRV_CONFIG reports them as Java reports any extra key, which is why secret keys live in
+the separate accounts file. Pure (stdlib only); observable through
+:attr:`AccessControl.counters` and ``on_refused(code, remote_addr, reason)``."""
 import base64
 import hashlib
 import hmac

@@ -1,29 +1,22 @@
 """NameServer processor layer: who may speak for a broker (a rocketpy addition; the Java
 NameServer takes every broker request from anyone, in every version).
 
-Route poisoning: any peer that reaches the port can send REGISTER_BROKER naming another
-broker's cluster, name and id with its own address -- clients are then routed to it -- or
-UNREGISTER_BROKER for a broker of another cluster, or keep a dead broker "alive" with
-heartbeats. Access control for administrative requests (:mod:`rocketpy.namesrv.acl`) does not
-help: brokers sign nothing. Two protections, each off by default (so rocketpy answers like
-Java until configured), each refusing with NO_PERMISSION and a remark saying why (a oneway
-request is dropped), counted in :attr:`BrokerAccessPolicy.refused`:
+Route poisoning: any peer can REGISTER_BROKER another broker's cluster, name and id with its own
+address (clients are then routed to it), UNREGISTER_BROKER another cluster's broker, or keep a
+dead broker "alive"; ACL (:mod:`rocketpy.namesrv.acl`) does not help, as brokers sign nothing.
+Two protections, off by default (rocketpy answers like Java until configured), refuse with
+NO_PERMISSION and a remark (a oneway is dropped), counted in :attr:`BrokerAccessPolicy.refused`:
 
-* ``brokerAllowNetworks``: the broker requests -- REGISTER_BROKER 103, UNREGISTER_BROKER 104,
-  REGISTER_TOPIC_IN_NAMESRV 217, QUERY_DATA_VERSION 322, BROKER_HEARTBEAT 904 -- are served
-  only from these networks (the brokers' subnets). Clients' reads stay open.
-* ``brokerIdentityBinding=true``: a broker identity -- (broker name, broker id) and the live
-  address (cluster, broker address) -- is bound to the host (the peer's IP address) whose
-  connection registered it, for as long as that registration is live (its connection open and
-  not expired). A REGISTER_BROKER, UNREGISTER_BROKER, QUERY_DATA_VERSION or BROKER_HEARTBEAT
-  for an identity held by another host is refused. A broker restarting on the same host takes
-  its identity over at once; on another host, once the old registration is gone (its
-  connection closed, or expired after its heartbeat timeout, 120 s by default).
+* ``brokerAllowNetworks``: the broker requests (103, 104, 217, 322, 904) are served only from
+  these networks; clients' reads stay open.
+* ``brokerIdentityBinding=true``: a broker identity -- (name, id) and (cluster, address) -- is
+  bound to the IP whose connection registered it while that registration is live; a broker
+  request for an identity another host holds is refused. A restart on the same host takes it over
+  at once; on another host once the old registration is gone (closed, or expired after 120 s).
 
-What this does not do: it cannot tell a genuine broker from an impostor that gets there first
-(a name nobody holds is anybody's), and the peer address is what TCP says it is. Against an
-attacker on the brokers' network use TLS with client certificates. See ``docs/security.md``.
-"""
+It cannot tell a genuine broker from an impostor that gets there first, and the peer address is
+what TCP says; against an attacker on the brokers' network use TLS with client certificates
+(``docs/security.md``)."""
 from rocketpy.remoting.codes import RequestCode
 from rocketpy.remoting.errors import RemotingCodecError
 from rocketpy.remoting.headers import (BrokerHeartbeatRequestHeader, QueryDataVersionRequestHeader,

@@ -1,14 +1,11 @@
-"""NameServer policy layer: how registrations and unregistrations change the route tables,
-4.9 and 5.x (Java ``RouteInfoManager.registerBroker``, ``unRegisterBroker``,
-``pickupTopicRouteData``, ``registerTopic`` of each release).
-
-Two registration policies, chosen once by :func:`rocketpy.namesrv.policy.policies_for`:
-:class:`Registration49` (4.9.8: the live table keyed by address, a fixed topic walk on a new
-data version) and :class:`Registration5` (5.x: keyed by (cluster, address), per-topic change
-detection, the prime slave, acting master and zone, the rejection paths, static-topic mappings).
-They work on the tables only through the :class:`~rocketpy.namesrv.route_info_manager.
-RouteInfoManager`'s writers, so every change they make is seen by its mutation gate.
-"""
+"""NameServer policy layer: how registrations and unregistrations change the route tables (Java
+``RouteInfoManager.registerBroker``, ``unRegisterBroker``, ``pickupTopicRouteData``,
+``registerTopic`` of each release): :class:`Registration49` (live table keyed by address, the
+whole topic table again on a new data version) and :class:`Registration5` (keyed by (cluster,
+address), per-topic change detection, prime slave, acting master, zone, rejections, static-topic
+mappings). They change the tables only through the
+:class:`~rocketpy.namesrv.route_info_manager.RouteInfoManager`'s writers, so its mutation gate
+sees every change."""
 from dataclasses import replace
 
 from .model import MASTER_ID, PERM_WRITE, SYNC_BROKER_MEMBER_GROUP_PREFIX, BrokerData, DataVersion, \

@@ -1,18 +1,13 @@
 """NameServer state layer: the settings (Java ``NamesrvConfig``, ``NettyServerConfig``, and the
 ``Configuration`` object GET/UPDATE_NAMESRV_CONFIG read and write).
 
-Every key of the Java classes, with the Java name, type, default and the releases that have
-it; attributes are the keys in snake_case (``scanNotActiveBrokerInterval`` ->
-``scan_not_active_broker_interval``). Which keys a NameServer *reports* depends on its release
-(4.9.8 has 7 NamesrvConfig keys, 5.0.0 has no ``configBlackList``, 5.3.3 adds four more): a
-:class:`ConfigShape` (the policies' config part) holds the list, :func:`java_keys` gives it.
-Loading follows ``MixAll.properties2Object`` (known keys only, unparsable numbers ignored,
-strings trimmed), and ``mqnamesrv`` sets ``listenPort`` to 9876 before reading ``-c``.
-
-No I/O here: the service layer reads the ``-c`` file (:func:`rocketpy.service.fileio.load_properties`)
-and hands :class:`Configuration` a ``store(path, text)`` callable; an update returns the
-:class:`~rocketpy.namesrv.pending.FileWrite` that stores the file.
-"""
+Every key of the Java classes with its type, default and the releases that have it; attributes
+are the keys in snake_case. Which keys a NameServer *reports* depends on its release (a
+:class:`ConfigShape`, the policies' config part; :func:`java_keys`). Loading follows
+``MixAll.properties2Object`` (known keys only, unparsable numbers ignored, strings trimmed), after
+``mqnamesrv`` sets ``listenPort`` to 9876. No I/O: the service layer reads the ``-c`` file and
+hands :class:`Configuration` a ``store(path, text)`` callable; an update returns the
+:class:`~rocketpy.namesrv.pending.FileWrite` that stores the file."""
 import os
 import re
 
@@ -216,11 +211,9 @@ def java_keys(shape=None):
 class Configuration:
     """Java ``Configuration``: the two config objects plus every key of the ``-c`` file.
 
-    ``all_configs`` is Java's ``allConfigs`` Properties: the objects' values merged with the
-    file's raw keys (a key the objects do not know, like ``bindAddress`` on 4.9, stays and is
-    reported). UPDATE_NAMESRV_CONFIG changes only keys already present, sets matching fields of
-    both objects, and stores the result at ``configStorePath``.
-    """
+    ``all_configs`` is Java's ``allConfigs``: the objects' values merged with the file's raw keys (an
+    unknown key, like ``bindAddress`` on 4.9, stays and is reported). UPDATE_NAMESRV_CONFIG changes
+    only keys already present, in both objects, and stores the result at ``configStorePath``."""
 
     def __init__(self, namesrv_config=None, netty_server_config=None, extra=None, profile=None,
                  store=None):

@@ -2,31 +2,24 @@
 ``DefaultRequestProcessor.updateConfig`` with its ``configBlackList``, 4.9.8 and 5.1+).
 
 Java applies the body's properties and writes the whole configuration to ``configStorePath``
-with ``MixAll.properties2String``: ``key=value`` lines, nothing escaped. Two holes follow from
-that, and rocketpy closes both in every profile -- a profile decides what answers look like,
-never whether the wire reaches the file system:
+as unescaped ``key=value`` lines (``MixAll.properties2String``). That opens two holes, closed
+here in every profile (a profile decides what answers look like, never whether the wire reaches
+the file system):
 
-* **Injection.** A value holding the escape ``\\n`` (or ``\\u000a``) is read as one value, so it
-  passes the black list as that one key, and comes out of ``properties2String`` as several
-  lines: several keys at the next start (``kvConfigPath``, ``aclEnable``...). rocketpy refuses,
-  with INVALID_PARAMETER and a remark naming the key, every key and value that would not read
-  back as exactly that one key and value from the ``key=value`` line Java writes (and
-  GET_NAMESRV_CONFIG answers): line breaks, NUL and other control characters, backslashes,
-  lone surrogates, ``=``, ``:`` or blanks in a key, a value starting with a blank. The file is
-  stored with ``Properties.store``'s escaping besides
-  (:func:`~rocketpy.namesrv.javaprops.store_properties`).
+* **Injection.** A value holding the escape ``\\n`` passes the black list as one key and is
+  written as several lines: several keys at the next start (``kvConfigPath``, ``aclEnable``...).
+  Every key and value that would not read back as exactly itself from that line is refused with
+  INVALID_PARAMETER naming the key (line breaks, control characters, backslashes, lone
+  surrogates, ``=``, ``:`` or blanks in a key, a value starting with a blank); the file is stored
+  with ``Properties.store``'s escaping besides (:func:`~rocketpy.namesrv.javaprops.store_properties`).
 * **The black list.** 5.0.0 has none (CVE-2023-37582: ``configStorePath`` plus an injected line
-  writes a file anywhere). rocketpy refuses with NO_PERMISSION and Java's remark "Can not
-  update config in black list." every key of ``configBlackList`` and, always: Java's fixed four
-  (configBlackList, configStorePath, kvConfigPath, rocketmqHome), every key whose name says
-  path, dir, file or home, every dotted key (``tls.*`` and the other Java system properties),
-  ``bindAddress``, and every key rocketpy reads to guard itself (access control, the bounds,
-  the transport's limits: :data:`PROTECTED_KEYS` plus what ``makeService`` adds).
+  writes a file anywhere). Refused with NO_PERMISSION and Java's remark "Can not update config in
+  black list.": ``configBlackList``'s keys and always Java's fixed four, every key naming a path,
+  dir, file or home, every dotted key (``tls.*``, Java system properties), ``bindAddress``, and
+  the keys rocketpy guards itself with (:data:`PROTECTED_KEYS` plus what ``makeService`` adds).
 
-An update that the server would refuse at its next start (``listenPort=abc``) is refused too
-when the guard has the start-up check (``value_check``): an update must never make the next
-start fail.
-"""
+With the start-up check (``value_check``) an update the next start would refuse
+(``listenPort=abc``) is refused too: an update must never make the next start fail."""
 import logging
 import re
 

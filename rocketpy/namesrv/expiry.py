@@ -1,16 +1,12 @@
 """NameServer state layer: when each live broker expires, in deadline order (Java's
-``scanNotActiveBroker`` walks every live broker every 5 s; this index finds the expired ones
-without looking at the others).
+``scanNotActiveBroker`` walks every live broker; this index finds the expired ones alone).
 
-A heap of ``(deadline, entry)`` with lazy updates: a heartbeat only moves a broker's deadline
-later, so it just notes the new deadline, and the broker's heap entry, when it comes up, is put
-back at that deadline (a registration every 30 s costs a dict write, not a heap push). Removed
-brokers leave their entries behind, skipped when they come up; the heap is rebuilt when stale
-entries outnumber live ones. A broker past its deadline stays *overdue* (reported by every scan)
-until it is removed or refreshed, as Java reports it on every scan until its unregistration is
-applied. Reports come in the order the live table iterates (the order Java's scan finds them),
-kept as an insertion sequence.
-"""
+A heap of ``(deadline, entry)`` with lazy updates: a heartbeat only moves a deadline later, so it
+notes it, and the entry is pushed back at it when it comes up (a registration costs a dict
+write, not a heap push). Removed brokers' entries are skipped, and the heap is rebuilt when stale
+ones outnumber live ones. An expired broker stays *overdue* (reported by every scan) until
+removed or refreshed, as Java reports it until its unregistration is applied, in live-table
+order (as Java's scan finds them)."""
 import heapq
 from itertools import count
 

@@ -1,17 +1,13 @@
 """NameServer state layer: the iteration order of the Java collections behind each answer.
 
-The Java NameServer's answers list map values and set members in the order its ``HashMap``,
-``HashSet`` and ``ConcurrentHashMap`` iterate (``queueDatas``, ``brokerDatas``, the cluster's
-broker names, ``topicList``...). The order follows from the hash of each key and the table's
-capacity, and the capacity from the collection's initial size and the largest size it ever held
-(Java tables grow, never shrink). rocketpy keeps plain dicts in insertion order and sorts with
-:func:`rocketpy.remoting.javahash.hashmap_order` when it writes an answer; this module only
-computes the capacities.
-
-Growth rules: ``HashMap`` doubles when its size passes 3/4 of the capacity;
-``ConcurrentHashMap`` when its size reaches 3/4; ``new ConcurrentHashMap<>(n)`` starts at the
-power of two above 1.5 n; ``new HashSet<>(collection)`` at ``max(size / .75 + 1, 16)``.
-"""
+Java's answers list map values and set members (``queueDatas``, ``brokerDatas``, a cluster's
+broker names, ``topicList``) in ``HashMap``/``HashSet``/``ConcurrentHashMap`` order, which
+follows from each key's hash and the table's capacity -- and that from the initial size and the
+largest size ever held (Java tables never shrink). rocketpy keeps insertion-ordered dicts and
+sorts with :func:`rocketpy.remoting.javahash.hashmap_order` when it writes; this module computes
+the capacities. ``HashMap`` doubles when its size passes 3/4 of the capacity,
+``ConcurrentHashMap`` when it reaches 3/4; ``new ConcurrentHashMap<>(n)`` starts at the power of
+two above 1.5 n, ``new HashSet<>(collection)`` at ``max(size / .75 + 1, 16)``."""
 from rocketpy.remoting.javahash import hashmap_order
 
 __all__ = ["table_size_for", "hashmap_capacity", "chm_capacity", "hashset_copy_capacity",

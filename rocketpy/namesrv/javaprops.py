@@ -1,13 +1,11 @@
 """NameServer state layer: Java ``.properties`` text, read and written as the Java NameServer does.
 
-``mqnamesrv -c file`` loads the file with ``java.util.Properties.load``; UPDATE_NAMESRV_CONFIG
-parses its body with ``MixAll.string2Properties`` (``Properties.load`` of the UTF-8 bytes, read
-as ISO-8859-1); answers are written by ``MixAll.properties2String`` as ``key=value`` lines
-without escaping. Java stores the config file with ``properties2String`` too, so a value holding
-a line break becomes several lines of the file (the injection of issue 12); rocketpy stores it
-with ``Properties.store``'s escaping instead (:func:`store_properties`), which ``Properties.load``
-reads back as exactly the same keys and values.
-"""
+``mqnamesrv -c`` reads with ``Properties.load``; UPDATE_NAMESRV_CONFIG parses its body with
+``MixAll.string2Properties`` (``Properties.load`` of the UTF-8 bytes as ISO-8859-1); answers are
+unescaped ``key=value`` lines (``properties2String``). Java stores the config file that way too,
+so a value holding a line break becomes several lines (the injection of issue 12); rocketpy
+stores it with ``Properties.store``'s escaping (:func:`store_properties`), which reads back as
+exactly the same keys and values."""
 
 __all__ = ["PropertiesError", "parse_properties", "body_to_properties", "format_properties",
            "store_properties"]

@@ -1,25 +1,19 @@
 """NameServer state layer: namespaced key/value settings (Java ``KVConfigManager``).
 
-Same file as Java, same default place (``~/namesrv/kvConfig.json``, NamesrvConfig
-``kvConfigPath``), same format (``{"configTable":{"namespace":{"key":"value"}}}``, fastjson,
-maps in Java ``HashMap`` order) and the same ``.bak`` copy of the previous content, so a Java
-NameServer and rocketpy can take over each other's file. Like Java, deleting a namespace's last
-key keeps the (now empty) namespace: GET_KVLIST_BY_NAMESPACE then answers ``{"table":{}}``, and
-REGISTER_BROKER answers carry that body.
+Java's file, place (``~/namesrv/kvConfig.json``, ``kvConfigPath``), format (fastjson, maps in
+``HashMap`` order) and ``.bak`` copy, so a Java NameServer and rocketpy can take over each
+other's file. As in Java, deleting a namespace's last key keeps the empty namespace
+(GET_KVLIST_BY_NAMESPACE and REGISTER_BROKER answers then carry ``{"table":{}}``).
 
-Unlike Java, this layer does no I/O. Java persists inside ``putKVConfig`` on the request
-thread; here a put or delete changes the table and returns the
-:class:`~rocketpy.namesrv.pending.FileWrite` that makes it durable: the processor answers once
-that write is done, and the server runs it on its writer thread, several puts in one write
-(:mod:`rocketpy.transport.offload`). The file's text is rendered there from a snapshot taken
-on the reactor thread. Whoever builds the manager hands it ``store(path, text)`` (the service
-layer's atomic write); without one the table lives in memory only. Loading reads text the caller
-read (:meth:`KVConfigManager.load_json`).
+Unlike Java (which persists inside ``putKVConfig`` on the request thread), this layer does no
+I/O: a put or delete returns the :class:`~rocketpy.namesrv.pending.FileWrite` that makes it
+durable, answered once written on the server's writer thread (several puts in one write:
+:mod:`rocketpy.transport.offload`), from a snapshot taken on the reactor thread. The builder
+hands in ``store(path, text)`` (the service layer's atomic write); without it the table lives in
+memory only.
 
-rocketpy bounds what a put may store (:data:`KV_LIMIT_KEYS`; Java has no bound): a namespace,
-key or value longer than its bound, or a put that would take the table past its total, is
-refused with a remark saying which bound.
-"""
+rocketpy bounds what a put may store (:data:`KV_LIMIT_KEYS`; Java has no bound), refusing with a
+remark naming the bound."""
 from rocketpy.remoting import fastjson
 from rocketpy.remoting.bodies import KVTable
 from rocketpy.remoting.errors import BodyDecodeError

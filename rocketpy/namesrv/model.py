@@ -2,16 +2,11 @@
 ``BrokerLiveInfo``, ``DataVersion``, ``TopicConfig``, ``RegisterBrokerResult``,
 ``UnRegisterBrokerRequestHeader``, ``TopicRouteData``).
 
-Plain slotted dataclasses with Python names; the wire spellings live in the codec, and the
-:class:`~rocketpy.namesrv.policy.WireShape` turns these records into the codec's bodies. Keeping
-the tables in these small records (instead of the codec's body classes) lets the route table
-stay independent of how a body was encoded (JSON, zlib-compressed, old or new broker).
-
-What a route answer is made of (``QueueData``, ``BrokerData``, ``TopicConfigWrapper``) is frozen:
-the tables replace a record instead of changing it, so a route snapshot
-(:mod:`rocketpy.namesrv.snapshot`) can never change under an answer built from it, and a decoded
-registration handed over twice is the same value both times.
-"""
+Plain slotted dataclasses with Python names, so the tables do not depend on how a body was
+encoded; the :class:`~rocketpy.namesrv.policy.WireShape` turns them into the codec's bodies.
+What a route answer is made of is frozen: the tables replace a record instead of changing it, so
+a route snapshot can never change under an answer built from it, and a decoded registration
+handed over twice is the same value both times."""
 from dataclasses import dataclass, field
 
 __all__ = ["PERM_PRIORITY", "PERM_READ", "PERM_WRITE", "PERM_INHERIT", "MASTER_ID",

@@ -1,22 +1,15 @@
-"""NameServer core: an answer that must wait for work off the reactor thread (rocketpy's own;
-Java runs every request on an executor thread, rocketpy runs requests on the reactor thread and
-moves only what would stall it elsewhere).
+"""NameServer core: an answer that must wait for work off the reactor thread (rocketpy's own; Java
+runs every request on an executor thread, rocketpy moves off the reactor only what would stall
+it).
 
-A handler returns a :class:`Pending` instead of its reply when part of its job should not run
-on the reactor thread. The Pending says which *lane* that work belongs to:
-
-* :data:`CPU`: pure CPU work on the request's own bytes (decoding a big REGISTER_BROKER body).
-  ``work()`` reads no route table and no cache, so it may run on any thread.
-* :data:`DISK`: a durable file write (PUT_KV_CONFIG, DELETE_KV_CONFIG, UPDATE_NAMESRV_CONFIG:
-  the change is already applied in memory; the answer waits until it is on disk, as Java
-  answers after ``persist()``). ``work`` is a :class:`FileWrite`.
-
-``finish(result)`` takes the work's result on the reactor thread, where all state lives, and
-gives the answer; ``fail(exc)``, when set, gives the answer for work that raised. The processor
-runs it all at once for synchronous callers (tests, the replay and fuzz harnesses); the
-transport hands ``work`` to the pool of its lane (:mod:`rocketpy.transport.offload`: the decode
-pool, the writer) and serves everyone else meanwhile.
-"""
+A handler returns a :class:`Pending` instead of its reply, naming the *lane* of its ``work``:
+:data:`CPU`, pure work on the request's own bytes (a big REGISTER_BROKER body's decode: it reads
+no table and no cache, so any thread may run it), or :data:`DISK`, a :class:`FileWrite` of a
+change already applied in memory (PUT/DELETE_KV_CONFIG, UPDATE_NAMESRV_CONFIG), answered once on
+disk as Java answers after ``persist()``. ``finish(result)`` gives the answer on the reactor
+thread, where all state lives; ``fail(exc)``, when set, the answer for work that raised.
+Synchronous callers (tests, replay, fuzzing) run it at once; the transport hands ``work`` to its
+lane's pool (:mod:`rocketpy.transport.offload`)."""
 
 __all__ = ["Pending", "FileWrite", "CPU", "DISK", "write_now"]
 
@@ -54,13 +47,10 @@ class Pending:
 
 
 class FileWrite:
-    """The work of a :data:`DISK` Pending: make the file ``key`` hold the state as it is when
-    ``prepare()`` runs (on the state's thread: a snapshot), by ``write(prepared)`` (on any
-    thread: render and store it).
-
-    Writes of one file queued together are one write (group commit): the writer prepares only
-    the newest, whose snapshot holds every change the others were waiting for.
-    """
+    """The work of a :data:`DISK` Pending: make the file ``key`` hold the state as of ``prepare()``
+    (a snapshot, on the state's thread) by ``write(prepared)`` (render and store, on any thread).
+    Writes of one file queued together are one write (group commit): only the newest is prepared,
+    and its snapshot holds every change the others wait for."""
 
     __slots__ = ("key", "prepare", "write")
 

@@ -1,22 +1,12 @@
 """NameServer policy layer: the differences between Java NameServer releases, as objects.
 
-A :class:`~rocketpy.namesrv.profile.BehaviourProfile` states the facts of one release; this
-module is the only reader of them. :func:`policies_for` turns a profile into the objects the
-rest of the NameServer calls, once, in :func:`rocketpy.service.tap.makeService` (the way
-``twisted.names`` builds its resolvers from options):
-
-* the **registration policy** (:mod:`rocketpy.namesrv.brokers`): how a registration or an
-  unregistration changes the tables, how the live table is keyed, what a route adds;
-* the :class:`LivenessPolicy`: heartbeat timeouts, the scan interval, QUERY_DATA_VERSION's
-  refresh;
-* the :class:`WireShape`: what answers look like -- the version written, the serialisation, the
-  fields of the route and cluster bodies, the Java collections behind listed values;
-* the :class:`HandlerSet`: which request codes exist and the release's switches they consult;
-* the :class:`~rocketpy.namesrv.config.ConfigShape`: the config keys a release reports.
-
-Handlers, tables and services call these and never test a profile themselves
-(``tests/test_policy_layering.py`` checks it).
-"""
+A :class:`~rocketpy.namesrv.profile.BehaviourProfile` states one release's facts; this module is
+their only reader. :func:`policies_for` turns a profile, once, in
+:func:`rocketpy.service.tap.makeService` (as ``twisted.names`` builds its resolvers), into the
+registration policy (:mod:`rocketpy.namesrv.brokers`), the :class:`LivenessPolicy`, the
+:class:`WireShape` (what answers look like), the :class:`HandlerSet` (which codes exist, which
+switches they consult) and the :class:`~rocketpy.namesrv.config.ConfigShape`. Nothing else tests
+a profile (``tests/test_policy_layering.py`` checks it)."""
 from dataclasses import dataclass
 from functools import lru_cache
 

@@ -1,14 +1,10 @@
 """NameServer state layer: which Java NameServer version rocketpy answers like (the facts).
 
-rocketpy behaves like the newest Java NameServer (5.3.3) by default. Each way the 4.9.8, 5.0.0
-and 5.3.3 NameServers answer differently is a field of :class:`BehaviourProfile`, so a replay of
-a 4.9.8 capture runs with :data:`PROFILE_49` and one of a 5.0.0 capture with :data:`PROFILE_50`.
-The 4.9/5.0 differences are proven by the genuine captures; there are no 5.3.3 captures, so what
-5.3.3 changes against 5.0.0 comes from the Java source (tag rocketmq-all-5.3.3), listed point by
-point with file, line and test in ``docs/java-5.3-changes.md``. A profile is data only:
-:func:`rocketpy.namesrv.policy.policies_for` turns it, once, into the policy objects the rest of
-the NameServer calls; no other module reads a profile's fields or compares version numbers.
-"""
+rocketpy answers like 5.3.3 by default; each difference among 4.9.8, 5.0.0 and 5.3.3 is a field
+of :class:`BehaviourProfile`, so a 4.9.8 capture replays with :data:`PROFILE_49`. The 4.9/5.0
+differences are proven by the captures; 5.3.3's, without captures, come from the Java source
+(tag rocketmq-all-5.3.3), listed with file, line and test in ``docs/java-5.3-changes.md``. A
+profile is data only: :func:`rocketpy.namesrv.policy.policies_for` is its one reader."""
 from dataclasses import dataclass
 
 __all__ = ["BehaviourProfile", "PROFILE_49", "PROFILE_50", "PROFILE_53", "DEFAULT_PROFILE",
@@ -17,46 +13,46 @@ __all__ = ["BehaviourProfile", "PROFILE_49", "PROFILE_50", "PROFILE_53", "DEFAUL
 
 @dataclass(frozen=True)
 class BehaviourProfile:
-    name: str
+    name: str = "5.3"
     #: ``version`` of every answer: the server's own ``MQVersion`` ordinal (4.9.8=409, 5.0.0=413,
     #: 5.3.3=479).
-    server_version: int
+    server_version: int = 479
     #: 4.9 answers in the request's header serialisation; 5.x always in its own (JSON).
-    reply_in_request_serialize_type: bool
+    reply_in_request_serialize_type: bool = False
     #: 4.9's processor returns null for an unknown code, so no answer at all; 5.x answers
     #: REQUEST_CODE_NOT_SUPPORTED.
-    answer_unknown_code: bool
+    answer_unknown_code: bool = True
     #: GET_CLIENT_CONFIG (47) exists in 5.0.x only.
-    serve_get_client_config: bool
+    serve_get_client_config: bool = False
     #: 5.x only: REGISTER_TOPIC_IN_NAMESRV, GET_BROKER_MEMBER_GROUP, BROKER_HEARTBEAT.
-    serve_5x_codes: bool
+    serve_5x_codes: bool = True
     #: 4.9 unregisters synchronously; 5.x queues (BatchUnregistrationService).
-    queued_unregistration: bool
+    queued_unregistration: bool = True
     #: 5.x registration: per-topic change detection, prime slave, rejection paths, zone,
     #: acting master, per-broker heartbeat timeout, live table keyed by (cluster, address).
-    v5_registration: bool
+    v5_registration: bool = True
     #: 5.0.0 wipes a prime slave's write perm even without acting master; 5.1+ only with it.
-    prime_slave_wipe_needs_acting_master: bool
+    prime_slave_wipe_needs_acting_master: bool = True
     #: 5.0.0 removes an unregistered broker's address by id; 5.1+ by address.
-    unregister_by_address: bool
+    unregister_by_address: bool = True
     #: QUERY_DATA_VERSION refreshes liveness: 4.9 only when unchanged, 5.x always.
-    query_data_version_always_refreshes: bool
+    query_data_version_always_refreshes: bool = True
     #: 5.x: GET_ALL_TOPIC_LIST honours enableAllTopicList, the other lists enableTopicList.
-    topic_list_switches: bool
+    topic_list_switches: bool = True
     #: 5.3: GET_ROUTEINFO_BY_TOPIC answers "name server not ready" while needWaitForService.
-    wait_for_service: bool
+    wait_for_service: bool = True
     #: Java collection behind TopicList.topicList: "hashset" (4.9), "insertion"
     #: (CopyOnWriteArraySet, 5.0), "chm" (ConcurrentHashMap key set, 5.1+).
-    topic_list_set: str
+    topic_list_set: str = "chm"
     #: the route tables are HashMap in 4.9 and ConcurrentHashMap in 5.x (their iteration order
     #: differs because the initial capacities differ).
-    concurrent_tables: bool
+    concurrent_tables: bool = True
     #: DataVersion carries stateVersion in 5.x.
-    data_version_state: bool
+    data_version_state: bool = True
     #: GET_NAMESRV_CONFIG sorts keys in 5.x; 4.9 writes Properties order.
-    sorted_config_text: bool
+    sorted_config_text: bool = True
     #: liveness without a per-broker timeout (4.9: fixed 120 s).
-    fixed_broker_timeout_ms: "int | None"
+    fixed_broker_timeout_ms: "int | None" = None
     #: REGISTER_TOPIC_IN_NAMESRV for a topic that exists: 5.0 ignores it, 5.1+ merges.
     register_topic_merges: bool = True
     #: where Java's processor dereferences a RegisterBrokerBody it read as null (its
@@ -81,37 +77,25 @@ _OLD_FAQ_URL = "http://rocketmq.apache.org/docs/faq/"
 
 PROFILE_49 = BehaviourProfile(
     name="4.9", server_version=409, reply_in_request_serialize_type=True,
-    answer_unknown_code=False, serve_get_client_config=False,
-    serve_5x_codes=False, queued_unregistration=False, v5_registration=False,
-    prime_slave_wipe_needs_acting_master=True, unregister_by_address=False,
-    query_data_version_always_refreshes=False, topic_list_switches=False,
-    wait_for_service=False, topic_list_set="hashset", concurrent_tables=False,
-    data_version_state=False, sorted_config_text=False, fixed_broker_timeout_ms=120_000,
-    topic_not_exist_faq_url=_OLD_FAQ_URL, query_data_version_needs_body=True,
-    compressed_body_broker_version=409, topics_by_cluster_switch_first=False,
+    answer_unknown_code=False, serve_5x_codes=False, queued_unregistration=False,
+    v5_registration=False, unregister_by_address=False, query_data_version_always_refreshes=False,
+    topic_list_switches=False, wait_for_service=False, topic_list_set="hashset",
+    concurrent_tables=False, data_version_state=False, sorted_config_text=False,
+    fixed_broker_timeout_ms=120_000, topic_not_exist_faq_url=_OLD_FAQ_URL,
+    query_data_version_needs_body=True, compressed_body_broker_version=409,
+    topics_by_cluster_switch_first=False,
     register_npe_site=("common.protocol", "registerBrokerWithFilterServer", 254))
 
 PROFILE_50 = BehaviourProfile(
-    name="5.0", server_version=413, reply_in_request_serialize_type=False,
-    answer_unknown_code=True, serve_get_client_config=True,
-    serve_5x_codes=True, queued_unregistration=True, v5_registration=True,
+    name="5.0", server_version=413, serve_get_client_config=True,
     prime_slave_wipe_needs_acting_master=False, unregister_by_address=False,
-    query_data_version_always_refreshes=True, topic_list_switches=True,
-    wait_for_service=False, topic_list_set="insertion", concurrent_tables=True,
-    data_version_state=True, sorted_config_text=True, fixed_broker_timeout_ms=None,
-    register_topic_merges=False, topic_not_exist_faq_url=_OLD_FAQ_URL,
-    query_data_version_needs_body=True, compressed_body_broker_version=413,
-    topics_by_cluster_switch_first=False,
+    wait_for_service=False, topic_list_set="insertion", register_topic_merges=False,
+    topic_not_exist_faq_url=_OLD_FAQ_URL, query_data_version_needs_body=True,
+    compressed_body_broker_version=413, topics_by_cluster_switch_first=False,
     register_npe_site=("common.protocol", "registerBroker", 228))
 
-PROFILE_53 = BehaviourProfile(
-    name="5.3", server_version=479, reply_in_request_serialize_type=False,
-    answer_unknown_code=True, serve_get_client_config=False,
-    serve_5x_codes=True, queued_unregistration=True, v5_registration=True,
-    prime_slave_wipe_needs_acting_master=True, unregister_by_address=True,
-    query_data_version_always_refreshes=True, topic_list_switches=True,
-    wait_for_service=True, topic_list_set="chm", concurrent_tables=True,
-    data_version_state=True, sorted_config_text=True, fixed_broker_timeout_ms=None)
+#: the defaults are 5.3.3's facts
+PROFILE_53 = BehaviourProfile()
 
 DEFAULT_PROFILE = PROFILE_53
 

@@ -1,21 +1,16 @@
 """NameServer processor layer: server-wide bounds on the route state (a rocketpy addition;
 Java's ``RouteInfoManager`` grows as long as anyone registers).
 
-REGISTER_BROKER is open by design -- any peer that reaches the port can register a broker with
-any topics -- and ``registerBrokerMaxTopics`` bounds one registration, not the server: a
-thousand registrations of a thousand new topics each took the Java-shaped tables to 1 M
-entries, 53 -> 850 MiB resident, and 3 M to 2.5 GB and a 12 s stall (issue 12). So the whole
-state is bounded (:data:`ROUTE_BOUND_KEYS`, defaults far above any real cluster): a
-registration or REGISTER_TOPIC_IN_NAMESRV that would take the tables past a bound is refused
-with SYSTEM_ERROR and a remark naming the bound, before anything is applied, and counted
-(:attr:`RouteBounds.refused`, exported on ``/metrics``).
+REGISTER_BROKER is open by design and ``registerBrokerMaxTopics`` bounds one registration, not
+the server: a thousand registrations of a thousand new topics took the tables to 1 M entries
+(53 -> 850 MiB), 3 M to 2.5 GB and a 12 s stall (issue 12). So the whole state is bounded
+(:data:`ROUTE_BOUND_KEYS`, far above any real cluster): a registration or
+REGISTER_TOPIC_IN_NAMESRV that would pass a bound is refused before anything is applied, with
+SYSTEM_ERROR naming the bound, and counted (:attr:`RouteBounds.refused`).
 
-The check is O(1) while the tables are far from the bounds (a registration cannot add more
-entries than it carries); only near a bound does it count what is new, in one pass over the
-registration's topics. It counts what the registration could add -- topics new to the
-tables, topics new to this broker, a new broker address or name, filter servers -- never
-less than it adds.
-"""
+The check is O(1) far from the bounds (a registration cannot add more than it carries); near
+one it counts, in one pass, what the registration could add (new topics, topic-broker pairs,
+broker addresses and names, filter servers), never less than it adds."""
 import logging
 
 from rocketpy.remoting.codes import ResponseCode

@@ -1,24 +1,18 @@
-"""NameServer state layer: the route tables (Java ``RouteInfoManager``).
-
-Java's tables (``topic_queue_table``, ``broker_addr_table``, ``cluster_addr_table``,
-``broker_live_table``, ``filter_server_table``, 5.x ``topic_queue_mapping_info_table``) and
-semantics; what differs between releases is the registration policy's
-(:mod:`rocketpy.namesrv.brokers`), the liveness policy's and the wire shape's. Not in Java:
+"""NameServer state layer: the route tables (Java ``RouteInfoManager``): Java's tables and
+semantics, with release differences in the policies (:mod:`rocketpy.namesrv.brokers`, liveness,
+wire shape). Not in Java:
 
 * no locks: every call runs on the reactor thread, time comes in as ``now_ms``;
-* one mutation gate (:func:`_gate`): the tables change only through the few writers below,
-  which note the topics and broker groups they changed; when the outermost call returns, the
-  gate reports the topics touched to :class:`~rocketpy.namesrv.snapshot.RouteSnapshots`, which
-  version them. A route changes exactly when its version does, and nobody lists by hand what a
-  route depends on;
-* indexes from channel id to live entries (a closed connection is found in O(1)), from broker
-  name to topics, and by expiry (:mod:`rocketpy.namesrv.expiry`: the liveness scan looks only at
-  brokers past their deadline);
-* channel-caused unregistrations carry the channel and registration they came from, and are
-  dropped if the broker registered again meanwhile (apache/rocketmq#11043);
-* the decoded topic table each broker last had applied: a re-registration handing over the very
-  same (immutable) table, none of whose queue data was removed since, skips the topic walk.
-"""
+* one mutation gate (:func:`_gate`): the tables change only through the writers below, which
+  note the topics and broker groups they change; the outermost call reports them to
+  :class:`~rocketpy.namesrv.snapshot.RouteSnapshots`, so a route's version changes exactly when
+  the route may, and nobody lists by hand what a route depends on;
+* indexes by channel id (a closed connection is found in O(1)), by broker name (its topics) and
+  by deadline (:mod:`rocketpy.namesrv.expiry`);
+* channel-caused unregistrations carry their channel and registration, and are dropped if the
+  broker registered again meanwhile (apache/rocketmq#11043);
+* a re-registration handing over the very same decoded topic table as last applied, with none of
+  its queue data removed since, skips the topic walk."""
 from dataclasses import replace
 from functools import wraps
 from itertools import count
@@ -64,14 +58,11 @@ def _unindex(index, key, item):
 class RouteInfoManager:
     """The route tables.
 
-    :param namesrv_config: the :class:`~rocketpy.namesrv.config.NamesrvConfig` read at run time
-        (the processor's, so UPDATE_NAMESRV_CONFIG reaches the tables).
-    :param policies: the :class:`~rocketpy.namesrv.policy.Policies` (a ``BehaviourProfile`` is
-        turned into its policies).
-    :param on_min_broker_id_changed: called with a
-        :class:`~rocketpy.namesrv.model.MinBrokerIdChange` when ``notifyMinBrokerIdChanged`` is
-        on and a group's smallest brokerId changes.
-    """
+    :param namesrv_config: the run-time :class:`~rocketpy.namesrv.config.NamesrvConfig` (the
+        processor's, so UPDATE_NAMESRV_CONFIG reaches the tables).
+    :param policies: the :class:`~rocketpy.namesrv.policy.Policies` (or a ``BehaviourProfile``).
+    :param on_min_broker_id_changed: called with a :class:`~rocketpy.namesrv.model.MinBrokerIdChange`
+        when ``notifyMinBrokerIdChanged`` is on and a group's smallest brokerId changes."""
 
     def __init__(self, namesrv_config=None, policies=None, on_min_broker_id_changed=None):
         if namesrv_config is None:

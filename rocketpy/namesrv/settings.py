@@ -1,11 +1,7 @@
-"""NameServer state layer: rocketpy's own integer settings -- bounds Java does not have -- as
-small tables of ``(property key, attribute, default, meaning)``.
-
-Each table (the KV bounds, the route-state bounds, the transport's limits) is the one place
-its keys are written: the start-up check (:mod:`rocketpy.service.propcheck`), the config guard
-(:mod:`rocketpy.namesrv.configguard`) and the configuration page read them from there. Values
-are integers >= 0; 0 turns a bound off.
-"""
+"""NameServer state layer: rocketpy's own integer settings (bounds Java does not have), as small
+tables of ``(property key, attribute, default, meaning)``: the one place their keys are written,
+read by the start-up check, the config guard and the configuration page. Values are integers
+>= 0; 0 turns a bound off."""
 
 __all__ = ["IntSettings", "int_values"]
 

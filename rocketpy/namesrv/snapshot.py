@@ -1,17 +1,12 @@
 """NameServer state layer: route snapshots, one immutable value per topic with a version
 (rocketmq-rust's ``TopicRouteSnapshot``; Java rebuilds every answer).
 
-The route tables report, through their one mutation gate, which topics a change touched
-(:meth:`RouteSnapshots.touched`); each touched topic gets a new version from one counter and
-loses its snapshot. The next reader builds the snapshot again (``pickupTopicRouteData``) and
-keeps it until the next touch. A snapshot carries the bodies encoded from it, per JSON dialect,
-so an unchanged route is encoded once whoever asks. Answers reused by the transport are keyed by
-the version they were built from, so nothing outside the tables restates what a route depends on.
-
-A topic without a route (never registered, or deleted) has the *absent* version, which changes
-only when everything is invalidated (a config update), so answers for unknown topics can be
-reused too, and nothing is kept for names that exist only in clients' requests.
-"""
+The tables' mutation gate reports the topics a change touched (:meth:`RouteSnapshots.touched`);
+each gets a new version from one counter and loses its snapshot, which the next reader builds
+again and keeps, with its bodies encoded per dialect, until the next touch. Reused answers are
+keyed by version, so nothing outside the tables restates what a route depends on. A topic without
+a route has the *absent* version, which changes only when everything is invalidated (a config
+update): answers for unknown topics are reusable too, and nothing is kept per unknown name."""
 from itertools import count
 
 __all__ = ["RouteSnapshot", "RouteSnapshots"]

@@ -1,37 +1,28 @@
-"""Wire codec layer: the JSON (and zlib) bodies the NameServer reads and writes.
-
-Mirrors the Java beans of ``org.apache.rocketmq.remoting.protocol`` (``common.protocol`` before
-5.1): ``DataVersion``, ``TopicConfig``, ``TopicConfigSerializeWrapper``,
-``TopicConfigAndMappingSerializeWrapper``, ``RegisterBrokerBody``, ``TopicRouteData``,
-``QueueData``, ``BrokerData``, ``ClusterInfo``, ``TopicList``, ``KVTable``,
-``RegisterBrokerResult``, ``BrokerMemberGroup``, ``GetBrokerMemberGroupResponseBody``,
-``GetRemoteClientConfigBody`` and the static-topic ``TopicQueueMappingInfo``/``Detail``.
+"""Wire codec layer: the JSON (and zlib) bodies the NameServer reads and writes: the Java beans of
+``org.apache.rocketmq.remoting.protocol`` (``common.protocol`` before 5.1) from ``DataVersion``
+to the static-topic ``TopicQueueMappingInfo``/``Detail``.
 
 Each bean declares its properties once (:class:`P`); one base class converts both ways through
-:mod:`rocketpy.remoting.fastjson`. Output follows fastjson: bean properties sorted by name,
-``None`` left out, maps in their own (dict) order -- callers arrange Java's ``HashMap`` order
-with :mod:`rocketpy.remoting.javahash` -- and ``int`` map keys for Java's ``Long``/``Integer``
-keys (unquoted in the legacy dialect). ``to_json(standard=True)`` is the dialect the NameServer
-uses for routes to clients >= V4_9_4 (quoted keys, maps sorted, browser-compatible escaping).
+:mod:`rocketpy.remoting.fastjson`. Output follows fastjson: properties sorted by name, ``None``
+left out, maps in their own order (callers arrange Java's ``HashMap`` order with
+:mod:`rocketpy.remoting.javahash`), ``int`` keys for Java's ``Long``/``Integer`` keys (unquoted
+in the legacy dialect). ``to_json(standard=True)`` is the dialect routes are sent in to clients
+>= V4_9_4.
 
-Exact re-encoding: a bean parsed from JSON remembers the keys it was given, in order, and keeps
-keys it does not know (``extras``), so ``X.from_json(b).to_json() == b`` for what Java writes
-(e.g. a 4.9 ``DataVersion`` without ``stateVersion`` stays without it, a 4.8 ``QueueData`` keeps
-``topicSynFlag``). A property absent from the JSON takes the Java field's initial value. To get
-what *Java 5.3* would write for the same values, call :meth:`JsonBean.canonical`.
+Exact re-encoding: a parsed bean remembers its keys, in order, and keeps unknown ones
+(``extras``), so ``X.from_json(b).to_json() == b`` for what Java writes (a 4.9 ``DataVersion``
+stays without ``stateVersion``, a 4.8 ``QueueData`` keeps ``topicSynFlag``). An absent property
+takes the Java field's initial value; :meth:`JsonBean.canonical` gives what *Java 5.3* would
+write.
 
-The compressed ``RegisterBrokerBody`` (``compressed=true``): a zlib stream of
-``int32 length + bytes`` parts -- DataVersion JSON, topic count, one text line per topic
-(``name readQ writeQ perm filterType`` and, from 5.0, ``" " + attributes JSON``), the filter
-server list JSON, and from V5_0_0 a count of ``TopicQueueMappingInfo`` JSON parts. It is inflated
-lazily, part by part as Java's ``InflaterInputStream`` reads it, with a bound
-(:data:`DEFAULT_MAX_INFLATED`, 64 MiB = 4x the 16 MiB frame limit: the text form is far smaller
-than the JSON form a broker would otherwise send, so 4x leaves room for any genuine body while a
-zip bomb stops at the bound) and never beyond; a part whose length prefix alone passes the bound
-is refused before it is inflated. Either raises :class:`~rocketpy.remoting.errors.BodyDecodeError`.
-
-Every decoding failure raises :class:`~rocketpy.remoting.errors.BodyDecodeError`.
-"""
+The compressed ``RegisterBrokerBody``: a zlib stream of ``int32 length + bytes`` parts --
+DataVersion JSON, topic count, one text line per topic (``name readQ writeQ perm filterType``,
+from 5.0 plus ``" " + attributes JSON``), the filter server list, and from V5_0_0 the
+``TopicQueueMappingInfo`` parts. It is inflated lazily, part by part as Java's
+``InflaterInputStream`` reads it, up to :data:`DEFAULT_MAX_INFLATED` (64 MiB, 4x the frame
+limit: far more than any genuine body's text form, while a zip bomb stops there); a part whose
+length alone passes the bound is refused before it is inflated. Every decoding failure raises
+:class:`~rocketpy.remoting.errors.BodyDecodeError`."""
 import json
 import struct
 import zlib
@@ -159,16 +150,11 @@ def _load_filter_type(value, where):
     _fail(where, f"expected one of {TOPIC_FILTER_TYPES}", value)
 
 
-def _load_any(value, where):
-    return value
-
-
 STR = Conv(_load_str, None, str)
 INT = Conv(_int_loader(_INT32))
 LONG = Conv(_int_loader(_INT64))
 BOOL = Conv(_load_bool, None, bool)
 FILTER_TYPE = Conv(_load_filter_type)
-ANY = Conv(_load_any)
 
 
 def list_of(item):
@@ -277,11 +263,6 @@ class JsonBean:
         if data is None:
             raise BodyDecodeError(f"{cls.__name__}: no body")
         return cls._from_obj(fastjson.loads(data), cls.__name__)
-
-    @classmethod
-    def from_obj(cls, obj):
-        """Build from already-parsed JSON (dicts/lists/scalars as ``fastjson.loads`` gives)."""
-        return cls._from_obj(obj, cls.__name__)
 
     @classmethod
     def _from_obj(cls, obj, where):
@@ -713,16 +694,11 @@ def _utf8(raw, what):
 
 def read_compressed(data, broker_version, read_topics, max_inflated=DEFAULT_MAX_INFLATED):
     """The parts of a compressed ``RegisterBrokerBody`` (Java ``RegisterBrokerBody.decode``):
-    ``(DataVersion, read_topics(lines), filter server list, {topic: TopicQueueMappingInfo} or
-    None before V5_0_0)``.
-
-    ``read_topics(lines, count)`` consumes the topic lines (raw parts, in order, for
-    :meth:`TopicConfig.from_part`; a part that cannot be read raises when reached; ``count`` is
-    how many the body declares, known before any is inflated) and returns
-    what its caller keeps of them: :meth:`RegisterBrokerBody.decode` makes beans, the NameServer
-    its route records (``rocketpy.namesrv.processor.registration``), so both read the wire the
-    same way, through one lazy, bounded reader (:class:`_Inflated`).
-    """
+    ``(DataVersion, read_topics(lines, count), filter server list, {topic: TopicQueueMappingInfo}
+    or None before V5_0_0)``. ``read_topics`` gets the raw topic lines lazily (a bad one raises when
+    reached) and the declared count before any is inflated, and returns what its caller keeps: beans
+    for :meth:`RegisterBrokerBody.decode`, route records for the NameServer, so both read the wire
+    through one lazy, bounded reader (:class:`_Inflated`)."""
     stream = _Inflated(data, max_inflated)
     data_version = DataVersion.from_json(stream.read_part("DataVersion"))
     count = stream.read_int("topic count")  # a negative count reads no topic, as Java's loop

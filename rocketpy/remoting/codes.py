@@ -1,26 +1,17 @@
-"""Wire codec layer: the number tables of the RocketMQ remoting protocol.
+"""Wire codec layer: the number tables of the RocketMQ remoting protocol (Java ``RequestCode``,
+``ResponseCode``, ``RemotingSysResponseCode``, ``LanguageCode``, ``SerializeType`` and
+``MQVersion.Version``).
 
-Mirrors Apache RocketMQ's ``RequestCode``, ``ResponseCode`` and ``RemotingSysResponseCode``
-(package ``org.apache.rocketmq.remoting.protocol`` since 5.1.0, before that
-``org.apache.rocketmq.common.protocol``), ``LanguageCode`` and ``SerializeType``
-(``org.apache.rocketmq.remoting.protocol``) and ``MQVersion.Version``
-(``org.apache.rocketmq.common``).
+Each table is the union over the apache/rocketmq tags 4.0.0-incubating to 5.3.3, so peers of any
+version get names, including codes that later left the Java source (the ACL codes 50-54, the
+5.0.0-PREVIEW logical-queue codes). A renumbered name keeps its 5.3.3 value; of two names sharing
+a value, 5.3.3's is defined first and canonical, the other an IntEnum alias. Comments name the
+tags a member is limited to.
 
-Taken from the apache/rocketmq tags rocketmq-4.0.0-incubating through rocketmq-all-5.3.3 (the
-newest tag; the develop branch had the same tables when read). Each code table is the union over
-all of them, so peers of any version get names, including codes that later left the Java source
-(the ACL codes 50-54 of 4.x and 5.0-5.3.2, the 5.0.0-PREVIEW logical-queue codes). A renumbered
-name keeps its 5.3.3 value. When two names share a value, the one 5.3.3 uses is defined first and
-is canonical (what ``RequestCode(v).name`` and the ``*_name`` helpers give); the other is an
-IntEnum alias. Comments name the tags a member is limited to.
-
-Why here: dispatch, logs and the capture tools name codes, but unknown numbers must pass through
-as plain ints (a 5.x NameServer answers them with REQUEST_CODE_NOT_SUPPORTED), so the helpers
-return None for unknown values and never raise.
-
-The ROCKETMQ binary header carries ``code`` and ``version`` as signed 16-bit integers (Java's
-``writeShort``/``readShort``): the pop codes from 200050 up only survive a JSON header.
-"""
+Unknown numbers must pass through as plain ints (a 5.x NameServer answers them
+REQUEST_CODE_NOT_SUPPORTED), so the helpers return None for them and never raise. The ROCKETMQ
+binary header carries ``code`` and ``version`` as signed 16-bit integers: the pop codes from
+200050 up only survive a JSON header."""
 
 from enum import IntEnum
 

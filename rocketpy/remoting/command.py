@@ -1,14 +1,10 @@
 """Wire codec layer: the ``RemotingCommand`` value type (Java ``RemotingCommand``).
 
-A command is plain data. ``ext_fields`` is ``None`` when the peer sent no ``extFields`` at all and
-``{}`` when it sent an empty map: Java writes ``"extFields":{}`` exactly when the command carried a
-custom header, and reproducing that keeps our bytes equal to the Java NameServer's.
-
-``verbatim`` remembers how a peer wrote the strings of its JSON header that hold raw control
-characters (fastjson reads them, and writes them escaped): encoding the command again writes those
-strings as they came, so a decoded header is given back byte for byte. It takes no part in
-equality, and answers never inherit it.
-"""
+``ext_fields`` is ``None`` when the peer sent no ``extFields`` and ``{}`` for an empty map:
+Java writes ``"extFields":{}`` exactly when the command carried a custom header, and keeping
+that keeps our bytes equal to Java's. ``verbatim`` remembers how a peer wrote JSON header strings
+holding raw control characters (fastjson reads them raw, writes them escaped), so a decoded
+header is encoded back byte for byte; it takes no part in equality, and answers never inherit it."""
 from dataclasses import dataclass, field
 
 from .codes import FLAG_ONEWAY, FLAG_RESPONSE, LanguageCode, SerializeType

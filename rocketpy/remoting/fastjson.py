@@ -1,31 +1,23 @@
-"""Wire codec layer: JSON exactly as Alibaba fastjson 1.x writes and reads it.
+"""Wire codec layer: JSON exactly as Alibaba fastjson 1.x writes and reads it (every RocketMQ
+JSON header and body goes through it). Two dialects matter on the wire:
 
-Every JSON header and body in RocketMQ goes through fastjson (``RemotingSerializable``).
-Two dialects matter on the wire:
+* **legacy** (``JSON.toJSONString(obj)``): map keys in the map's own order, numeric keys
+  *unquoted* (``{"brokerAddrs":{0:"127.0.0.1:10911"}}``), ``/`` not escaped;
+* **standard** (``BrowserCompatible, QuoteFieldNames, MapSortField``: routes to clients >=
+  V4_9_4 or with ``acceptStandardJsonOnly``): every key quoted, map keys sorted, ``/`` and
+  non-ASCII escaped.
 
-* **legacy** (``JSON.toJSONString(obj)``): map keys in the map's own iteration order, numeric map
-  keys *unquoted* (``{"brokerAddrs":{0:"127.0.0.1:10911"}}``), ``/`` not escaped.
-* **standard** (``BrowserCompatible, QuoteFieldNames, MapSortField``; what the NameServer sends to
-  clients >= V4_9_4 or with ``acceptStandardJsonOnly``): every key quoted, map keys sorted,
-  ``/`` and every non-ASCII character escaped.
+``dumps(obj, pretty=True)`` is ``PrettyFormat`` (what ``mqadmin topicRoute`` prints): tab
+indents, a line break before each bean property, string map key and list item (none before an
+unquoted numeric key), closing brackets of non-empty containers on their own line; a
+:class:`Bean` breaks the line even with no property to write.
 
-``dumps(obj, pretty=True)`` is ``JSON.toJSONString(obj, true)`` (``PrettyFormat``, what
-``mqadmin topicRoute`` prints): tab indents, a line break before each bean property, string map
-key and list item, none before an unquoted numeric map key, and the closing brace or bracket of
-a non-empty map or list on a line of its own (an empty one stays ``{}``/``[]``); a Java bean
-(:class:`Bean`) breaks the line even when it has no property to write.
-
-``loads`` accepts both (and whatever else a tolerant Java parser accepts that real peers send:
-the C++ client's trailing newline), keeping key order and telling unquoted numeric keys apart
-from quoted ones (unquoted keys come back as ``int``), so ``dumps(loads(b))`` restores ``b``.
-
-fastjson's lexer (``JSONLexerBase.scanString``) also takes raw control characters 0x00-0x1F
-inside a string as they are, and peers rely on it (the .NET client NewLife.RocketMQ separates
-message properties with raw 0x01/0x02), so ``loads`` does too; the one exception is 0x1A, which
-fastjson treats as end of input inside an object key (``scanSymbol``). Such strings are rare, so
-they cost nothing until one turns up: the strict parse runs first. :func:`raw_string_literals`
-gives their literals as written, for a codec that must write them back byte for byte.
-"""
+``loads`` accepts both (and the C++ client's trailing newline), keeping key order and returning
+unquoted numeric keys as ``int``, so ``dumps(loads(b))`` restores ``b``. Like fastjson's lexer it
+takes raw control characters inside strings (the .NET client NewLife.RocketMQ separates message
+properties with raw 0x01/0x02), except 0x1A, end of input inside a key (``scanSymbol``). The
+strict parse runs first, so such rare strings cost nothing until one turns up;
+:func:`raw_string_literals` gives their literals as written, for writing them back byte for byte."""
 import json
 import re
 

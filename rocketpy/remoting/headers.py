@@ -1,49 +1,36 @@
 """Wire codec layer: typed custom headers of the NameServer's requests and responses.
 
-Java mirrors the ``extFields`` of a command into a ``CommandCustomHeader`` bean by reflection
-(``RemotingCommand.decodeCommandCustomHeader`` / ``makeCustomHeaderToNet``): every field is a
-``String``, ``Integer``/``int``, ``Long``/``long`` or ``Boolean``/``boolean`` travelling as a
-string. Here each header class declares its fields once, as a tuple of :class:`F` specs, and one
-base class does the conversion both ways, so there is no per-class parsing code.
+Java mirrors a command's ``extFields`` into a ``CommandCustomHeader`` bean by reflection
+(``decodeCommandCustomHeader`` / ``makeCustomHeaderToNet``); every field travels as a string.
+Here each header class declares its fields once (:class:`F` specs) and one base class converts
+both ways, with Java's rules:
 
-Conversion rules, as Java's:
-
-* ``Long``/``Integer``: ``Long.parseLong``/``Integer.parseInt`` -- an optional sign and decimal
-  digits, nothing else (no blanks, no ``_``, no ``0x``), within the Java range.
-* ``Boolean``: ``Boolean.parseBoolean`` -- ``"true"`` in any case is true, anything else false.
-* Output: ``Long.toString``/``Boolean.toString``; a ``None`` field is left out; primitive fields
+* ``Long``/``Integer``: ``parseLong``/``parseInt`` -- an optional sign and decimal digits only,
+  within the Java range. ``Boolean``: ``parseBoolean`` (``"true"`` in any case, else false).
+* Output: ``Long.toString``/``Boolean.toString``; ``None`` is left out; primitive fields
   (``boolean compressed``, ``Integer bodyCrc32 = 0``) always have a value, so Java always sends
   them.
-* Key order: ``extFields`` is a ``java.util.HashMap``, so :meth:`CommandHeader.to_ext_fields`
-  returns the keys in HashMap iteration order (:mod:`rocketpy.remoting.javahash`), inserting in
-  declaration order. (Java inserts in the order of a ``HashSet<Field>``; that only matters for
-  two keys in one bucket -- in the captures only REGISTER_BROKER's brokerId/bodyCrc32 and
-  haServerAddr/compressed, where both orders agree.)
+* Key order: ``extFields`` is a ``HashMap``, so :meth:`CommandHeader.to_ext_fields` returns
+  HashMap iteration order (:mod:`rocketpy.remoting.javahash`), inserting in declaration order
+  (Java's ``HashSet<Field>`` order differs only for two keys in one bucket; in the captures both
+  orders agree).
 
-Tolerance: requests carry keys no header declares (``AccessKey``, ``Signature``, ``OnsChannel``,
-``__ZONE_NAME``): they are ignored. The C++ client writes some values as JSON numbers or
-booleans: they are converted to the string Java's fastjson would have made first.
+Tolerance: undeclared keys (``AccessKey``, ``Signature``, ``__ZONE_NAME``) are ignored; the C++
+client's JSON numbers and booleans become the string fastjson would have made.
 
-Strictness: Java (4.9.8 through 5.3.3) only *logs* a missing ``@CFNotNull`` field or an
-unparsable number -- the exception is caught inside the field loop -- and the processor then
-fails later (usually a ``NullPointerException`` answered as SYSTEM_ERROR). ``from_ext_fields``
-raises :class:`~rocketpy.remoting.errors.MissingFieldError` /
-:class:`~rocketpy.remoting.errors.InvalidFieldError` instead, so the processor can answer with a
-precise remark; ``strict=False`` gives Java's lenient result (missing -> ``None`` or the default,
-bad number -> the default) for tools that must read whatever a peer sent.
+Strictness: Java only *logs* a missing ``@CFNotNull`` field or a bad number and fails later
+(usually an NPE answered SYSTEM_ERROR). ``from_ext_fields`` raises
+:class:`~rocketpy.remoting.errors.MissingFieldError` /
+:class:`~rocketpy.remoting.errors.InvalidFieldError` so the processor can answer a precise remark;
+``strict=False`` gives Java's lenient result for tools that must read whatever a peer sent.
 
-Version differences (one class per header covers all versions: fields a version lacks are
-nullable and simply absent on the wire):
-
-* ``RegisterBrokerRequestHeader``: 5.0 adds ``heartbeatTimeoutMillis`` and
-  ``enableActingMaster``.
-* ``BrokerHeartbeatRequestHeader`` (5.0+): 5.0.0 has clusterName, brokerAddr, brokerName, epoch,
-  maxOffset, confirmOffset; later 5.x add brokerId, heartbeatTimeoutMills, electionPriority.
-* ``GetRouteInfoRequestHeader``, ``DeleteTopicFromNamesrvRequestHeader``,
-  ``RegisterTopicRequestHeader``: since 5.1 they extend ``TopicRequestHeader`` /
-  ``RpcRequestHeader`` and so may carry ``lo``, ``ns``, ``nsd``, ``bname``, ``oway``.
-* ``GetBrokerMemberGroupRequestHeader``, ``NotifyMinBrokerIdChangeRequestHeader``: 5.0+.
-"""
+One class per header covers every version (fields a version lacks are nullable and absent):
+``RegisterBrokerRequestHeader`` gains ``heartbeatTimeoutMillis`` and ``enableActingMaster`` in
+5.0; ``BrokerHeartbeatRequestHeader`` (5.0+) gains brokerId, heartbeatTimeoutMills and
+electionPriority after 5.0.0; the route, delete-topic and register-topic headers extend
+``TopicRequestHeader`` / ``RpcRequestHeader`` since 5.1 (``lo``, ``ns``, ``nsd``, ``bname``,
+``oway``); ``GetBrokerMemberGroupRequestHeader`` and ``NotifyMinBrokerIdChangeRequestHeader`` are
+5.0+."""
 import re
 from typing import Any, NamedTuple
 

@@ -1,17 +1,13 @@
 """Wire codec layer: Java ``HashMap``/``HashSet`` iteration order, for byte-identical output.
 
-fastjson writes a Java map in the map's own iteration order, so the Java NameServer's headers
-(``extFields`` is a ``HashMap<String,String>``) and legacy-JSON bodies (``HashMap`` tables,
-``HashSet`` topic lists) come out in hash-bucket order. Reproducing that order makes rocketpy's
-bytes equal to Java's, not merely equivalent. Model: ``java.util.HashMap`` of Java 8+ (table of
-16 doubling past a 0.75 load factor, bucket = ``(h ^ h >>> 16) & (n - 1)``, insertion order
-within a bucket); tree bins only change the order of 8+ colliding keys, which we ignore.
-
-``java.util.concurrent.ConcurrentHashMap`` (a broker's topic table, the copy
-``RegisterBrokerBody`` compresses, ``java.util.Properties`` since Java 9) iterates by bucket
-too, but a resize may reverse part of a bucket (``transfer`` prepends the nodes before its
-"lastRun"), so :func:`concurrent_hashmap_order` replays the insertions, resizes included.
-"""
+fastjson writes a map in its own iteration order, so Java's headers (``extFields`` is a
+``HashMap``) and legacy-JSON bodies come out in hash-bucket order; reproducing it makes
+rocketpy's bytes equal to Java's, not merely equivalent. Model: Java 8+ ``HashMap`` (16 buckets,
+doubling past a 0.75 load, bucket ``(h ^ h >>> 16) & (n - 1)``, insertion order within one; tree
+bins, which reorder 8+ colliding keys, are ignored). ``ConcurrentHashMap`` (a broker's topic
+table, ``java.util.Properties`` since Java 9) iterates by bucket too, but a resize may reverse
+part of a bucket (``transfer`` prepends the nodes before "lastRun"), so
+:func:`concurrent_hashmap_order` replays the insertions, resizes included."""
 import struct
 
 __all__ = ["string_hash", "long_hash", "java_hash", "hashmap_order", "hashmap_ordered",

@@ -7,14 +7,11 @@
     bytes   header            fastjson object, or ROCKETMQ binary (ROCKETMQ_HEADER)
     bytes   body
 
-The ``construct`` schemas :data:`FRAME` and :data:`ROCKETMQ_HEADER` are the specification.
-Everything else here is derived from them (the prefix and the binary header's fixed fields as
-``struct`` formats and offsets) and is what the rest of rocketpy uses to touch frame bytes: the
-transport's framing, the answer reuse and the overload answer (an encoded answer with another
-opaque, :class:`OpaqueTemplate`), the capture decoder's frame cutting. No other module slices a
-frame; ``tests/test_remoting_layout.py`` checks the derivation and, on every captured frame, that
-these readers agree with the schemas.
-"""
+The ``construct`` schemas :data:`FRAME` and :data:`ROCKETMQ_HEADER` are the specification; the
+``struct`` formats and offsets here are derived from them, and are all the rest of rocketpy uses
+to touch frame bytes (framing, answer reuse, the overload answer, the capture decoder). No other
+module slices a frame; ``tests/test_remoting_layout.py`` checks that these readers agree with
+the schemas on every captured frame."""
 import re
 import struct
 

@@ -9,12 +9,9 @@ __all__ = ["split_frames", "FrameSplitter"]
 
 
 class FrameSplitter:
-    """Feed bytes in any chunking; get whole frames out.
-
-    Chunks of an incomplete frame are kept in a list and joined once the frame is whole, so a
-    large frame arriving in small pieces costs linear time (re-joining the buffer on every feed
-    would be quadratic: minutes for a 16 MiB frame sent 4 KiB at a time).
-    """
+    """Feed bytes in any chunking; get whole frames out. An incomplete frame's chunks are joined once
+    it is whole: linear time, where re-joining on every feed would take minutes for a 16 MiB frame
+    sent 4 KiB at a time."""
 
     def __init__(self, max_frame_length=DEFAULT_MAX_FRAME_LENGTH):
         self.max_frame_length = max_frame_length

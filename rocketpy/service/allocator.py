@@ -1,27 +1,20 @@
 """Service layer: C allocator settings for a process that handles large frames (no Java
 counterpart: the JVM allocates from a heap it has already mapped).
 
-Every registration is a large frame (a 1,000-topic broker sends 144 KB, a 10,000-topic one
-1.5 MB), and each one passes through a few transient buffers of that size: the socket reads,
-the joined frame, the body. glibc ``malloc`` serves blocks above ``M_MMAP_THRESHOLD`` (128 KiB
-at first, adjusted as blocks are freed) with a fresh ``mmap`` each time, and gives the top of
-its heap back to the kernel past ``M_TRIM_THRESHOLD``; either way the next buffer of that size
-starts on unmapped pages, and touching them costs one page fault per 4 KiB (about 370 for a
-1.5 MB frame, several microseconds each in a virtual machine). Measured on the registration
-path, that was three quarters of the server's time for 10,000-topic brokers.
+Every registration is a large frame (1.5 MB for 10,000 topics) passing through a few transient
+buffers of that size. glibc serves blocks above ``M_MMAP_THRESHOLD`` with a fresh ``mmap`` and
+returns its heap top past ``M_TRIM_THRESHOLD``, so each new buffer starts on unmapped pages: one
+fault per 4 KiB, several microseconds each in a VM -- three quarters of the server's time for
+10,000-topic brokers, as measured.
 
-:func:`tune_allocator` keeps blocks up to the frame limit on the heap and lets the heap keep
-that much free memory, so buffers are reused instead of mapped afresh. The memory a busy server
-keeps is then its peak, as the JVM's heap is. It is best effort: only glibc has ``mallopt``;
-elsewhere nothing changes. It changes the whole process, so it is an operator's choice
-(``--tune-allocator``), applied when the server starts, never a side effect of building the
-service tree.
+:func:`tune_allocator` keeps blocks up to the frame limit on the heap and lets it keep that much
+free, so buffers are reused (the process keeps its peak, as the JVM does). Best effort (only
+glibc has ``mallopt``), process-wide, so an operator's choice (``--tune-allocator``) applied at
+start, never a side effect of building the service tree.
 
-:func:`trim_heap` is the other direction, for a server whose route state has just shrunk a
-lot (brokers left): glibc ``malloc_trim(0)`` hands the heap's free pages back to the kernel,
-wherever they are (the automatic trim only returns the top of the heap). It is called by the
-route-memory service (:mod:`rocketpy.service.memory`) unless ``--no-malloc-trim`` is given.
-"""
+:func:`trim_heap` goes the other way after the route state shrinks (brokers left): glibc
+``malloc_trim(0)`` returns free pages wherever they are, called by :mod:`rocketpy.service.memory`
+unless ``--no-malloc-trim``."""
 import ctypes
 import ctypes.util
 import sys

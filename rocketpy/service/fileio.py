@@ -1,18 +1,15 @@
 """Service layer: crash-safe file writes (Java ``MixAll.string2File``), for the writer thread.
 
-Java writes ``kvConfig.json`` and the config file in place, after copying the previous content
-to ``<file>.bak``; a crash mid-write can leave a truncated file. rocketpy keeps the same two
-files but replaces each one atomically: a sibling temporary file, ``fsync``, ``os.replace``,
-then ``fsync`` of the directory. At any instant ``<file>`` is the complete old or the complete
-new content. The ``.bak`` is the previous file itself, hard-linked under its new name and
-renamed into place (a copy where the file system has no hard links): no second copy of the data
-is written and synced, and it is as complete as the file it was.
+Java writes ``kvConfig.json`` and the config file in place after copying the old content to
+``<file>.bak``, so a crash mid-write can leave a truncated file. rocketpy keeps both files but
+replaces each atomically (sibling temporary file, ``fsync``, ``os.replace``, ``fsync`` of the
+directory): ``<file>`` is always the complete old or new content. The ``.bak`` is the previous
+file itself, hard-linked and renamed into place (a copy without hard links), so no second copy
+is written and synced.
 
-These calls block (``fsync``): they run on the persistence writer's thread
-(:class:`rocketpy.transport.offload.WritePool`), at start-up, or in tests -- never on the
-reactor thread of a running server. The state layer never imports this module; it is handed
-:func:`write_file_java` as a callable.
-"""
+These calls block (``fsync``): they run on the writer thread
+(:class:`rocketpy.transport.offload.WritePool`), at start-up or in tests, never on a running
+server's reactor; the state layer is handed :func:`write_file_java` as a callable."""
 import os
 
 from ..namesrv.javaprops import parse_properties

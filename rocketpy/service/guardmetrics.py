@@ -1,20 +1,8 @@
-"""Service layer: the Prometheus families of rocketpy's guards against the wire (issue 12),
-added to the web endpoint's registry by ``makeService`` (``/metrics``; nothing here runs per
-request: the counters are plain attributes of the guards, read at scrape time).
-
-* ``rocketpy_config_update_refusals_total{reason}``: UPDATE_NAMESRV_CONFIG refused
-  (``round_trip``, ``black_list``, ``value``);
-* ``rocketpy_kv_put_refusals_total{bound}``, ``rocketpy_route_bound_refusals_total{bound}``:
-  puts and registrations refused by a bound (the property key);
-* ``rocketpy_route_state{kind}`` and ``rocketpy_route_state_bound{kind}``: the route state's
-  size against its bounds (``topics``, ``topic_broker_pairs``, ``brokers``);
-* ``rocketpy_broker_requests_refused_total{reason}``: broker requests refused by the broker
-  access policy (``network``, ``identity``);
-* ``rocketpy_file_write_jobs_total``, ``rocketpy_file_writes_total``,
-  ``rocketpy_file_write_failures_total``: what the writer was asked, what it did (their
-  ratio is the group commit), and what failed;
-* ``rocketpy_memory_releases_total``: releases after the route state shrank.
-"""
+"""Service layer: the Prometheus families of rocketpy's guards against the wire (issue 12):
+refusals of config updates, KV puts, registrations over a route bound and broker requests; the
+route state against its bounds; the writer's jobs, writes (their ratio is the group commit) and
+failures; memory releases. ``makeService`` adds them to the web endpoint's registry; nothing here
+runs per request (the guards' counters are plain attributes, read at scrape time)."""
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
 __all__ = ["GuardCollector"]

@@ -1,11 +1,9 @@
 """Service layer: Java ``BrokerHousekeepingService``, the NameServer's channel event listener.
 
-When a broker's connection closes, fails or idles out, Java's ``RouteInfoManager.onChannelDestroy``
-finds the broker registered on that channel and submits an unregistration to the
-``BatchUnregistrationService``; connect and active are ignored. Here the lookup is the route
-table's O(1) channel index, and each request carries the channel's identity, so a close that
-arrives after the broker re-registered on a new connection removes nothing.
-"""
+A broker connection's close, failure or idle becomes unregistrations, as Java's
+``onChannelDestroy``; connect and active are ignored. The lookup is the route table's O(1)
+channel index, and each request carries the channel's identity, so a close arriving after the
+broker re-registered on a new connection removes nothing."""
 from twisted.logger import Logger
 from zope.interface import implementer
 

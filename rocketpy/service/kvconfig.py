@@ -1,13 +1,9 @@
 """Service layer: the KV config's life around the server (Java ``NamesrvController.loadConfig``,
-``KVConfigManager.printAllPeriodically`` scheduled every 10 minutes, and the last persist at
-shutdown).
+``KVConfigManager.printAllPeriodically`` every 10 minutes, the last persist at shutdown).
 
-Java loads ``kvConfig.json`` when the controller initialises, persists it on every change and
-logs the whole table every ten minutes (first after one minute). This service loads the table
-when it starts, logs it on the same schedule with Java's lines, and persists it once more when it
-stops, so a SIGTERM leaves the file complete even if a write had failed before. That last write
-goes through the writer thread when there is one (``write``), like every other.
-"""
+The table is loaded when the service starts and logged on Java's schedule with Java's lines;
+it is persisted once more when the service stops (through the writer thread when there is one),
+so a SIGTERM leaves the file complete even if an earlier write failed."""
 import os
 
 from twisted.internet import defer
@@ -31,11 +27,8 @@ def kv_config_log_lines(config_table):
 class KVConfigService(PeriodicService):
     """Load on start, log every ``interval`` seconds (600), persist on stop.
 
-    :param kv_config_manager: has ``load_json(text)``, ``persist_job()``, ``path`` and
-        ``config_table``.
     :param load: load the file when the service starts (False when the caller already did).
-    :param write: ``write(job)`` -> Deferred, the writer's ``submit``; None: write here.
-    """
+    :param write: ``write(job)`` -> Deferred, the writer's ``submit``; None: write here."""
 
     name = "kv-config"
 

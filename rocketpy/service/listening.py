@@ -1,11 +1,8 @@
-"""Service layer: a service that listens on a Twisted endpoint and fails loudly.
-
-Shared by the remoting server and the web endpoint: the endpoint may be given as a string
-(``tcp:9876``, ``ssl:...``, ``unix:...``), and a listen that fails at once (address in use, bad
-interface) raises from ``startService`` so ``twistd`` exits instead of running a server nobody can
-reach -- with one line saying why (:class:`~rocketpy.service.startup.StartError`), not a
-traceback. Subclasses say what to do once listening (``_listening``) and how to stop.
-"""
+"""Service layer: a service that listens on a Twisted endpoint (a string such as ``tcp:9876``,
+``ssl:...``, ``unix:...``) and fails loudly, for the remoting server and the web endpoint: a
+listen that fails at once raises :class:`~rocketpy.service.startup.StartError` from
+``startService``, so ``twistd`` exits with one line saying why instead of running a server nobody
+can reach. Subclasses say what to do once listening (``_listening``) and how to stop."""
 from twisted.application.service import Service
 from twisted.internet.endpoints import serverFromString
 from twisted.logger import Logger

@@ -1,26 +1,21 @@
 """Service layer: the periodic broker liveness scan (Java ``RouteInfoManager.scanNotActiveBroker``
 scheduled by ``NamesrvController.startScheduleService``).
 
-Every ``scanNotActiveBrokerInterval`` ms (5 s in 5.x; 4.9 scans every 10 s) every broker whose
-last REGISTER_BROKER / QUERY_DATA_VERSION / BROKER_HEARTBEAT is older than its
-``heartbeatTimeoutMillis`` (120 s unless the broker said otherwise) is expired: Java closes its
-channel, logs "The broker channel expired" and submits its unregistration to the batch service.
-This service does the same with the route table's answer, a list of ``(request, channel_id)``.
-The close then also reports ``close`` for that channel; the duplicate request is harmless.
-"""
+Every scan interval (5.x ``scanNotActiveBrokerInterval``, 4.9 10 s) a broker silent for longer
+than its heartbeat timeout is expired as Java does: its channel closed, "The broker channel
+expired" logged, its unregistration submitted. The close then reports ``close`` for that channel
+too; the duplicate request is harmless."""
 from .periodic import PeriodicService
 
 __all__ = ["ScanNotActiveBrokerService"]
 
 
 class ScanNotActiveBrokerService(PeriodicService):
-    """Expire silent brokers every ``interval_ms``.
+    """Expire silent brokers every ``interval_ms`` (of ``clock.seconds()``).
 
     :param scan: ``RouteInfoManager.scan_not_active_broker(now_ms)`` -> [(request, channel_id)].
     :param close_channel: ``RemotingServerFactory.close_channel(channel_id, why)``.
-    :param submit: ``BatchUnregistrationService.submit(request)`` -> bool.
-    :param clock: an ``IReactorTime``; its ``seconds()`` is the scan's notion of now.
-    """
+    :param submit: ``BatchUnregistrationService.submit(request)`` -> bool."""
 
     name = "scan-not-active-broker"
 

@@ -1,23 +1,18 @@
 """Service layer: the route state's memory goes back to the system after brokers leave (issue
-12, part 3; no Java counterpart: a JVM keeps its heap at the peak).
+12, part 3; a JVM keeps its heap at the peak).
 
-When many brokers go, their entries leave the route tables, but the memory does not leave the
-process: a Python dict never shrinks when entries are deleted (its table stays sized for the
-peak), the processor's caches still hold the departed brokers' registration bodies and route
-answers, and glibc keeps freed heap pages unless asked to return them. Measured with 1 M
-topic-broker pairs (``bench/route_memory.py``): 53 MiB before, 822 MiB at the peak, still
-822 MiB after every broker had gone.
+When brokers go, the memory stays: a Python dict never shrinks, the processor's caches hold the
+departed brokers' bodies and answers, and glibc keeps freed pages. With 1 M topic-broker pairs
+(``bench/route_memory.py``): 53 MiB before, 822 MiB at the peak and still after every broker
+had gone.
 
-:class:`RouteMemoryService` looks at the size of the route state every few seconds (O(1)),
-and before every batch of unregistrations (:meth:`~RouteMemoryService.watching`), so a crowd of
-brokers that came and went between two looks still counts. When the state has dropped by at
-least ``min_drop`` entries since its high-water mark it releases:
-``release()`` -- built by ``makeService`` -- drops the departed brokers' cached registration
-bodies and the route answer cache, rebuilds every big dict of the route tables in place so
-its table fits what is left (:func:`compact_dicts`), and, unless ``--no-malloc-trim``, calls
-glibc ``malloc_trim(0)`` (:func:`rocketpy.service.allocator.trim_heap`). Each release is
-logged with the resident size before and after.
-"""
+:class:`RouteMemoryService` looks at the route state's size every few seconds (O(1)) and before
+every batch of unregistrations (:meth:`~RouteMemoryService.watching`, so brokers that came and
+went between two looks count). Once it has dropped ``min_drop`` entries below its high-water
+mark, ``release()`` (built by ``makeService``) drops the cached bodies and answers, rebuilds the
+big dicts to fit (:func:`compact_dicts`) and, unless ``--no-malloc-trim``, calls
+:func:`rocketpy.service.allocator.trim_heap`; each release is logged with the resident size
+before and after."""
 import sys
 
 from .periodic import PeriodicService
@@ -55,13 +50,9 @@ def resident_mib():
 
 
 class RouteMemoryService(PeriodicService):
-    """Release memory once the route state has shrunk by ``min_drop`` entries.
-
-    :param size: ``size()`` -> the route state's entries now (topics, topic-broker pairs,
-        live brokers).
-    :param release: ``release()`` frees what the departed brokers left (see the module
-        docstring).
-    """
+    """Release memory once the route state has shrunk by ``min_drop`` entries: ``size()`` gives its
+    entries now (topics, topic-broker pairs, live brokers), ``release()`` frees what the departed
+    brokers left."""
 
     name = "route-memory"
 

@@ -1,18 +1,13 @@
 """Service layer: the check of ``-c`` / ``-D`` properties before anything starts (a rocketpy
 addition: Java's ``MixAll.properties2Object`` silently skips unknown keys and unparsable numbers,
-so ``listenPort=98766`` or ``scanNotActiveBrokerInterval=5s`` start a NameServer that is not
-configured the way its operator thinks).
+so ``listenPort=98766`` starts a NameServer not configured the way its operator thinks).
 
-* An unknown key is warned about by name (with the nearest known key, if one is close), and kept:
-  Java keeps every key of the file for GET_NAMESRV_CONFIG, and so does rocketpy.
-* A bad value stops the start, before any port is opened, with the key, the value and what was
-  expected (``listenPort='98766' in namesrv.properties: expected a port number 0..65535``).
-
-Known keys: every ``NamesrvConfig`` / ``NettyServerConfig`` key (typed from their field
-definitions), the ``tls.*`` keys, the frame limit, the access-control keys, and whatever another
-component declares with :func:`register_key`. ``-D`` keys with a dot are Java system properties
-(``-Drocketmq.home.dir=...``): they are checked when known and never warned about.
-"""
+An unknown key is warned about by name (with the nearest known key) and kept, as Java keeps it
+for GET_NAMESRV_CONFIG; a bad value stops the start before any port opens, naming the key, the
+value and what was expected. Known keys: ``NamesrvConfig`` / ``NettyServerConfig`` (typed from
+their field definitions), ``tls.*``, the frame limit, the access-control keys and whatever a
+component declares with :func:`register_key`. Dotted ``-D`` keys are Java system properties:
+checked when known, never warned about."""
 import difflib
 
 from ..namesrv.config import NamesrvConfig, NettyServerConfig

@@ -1,14 +1,10 @@
 """Service layer: the listening remoting server (Java ``NettyRemotingServer.start``/``shutdown``
 and the boot line of ``NamesrvStartup.createAndStartNamesrvController``).
 
-Listens on any Twisted server endpoint (``tcp:9876``, ``tcp:0:interface=127.0.0.1``,
-``ssl:...``, ``unix:...``). Once listening it logs Java's line,
-``The Name Server boot success. serializeType=JSON, address 0.0.0.0:9876``, with the address
-actually bound (so ``tcp:0`` reports the port the kernel chose). Failing to listen raises from
-``startService``, so ``twistd`` exits instead of running a server nobody can reach. Stopping
-stops listening and closes every connection (their close events still reach the housekeeping
-service); the returned Deferred fires when they are all gone, or after ``close_timeout``.
-"""
+Once listening (failing loudly, :mod:`rocketpy.service.listening`) it logs Java's line, ``The
+Name Server boot success. serializeType=JSON, address 0.0.0.0:9876``, with the address actually
+bound. Stopping closes every connection (their close events still reach the housekeeping
+service); the returned Deferred fires when they are gone, or after ``close_timeout``."""
 from twisted.internet import defer
 
 from ..transport.protocol import format_address

@@ -1,15 +1,11 @@
-"""Service layer: how the process starts and stops (Java ``NamesrvStartup``: a bad setting
-prints one line and exits 1; ``kill`` runs the shutdown hook and the process ends).
+"""Service layer: how the process starts and stops (Java ``NamesrvStartup``: a bad setting prints
+one line and exits 1; ``kill`` runs the shutdown hook and the process ends).
 
-* :class:`StartError`: the server cannot start as configured -- a bad value, an unreadable
-  accounts or KV file, a port in use. It is a ``SystemExit`` with a one-line message:
-  Python prints the line and exits with status 1, with no traceback and no ``--help`` (twistd
-  prints its whole usage for a ``UsageError``, and a traceback for anything else).
-* :class:`GracefulExit`: SIGTERM stops the reactor -- every service stops in order, the KV
-  file is flushed -- and the process exits with status 0. twistd's own handler does the same
-  but then re-raises the signal at exit, so a clean stop looked like a crash (status -15) to
-  supervisors and scripts.
-"""
+* :class:`StartError`: a ``SystemExit`` with one line (a bad value, an unreadable file, a port in
+  use), so Python prints it and exits 1 -- not twistd's whole usage for a ``UsageError``, nor a
+  traceback.
+* :class:`GracefulExit`: SIGTERM stops every service in order and exits 0; twistd's own handler
+  re-raises the signal at exit, so a clean stop looked like a crash (-15) to supervisors."""
 import signal
 
 from twisted.application.service import Service

@@ -1,20 +1,11 @@
 """Service layer: ``twistd rocketnamesrv`` options and service tree (Java ``NamesrvStartup`` and
 ``NamesrvController.initialize``/``start``/``shutdown``).
 
-Options mirror ``mqnamesrv``: ``-c/--configFile`` reads a Java properties file and applies every
-``NamesrvConfig`` and ``NettyServerConfig`` key in it exactly as ``mqnamesrv -c`` does (listenPort
-starts at 9876, unknown keys are kept for GET_NAMESRV_CONFIG, ``configStorePath`` becomes the
-file); ``-p/--printConfigItem`` prints every config item and exits; ``-n/--namesrvAddr`` is
-accepted and ignored, as the NameServer itself ignores it. rocketpy adds ``--listen`` (any
-Twisted endpoint string; default ``tcp:<listenPort>:interface=<bindAddress>``),
-``--kvConfigPath``, ``--profile`` (which Java version to answer like), ``--tune-allocator`` and
-``-D key=value`` (a Java ``-D`` system property or any config key, applied after the file), for
-the ``tls.*`` settings and ``com.rocketmq.remoting.frameMaxLength``.
-
-The profile becomes its policies (:func:`rocketpy.namesrv.policy.policies_for`) once, when the
-options are parsed. Only :func:`makeService` knows every component; each gets the narrow callable
-or policy it needs.
-"""
+Options mirror ``mqnamesrv`` (``-c`` applies a properties file exactly as ``mqnamesrv -c`` does:
+listenPort from 9876, unknown keys kept for GET_NAMESRV_CONFIG, ``configStorePath`` becomes the
+file); rocketpy's own are listed in :class:`Options`. The profile becomes its policies
+(:func:`rocketpy.namesrv.policy.policies_for`) once, when the options are parsed. Only
+:func:`makeService` knows every component; each gets the narrow callable or policy it needs."""
 import os
 import sys
 from functools import partial

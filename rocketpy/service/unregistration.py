@@ -1,15 +1,11 @@
 """Service layer: Java ``BatchUnregistrationService`` (RIP-29, RocketMQ 5.0) on the reactor.
 
-Java queues every unregistration (UNREGISTER_BROKER, channel close/exception/idle, expiry) in a
-bounded ``LinkedBlockingQueue`` (``unRegisterBrokerQueueCapacity``, 3000) and one thread takes
-everything queued and applies it with a single ``RouteInfoManager.unRegisterBroker(Set)``. Here
-``submit`` appends to a bounded deque and, on the first submit of a reactor turn, schedules one
-drain for the next turn: everything submitted in between is applied as one batch. ``submit``
-returns False when the queue is full, which the processor answers with SYSTEM_ERROR, as Java.
-
-Requests are frozen values; duplicates within a batch (idle then close, expiry then close) are
-dropped, and the route table ignores stale channel-caused requests (apache/rocketmq#11043).
-"""
+Java queues every unregistration in a bounded queue (``unRegisterBrokerQueueCapacity``, 3000) and
+one thread applies everything queued with a single ``unRegisterBroker(Set)``. Here ``submit``
+appends to a bounded deque and the first submit of a reactor turn schedules one drain for the
+next: everything submitted in between is one batch. A full queue makes ``submit`` return False
+(answered SYSTEM_ERROR, as Java). Duplicates within a batch (idle then close) are dropped; the
+route table ignores stale channel-caused requests (apache/rocketmq#11043)."""
 from collections import deque
 
 from twisted.application.service import Service
@@ -19,13 +15,11 @@ __all__ = ["BatchUnregistrationService"]
 
 
 class BatchUnregistrationService(Service):
-    """Bounded unregistration queue applied once per reactor turn.
+    """Bounded unregistration queue applied once per reactor turn (``clock.callLater(0, ...)``).
 
     :param apply_batch: called with a list of requests (``RouteInfoManager.unregister_brokers``).
-    :param clock: an ``IReactorTime``; the drain is ``clock.callLater(0, ...)``.
     :param capacity: ``unRegisterBrokerQueueCapacity``.
-    :param immediate: apply each request at once instead (Java 4.9 unregisters synchronously).
-    """
+    :param immediate: apply each request at once instead (Java 4.9 unregisters synchronously)."""
 
     name = "batch-unregistration"
     log = Logger()

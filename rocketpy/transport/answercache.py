@@ -1,26 +1,21 @@
-"""Transport layer: encoded answers reused with the opaque patched in (a shortcut for the hot path,
-GET_ROUTEINFO_BY_TOPIC; Java has none and re-encodes every answer).
+"""Transport layer: encoded answers reused with the opaque patched in (the hot path,
+GET_ROUTEINFO_BY_TOPIC; Java re-encodes every answer).
 
-Clients ask for the same routes over and over, and the answer only changes when the route does.
-One cache, keyed by the request's shape -- its bytes **without the opaque** (the JSON header split
-around ``"opaque":<digits>``, or the ROCKETMQ header without its 4 opaque bytes, plus the body:
-:func:`rocketpy.remoting.layout.request_without_opaque`) -- and by the version of the route
-snapshot the answer was built from. The next identical request whose topic still has that
-version is answered without decoding, processing or encoding anything: the request's opaque goes
-into the stored answer (an :class:`~rocketpy.remoting.layout.OpaqueTemplate`), done.
+Clients ask for the same routes over and over, and an answer changes only when its route does.
+Entries are keyed by the request's bytes **without the opaque**
+(:func:`rocketpy.remoting.layout.request_without_opaque`) and hold the version of the route
+snapshot the answer was built from; an identical request whose topic still has that version is
+answered without decoding, processing or encoding: its opaque goes into the stored
+:class:`~rocketpy.remoting.layout.OpaqueTemplate`.
 
-The eligibility rule is the processor's and explicit: an answer is kept only when it names the
-snapshot it was computed from, and nothing else (``response.reuse == (topic, version)``:
-:class:`~rocketpy.namesrv.processor.replies.ReusableResponse`; the route handler names it only
-for answers that read the request and that snapshot alone). Only whole, well-formed requests
-reach the cache: an entry is stored only after the full decoder accepted the request and the
-opaque it decoded is exactly the digits the key was cut around, so a hit is byte-for-byte a
-request the decoder accepted, with a different (canonical) opaque.
+The processor decides eligibility: only an answer that names the one snapshot it was computed
+from (``response.reuse``, :class:`~rocketpy.namesrv.processor.replies.ReusableResponse`) is kept.
+An entry is stored only after the full decoder accepted the request and decoded exactly the
+opaque digits the key was cut around, so a hit is byte for byte an accepted request with another
+(canonical) opaque.
 
-The cache is bounded by bytes (keys and answers), evicting the least recently used entries (the
-"second chance" approximation: a hit only marks its entry, and eviction passes over marked
-entries once, unmarking them, so a hit costs one store instead of a reordering).
-"""
+The cache is bounded by bytes, evicting by "second chance" (a hit only marks its entry; eviction
+passes a marked entry once, unmarking it), so a hit costs one store, not a reordering."""
 from ..remoting.command import FLAG_RESPONSE
 from ..remoting.frame import encode_template
 from ..remoting.layout import JSON, request_without_opaque
@@ -34,13 +29,9 @@ _ENTRY_OVERHEAD = 200
 
 
 class AnswerCache:
-    """Encoded answers by (request shape, route snapshot version).
-
-    :param version_of: ``version_of(topic)``: the current version of the topic's route snapshot
-        (``RouteInfoManager.route_version``).
-    :param max_bytes: what the entries may hold in all; the least recently used go first.
-    :param max_request: requests longer than this are never looked up.
-    """
+    """Encoded answers by (request shape, route snapshot version): ``version_of(topic)`` is the
+    topic's current version (``RouteInfoManager.route_version``); ``max_bytes`` bounds the entries,
+    and requests longer than ``max_request`` are never looked up."""
 
     def __init__(self, version_of, max_bytes=DEFAULT_MAX_BYTES, max_request=2048):
         self._version_of = version_of
@@ -49,7 +40,6 @@ class AnswerCache:
         self._entries = {}   # shape -> [topic, version, template, size, used], oldest first
         self.bytes = 0
         self.hits = 0
-        self.misses = 0
 
     def __len__(self):
         return len(self._entries)
@@ -69,7 +59,6 @@ class AnswerCache:
         shape = split[0]
         entry = self._entries.get(shape)
         if entry is None or self._version_of(entry[0]) != entry[1]:
-            self.misses += 1
             return split
         entry[4] = True
         self.hits += 1

@@ -1,50 +1,31 @@
 """Transport layer: the remoting *client* (Java ``NettyRemotingClient`` + the client half of
-``NettyRemotingAbstract``), on Twisted and the codec.
+``NettyRemotingAbstract``), on Twisted and the codec. What it keeps from Java:
 
-What it keeps from Java:
-
-* **One cached channel per address** (``channelTables``): the first call to ``host:port`` connects
-  (``connectTimeoutMillis``, 3 s), later calls reuse the connection, and a connection that failed
-  or closed is simply opened again by the next call (reconnect on demand). Frames sent while it
-  connects wait in order.
-* **Opaque matching** (``responseTable``): every request gets the next opaque of this client's
-  counter (Java's ``RemotingCommand.requestId``: from 0, wrapping like a Java ``int``); an answer
-  is matched by it, and an answer nobody waits for is logged and dropped ("receive response, but
-  not matched any request").
-* **Timeouts from a scan** (``scanResponseTable``): one timer per client, running only while
-  something waits, expires every request whose deadline has passed (so a timeout fires within
-  one ``scan_interval`` after it is due). The deadline counts from the call, connecting included
-  (Java's ``invokeSync`` subtracts the connect time from the budget). A late answer is dropped;
-  the connection stays (``clientCloseSocketIfTimeout`` is false by default).
+* **One cached channel per address** (``channelTables``): the first call connects
+  (``connectTimeoutMillis``, 3 s), later calls reuse it, a failed or closed one is opened again by
+  the next call; frames sent while it connects wait in order.
+* **Opaque matching** (``responseTable``): opaques from this client's counter (Java's
+  ``requestId``: from 0, wrapping like an ``int``); an answer nobody waits for is logged and
+  dropped.
+* **Timeouts from a scan** (``scanResponseTable``): one timer, running only while something
+  waits; the deadline counts from the call, connecting included (as ``invokeSync`` does). A late
+  answer is dropped; the connection stays (``clientCloseSocketIfTimeout`` false).
 * **Bounded in-flight requests** (``clientAsyncSemaphoreValue`` / ``clientOnewaySemaphoreValue``,
-  65535): per connection here. A call that finds no permit waits for one until its deadline,
-  then fails with :class:`RemotingTooMuchRequestError`. A request's permit comes back with its
-  answer (or failure); a oneway's once its frame is handed to the socket -- which waits while
-  the socket's write buffer is full (the client is a streaming producer of its transport), so
-  the oneway bound is also a bound on buffered frames.
-* **Fail fast** (``failFast``): when a connection ends, every request still waiting on it fails
-  at once with :class:`RemotingSendRequestError`.
-* **Requests from the peer** (a NameServer's NOTIFY_MIN_BROKER_ID_CHANGE to a broker, a broker's
-  CHECK_TRANSACTION_STATE to a producer) go to ``request_handler``; without one, a request that
-  wants an answer gets REQUEST_CODE_NOT_SUPPORTED, as Java's.
-* **NameServer choice** (``invokeSync(null, ...)``): :meth:`RemotingClient.invoke_any` keeps
-  using the NameServer it chose while that connection lives, else takes the next of the list
-  from a random start, and moves on to the next when one cannot be connected to.
-* **RPC hooks** (``RPCHook.doBeforeRequest``): ``rpc_hook(addr, request)`` may return a changed
-  request (ACL signing, a broker's ``__ZONE_NAME``) before it is encoded.
+  65535, per connection here): a call without a permit waits until its deadline, then fails with
+  :class:`RemotingTooMuchRequestError`. A oneway's permit comes back once the socket takes its
+  frame (the client is a streaming producer), so the bound also bounds buffered frames.
+* **Fail fast** (``failFast``): a connection's end fails every request waiting on it.
+* **Requests from the peer** (NOTIFY_MIN_BROKER_ID_CHANGE, CHECK_TRANSACTION_STATE) go to
+  ``request_handler``; without one they get REQUEST_CODE_NOT_SUPPORTED, as in Java.
+* **NameServer choice** (``invokeSync(null, ...)``): :meth:`RemotingClient.invoke_any` sticks to
+  its NameServer while that connection lives, else tries the list from a random start.
+* **RPC hooks** (``RPCHook.doBeforeRequest``): ``rpc_hook(addr, request)`` may change a request
+  before it is encoded (ACL signing, a broker's ``__ZONE_NAME``).
 
-``invoke`` answers with whatever code the peer sent; :func:`check_response` turns a code other
-than the expected one into :class:`RemotingCommandError` (Java's ``MQClientException`` /
-``MQBrokerException``, "CODE: 17 DESC: ...").
-
-Errors: :class:`RemotingConnectError` (connect failed or timed out),
-:class:`RemotingTimeoutError`, :class:`RemotingSendRequestError` (the connection ended before the
-answer), :class:`RemotingTooMuchRequestError`, :class:`RemotingCommandError`; all are
-:class:`RemotingError`.
-
-:class:`OnewayNotifier` is the NameServer's use of it: NOTIFY_MIN_BROKER_ID_CHANGE (905), oneway,
-to a broker group (``RouteInfoManager.notifyMinBrokerIdChanged``).
-"""
+``invoke`` answers with whatever code the peer sent; :func:`check_response` turns an unexpected
+one into :class:`RemotingCommandError` (Java's ``MQClientException``, "CODE: 17 DESC: ...").
+:class:`OnewayNotifier` is the NameServer's use of it: NOTIFY_MIN_BROKER_ID_CHANGE, oneway, to a
+broker group."""
 import collections
 import dataclasses
 import random
@@ -622,13 +603,9 @@ class RemotingClient:
 
 
 class OnewayNotifier:
-    """``notifier(broker_addrs, command)`` sends ``command`` oneway to every ``host:port``
-    through a :class:`RemotingClient` (the NameServer's NOTIFY_MIN_BROKER_ID_CHANGE: Java uses
-    its own remoting client, connecting to each broker's listen address and keeping the channel).
-    A failure is logged and dropped: a oneway call has nobody to report to.
-
-    :param reactor: provides ``IReactorTCP`` and ``IReactorTime``.
-    """
+    """``notifier(broker_addrs, command)`` sends ``command`` oneway to every ``host:port`` through a
+    :class:`RemotingClient` (NOTIFY_MIN_BROKER_ID_CHANGE: Java connects to each broker's listen
+    address and keeps the channel). A failure is logged and dropped: a oneway has nobody to tell."""
 
     log = Logger()
 

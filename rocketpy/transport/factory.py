@@ -28,22 +28,13 @@ class RemotingServerFactory(ServerFactory):
 
     :param processor: an :class:`~rocketpy.transport.interfaces.IRequestProcessor`.
     :param listener: an :class:`~rocketpy.transport.interfaces.IChannelEventListener` or None.
-    :param clock: an ``IReactorTime`` (the reactor; ``task.Clock`` in tests).
     :param idle_seconds: ``serverChannelMaxIdleTimeSeconds``; 0 turns idle closing off.
     :param send_buffer, receive_buffer: ``serverSocketSndBufSize``/``RcvBufSize`` (0 = OS default).
     :param write_high_water_mark: ``writeBufferHighWaterMark``: bytes an unread peer may have
         buffered before its connection stops being served (0 = Twisted's 64 KiB).
-    :param answer_cache: an :class:`~rocketpy.transport.answercache.AnswerCache` or None.
-    :param metrics: the :class:`~rocketpy.transport.metrics.ServerMetrics` to count into
-        (a fresh one when None).
-    :param limits: a :class:`~rocketpy.transport.limits.ServerLimits` (max connections, the
-        per-turn request budget and shedding, pending frame memory); None = the defaults.
-    :param decode_pool: a :class:`~rocketpy.transport.offload.DecodePool` for the costly
-        decodes the processor hands back as Pending work (lane ``cpu``); None = on the reactor
-        thread.
-    :param write_pool: a :class:`~rocketpy.transport.offload.WritePool` for the file writes
-        (lane ``disk``); None = on the reactor thread.
-    """
+    :param limits: a :class:`~rocketpy.transport.limits.ServerLimits`; None = the defaults.
+    :param decode_pool, write_pool: the :mod:`~rocketpy.transport.offload` pools of lanes ``cpu``
+        and ``disk``; None = on the reactor thread."""
 
     protocol = RemotingServerProtocol
     noisy = False

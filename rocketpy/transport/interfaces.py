@@ -1,26 +1,17 @@
-"""Transport layer: the two interfaces between the Twisted transport and everything above it.
-
-``IChannelEventListener`` is Java's ``org.apache.rocketmq.remoting.ChannelEventListener``: the
-remoting server reports connect, close, exception, idle and active for every channel, and the
-NameServer's ``BrokerHousekeepingService`` turns a broker channel's end into unregistrations.
-``IRequestProcessor`` is Java's ``NettyRequestProcessor`` reduced to what the NameServer needs:
-one call per request, time passed in (``now_ms``), a response or ``None``.
-
-Both speak ``rocketpy.namesrv.channel.Channel`` values (an id and the peer's address), never
-protocol objects, so route state can hold channels without holding sockets.
-"""
+"""Transport layer: the two interfaces between the Twisted transport and everything above it:
+``IChannelEventListener`` (Java ``ChannelEventListener``: connect, close, exception, idle and
+active of every channel) and ``IRequestProcessor`` (Java ``NettyRequestProcessor`` reduced to one
+call per request, time passed in). Both speak ``rocketpy.namesrv.channel.Channel`` values, never
+protocol objects, so route state can hold channels without holding sockets."""
 from zope.interface import Interface
 
 __all__ = ["IChannelEventListener", "IRequestProcessor"]
 
 
 class IChannelEventListener(Interface):
-    """Told about every server channel's life (Java ``ChannelEventListener``).
-
-    ``remote_addr`` is ``"host:port"`` as Java's ``RemotingHelper.parseChannelRemoteAddr`` writes
-    it. Methods are called on the reactor thread and must not block. One dead peer can be
-    reported more than once (idle then close, expiry then close): listeners must be idempotent.
-    """
+    """Told about every server channel's life (Java ``ChannelEventListener``), on the reactor thread,
+    with ``remote_addr`` as Java's ``parseChannelRemoteAddr`` writes it. Methods must not block and
+    must be idempotent: one dead peer may be reported more than once (idle then close)."""
 
     def on_channel_connect(remote_addr, channel):
         """A peer connected (Netty ``channelActive`` on the server)."""
@@ -42,14 +33,8 @@ class IRequestProcessor(Interface):
     """Answers requests (Java ``NettyRequestProcessor.processRequest``)."""
 
     def process(request, channel, now_ms):
-        """Return the response :class:`~rocketpy.remoting.RemotingCommand`, or ``None``.
-
-        ``None`` means no answer (oneway requests; Java 4.9's unknown codes). The transport copies
-        the request's opaque into the response and sets the response flag, as Java's
-        ``writeResponse`` does. A :class:`~twisted.internet.defer.Deferred` of the same is also
-        accepted, for work that must leave the reactor thread. With pools (the decode pool, the
-        writer) the transport calls ``process(request, channel, now_ms, offload=True)``, and a
-        :class:`~rocketpy.namesrv.pending.Pending` answer has its ``work`` run on the pool of
-        its ``lane`` and its ``finish`` -- or ``fail``, when the work raised -- give the answer
-        on the reactor thread.
-        """
+        """Return the response :class:`~rocketpy.remoting.RemotingCommand`, or ``None`` for no answer
+        (oneway requests; Java 4.9's unknown codes); a Deferred of either is accepted too. The transport
+        sets the opaque and the response flag, as Java's ``writeResponse`` does. With pools it calls
+        ``process(..., offload=True)`` and runs a :class:`~rocketpy.namesrv.pending.Pending` answer's
+        ``work`` on its lane's pool, then ``finish`` (or ``fail``) on the reactor thread."""

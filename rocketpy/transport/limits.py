@@ -2,51 +2,38 @@
 queues, ``RejectedExecutionException`` and ``SYSTEM_BUSY`` in ``NettyRemotingAbstract``, redone
 for a single thread), and the structured log events for every kind of trouble.
 
-Java answers ``SYSTEM_BUSY`` (2) with the remark ``"[OVERLOAD]system busy, start flow control
-for a while"`` when a request finds its executor queue full
-(``clientRequestThreadPoolQueueCapacity`` 50,000 for route queries,
-``defaultThreadPoolQueueCapacity`` 10,000 for the rest); clients then back off. rocketpy has
-no queue: a read is served as soon as it arrives, and TCP holds whatever the reactor has not
-read yet. The reactor's analogue of a full queue is a *turn* (one pass over the ready sockets,
-ended by a ``callLater(0)``) that has already served more than it can afford. So, per turn:
+Java answers ``SYSTEM_BUSY`` (2) ``"[OVERLOAD]system busy, start flow control for a while"``
+when a request finds its executor queue full (50,000 route queries, 10,000 others); clients then
+back off. rocketpy has no queue (TCP holds what the reactor has not read), so its analogue of a
+full queue is a *turn* (one pass over the ready sockets, ended by a ``callLater(0)``) that has
+already served more than it can afford. Per turn:
 
-* each connection's first ``serverFairRequestsPerTurn`` requests are served (a client with a
-  few requests in flight -- a broker, a producer polling routes -- is never shed);
+* each connection's first ``serverFairRequestsPerTurn`` requests are served (a broker or a
+  producer polling routes is never shed);
 * beyond that, requests draw from one shared budget: ``serverRequestsPerTurn`` requests or
-  ``serverTurnMillis`` of the turn, whichever runs out first;
-* once the budget is spent, a connection's further requests are answered ``SYSTEM_BUSY
-  "[OVERLOAD]..."`` (Java's answer, pre-encoded, with the request's opaque patched in: no decode,
-  no processing, no encode) -- at most ``serverShedRequestsPerTurn`` of them;
-* past that the connection is *throttled*: its socket is not read again, and what is already
-  read waits, until the next turn. TCP pushes back on the flooding client.
+  ``serverTurnMillis``, whichever runs out first;
+* once it is spent, a connection's further requests get Java's SYSTEM_BUSY answer, pre-encoded
+  with the opaque patched in (no decode, no processing), at most ``serverShedRequestsPerTurn``;
+* past that the connection is *throttled*: not read again until the next turn, so TCP pushes
+  back on the flooding client.
 
-Throttled connections wait in one queue. Each turn starts by resuming them in queue order, for
-as long as its budget lasts, each with a quantum of ``max(fair share, serverRequestsPerTurn /
-queue length)`` requests, then its SYSTEM_BUSY answers, then back to the end of the queue; the
-others stay unread at the head of the queue. A connection whose read holds more than its fair
-share of requests while the budget is spent (a flood starting) is answered SYSTEM_BUSY and
-queued at once; everybody else keeps their fair share. So however many connections flood, a
-light client (no more than its fair share of requests in flight) is served in the first turn its
-request is read; the flooders share what is left, round robin; and a turn costs about
-``serverTurnMillis`` plus the light clients' own requests plus the SYSTEM_BUSY answers of
-newly flooding connections.
+Throttled connections wait in one queue; each turn resumes them in order while its budget lasts,
+each with a quantum of ``max(fair share, serverRequestsPerTurn / queue length)``. A read holding
+more than its fair share while the budget is spent (a flood starting) is shed and queued at once.
+So a light client is served in the first turn its request is read, flooders share the rest round
+robin, and a turn costs about ``serverTurnMillis`` plus the light clients' requests. Before
+resuming a queued connection the governor peeks at its socket (``MSG_PEEK``), so a peer that has
+gone is dropped instead of served what it left behind.
 
-A queued connection is not read, so before resuming one the governor peeks at its socket
-(``MSG_PEEK``): a peer that has reset or closed is dropped at once instead of being served what
-it left behind.
-
-Other limits: ``serverMaxConnections`` (refused with a logged reason before any byte is read;
-Java has no limit), ``serverMaxPendingFrameBytes`` (the bytes of partly received large frames,
-all connections together: 16 MiB frames trickled in by thousands of peers would otherwise be
-memory without bound). A peer that does not read its answers is paused by flow control
-(:mod:`rocketpy.transport.protocol`) and then closed by the idle timeout; a peer that trickles
-a frame (slow loris) is closed when the frame has not completed within the idle time.
+Other limits: ``serverMaxConnections`` (Java has none), ``serverMaxPendingFrameBytes`` (partly
+received large frames, all connections together: 16 MiB frames trickled in by thousands of peers
+would otherwise be memory without bound). A peer that does not read its answers is paused by flow
+control and closed by the idle timeout, as is one trickling a frame (slow loris).
 
 Every refused connection, bad frame, shed request, drop and expiry is logged once through
-:func:`trouble`: a ``twisted.logger`` event with the stable fields ``rocketpy_event`` (one of
-:data:`TROUBLE_EVENTS`), ``peer`` (``host:port``) and ``reason`` (a short literal), and counted in
-:class:`~rocketpy.transport.metrics.ServerMetrics`.
-"""
+:func:`trouble` (a ``twisted.logger`` event with ``rocketpy_event``, one of
+:data:`TROUBLE_EVENTS`, ``peer`` and ``reason``) and counted in
+:class:`~rocketpy.transport.metrics.ServerMetrics`."""
 import dataclasses
 import resource
 import socket
@@ -141,11 +128,9 @@ class ServerLimits:
 
 
 def raise_open_files_limit(wanted):
-    """Raise the soft RLIMIT_NOFILE towards ``wanted`` (at most the hard limit), logged.
-
-    Each connection is a file descriptor; a distribution's usual soft limit (1,024) would make
-    ``accept`` fail long before ``serverMaxConnections``. Returns ``(old soft, new soft)``.
-    """
+    """Raise the soft RLIMIT_NOFILE towards ``wanted`` (at most the hard limit), logged; returns
+    ``(old soft, new soft)``. The usual soft limit (1,024) would make ``accept`` fail long before
+    ``serverMaxConnections``."""
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     if soft == resource.RLIM_INFINITY or (soft >= wanted):
         return soft, soft
@@ -203,11 +188,8 @@ NOT_SHED = object()
 
 def overload_answer(overload_response=None):
     """Java's SYSTEM_BUSY "[OVERLOAD]..." frame, encoded once, for any opaque (an
-    :class:`~rocketpy.remoting.layout.OpaqueTemplate`).
-
-    :param overload_response: ``processor.overload_response(request)`` (the profile's version and
-        serialisation); None builds a JSON answer from the request.
-    """
+    :class:`~rocketpy.remoting.layout.OpaqueTemplate`), from ``overload_response`` (the processor's:
+    the profile's version and serialisation), or as JSON from the request when None."""
     probe = RemotingCommand.request(0, None, opaque=0, version=0)
     if overload_response is not None:
         response = overload_response(probe)
@@ -221,13 +203,8 @@ def overload_answer(overload_response=None):
 
 class LoadGovernor:
     """Applies :class:`ServerLimits` for one factory: connection admission, the per-turn request
-    budget (serve / shed / throttle), and the pending large-frame memory.
-
-    :param limits: a :class:`ServerLimits`.
-    :param clock: an ``IReactorTime``; a turn ends with ``clock.callLater(0, ...)``.
-    :param overload_response: the processor's ``overload_response`` (or None).
-    :param metrics: a :class:`~rocketpy.transport.metrics.ServerMetrics` (or None).
-    """
+    budget (serve / shed / throttle), and the pending large-frame memory. A turn ends with
+    ``clock.callLater(0, ...)``; ``overload_response`` is the processor's (or None)."""
 
     log = Logger()
 
@@ -261,7 +238,6 @@ class LoadGovernor:
         self._episode_peers = 0
         #: totals since start (the metrics carry the per-reason / per-code split)
         self.shed_total = 0
-        self.throttles = 0
         self.refused = 0
         self.turns = 0
         #: reason -> connections the server closed for a timeout or a limit
@@ -410,7 +386,6 @@ class LoadGovernor:
         """``proto`` used its share of this turn: it joins the end of the queue."""
         if proto in self._queue:
             return
-        self.throttles += 1
         self._queue[proto] = None
         if self._turn_call is None:
             self._start_turn()

@@ -1,30 +1,21 @@
-"""Transport layer: the server's counters (Java has none of its own: RocketMQ 5 exports broker
-metrics over OpenTelemetry, and its NameServer only logs). This module is what the transport and
-the services count into; :mod:`rocketpy.web.metrics` turns it into Prometheus text when (and
-only when) someone scrapes ``/metrics``.
+"""Transport layer: the server's counters (the Java NameServer only logs). The transport and the
+services count into this; :mod:`rocketpy.web.metrics` turns it into Prometheus text only when
+someone scrapes ``/metrics``.
 
-Why plain Python instead of ``prometheus_client`` metric objects here: everything runs on the
-reactor thread, so a processed request is one dict lookup (by request and response code) and two
-list updates (its latency bucket, its sum), while a ``prometheus_client`` counter or histogram
-takes a ``threading.Lock`` on every call. The transport never imports ``prometheus_client``. Gauges (open
-connections, clusters, brokers, topics, queue depth) are not kept here at all: the exposition
-computes them from the state at scrape time.
+Plain Python rather than ``prometheus_client`` objects: everything runs on the reactor thread, so
+a request is one dict lookup and two list updates, where a ``prometheus_client`` metric takes a
+``threading.Lock`` per call. Gauges (connections, brokers, topics, queue depth) are computed from
+the state at scrape time, not kept here.
 
-Latency is measured where the request is answered. Requests that go through the processor are
-timed one by one: from the start of decoding to the encoded answer (``perf_counter``, twice per
-request). Answers served from :mod:`rocketpy.transport.answercache` (the route lookups that are
-most of the traffic) are counted exactly but timed *together*: the protocol takes the time once
-per socket read, subtracts what the processor took for the other frames of that read, and hands
-over the count and the total (:meth:`ServerMetrics.cached_answers`); every answer of that read is
-recorded at their mean. The histogram's count and sum are therefore exact and its buckets are
-per-read means -- two ``perf_counter`` calls and one method call per read, nothing per cached
-frame but an increment (about a microsecond per read on a slow machine, shared by every frame of
-a pipelined read).
+Latency: processed requests are timed one by one, from the start of decoding to the encoded
+answer. Answers from :mod:`rocketpy.transport.answercache` (most of the traffic) are counted
+exactly but timed per socket read (:meth:`ServerMetrics.cached_answers`: the read's time less
+what the processor took, recorded at its mean), so the histogram's count and sum are exact, its
+buckets per-read means, and a cached frame costs only an increment.
 
-Label values are bounded: request codes outside :class:`~rocketpy.remoting.codes.RequestCode`
-are counted under :data:`OTHER_CODE` (a client sending random codes must not grow the table),
-and the same for response codes.
-"""
+Label values are bounded: codes outside :class:`~rocketpy.remoting.codes.RequestCode` (and
+unknown response codes) are counted under :data:`OTHER_CODE`, so random codes cannot grow the
+table."""
 from bisect import bisect_left
 
 from ..remoting.codes import RequestCode, ResponseCode
@@ -70,11 +61,8 @@ class Histogram:
 
 
 class ServerMetrics:
-    """Counters of one NameServer (see the module docstring; the METRICS API in CONTRACT.md).
-
-    Plain attributes and dicts, read by the Prometheus collector at scrape time; ``requests``,
-    ``latency`` and ``cached_latency`` are views computed on access.
-    """
+    """Counters of one NameServer (the METRICS API in CONTRACT.md): plain attributes and dicts, read
+    at scrape time; ``requests``, ``latency`` and ``cached_latency`` are views computed on access."""
 
     def __init__(self):
         #: (request code, response code or None) -> [count per latency bucket ..., seconds]

@@ -1,40 +1,27 @@
 """Transport layer: the pools where the work of a :class:`~rocketpy.namesrv.pending.Pending`
-runs, one per lane (Java runs every request on an executor thread; rocketpy serves requests on
-the reactor thread and moves off it only what would stall it):
+runs, one per lane (Java runs every request on an executor thread; rocketpy serves on the
+reactor thread and moves off it only what would stall it):
 
 * :class:`DecodePool` (lane ``cpu``): the costly decode of big REGISTER_BROKER bodies;
 * :class:`WritePool` (lane ``disk``): the KV and config file writes, with their ``fsync``.
 
-Decode pool
------------
+Decode pool: one named thread (``rocketpy-decode``), since the work holds the GIL and a second
+thread would only take it from the reactor more often. The reactor waits up to
+``sys.getswitchinterval()`` for the GIL after each ``select``/``recv``/``send``; CPython's 5 ms
+made route queries wait ~6 ms (worst 26 ms) during a bomb, so the pool lowers it to 1 ms while
+it runs (~1.4 ms, worst 6-13 ms: ``bench/registration_bomb.py``). One long C call (``json.loads``
+of 16 MiB) holds the GIL throughout (docs/reliability.md). The queue is bounded
+(:data:`MAX_PENDING`): past it the protocol answers SYSTEM_BUSY, Java's answer to a full executor
+queue (the broker registers again in 30 s). Only ``work`` runs on the thread; tables and caches
+are touched by ``finish`` on the reactor.
 
-One named thread (``rocketpy-decode``) is enough: the work is Python code holding the GIL, so a
-second thread would not decode faster, only take the GIL from the reactor more often. While it
-runs, the reactor thread waits for the GIL each time it takes it back -- after ``select``, each
-``recv``, each ``send`` -- up to ``sys.getswitchinterval()``. CPython's 5 ms made every route
-query wait ~6 ms (worst 26 ms) while a bomb decoded; the pool lowers the interval to 1 ms
-while it runs: ~1.4 ms per query, worst 6-13 ms (``bench/registration_bomb.py``). No
-interval helps during one long C call: ``json.loads`` of a 16 MiB body holds the GIL from start
-to end (docs/reliability.md has the numbers).
-
-The queue is bounded (:data:`MAX_PENDING`): past it :meth:`DecodePool.submit` refuses, and the
-protocol answers SYSTEM_BUSY "[OVERLOAD]...", Java's answer when its executor queue is full
-(the broker registers again at its next 30 s round). Only the work runs on the thread; the
-route tables and caches are touched by ``finish`` on the reactor thread.
-
-Writer
-------
-Java's ``KVConfigManager.persist`` rewrites ``kvConfig.json`` and its ``.bak`` on the request
-thread, and so did rocketpy, on the reactor: two connections putting 64 KiB values made every
-other client wait 150-460 ms (issue 12). The writer runs every file write on one named thread
-(``rocketpy-writer``), in the order they came, and answers each PUT/DELETE/UPDATE only once its
-write is done (durable: ``fsync`` of the file and of its directory), so no acknowledged change is
-lost to a ``kill -9``. Writes that wait together are one write (group commit): while a write is
-under way the next ones queue; when it is done, the newest job of each file is prepared --
-a snapshot of the state, taken on the reactor thread -- and that one write answers them all.
-A connection whose answer waits is not read meanwhile (as for a decode), so the queue holds at
-most one job per connection, and a flood of puts goes at the disk's pace.
-"""
+Writer: Java's ``KVConfigManager.persist`` rewrites ``kvConfig.json`` on the request thread; on
+the reactor, two connections putting 64 KiB values made every other client wait 150-460 ms
+(issue 12). One named thread (``rocketpy-writer``) runs every file write in order, and each
+PUT/DELETE/UPDATE is answered once its write is durable (``fsync`` of file and directory), so
+no acknowledged change is lost to a ``kill -9``. Writes that wait together are one write (group
+commit: the newest job of each file, a snapshot taken on the reactor). A connection whose answer
+waits is not read, so the queue holds at most one job per connection."""
 import sys
 import threading
 
@@ -69,13 +56,9 @@ class _Threads(ThreadPool):
 
 
 class DecodePool:
-    """A bounded queue of pure work for one worker thread; results come back on the reactor.
-
-    :param reactor: an ``IReactorFromThreads`` (the reactor).
-    :param max_pending: work accepted at once (running or waiting).
-    :param switch_interval: ``sys.setswitchinterval`` while the pool runs (when lower than the
-        interval in force), restored when it stops.
-    """
+    """A bounded queue (``max_pending``, running or waiting) of pure work for one worker thread;
+    results come back on the reactor. ``switch_interval`` is ``sys.setswitchinterval`` while the
+    pool runs (when lower than the one in force), restored when it stops."""
 
     def __init__(self, reactor, max_pending=MAX_PENDING, threads=1, name=THREAD_NAME,
                  switch_interval=SWITCH_INTERVAL):
@@ -133,12 +116,8 @@ def _write_all(prepared):
 
 
 class WritePool:
-    """The writer thread: :class:`~rocketpy.namesrv.pending.FileWrite` jobs, in order, the
-    jobs of one file queued together written once.
-
-    :param reactor: an ``IReactorFromThreads`` (the reactor).
-    :param threads: the thread pool (tests step a fake one); default one daemon thread.
-    """
+    """The writer thread: :class:`~rocketpy.namesrv.pending.FileWrite` jobs, in order, the jobs of
+    one file queued together written once. ``threads`` is the pool (tests step a fake one)."""
 
     log = Logger()
 

@@ -1,44 +1,32 @@
-"""Transport layer: one server connection (Java ``NettyRemotingServer``'s channel pipeline).
+"""Transport layer: one server connection (Java ``NettyRemotingServer``'s channel pipeline:
+``HandshakeHandler``, ``TlsModeHandler``, ``NettyDecoder``, ``IdleStateHandler``,
+``NettyConnectManageHandler``, ``NettyServerHandler``). One small protocol does the same jobs:
 
-Java stacks ``HandshakeHandler`` -> ``TlsModeHandler`` -> ``NettyDecoder`` (a
-``LengthFieldBasedFrameDecoder``, 16 MiB) -> ``IdleStateHandler`` -> ``NettyConnectManageHandler``
--> ``NettyServerHandler``. Here one small protocol does the same jobs, in that order:
+* TLS mode on the first byte (0x16, a handshake): start TLS or refuse, per ``tls.server.mode``.
+* Framing with one copy: a partial frame's chunks are joined once it is complete (a 1.5 MB
+  registration costs one join, not a reallocation per read), and while a big frame is incomplete
+  the socket is read in pieces as big as what is missing (up to ``READ_AHEAD_MAX``). A length
+  over the limit closes the connection before any of that frame is buffered.
+* Requests are answered in arrival order, one ``writeSequence`` per read (Java may answer
+  pipelined requests out of order; in order is one of the orders it can produce). A Deferred
+  answer is written when it fires.
+* Work off the reactor thread (:mod:`rocketpy.transport.offload`): a
+  :class:`~rocketpy.namesrv.pending.Pending` answer (a big REGISTER_BROKER body, a KV or config
+  write) runs its ``work`` on its lane's pool while this connection is paused -- its later frames
+  wait, so a broker's REGISTER and QUERY_DATA_VERSION, or a PUT and GET, stay in order -- and
+  everyone else is served; ``finish`` runs on the reactor, then the connection resumes. A
+  connection gone by then gets nothing (its registration is not applied; a write still happens).
+  A full decode pool answers SYSTEM_BUSY; a lane without a pool runs at once.
+* Flow control (Java turns auto-read off in ``channelWritabilityChanged``): the protocol is a
+  streaming producer for its transport; paused past the high water mark, it neither reads nor
+  serves buffered frames, so a client that never reads costs at most one read's answers.
+* A frame that does not decode is logged and closes that one connection (as ``NettyDecoder``).
+* Idle (``IdleStateHandler`` ``ALL_IDLE``, ``serverChannelMaxIdleTimeSeconds``) closes the
+  connection and reports ``idle``, then ``close``.
+* Half-close (``IHalfCloseableProtocol``): a peer that shuts its sending side still gets every
+  answer, then the connection closes.
 
-* TLS mode on the first byte (0x16 = a TLS handshake): start TLS, or refuse, per
-  ``tls.server.mode`` (see :mod:`rocketpy.transport.tls`).
-* Framing without copying more than once: chunks of a partial frame are kept in a list and
-  joined once the whole frame is in, so a 1.5 MB registration costs one join, not one
-  reallocation per 64 KiB read. While a big frame is incomplete the socket is read in pieces as
-  big as what is missing (up to ``READ_AHEAD_MAX``), not 64 KiB at a time, so it takes a few
-  reads instead of 23 and the last read ends where the frame ends. A length prefix over the
-  limit closes the connection before any of that frame is buffered.
-* Each frame is decoded and handed to the request processor; the answers of one read are written
-  with one ``writeSequence``. Requests are answered in arrival order (Java may answer pipelined
-  requests out of order, since its executors run them concurrently; in order is one of the orders
-  Java can produce). A processor may return a Deferred; that answer is written when it fires.
-* Work off the reactor thread: with pools (:mod:`rocketpy.transport.offload`) the processor may
-  answer a request with a :class:`~rocketpy.namesrv.pending.Pending`: a big REGISTER_BROKER
-  body to decode (the decode pool), a KV or config change to write to disk (the writer). Its
-  ``work`` runs on the pool of its lane while this connection is paused -- its later frames
-  wait, so a broker's REGISTER and QUERY_DATA_VERSION, or a client's PUT and GET, are still
-  answered in order -- and everyone else is served; ``finish`` then runs on the reactor
-  thread, the answer is written and the connection resumes. A connection gone by then gets
-  nothing (its registration is not applied; its write still happens). A full decode pool
-  answers SYSTEM_BUSY "[OVERLOAD]...". A lane without a pool runs here, at once.
-* Flow control (Java ``channelWritabilityChanged`` turns auto-read off): the protocol is a
-  streaming producer for its own transport. When the transport's write buffer passes its high
-  water mark it pauses us, we stop reading the socket and stop serving frames already buffered,
-  and we resume when the buffer drains. A client that never reads therefore costs at most one
-  read's worth of answers, never an unbounded buffer.
-* A frame that does not decode is logged with its reason and closes that one connection
-  (Java ``NettyDecoder``: log, ``closeChannel``); everyone else is served on.
-* Idle (Netty ``IdleStateHandler(0, 0, serverChannelMaxIdleTimeSeconds)``, ``ALL_IDLE``): no
-  read and no write for that long closes the connection and reports ``idle`` (then ``close``).
-* Half-close: a peer that sends its requests and shuts its sending side
-  (``IHalfCloseableProtocol``) still gets every answer; then the connection is closed.
-
-Channel events go to an :class:`~rocketpy.transport.interfaces.IChannelEventListener`.
-"""
+Channel events go to an :class:`~rocketpy.transport.interfaces.IChannelEventListener`."""
 from functools import partial
 from time import perf_counter
 
@@ -179,12 +167,9 @@ class RemotingServerProtocol(Protocol):
             self.close("peer closed")
 
     def close(self, why):
-        """Close this connection, logging ``why`` (Java ``RemotingHelper.closeChannel``).
-
-        Answers already written are flushed and the peer gets a FIN, as with Netty's
-        ``close()``; a peer that does not read them is cut off (RST) after ``CLOSE_GRACE``
-        seconds, so a dead peer cannot pin the connection open.
-        """
+        """Close this connection, logging ``why`` (Java ``RemotingHelper.closeChannel``): written answers
+        are flushed and the peer gets a FIN, as with Netty's ``close()``; a peer that does not read them
+        is reset after ``CLOSE_GRACE`` seconds, so a dead peer cannot pin the connection open."""
         if self.closing:
             return
         self.closing = True
@@ -328,13 +313,11 @@ class RemotingServerProtocol(Protocol):
         return False
 
     def _read_ahead(self, missing):
-        """Let the next reads take up to ``missing`` bytes (a big frame's rest), or go back to
-        the usual size (``missing`` 0). Twisted's TCP transport reads ``bufferSize`` bytes per
-        ``recv`` (64 KiB): a 144 KB registration took three reads, each a reactor wake-up and
-        dispatch, a 1.5 MB one 23, and a read could end inside the next pipelined frame (a
-        copy to split it off). The same attribute is the transport's write high-water mark, so
-        it is back to normal before anything is written (``_consume``, ``_write``).
-        """
+        """Let the next reads take up to ``missing`` bytes (a big frame's rest), or go back to the usual
+        size (``missing`` 0). Twisted reads ``bufferSize`` (64 KiB) per ``recv``: a 1.5 MB registration
+        took 23 reads, each a reactor wake-up, and a read could end inside the next frame (a copy to
+        split it off). The attribute is also the write high-water mark, so it is back to normal before
+        anything is written."""
         if missing > self._read_size:
             self._reading_ahead = True
             self.transport.bufferSize = min(missing, READ_AHEAD_MAX)
@@ -539,11 +522,8 @@ class RemotingServerProtocol(Protocol):
 
 
 def encode_answer(response, request):
-    """The answer's frame bytes: the request's opaque, the response flag (Java ``writeResponse``).
-
-    A processor may hand back ready bytes (an already encoded answer whose opaque it patched);
-    anything else is a RemotingCommand.
-    """
+    """The answer's frame bytes with the request's opaque and the response flag (Java
+    ``writeResponse``); a processor may hand back ready bytes (an answer whose opaque it patched)."""
     if isinstance(response, (bytes, bytearray)):
         return response
     encode_for = getattr(response, "encode_for", None)

@@ -1,23 +1,18 @@
 """Transport layer: TLS settings and the server's OpenSSL context (Java ``TlsSystemConfig``,
 ``TlsHelper.buildSslContext(false)``, ``TlsMode``).
 
-Java's remoting server runs TLS in one of three modes (``tls.server.mode``): ``disabled`` (a
-client that starts a TLS handshake is disconnected), ``permissive`` (the default: a first byte
-0x16 starts TLS, anything else is plain remoting) and ``enforcing`` (plain clients are
-disconnected). Any other spelling means permissive, as in ``TlsMode.parse``. The protocol decides
-per connection on the first byte (:mod:`rocketpy.transport.protocol`); this module only turns the
-``tls.*`` properties into an OpenSSL context:
-
-* ``tls.test.mode.enable`` (default ``true``, as Java): a throw-away self-signed certificate
-  (Netty's ``SelfSignedCertificate``), client certificates optional and not verified.
-* otherwise ``tls.server.certPath`` / ``tls.server.keyPath`` / ``tls.server.keyPassword`` (PEM,
-  PKCS#8 or traditional), ``tls.server.need.client.auth`` (none / optional / require) and
-  ``tls.server.authClient`` + ``tls.server.trustCertPath`` for verifying client certificates.
+``tls.server.mode`` is ``disabled`` (a client starting a handshake is disconnected),
+``permissive`` (the default, and any unknown spelling, as ``TlsMode.parse``: a first byte 0x16
+starts TLS) or ``enforcing`` (plain clients are disconnected); the protocol decides per
+connection. This module turns the ``tls.*`` properties into a context: with
+``tls.test.mode.enable`` (default ``true``, as Java) a throw-away self-signed certificate, client
+certificates not verified; otherwise ``tls.server.certPath``/``keyPath``/``keyPassword`` (PEM,
+PKCS#8 or traditional), ``tls.server.need.client.auth`` and ``tls.server.authClient`` +
+``trustCertPath``.
 
 pyOpenSSL is optional (``twisted[tls]``): without it ``build_context_factory`` raises
-:class:`TlsUnavailableError`, and the server answers a TLS handshake the way Java does when its
-``sslContext`` is null: it closes the connection and logs why.
-"""
+:class:`TlsUnavailableError`, and a TLS handshake is answered as Java does when its
+``sslContext`` is null: the connection is closed and why is logged."""
 import datetime
 import enum
 from dataclasses import dataclass

@@ -1,21 +1,16 @@
 """Web layer: the Prometheus exposition of one NameServer (``/metrics``).
 
-Nothing here runs per request. A custom collector (:class:`NameServerCollector`) turns the
-transport's plain counters (:class:`~rocketpy.transport.metrics.ServerMetrics`) into counter and
-histogram families, and computes the gauges -- clusters, broker groups, brokers, topics, open
-connections, unregistration queue depth -- from the state when Prometheus scrapes. Each server
-has its own ``CollectorRegistry`` (:func:`build_registry`), never the global one, so two servers
-in one process (or two tests) do not mix their numbers.
+Nothing here runs per request: :class:`NameServerCollector` turns the transport's plain counters
+(:class:`~rocketpy.transport.metrics.ServerMetrics`) into families and computes the gauges from
+the state when Prometheus scrapes. Each server has its own ``CollectorRegistry``
+(:func:`build_registry`), so two servers in one process (or two tests) do not mix numbers.
 
-``prometheus_client``'s Twisted resource runs its WSGI app in the reactor's thread pool, but the
-route tables may only be read on the reactor thread. So :class:`MetricsPage` collects on the
-reactor thread -- a consistent snapshot of every family -- and hands that frozen snapshot to a
-``MetricsResource``, which formats it (plain text or OpenMetrics, gzip, ``name[]`` filters) in
-the pool.
+``prometheus_client``'s Twisted resource formats in the reactor's thread pool, but the route
+tables may only be read on the reactor thread, so :class:`MetricsPage` collects a consistent
+snapshot there and hands it frozen to a ``MetricsResource``.
 
-Label values are names (``GET_ROUTEINFO_BY_TOPIC``, ``SUCCESS``), not numbers; codes rocketpy
-does not know are ``OTHER``, and a request that got no answer (oneway) has ``response_code="NONE"``.
-"""
+Label values are names (``GET_ROUTEINFO_BY_TOPIC``, ``SUCCESS``); unknown codes are ``OTHER``,
+and an unanswered (oneway) request has ``response_code="NONE"``."""
 from prometheus_client import CollectorRegistry
 from prometheus_client.core import (CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily,
                                     InfoMetricFamily)

@@ -1,28 +1,21 @@
 """Web layer: the status page (``/``), rendered on the server from a
-:class:`~rocketpy.web.state.NameServerView` with ``twisted.web.template``: every value a peer
-sent (topic, broker and KV names) goes through the template's escaping, never through string
-formatting.
+:class:`~rocketpy.web.state.NameServerView` with ``twisted.web.template``, so every value a peer
+sent (topic, broker and KV names) is escaped by the template, never formatted into a string.
 
-What an operator used to rocketmq-dashboard looks for: clusters, broker groups and each broker
-with its role in words (master, slave, acting master), address, HA address, version, data
-version, heartbeat and connection; the request and error rates of the last minute, by request
-code (:mod:`rocketpy.web.rates`); the topics with their queue data and routes, with a toggle that
-hides the system topics; the KV config.
+What an rocketmq-dashboard user looks for: clusters, broker groups, each broker's role in words,
+addresses, version, data version, heartbeat and connection; the last minute's request and error
+rates by code (:mod:`rocketpy.web.rates`); topics with queue data and routes (system topics can
+be hidden); the KV config.
 
-One HTML document with its CSS and JavaScript inline: it fetches nothing from anywhere, uses no
-framework, and works with JavaScript off. The query string carries everything -- ``q`` (filter
-topics by topic or broker name), ``nosys`` (hide system topics), ``page`` and ``per``
-(pagination), ``refresh`` (seconds, 0 = off) -- so every view has a URL, the filter form is a
-plain GET form, and without JavaScript a ``<noscript>`` meta refresh reloads the same URL. With
-JavaScript, typing in the filter box (debounced), the toggle, the pager links and the periodic
-refresh fetch the same URL and swap the page's ``<main>`` in place, so the filter box keeps focus
-and what was typed; the URL is updated with ``history.replaceState``.
-
-Thousands of topics stay usable because only one page of them (100 by default) is rendered;
-filtering happens on the server, over all topics. The Content-Security-Policy allows only this
-page's own inline style and script (by hash) and same-origin fetches; those two constants are the
-only text written without the template (it would escape the script's ``<`` and ``&&``).
-"""
+One HTML document with inline CSS and JavaScript: it fetches nothing elsewhere and works with
+JavaScript off. The query string (``q`` filter, ``nosys``, ``page``/``per``, ``refresh``) carries
+everything, so every view has a URL and the filter is a plain GET form (a ``<noscript>`` meta
+refresh reloads it). With JavaScript the filter box (debounced), toggle, pager and refresh fetch
+the same URL and swap ``<main>`` in place, keeping the box's focus; ``history.replaceState``
+updates the URL. Only one page of topics (100) is rendered, filtered on the server. The
+Content-Security-Policy allows only this page's inline style and script (by hash) and
+same-origin fetches; those two constants are the only text written without the template (it
+would escape the script's ``<`` and ``&&``)."""
 import base64
 import hashlib
 import time

@@ -1,15 +1,11 @@
 """Web layer: request and error rates over the last minute, from the counters the transport
-already keeps (:class:`~rocketpy.transport.metrics.ServerMetrics`; nothing new is counted on the
-hot path).
+already keeps (:class:`~rocketpy.transport.metrics.ServerMetrics`: nothing new on the hot path).
 
-:meth:`TrafficRates.sample` runs every few seconds on the reactor (the web service's
-``LoopingCall``, on the injected clock) and keeps the totals of the last minute; a rate is the
-difference between the totals now and the oldest sample, over the time between them. A request
-is anything the server answered or applied: processed requests, answers served from the answer
-cache (route lookups, counted as GET_ROUTEINFO_BY_TOPIC) and requests shed with SYSTEM_BUSY. An
-error is an answer with any code but SUCCESS (a shed request is one). The answer cache does not
-record its answers' codes, so a cached TOPIC_NOT_EXIST counts as a request, not as an error.
-"""
+:meth:`TrafficRates.sample` runs every few seconds on the injected clock and keeps a minute of
+totals; a rate is the difference to the oldest sample over the time between. A request is
+anything answered or applied (cached route answers count as GET_ROUTEINFO_BY_TOPIC, shed ones
+too); an error is any code but SUCCESS. The answer cache does not record codes, so a cached
+TOPIC_NOT_EXIST counts as a request, not an error."""
 from collections import deque
 
 from ..remoting.codes import RequestCode, ResponseCode
@@ -41,11 +37,8 @@ def _totals(metrics):
 
 
 class TrafficRates:
-    """Per-second rates of requests and error answers over the last ``window`` seconds.
-
-    :param metrics: the transport's :class:`~rocketpy.transport.metrics.ServerMetrics`.
-    :param clock: an ``IReactorTime``.
-    """
+    """Per-second rates of requests and error answers over the last ``window`` seconds, from the
+    transport's :class:`~rocketpy.transport.metrics.ServerMetrics`."""
 
     def __init__(self, metrics, clock, window=WINDOW_SECONDS):
         self.metrics = metrics

@@ -1,16 +1,10 @@
-"""Web layer: the ``twisted.web`` resources of the web endpoint and its site.
+"""Web layer: the ``twisted.web`` resources of the web endpoint and its site: ``/`` (the status
+page, ``?q=&page=&per=&refresh=``), ``/metrics`` and ``/api/`` (an index of the JSON endpoints).
 
-``/``            the status page (:mod:`rocketpy.web.page`), ``?q=&page=&per=&refresh=``
-``/metrics``     Prometheus text (:class:`~rocketpy.web.metrics.MetricsPage`)
-``/api/``        an index of the JSON endpoints:
-``/api/summary``, ``/api/clusters``, ``/api/brokers``, ``/api/topics?q=&offset=&limit=``,
-``/api/topics/<topic>``, ``/api/kv``, ``/api/kv/<namespace>``
-
-Read-only: every resource answers GET and HEAD only (405 otherwise). :class:`WebSite` refuses
-(403) any client outside ``adminAllowNetworks`` when that allow-list is configured -- the same
-list that guards the administrative remoting requests (:mod:`rocketpy.namesrv.acl`); clients of
-a UNIX socket endpoint are local and always allowed (the socket file's permissions guard it).
-"""
+Read-only: GET and HEAD only (405 otherwise). :class:`WebSite` refuses (403) clients outside
+``adminAllowNetworks`` when it is set -- the list that guards the administrative remoting
+requests; clients of a UNIX socket are local and always allowed (the file's permissions guard
+it)."""
 import ipaddress
 import json
 from urllib.parse import unquote

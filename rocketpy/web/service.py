@@ -1,11 +1,7 @@
 """Web layer: the service that serves the web endpoint (``--web ENDPOINT``) and the one function
-``tap.makeService`` calls to build it.
-
-Listening fails loudly, like the remoting server (:mod:`rocketpy.service.server`): an endpoint
-that cannot be bound stops ``twistd`` instead of running a server whose metrics nobody can
-scrape. Once listening it logs ``rocketpy web endpoint on http://HOST:PORT/`` with the address
-actually bound (so ``tcp:0`` reports the port the kernel chose; tests wait for that line).
-"""
+``tap.makeService`` calls to build it. It fails loudly like the remoting server
+(:mod:`rocketpy.service.listening`) and logs ``rocketpy web endpoint on http://HOST:PORT/`` with
+the address actually bound (tests wait for that line)."""
 from twisted.internet import defer, task
 
 from ..service.listening import ListeningService

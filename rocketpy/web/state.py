@@ -1,22 +1,16 @@
 """Web layer: a read-only view of one NameServer's state as plain, JSON-ready data (what
-``mqadmin clusterList``, ``topicList``/``topicRoute`` and ``getKVListByNamespace`` show, in one
-place, plus what only the server knows: heartbeat ages, connection states, queue depth).
+``mqadmin clusterList``, ``topicList``/``topicRoute`` and ``getKVListByNamespace`` show, plus
+what only the server knows: heartbeat ages, connection states, queue depth).
 
-The status page, the JSON API and the Prometheus gauges all read the state through this class,
-and only on the reactor thread (the tables have no locks; see STYLE.md). It is handed the
-narrow things it reads -- the route tables, the KV store, the transport's table of open
-connections, the unregistration queue, a clock -- never a controller, and it changes nothing:
-:meth:`~rocketpy.namesrv.route_info_manager.RouteInfoManager.pickup_topic_route_data` works on
-copies.
+The status page, the JSON API and the Prometheus gauges read the state only through this class
+and only on the reactor thread (the tables have no locks). It is handed the narrow things it
+reads, never a controller, and changes nothing.
 
-The broker's version and language are those of the latest request on its connection (Java keeps
-neither; the transport notes them per connection), so they are known while the broker is
-connected. Its role is said in words, as rocketmq-dashboard does: ``master`` (id 0), ``acting
-master`` (the smallest id of a group without a master, with acting master on: the broker then
-acts as its group's master), ``slave``. System topics are those of Java's
-``TopicValidator.isSystemTopic`` and the cluster and broker names each broker registers as topics
-(what GET_SYSTEM_TOPIC_LIST_FROM_NS answers).
-"""
+A broker's version and language are those of the latest request on its connection (Java keeps
+neither). Its role is said in words, as rocketmq-dashboard does: ``master`` (id 0), ``acting
+master`` (the smallest id of a masterless group with acting master on), ``slave``. System topics
+are Java's ``TopicValidator.isSystemTopic`` ones plus the cluster and broker names brokers
+register as topics (GET_SYSTEM_TOPIC_LIST_FROM_NS)."""
 import time
 
 from ..namesrv.model import (MASTER_ID, ORDER_TOPIC_CONFIG, PERM_INHERIT, PERM_READ, PERM_WRITE,

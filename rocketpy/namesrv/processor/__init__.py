@@ -1,30 +1,25 @@
 """NameServer processor layer: request code -> handler (Java ``DefaultRequestProcessor``,
 ``ClientRequestProcessor`` and ``NettyRemotingAbstract.processRequestCommand``'s answer rules).
 
-Handlers are small methods grouped by what they need (:mod:`.kv`, :mod:`.broker`, :mod:`.route`,
-:mod:`.topics`, :mod:`.admin`); each group gets only its own dependencies (the tables, the KV
-store, the config, a policy), never this dispatcher. One table maps each request code to its
-handler and the codec's typed header class; the dispatcher decodes the header, calls the handler
-and turns its :class:`~.replies.Reply` (typed response header, body bean) into the frame Java
-writes. Which codes exist is the release's :class:`~rocketpy.namesrv.policy.HandlerSet`'s:
-217/901/904 from 5.0, 47 only in 5.0.
+Handlers are grouped by what they need (:mod:`.kv`, :mod:`.broker`, :mod:`.route`,
+:mod:`.topics`, :mod:`.admin`), each group getting only its own dependencies, never this
+dispatcher. One table maps each code to its handler and the codec's typed header class; the
+dispatcher decodes the header, calls the handler and turns its :class:`~.replies.Reply` into the
+frame Java writes. The release's :class:`~rocketpy.namesrv.policy.HandlerSet` says which codes
+exist.
 
 :meth:`DefaultRequestProcessor.process` never raises for bad input: a malformed header or body
-becomes a SYSTEM_ERROR answer with a Java-style remark (Java answers a processor exception the
-same way). Oneway requests are applied and get no answer. Unknown codes get
-REQUEST_CODE_NOT_SUPPORTED with the opaque echoed, except under 4.9, where the Java processor
-returns null and nothing is sent.
+is a SYSTEM_ERROR with a Java-style remark (as Java answers a processor exception). Oneway
+requests get no answer; unknown codes get REQUEST_CODE_NOT_SUPPORTED, except under 4.9, whose
+processor returns null and sends nothing.
 
-A handler may return a :class:`~rocketpy.namesrv.pending.Pending`: REGISTER_BROKER with a big
-body (its decode), PUT_KV_CONFIG, DELETE_KV_CONFIG and UPDATE_NAMESRV_CONFIG (their file write,
-answered once it is durable). ``process`` finishes it at once, or, for a transport that asked
-(``offload=True``), hands back the Pending of the answer so the work can run on the pool of its
-lane (the decode pool, the writer thread).
+A handler may return a :class:`~rocketpy.namesrv.pending.Pending` (a big REGISTER_BROKER body's
+decode, a KV or config file write); ``process`` finishes it at once or, with ``offload=True``,
+hands back the Pending of the answer for the transport to run on its lane's pool.
 
-Before a handler runs, the :class:`~rocketpy.namesrv.acl.AccessControl` may refuse an
-administrative request, and the :class:`~rocketpy.namesrv.broker_access.BrokerAccessPolicy` a
-broker request, with NO_PERMISSION (rocketpy's additions, off unless configured).
-"""
+Before a handler runs, :class:`~rocketpy.namesrv.acl.AccessControl` (administrative requests) and
+:class:`~rocketpy.namesrv.broker_access.BrokerAccessPolicy` (broker requests) may refuse it with
+NO_PERMISSION (rocketpy's additions, off unless configured)."""
 import logging
 
 from rocketpy.remoting.codes import ResponseCode
@@ -69,15 +64,11 @@ def _failure_remark(exc):
 class DefaultRequestProcessor:
     """Answers NameServer requests as the Java NameServer of a release answers them.
 
-    :param route_info_manager: the :class:`~rocketpy.namesrv.route_info_manager.RouteInfoManager`.
-    :param kv_config_manager: the :class:`~rocketpy.namesrv.kvconfig.KVConfigManager`.
     :param submit_unregistration: ``submit(request) -> bool``: the batch unregistration queue.
     :param profile: the :class:`~rocketpy.namesrv.policy.Policies` (or a profile; default: the
         route tables').
-    :param configuration: the :class:`~rocketpy.namesrv.config.Configuration`, whose
-        ``NamesrvConfig`` should be the one the route tables read, so that runtime config
-        updates (supportActingMaster, deleteTopicWithBrokerRegistration...) reach them.
-    """
+    :param configuration: the :class:`~rocketpy.namesrv.config.Configuration`; its
+        ``NamesrvConfig`` should be the route tables', so runtime updates reach them."""
 
     def __init__(self, route_info_manager, kv_config_manager, *, submit_unregistration=None,
                  profile=None, configuration=None, startup_ms=0, access_control=None,

@@ -1,14 +1,11 @@
 """NameServer processor layer: the NameServer's own settings (Java ``DefaultRequestProcessor``
 updateConfig, getConfig, and 5.0's getClientConfigs).
 
-Codes 318, 319 and 47. UPDATE_NAMESRV_CONFIG first asks the
-:class:`~rocketpy.namesrv.configguard.ConfigUpdateGuard`: keys or values that would not read
-back as themselves are refused (INVALID_PARAMETER), and so is every key of the black list
-(NO_PERMISSION) -- in every profile, 5.0 included, where Java 5.0.0 has no black list. A change
-can alter every route answer (supportActingMaster, orderMessageEnable, the service wait), so it
-invalidates every route snapshot. The answer waits until the config file is written (as Java's
-``Configuration.update`` persists before it returns).
-"""
+UPDATE_NAMESRV_CONFIG first asks the :class:`~rocketpy.namesrv.configguard.ConfigUpdateGuard`
+(in every profile, 5.0 included, which has no black list in Java). A change can alter every route
+answer (supportActingMaster, orderMessageEnable, the service wait), so it invalidates every
+snapshot; the answer waits until the config file is written, as Java's ``Configuration.update``
+persists before it returns."""
 from rocketpy.remoting import bodies
 from rocketpy.remoting.codes import RequestCode, ResponseCode
 

@@ -1,12 +1,10 @@
 """NameServer processor layer: requests brokers send (Java ``DefaultRequestProcessor``
 registerBroker, unregisterBroker, queryBrokerTopicConfig, brokerHeartbeat,
-getBrokerMemberGroup), and the one request the NameServer sends them (NOTIFY_MIN_BROKER_ID_CHANGE).
+getBrokerMemberGroup), and the one the NameServer sends them (NOTIFY_MIN_BROKER_ID_CHANGE).
 
-Codes 103, 104, 322, 904 and 901. Registration bodies become route records in
-:mod:`.registration`; a big one comes back as a :class:`~rocketpy.namesrv.pending.Pending`,
-and so does the registration's answer. A registration that would take the route state past a
-server-wide bound (:mod:`rocketpy.namesrv.route_bounds`) is refused before it is applied.
-"""
+A big registration body is decoded by a :class:`~rocketpy.namesrv.pending.Pending`, and the
+answer follows it; a registration that would pass a server-wide bound
+(:mod:`rocketpy.namesrv.route_bounds`) is refused before it is applied."""
 from functools import partial
 
 from rocketpy.remoting import bodies
@@ -34,15 +32,10 @@ _MASTER_LESS = RegisterBrokerResponseHeader()
 
 
 class BrokerHandlers:
-    """:param route_info_manager: the route tables.
-    :param kv_config_manager: the KV store (ORDER_TOPIC_CONFIG for registration answers).
-    :param namesrv_config: the run-time ``NamesrvConfig``.
-    :param reader: the :class:`~.registration.RegistrationReader` of registration bodies.
+    """:param reader: the :class:`~.registration.RegistrationReader` of registration bodies.
     :param unregister: ``unregister(request) -> bool``: applied or queued (False: queue full).
-    :param policies: the :class:`~rocketpy.namesrv.policy.Policies` (registration, wire shape,
-        liveness).
-    :param route_bounds: the server-wide :class:`~rocketpy.namesrv.route_bounds.RouteBounds`.
-    """
+    :param policies: the :class:`~rocketpy.namesrv.policy.Policies`.
+    :param route_bounds: the server-wide :class:`~rocketpy.namesrv.route_bounds.RouteBounds`."""
 
     def __init__(self, route_info_manager, kv_config_manager, namesrv_config, reader, unregister,
                  policies, route_bounds):

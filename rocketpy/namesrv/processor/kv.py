@@ -1,14 +1,10 @@
 """NameServer processor layer: the KV-config requests (Java ``DefaultRequestProcessor``
 putKVConfig, getKVConfig, deleteKVConfig, getKVListByNamespace).
 
-Codes 100, 101, 102 and 219. The namespace ORDER_TOPIC_CONFIG feeds route answers
-(``orderTopicConf``) and REGISTER_BROKER answers; route answers that read it are never reused, so
-these handlers need not invalidate anything.
-
-A put or delete is answered once the KV file holds it (as Java answers after ``persist()``),
-which the transport waits for on its writer thread; a put over one of the KV bounds
-(``kvConfigMax*``) is refused with INVALID_PARAMETER and a remark naming the bound.
-"""
+ORDER_TOPIC_CONFIG feeds route and REGISTER_BROKER answers, but route answers that read it are
+never reused, so nothing here invalidates anything. A put or delete is answered once the KV file
+holds it (as Java answers after ``persist()``); a put over a KV bound (``kvConfigMax*``) is
+refused with INVALID_PARAMETER naming the bound."""
 from rocketpy.remoting.codes import RequestCode, ResponseCode
 from rocketpy.remoting.headers import GetKVConfigResponseHeader
 

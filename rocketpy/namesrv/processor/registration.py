@@ -1,26 +1,20 @@
 """NameServer processor layer: REGISTER_BROKER bodies to route-table input (Java
 ``DefaultRequestProcessor.extractRegisterBrokerBodyFromRequest`` / ``RegisterBrokerBody.decode``).
 
-Brokers re-register every 30 s with the same body (a 10,000-topic broker sends ~1.3 MB), so:
+Brokers re-register every 30 s with the same body (~1.3 MB for 10,000 topics), so:
 
-* the last body of each broker address is kept with its decoded form; an identical body
-  (compared byte for byte, not by CRC) is not decoded again, and the route table sees the very
-  same decoded object (which lets it skip the topic walk, see
-  :mod:`rocketpy.namesrv.route_info_manager`);
-* Java checks ``bodyCrc32`` first (``DefaultRequestProcessor.checksum``); the cache remembers
-  which header CRC its body was verified against, so an identical body with the same header
-  CRC is not summed again (the CRC of 1.5 MB costs about as much as the rest of the request);
-  any other CRC is checked in full;
-* the body is read by the codec straight into route records
-  (:func:`rocketpy.remoting.bodies.read_register_broker_body`: a plain body with the C ``json``
-  parser, a compressed one through the codec's lazy, bounded reader with each distinct topic
-  line tail parsed once; the codec's beans for anything unusual);
-* a body that is not in the cache and is big (:func:`worth_a_thread`) is decoded by a
-  :class:`~rocketpy.namesrv.pending.Pending`: its ``work`` (CRC, inflate, parse) touches
-  nothing shared and may leave the reactor thread; its ``finish`` caches the result and goes on
-  with the registration. A compressed body's cost is unknown until it is inflated (a 160 KB
-  body can hold 3 million topic lines), so every compressed body past 128 bytes qualifies.
-"""
+* each broker address's last body is kept with its decoded form; an identical body (compared
+  byte for byte, not by CRC) is not decoded again, and the route table gets the very same decoded
+  object (so it can skip the topic walk);
+* Java checks ``bodyCrc32`` first; the cache remembers the header CRC its body was verified
+  against, so the same body with the same CRC is not summed again (the CRC of 1.5 MB costs about
+  as much as the rest of the request);
+* the codec reads the body straight into route records
+  (:func:`rocketpy.remoting.bodies.read_register_broker_body`);
+* a big body not in the cache (:func:`worth_a_thread`) is decoded by a
+  :class:`~rocketpy.namesrv.pending.Pending` whose ``work`` touches nothing shared. A compressed
+  body's cost is unknown until inflated (160 KB can hold 3 million topic lines), so every one
+  past 128 bytes qualifies."""
 import logging
 from functools import partial
 

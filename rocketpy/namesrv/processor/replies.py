@@ -1,18 +1,12 @@
 """NameServer processor layer: what a handler is given and what it returns, before frames.
 
-A handler is a method marked with :func:`responder`: it receives the request's typed header
-(the codec's class for that code, :data:`rocketpy.remoting.headers.REQUEST_HEADERS`, decoded by
-the dispatcher before it runs, as AMP binds a command's arguments to its responder) and returns
-a :class:`Reply`: a code, a remark, the typed response header (``None`` when the answer has no
-custom header: no ``extFields`` key on the wire; a header with every field ``None`` writes
-``"extFields":{}``, as Java's ``createResponseCommand(Class)`` does) and a body (a codec bean, or
-bytes already encoded). The dispatcher turns it into the
-:class:`~rocketpy.remoting.command.RemotingCommand` Java writes.
-
-``reuse`` marks a reply computed from the request and one route snapshot alone: it names the
-topic and the snapshot version, and the transport may answer an identical request with the same
-bytes until that version changes (:mod:`rocketpy.transport.answercache`).
-"""
+A :func:`responder` method receives its code's typed request header, decoded by the dispatcher
+(as AMP binds a command's arguments to its responder), and returns a :class:`Reply`: code,
+remark, typed response header and body (a codec bean, or bytes). A ``None`` header writes no
+``extFields``; a header with every field ``None`` writes ``"extFields":{}``, as Java's
+``createResponseCommand(Class)``. ``reuse`` marks a reply computed from the request and one route
+snapshot alone, so the transport may answer an identical request with the same bytes while that
+version stands (:mod:`rocketpy.transport.answercache`)."""
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 

@@ -1,18 +1,15 @@
 """NameServer processor layer: route lookups (Java ``ClientRequestProcessor``,
 ``ClusterTestRequestProcessor``, ``ZoneRouteRPCHook``; ``getBrokerClusterInfo``).
 
-Codes 105 and 106. GET_ROUTEINFO_BY_TOPIC answers standard JSON to clients of version >=
-V4_9_4 (401) or that send ``acceptStandardJsonOnly=true``, fastjson's legacy form otherwise;
-the body comes from the topic's route snapshot, which keeps it encoded per dialect. In zone mode
-(5.x, ext ``__ZONE_MODE=true`` and a ``__ZONE_NAME``) the answer keeps only that zone's brokers
-(and every broker group without a master) and is re-encoded in the legacy form, as the Java
-hook does.
+GET_ROUTEINFO_BY_TOPIC answers standard JSON to clients >= V4_9_4 (or sending
+``acceptStandardJsonOnly=true``), fastjson's legacy form otherwise; the topic's route snapshot
+keeps the body encoded per dialect. In 5.x zone mode (``__ZONE_MODE=true`` and a
+``__ZONE_NAME``) only that zone's brokers and the masterless groups are kept, re-encoded in the
+legacy form, as the Java hook does.
 
-The eligibility rule for reusing an answer as it was encoded: the answer is a function of the
-request and the topic's snapshot (or of the topic's absence) and of nothing else; it then names
-that snapshot's version (``reuse``). It does not when it read the KV store (``orderMessageEnable``
-or cluster-test mode: ``orderTopicConf``), the zone, or the service-wait window.
-"""
+An answer is reusable as encoded (``reuse`` names the snapshot's version) when it depends on the
+request and the topic's snapshot (or absence) alone: not when it read the KV store
+(``orderTopicConf``), the zone or the service-wait window."""
 from rocketpy.remoting.codes import MQVersion, RequestCode, ResponseCode
 
 from ..model import MASTER_ID, ORDER_TOPIC_CONFIG, TopicRouteData
@@ -41,13 +38,8 @@ def filter_by_zone(route, zone_name):
 
 
 class RouteHandlers:
-    """:param route_info_manager: the route tables (snapshots).
-    :param kv_config_manager: the KV store (``orderTopicConf``).
-    :param namesrv_config: the run-time ``NamesrvConfig``.
-    :param policies: the :class:`~rocketpy.namesrv.policy.Policies` (wire shape, handler set).
-    :param startup_ms: when the NameServer started (``waitSecondsForService``).
-    :param cluster_test: ``clusterTest``, read once at start as Java does.
-    """
+    """:param startup_ms: when the NameServer started (``waitSecondsForService``).
+    :param cluster_test: ``clusterTest``, read once at start as Java does."""
 
     def __init__(self, route_info_manager, kv_config_manager, namesrv_config, policies,
                  startup_ms=0, cluster_test=False):

@@ -1,11 +1,8 @@
 """NameServer processor layer: topic administration and topic lists (Java
 ``DefaultRequestProcessor`` wipe/addWritePermOfBroker, getAllTopicListFromNameserver,
-deleteTopicInNamesrv, registerTopicToNamesrv, getTopicsByCluster, getSystemTopicListFromNs,
-getUnitTopicList, getHasUnitSubTopicList, getHasUnitSubUnUnitTopicList).
-
-Codes 205, 327, 206, 216, 217, 224, 304, 311, 312, 313. 5.x answers SYSTEM_ERROR "disable" for
-the lists when ``enableAllTopicList`` / ``enableTopicList`` are off; 4.9 has no such switches.
-"""
+deleteTopicInNamesrv, registerTopicToNamesrv, getTopicsByCluster and the system and unit topic
+lists). 5.x answers SYSTEM_ERROR "disable" for lists switched off (``enableAllTopicList`` /
+``enableTopicList``); 4.9 has no switches."""
 from rocketpy.remoting import bodies
 from rocketpy.remoting.codes import RequestCode, ResponseCode
 from rocketpy.remoting.headers import (AddWritePermOfBrokerResponseHeader,
@@ -25,11 +22,7 @@ def _topic_list(topics, broker_addr=None):
 
 
 class TopicHandlers:
-    """:param route_info_manager: the route tables.
-    :param namesrv_config: the run-time ``NamesrvConfig`` (the list switches).
-    :param handler_set: the :class:`~rocketpy.namesrv.policy.HandlerSet`.
-    :param route_bounds: the server-wide :class:`~rocketpy.namesrv.route_bounds.RouteBounds`.
-    """
+    """:param handler_set: the :class:`~rocketpy.namesrv.policy.HandlerSet` (the list switches)."""
 
     def __init__(self, route_info_manager, namesrv_config, handler_set, route_bounds):
         self.routes = route_info_manager
