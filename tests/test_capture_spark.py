@@ -217,6 +217,27 @@ def test_progress_counts_bytes_while_tasks_run(spark, job):
         display.stop.set()
 
 
+def test_progress_ignores_datagrams_without_the_job_token_and_stays_bounded(spark, job):
+    """The driver's progress port is reachable by anyone who can reach the driver: a datagram
+    without this job's token changes nothing, and the table of tasks has a ceiling."""
+    display = job._ProgressDisplay(spark.sparkContext, job._Console(spark.sparkContext), 1000)
+    try:
+        token = display.addr[2]
+        display.count(b"d7 999")                       # the old, token-less form
+        display.count(b"not-the-token d7 999")
+        display.count(b"\xff\xfe garbage")
+        assert display.seen == {}
+        display.count(f"{token} d7 250".encode())
+        assert display.seen == {"d7": 250}
+        display.MAX_PROGRESS_KEYS = 3
+        for i in range(10):
+            display.count(f"{token} x{i} 1".encode())
+        display.count(f"{token} d7 300".encode())      # a known task still advances
+        assert len(display.seen) == 3 and display.seen["d7"] == 300
+    finally:
+        display.sock.close()
+
+
 def test_spark_submit_is_quiet_and_reports_on_stderr(tmp_path):
     """Under spark-submit: no INFO lines, progress and notes on stderr, the summary on stdout."""
     from pyspark.find_spark_home import _find_spark_home

@@ -32,6 +32,7 @@ import argparse
 import json
 import os
 import pickle
+import secrets
 import shutil
 import socket
 import sys
@@ -100,10 +101,13 @@ def _engine(name):
 
 class _Progress:
     """Executor side of the progress display: counts the bytes a task reads and tells the
-    driver every half second (one UDP datagram; best effort, nothing waits for it)."""
+    driver every half second (one UDP datagram; best effort, nothing waits for it).  ``addr``
+    is the driver's ``(host, port, token)``: the token, which travels only inside the job,
+    prefixes every datagram."""
 
     def __init__(self, addr, key):
-        self.addr, self.key, self.done, self.last = addr, key, 0, 0.0
+        self.key, self.done, self.last = key, 0, 0.0
+        self.addr, self.token = (tuple(addr[:2]), addr[2]) if addr else (None, None)
         self.sock = None
         if addr:
             try:
@@ -122,7 +126,7 @@ class _Progress:
     def send(self):
         if self.sock is not None:
             try:
-                self.sock.sendto(f"{self.key} {self.done}".encode(), self.addr)
+                self.sock.sendto(f"{self.token} {self.key} {self.done}".encode(), self.addr)
             except OSError:
                 pass
 
@@ -331,7 +335,12 @@ def _ship_code(sc):
 
 class _ProgressDisplay(threading.Thread):
     """Driver side: tasks' byte counts (UDP datagrams from the executors, and the totals of
-    finished tasks) and Spark's task counts, every few seconds, on the console."""
+    finished tasks) and Spark's task counts, every few seconds, on the console.
+
+    The port is open to whoever can reach the driver: a datagram counts only with this job's
+    random token, and at most :data:`MAX_PROGRESS_KEYS` tasks are remembered."""
+
+    MAX_PROGRESS_KEYS = 1 << 16
 
     def __init__(self, sc, console, total_bytes, interval=3.0):
         super().__init__(daemon=True)
@@ -347,9 +356,18 @@ class _ProgressDisplay(threading.Thread):
             self.sock = socket.socket(family, socket.SOCK_DGRAM)
             self.sock.bind((host, 0))
             self.sock.settimeout(0.2)
-            self.addr = self.sock.getsockname()[:2]
+            self.addr = (*self.sock.getsockname()[:2], secrets.token_hex(16))
         except OSError:
             self.sock, self.addr = None, None
+
+    def count(self, datagram: bytes) -> None:
+        """Take one executor datagram ``token key bytes``; anything else is ignored."""
+        data = datagram.decode("ascii", "replace").split()
+        if len(data) != 3 or data[0] != self.addr[2]:
+            return
+        key, n = data[1], int(data[2])
+        if key in self.seen or len(self.seen) < self.MAX_PROGRESS_KEYS:
+            self.seen[key] = max(self.seen.get(key, 0), n)
 
     def done(self, prefix):
         return sum(v for k, v in self.seen.items() if k.startswith(prefix))
@@ -374,9 +392,7 @@ class _ProgressDisplay(threading.Thread):
         while not self.stop.is_set():
             if self.sock is not None:
                 try:
-                    data = self.sock.recv(512).decode().split()
-                    if len(data) == 2:
-                        self.seen[data[0]] = max(self.seen.get(data[0], 0), int(data[1]))
+                    self.count(self.sock.recv(512))
                 except (OSError, ValueError):
                     pass
             else:
