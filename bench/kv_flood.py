@@ -23,7 +23,6 @@ it). Prints a table and one JSON line per run.
 import argparse
 import json
 import re
-import socket
 import statistics
 import sys
 import tempfile
@@ -33,38 +32,15 @@ import zlib
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
 from benchserver import ROOT, export, start_server  # noqa: E402
-from rocketpy.remoting import RemotingCommand, decode_frame  # noqa: E402
+from rocketpy.remoting import RemotingCommand  # noqa: E402
+from serverproc import RemotingClient  # noqa: E402
 
 WRITER = re.compile(r"writer stopped: (\d+) writes asked for, (\d+) done")
 SCENARIOS = {"2x64KiB": (2, 8, 64 * 1024), "4x256KiB": (4, 8, 256 * 1024),
              "16x1KiB": (16, 1, 1024)}
-
-
-class Conn:
-    def __init__(self, port):
-        self.sock = socket.create_connection(("127.0.0.1", port), timeout=120)
-        self.buf = b""
-
-    def send(self, frame):
-        self.sock.sendall(frame)
-
-    def read(self):
-        while True:
-            if len(self.buf) >= 4:
-                end = 4 + int.from_bytes(self.buf[:4], "big")
-                if len(self.buf) >= end:
-                    frame, self.buf = self.buf[:end], self.buf[end:]
-                    return decode_frame(frame)
-            chunk = self.sock.recv(1 << 16)
-            if not chunk:
-                raise ConnectionError("closed")
-            self.buf += chunk
-
-    def call(self, code, ext=None, body=None, opaque=1):
-        self.send(RemotingCommand.request(code, ext, body, opaque=opaque, version=479).encode())
-        return self.read()
 
 
 def register(port):
@@ -72,7 +48,7 @@ def register(port):
         "dataVersion": {"counter": 1, "timestamp": 1},
         "topicConfigTable": {t: {"topicName": t, "readQueueNums": 8, "writeQueueNums": 8,
                                  "perm": 6} for t in ("TopicA", "TopicB")}}}).encode()
-    conn = Conn(port)
+    conn = RemotingClient(port, timeout=120)
     answer = conn.call(103, {"brokerName": "b", "brokerAddr": "127.0.0.1:10911",
                              "clusterName": "C", "haServerAddr": "127.0.0.1:10912",
                              "brokerId": "0", "compressed": "false",
@@ -82,7 +58,7 @@ def register(port):
 
 
 def flood(port, index, window, size, stop, acked, errors):
-    conn = Conn(port)
+    conn = RemotingClient(port, timeout=120)
     value = "x" * size
     sent = got = 0
     try:
@@ -90,8 +66,8 @@ def flood(port, index, window, size, stop, acked, errors):
             while sent - got < window:
                 sent += 1
                 ext = {"namespace": "flood", "key": f"c{index}-k{sent % 8}", "value": value}
-                conn.send(RemotingCommand.request(100, ext, opaque=sent, version=479).encode())
-            answer = conn.read()
+                conn.send_frame(RemotingCommand.request(100, ext, opaque=sent, version=479).encode())
+            answer = conn.read_frame()
             got += 1
             if answer.code == 0:
                 acked[index] += 1
@@ -100,7 +76,7 @@ def flood(port, index, window, size, stop, acked, errors):
     except OSError:
         pass
     finally:
-        conn.sock.close()
+        conn.close()
 
 
 def run(tree, label, scenario, seconds):
@@ -110,7 +86,7 @@ def run(tree, label, scenario, seconds):
                                        kv_path=Path(workdir) / "kv" / "kvConfig.json")
         try:
             broker = register(port)
-            light = Conn(port)
+            light = RemotingClient(port, timeout=120)
             for _ in range(50):                           # warm up
                 light.call(105, {"topic": "TopicA"})
             stop = threading.Event()
@@ -131,8 +107,8 @@ def run(tree, label, scenario, seconds):
             elapsed = time.monotonic() - started
             for t in threads:
                 t.join(120)
-            broker.sock.close()
-            light.sock.close()
+            broker.close()
+            light.close()
         finally:
             proc.terminate()
             proc.wait(60)

@@ -30,13 +30,15 @@ import sys
 import tempfile
 import threading
 import time
-import zlib
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
 from benchserver import ROOT, export, rss_mib, start_server  # noqa: E402
+from brokerbody import flood_registration  # noqa: E402
 from rocketpy.remoting import RemotingCommand, decode_frame  # noqa: E402
+from serverproc import RemotingClient  # noqa: E402
 
 NSLOAD = ROOT.parent / "shared" / "bench" / "nsload.py"
 
@@ -88,20 +90,9 @@ def seed_and_leave(port, pid, brokers, topics, shared, hold, settle):
             "bytes_per_pair_at_peak": round((peak - before) * 1024 * 1024 / pairs)}
 
 
-def register_frame(index, count, opaque):
-    topics = {f"flood{index}-{i}": {"topicName": f"flood{index}-{i}", "readQueueNums": 8,
-                                    "writeQueueNums": 8, "perm": 6} for i in range(count)}
-    body = json.dumps({"topicConfigSerializeWrapper": {
-        "dataVersion": {"counter": 1, "timestamp": 1}, "topicConfigTable": topics}}).encode()
-    ext = {"brokerName": f"flood-{index}", "brokerAddr": f"127.0.0.1:{20000 + index}",
-           "clusterName": "Flood", "haServerAddr": "127.0.0.1:1", "brokerId": "0",
-           "compressed": "false", "bodyCrc32": str(zlib.crc32(body) & 0x7FFFFFFF)}
-    return RemotingCommand.request(103, ext, body, opaque=opaque, version=479).encode()
-
-
 def flood(port, pid, total, per_broker=10_000):
     """Registrations of new brokers with new topics until ``total`` pairs were offered."""
-    socks = []
+    clients = []
     results = {"accepted": 0, "refused": 0, "remark": None}
     queries = []
     stop = threading.Event()
@@ -117,23 +108,19 @@ def flood(port, pid, total, per_broker=10_000):
     asker.start()
     peak = rss_mib(pid)
     for index in range(total // per_broker):
-        sock = socket.create_connection(("127.0.0.1", port), timeout=120)
-        sock.sendall(register_frame(index, per_broker, index + 1))
-        buf = b""
-        while len(buf) < 4 or len(buf) < 4 + int.from_bytes(buf[:4], "big"):
-            buf += sock.recv(1 << 16)
-        answer = decode_frame(buf)
+        client = RemotingClient(port, timeout=120)
+        answer = client.call(103, *flood_registration(index, per_broker))
         if answer.code == 0:
             results["accepted"] += 1
         else:
             results["refused"] += 1
             results["remark"] = answer.remark
-        socks.append(sock)
+        clients.append(client)
         peak = max(peak, rss_mib(pid))
     stop.set()
     asker.join(10)
-    for sock in socks:
-        sock.close()
+    for client in clients:
+        client.close()
     results.update({"offered_pairs": total, "rss_peak_mib": round(peak, 1)})
     for label, chosen in (("", queries), ("_while_refusing", [q for q in queries if q[1]])):
         times = sorted(q[0] for q in chosen)

@@ -143,18 +143,22 @@ class RemotingClient:
     def send_frame(self, frame):
         self.sock.sendall(frame)
 
-    def read_frame(self):
-        from rocketpy.remoting import decode_frame
+    def read_raw_frame(self):
+        """The next whole frame the server sent, as bytes (length prefix included)."""
         while True:
             if len(self._buf) >= 4:
                 end = 4 + int.from_bytes(self._buf[:4], "big")
                 if len(self._buf) >= end:
                     frame, self._buf = self._buf[:end], self._buf[end:]
-                    return decode_frame(frame)
+                    return frame
             chunk = self.sock.recv(1 << 16)
             if not chunk:
                 raise ConnectionError("server closed the connection")
             self._buf += chunk
+
+    def read_frame(self):
+        from rocketpy.remoting import decode_frame
+        return decode_frame(self.read_raw_frame())
 
     def call(self, code, ext=None, body=None, *, version=479, serialize_type=0):
         """Send a request and return the decoded answer."""

@@ -45,7 +45,7 @@ def _replay_over_sockets(path, server):
             silent += 1
             time.sleep(SETTLE)
             continue
-        actual_frame = _read_raw(client)
+        actual_frame = client.read_raw_frame()
         from rocketpy.remoting import decode_frame
         actual = decode_frame(actual_frame)
         answered += 1
@@ -63,19 +63,6 @@ def _replay_over_sockets(path, server):
         assert not extra and not client._buf, f"unexpected answer bytes {extra[:80]!r}"
         client.close()
     return answered, exact, silent, mismatches
-
-
-def _read_raw(client):
-    while True:
-        if len(client._buf) >= 4:
-            end = 4 + int.from_bytes(client._buf[:4], "big")
-            if len(client._buf) >= end:
-                frame, client._buf = client._buf[:end], client._buf[end:]
-                return frame
-        chunk = client.sock.recv(1 << 16)
-        if not chunk:
-            raise ConnectionError("server closed the connection")
-        client._buf += chunk
 
 
 def test_all_ten_self_contained_captures_are_here():

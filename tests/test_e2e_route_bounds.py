@@ -11,10 +11,10 @@ brokers disconnect, the server releases the memory and says so. The resident siz
 import json
 import re
 import urllib.request
-import zlib
 
 import pytest
 
+from brokerbody import flood_registration
 from serverproc import RemotingClient, running_server
 from test_e2e_server import register, rss_kib
 
@@ -22,17 +22,6 @@ pytestmark = pytest.mark.network
 
 PER_BROKER = 10_000
 BOUND = 50_000
-
-
-def _flood_registration(client, index):
-    topics = {f"flood{index}-{i}": {"topicName": f"flood{index}-{i}", "readQueueNums": 4,
-                                    "writeQueueNums": 4, "perm": 6} for i in range(PER_BROKER)}
-    body = json.dumps({"topicConfigSerializeWrapper": {
-        "dataVersion": {"counter": 1, "timestamp": 1}, "topicConfigTable": topics}}).encode()
-    ext = {"brokerName": f"flood-{index}", "brokerAddr": f"127.0.0.1:{21000 + index}",
-           "clusterName": "Flood", "haServerAddr": "127.0.0.1:1", "brokerId": "0",
-           "compressed": "false", "bodyCrc32": str(zlib.crc32(body) & 0x7FFFFFFF)}
-    return client.call(103, ext, body)
 
 
 def _topic_count(port):
@@ -56,7 +45,7 @@ def test_registration_flood_past_the_bound_is_refused_and_memory_released():
         for index in range(8):
             client = RemotingClient(server.port, timeout=60)
             floods.append(client)
-            answers.append(_flood_registration(client, index))
+            answers.append(client.call(103, *flood_registration(index, PER_BROKER)))
             route = RemotingClient(server.port)
             assert route.call(105, {"topic": "TopicA"}).code == 0     # served throughout
             route.close()

@@ -35,6 +35,12 @@ class Option:
     description: str
 
 
+#: The options several subcommands share, as mqadmin spells them.
+TOPIC = Option("t", "topic", True, True, "topic name")
+NAMESPACE = Option("s", "namespace", True, True, "set the namespace")
+KEY = Option("k", "key", True, True, "set the key name")
+
+
 class Output:
     """What a command produced: ``text`` (mqadmin's), ``data`` (``--json``), ``errors``."""
 
@@ -201,8 +207,7 @@ class TopicRoute(SubCommand):
 
     name = "topicRoute"
     description = "Examine topic route info"
-    options = (Option("t", "topic", True, True, "topic name"),
-               Option("l", "list", False, False, "Use list format to print data"))
+    options = (TOPIC, Option("l", "list", False, False, "Use list format to print data"))
     FORMAT = "%-45s %-32s %-50s %-10s %-11s %-5s%n"
 
     @inlineCallbacks
@@ -272,7 +277,7 @@ class TopicClusterList(SubCommand):
 
     name = "topicClusterList"
     description = "get cluster info for topic"
-    options = (Option("t", "topic", True, True, "topic name"),)
+    options = (TOPIC,)
 
     @inlineCallbacks
     def run(self, admin, args, out):
@@ -289,8 +294,7 @@ class DeleteTopic(SubCommand):
 
     name = "deleteTopic"
     description = "Delete topic from broker and NameServer."
-    options = (Option("t", "topic", True, True, "topic name"),
-               Option("c", "clusterName", True, True, "delete topic from which cluster"))
+    options = (TOPIC, Option("c", "clusterName", True, True, "delete topic from which cluster"))
 
     @inlineCallbacks
     def run(self, admin, args, out):
@@ -312,7 +316,7 @@ class UpdateOrderConf(SubCommand):
 
     name = "updateOrderConf"
     description = "Create or update or delete order conf"
-    options = (Option("t", "topic", True, True, "topic name"),
+    options = (TOPIC,
                Option("v", "orderConf", True, False, "set order conf [eg. brokerName1:num;brokerName2:num]"),
                Option("m", "method", True, True, "option type [eg. put|get|delete"))
 
@@ -383,9 +387,7 @@ class UpdateNamesrvConfig(SubCommand):
 class UpdateKvConfig(SubCommand):
     name = "updateKvConfig"
     description = "Create or update KV config."
-    options = (Option("s", "namespace", True, True, "set the namespace"),
-               Option("k", "key", True, True, "set the key name"),
-               Option("v", "value", True, True, "set the key value"))
+    options = (NAMESPACE, KEY, Option("v", "value", True, True, "set the key value"))
 
     @inlineCallbacks
     def run(self, admin, args, out):
@@ -398,8 +400,7 @@ class UpdateKvConfig(SubCommand):
 class DeleteKvConfig(SubCommand):
     name = "deleteKvConfig"
     description = "Delete KV config."
-    options = (Option("s", "namespace", True, True, "set the namespace"),
-               Option("k", "key", True, True, "set the key name"))
+    options = (NAMESPACE, KEY)
 
     @inlineCallbacks
     def run(self, admin, args, out):
@@ -414,8 +415,7 @@ class GetKvConfig(SubCommand):
 
     name = "getKvConfig"
     description = "Get one KV config value."
-    options = (Option("s", "namespace", True, True, "set the namespace"),
-               Option("k", "key", True, True, "set the key name"))
+    options = (NAMESPACE, KEY)
 
     @inlineCallbacks
     def run(self, admin, args, out):
@@ -431,7 +431,7 @@ class GetKvListByNamespace(SubCommand):
 
     name = "getKvListByNamespace"
     description = "Get all KV configs of a namespace."
-    options = (Option("s", "namespace", True, True, "set the namespace"),)
+    options = (NAMESPACE,)
 
     @inlineCallbacks
     def run(self, admin, args, out):
