@@ -149,3 +149,39 @@ def test_compact_dicts_keeps_identity_order_and_content():
     assert compact_dicts(holder) == 1
     assert holder.big is same and list(holder.big) == list(range(99_990, 100_000))
     assert holder.big.__sizeof__() < size_before / 100
+
+
+def _register_mappings(proc, counter, mappings, channel=1):
+    """A 5.x master's REGISTER_BROKER whose wrapper carries static-topic mappings
+    (``{topic: bname}``), at data version ``counter``."""
+    body = json.dumps({"filterServerList": [], "topicConfigSerializeWrapper": {
+        "dataVersion": {"counter": counter, "timestamp": 1},
+        "topicConfigTable": {t: {"topicName": t, "readQueueNums": 4, "writeQueueNums": 4,
+                                 "perm": 6} for t in ("T", "U")},
+        "topicQueueMappingInfoMap": {topic: {"topic": topic, "bname": bname, "totalQueues": 1,
+                                             "epoch": 1, "currIdMap": {}}
+                                     for topic, bname in mappings.items()}}}).encode()
+    fields = {"brokerName": "a", "brokerAddr": "127.0.0.1:10911", "clusterName": "C",
+              "haServerAddr": "127.0.0.1:1", "brokerId": "0", "compressed": "false",
+              "bodyCrc32": str(zlib.crc32(body) & 0x7FFFFFFF)}
+    request = RemotingCommand.request(103, fields, body, opaque=1, version=479)
+    return proc.process(request, Channel(channel, "127.0.0.1:40001"), 1000)
+
+
+def test_static_topic_mappings_are_bounded_too():
+    """A registration's ``topicQueueMappingInfoMap`` names any topics and broker names it likes,
+    and the mapping table keeps them (as Java's does) even once the topic is gone: a peer
+    registering new mappings at each data version must not grow it for ever. Its entries count
+    against namesrvMaxTopicBrokerPairs like the queue data's."""
+    proc = _processor(namesrvMaxTopicBrokerPairs=10)
+    table = proc.route_info_manager.topic_queue_mapping_info_table
+    assert _register_mappings(proc, 1, {f"S{i}": "a" for i in range(8)}).code == 0
+    assert sum(map(len, table.values())) == 8
+    answers = [_register_mappings(proc, 2 + n, {f"X{n}-{i}": f"b{i}" for i in range(5)})
+               for n in range(20)]
+    assert answers[0].code == 1 and answers[0].remark == (
+        "[REFUSED] the route table would hold 13 static topic mappings, over "
+        "namesrvMaxTopicBrokerPairs=10; nothing was applied")
+    assert sum(map(len, table.values())) == 8
+    # mappings already held are not new: the same registration again fits
+    assert _register_mappings(proc, 30, {f"S{i}": "a" for i in range(8)}).code == 0

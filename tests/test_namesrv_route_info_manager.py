@@ -358,3 +358,16 @@ def test_live_table_keys_by_profile(profile):
     register(r)
     key = ("C", A) if profile.v5_registration else (None, A)
     assert key in r.broker_live_table
+
+
+def test_expiry_heap_stays_bounded_under_shrinking_timeouts():
+    """A hostile 5.x broker re-registering with an ever smaller ``heartbeatTimeoutMillis`` moves
+    its deadline earlier each time (each time a heap push): the expiry heap stays a small
+    multiple of the live brokers, not one entry per registration."""
+    r = rim()
+    for i in range(5000):
+        register(r, now=0, timeout_millis=10**12 - i, counter=1)
+    assert len(r.broker_live_table) == 1
+    assert len(r.expiry._heap) <= 2 * len(r.expiry) + 64
+    (expired,) = r.scan_not_active_broker(10**12)
+    assert expired[0].broker_name == "broker-a"

@@ -362,3 +362,23 @@ def test_namesrv_addr_list_and_release_numbers():
         raise AssertionError(bad)
     assert [release_ordinal(t) for t in ("4.9.8", "V5_0_0", " 479 ", "5.3.3")] == [409, 413, 479, 479]
     assert release_ordinal("9.9.9") is None and release_ordinal("x") is None
+
+
+def test_a_peer_flooding_requests_it_never_reads_the_answers_of_stops_being_read():
+    """A hostile peer (a "broker" the NameServer's notifier connects to) sends requests and never
+    reads the answers: once the write buffer is full (the protocol paused), the client stops
+    reading that peer instead of buffering one answer per request for ever; it reads again once
+    the buffer drains."""
+    from twisted.internet.testing import StringTransport
+    reactor = MemoryReactorClock()
+    client = RemotingClient(reactor)
+    client.invoke_oneway(ADDR, request(904))
+    proto = reactor.tcpClients[0][2].buildProtocol(None)
+    transport = StringTransport()
+    proto.makeConnection(transport)
+    proto.pauseProducing()                       # the socket takes no more of our bytes
+    flood = RemotingCommand.request(39, opaque=8).encode()
+    proto.dataReceived(flood)
+    assert transport.producerState == "paused"   # no further reads from this peer
+    proto.resumeProducing()
+    assert transport.producerState == "producing"

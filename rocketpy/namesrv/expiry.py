@@ -33,13 +33,13 @@ class ExpiryIndex:
         entry = self._entries.get(key)
         if entry is None:
             entry = self._entries[key] = [deadline, next(self._sequence), None]
-            self._queue(key, entry, deadline)
-            if len(self._heap) > 2 * len(self._entries) + 64:
-                self._rebuild()
-            return
-        entry[0] = deadline
-        if self._overdue.pop(key, None) is not None or deadline < entry[2]:
-            self._queue(key, entry, deadline)   # out of the heap, or due sooner than queued
+        else:
+            entry[0] = deadline
+            if self._overdue.pop(key, None) is None and deadline >= entry[2]:
+                return                          # queued no later than due: noted, no push
+        self._queue(key, entry, deadline)       # new, out of the heap, or due sooner
+        if len(self._heap) > 2 * len(self._entries) + 64:
+            self._rebuild()                     # also when one broker's deadline keeps shrinking
 
     def _rebuild(self):
         self._heap = [(entry[0], next(self._ties), key) for key, entry in self._entries.items()

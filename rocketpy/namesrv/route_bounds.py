@@ -10,7 +10,7 @@ SYSTEM_ERROR naming the bound, and counted (:attr:`RouteBounds.refused`).
 
 The check is O(1) far from the bounds (a registration cannot add more than it carries); near
 one it counts, in one pass, what the registration could add (new topics, topic-broker pairs,
-broker addresses and names, filter servers), never less than it adds."""
+static topic mappings, broker addresses and names, filter servers), never less than it adds."""
 import logging
 
 from rocketpy.remoting.codes import ResponseCode
@@ -26,7 +26,8 @@ log = logging.getLogger("rocketpy.namesrv")
 ROUTE_BOUND_KEYS = (
     ("namesrvMaxTopics", "max_topics", 1_000_000, "topics with a route, all brokers together"),
     ("namesrvMaxTopicBrokerPairs", "max_topic_broker_pairs", 1_000_000,
-     "queue data entries (one per topic and broker name): the route table's size"),
+     "queue data entries (one per topic and broker name): the route table's size; and static "
+     "topic mappings (likewise), which Java keeps even once their topic is gone"),
     ("namesrvMaxBrokers", "max_brokers", 10_000,
      "live broker addresses, and broker names, each"),
     ("namesrvMaxFilterServers", "max_filter_servers", 10_000,
@@ -63,11 +64,14 @@ class RouteBounds(IntSettings):
                 return self._refuse("namesrvMaxFilterServers", self.max_filter_servers,
                                     "filter servers", total)
         table = wrapper.topic_config_table if wrapper is not None else None
-        if (not table or not self._near(rim, len(table), len(table))   # O(1): far from the bounds
-                or not rim.registration.may_apply_topics(
-                    rim.broker_addr_table.get(broker_name), broker_id, acting_master)):
+        mapping = wrapper.topic_queue_mapping_info_map if wrapper is not None else None
+        near_topics = table and self._near(rim, len(table), len(table))   # O(1): far from the
+        near_mappings = mapping and self._near_mappings(rim, len(mapping))  # bounds
+        if not (near_topics or near_mappings) or not rim.registration.may_apply_topics(
+                rim.broker_addr_table.get(broker_name), broker_id, acting_master):
             return None
-        return self._topics_refusal(rim, broker_name, table)
+        return ((self._topics_refusal(rim, broker_name, table) if near_topics else None)
+                or (self._mappings_refusal(rim, mapping) if near_mappings else None))
 
     def topic_refusal(self, rim, topic, queue_datas):
         """The same for REGISTER_TOPIC_IN_NAMESRV's queue data."""
@@ -91,6 +95,19 @@ class RouteBounds(IntSettings):
             elif broker_name not in queue_map:
                 new_pairs += 1
         return self._totals_refusal(rim, new_topics, new_pairs)
+
+    def _near_mappings(self, rim, mappings):
+        return (self.max_topic_broker_pairs
+                and rim.mapping_count + mappings > self.max_topic_broker_pairs)
+
+    def _mappings_refusal(self, rim, mapping):
+        """Near the bound: count the static topic mappings ``mapping`` would add."""
+        held = rim.topic_queue_mapping_info_table
+        new = sum(1 for topic, info in mapping.items() if info.bname not in held.get(topic, ()))
+        if self._near_mappings(rim, new):
+            return self._refuse("namesrvMaxTopicBrokerPairs", self.max_topic_broker_pairs,
+                                "static topic mappings", rim.mapping_count + new)
+        return None
 
     def _near(self, rim, topics, pairs):
         """Could ``topics`` more topics and ``pairs`` more pairs pass a bound?"""

@@ -93,6 +93,8 @@ class RouteInfoManager:
         #: QueueData entries (topic-broker pairs) in topic_queue_table, for the server-wide
         #: bounds (:mod:`rocketpy.namesrv.route_bounds`)
         self.queue_data_count = 0
+        #: entries (topic-broker name pairs) in topic_queue_mapping_info_table, likewise
+        self.mapping_count = 0
         self._generations = count(1)
         self._depth = 0
         self._dirty_topics = set()
@@ -186,7 +188,10 @@ class RouteInfoManager:
             self._dirty_brokers.add(broker_name)
 
     def _set_mapping(self, topic, info):
-        self.topic_queue_mapping_info_table.setdefault(topic, {})[info.bname] = info
+        by_broker = self.topic_queue_mapping_info_table.setdefault(topic, {})
+        if info.bname not in by_broker:
+            self.mapping_count += 1
+        by_broker[info.bname] = info
         self._dirty_topics.add(topic)
 
     def _add_to_cluster(self, cluster_name, broker_name):

@@ -16,7 +16,8 @@
   frame (the client is a streaming producer), so the bound also bounds buffered frames.
 * **Fail fast** (``failFast``): a connection's end fails every request waiting on it.
 * **Requests from the peer** (NOTIFY_MIN_BROKER_ID_CHANGE, CHECK_TRANSACTION_STATE) go to
-  ``request_handler``; without one they get REQUEST_CODE_NOT_SUPPORTED, as in Java.
+  ``request_handler``; without one they get REQUEST_CODE_NOT_SUPPORTED, as in Java. A peer
+  that sends requests without reading their answers is not read until the answers drain.
 * **NameServer choice** (``invokeSync(null, ...)``): :meth:`RemotingClient.invoke_any` sticks to
   its NameServer while that connection lives, else tries the list from a random start.
 * **RPC hooks** (``RPCHook.doBeforeRequest``): ``rpc_hook(addr, request)`` may change a request
@@ -242,6 +243,7 @@ class _ClientProtocol(Protocol):
     its transport so a full write buffer holds further frames back."""
 
     paused = False
+    holding_reads = False
 
     def __init__(self, client, channel):
         self.client = client
@@ -271,11 +273,20 @@ class _ClientProtocol(Protocol):
     def connectionLost(self, reason):
         self.client._lost(self.channel, reason)
 
+    def hold_reads(self):
+        """Stop reading the peer: it sends requests while it does not read our answers."""
+        if not self.holding_reads:
+            self.holding_reads = True
+            self.transport.pauseProducing()
+
     def pauseProducing(self):
         self.paused = True
 
     def resumeProducing(self):
         self.paused = False
+        if self.holding_reads:
+            self.holding_reads = False
+            self.transport.resumeProducing()
         self.client._flush(self.channel)
 
     def stopProducing(self):
@@ -556,10 +567,13 @@ class RemotingClient:
         elif not request.is_oneway:
             response = request.create_response(_NOT_SUPPORTED,
                                                remark=f" request type {request.code} not supported")
-        if response is not None and not request.is_oneway and channel.proto is not None:
+        proto = channel.proto
+        if response is not None and not request.is_oneway and proto is not None:
             response.opaque = request.opaque
             response.flag |= FLAG_RESPONSE
-            channel.proto.transport.write(response.encode())
+            proto.transport.write(response.encode())
+            if proto.paused:  # answers pile up unread: read no more requests until they drain
+                proto.hold_reads()
 
     # -- the response-table scan -------------------------------------------------------------------
 
