@@ -115,6 +115,28 @@ class InvokeTests(ClientTest):
         self.assertNoResult(d)
         self.flushLoggedErrors()
 
+    def test_a_flood_of_stray_answers_is_logged_logarithmically(self):
+        """A hostile peer answering nothing we asked cannot fill the log: the 1st, 2nd, 4th,
+        ... stray answer on a connection is logged, with the count."""
+        from twisted.logger import globalLogPublisher
+        seen = []
+        observer = seen.append
+        globalLogPublisher.addObserver(observer)
+        try:
+            d = self.client.invoke(ADDR, request())
+            peer, pump = accept(self.reactor)
+            peer.transport.write(b"".join(RemotingCommand(code=0, opaque=1000 + i, flag=1).encode()
+                                          for i in range(1000)))
+            pump.flush()
+        finally:
+            globalLogPublisher.removeObserver(observer)
+        stray = [e for e in seen if "not matched any request" in e.get("log_format", "")]
+        self.assertEqual([e["n"] for e in stray], [1, 2, 4, 8, 16, 32, 64, 128, 256, 512])
+        self.assertNoResult(d)
+        peer.answer(peer.requests[0], ok())          # the connection still serves its request
+        pump.flush()
+        self.successResultOf(d)
+
 
 class TimeoutTests(ClientTest):
     def test_timeout_from_the_scan_then_late_answer_dropped(self):
@@ -143,15 +165,42 @@ class TimeoutTests(ClientTest):
         self.reactor.advance(0.5)
         self.failureResultOf(d, RemotingTimeoutError)
 
+    def _scans(self):
+        """The delayed calls other than the connections' idle timers."""
+        idle = {channel.idle_call for channel in self.client._channels.values()}
+        return [call for call in self.reactor.getDelayedCalls() if call not in idle]
+
     def test_scan_stops_when_nothing_waits(self):
         d = self.client.invoke(ADDR, request())
         peer, pump = accept(self.reactor)
-        self.assertEqual(len(self.reactor.getDelayedCalls()), 1)
+        self.assertEqual(len(self._scans()), 1)
         peer.answer(peer.requests[0], ok())
         pump.flush()
         self.successResultOf(d)
         self.reactor.advance(1.0)
+        self.assertEqual(self._scans(), [])
+
+    def test_an_idle_connection_is_closed_and_reopened_on_demand(self):
+        """Java's clientChannelMaxIdleTimeSeconds: connections to addresses no longer used
+        (brokers notified once, NameServers dropped from a list) do not pile up."""
+        d = self.client.invoke(ADDR, request())
+        peer, pump = accept(self.reactor)
+        peer.answer(peer.requests[0], ok())
+        pump.flush()
+        self.successResultOf(d)
+        self.reactor.advance(100)
+        self.successResultOf(self.client.invoke_oneway(ADDR, request(904)))   # traffic at 100 s
+        pump.flush()
+        self.assertEqual(len(peer.requests), 2)
+        self.reactor.advance(119)
+        proto = self.client._channels[ADDR].proto
+        self.assertFalse(proto.transport.disconnecting)
+        self.reactor.advance(2)                      # 120 s after the last frame
+        self.assertTrue(proto.transport.disconnecting)
+        self.assertNotIn(ADDR, self.client._channels)
         self.assertEqual(self.reactor.getDelayedCalls(), [])
+        self.client.invoke(ADDR, request())
+        self.assertEqual(len(self.reactor.tcpClients), 2)
 
 
 class ConnectionTests(ClientTest):

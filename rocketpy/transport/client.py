@@ -55,6 +55,8 @@ CONNECT_TIMEOUT = 3.0
 SEMAPHORE_VALUE = 65535
 #: Java runs ``scanResponseTable`` every second.
 SCAN_INTERVAL = 1.0
+#: Java ``clientChannelMaxIdleTimeSeconds``: a connection with no traffic this long is closed
+MAX_IDLE = 120.0
 
 _SUCCESS = int(ResponseCode.SUCCESS)
 _NOT_SUPPORTED = int(ResponseCode.REQUEST_CODE_NOT_SUPPORTED)
@@ -208,7 +210,7 @@ class _Channel:
     """Java ``ChannelWrapper``: one connection to one address, connecting or open."""
 
     __slots__ = ("addr", "proto", "connector", "closed", "outbox", "async_permits",
-                 "oneway_permits", "pending")
+                 "oneway_permits", "pending", "last_active", "idle_call", "unmatched")
 
     def __init__(self, addr, async_value, oneway_value):
         self.addr = addr
@@ -220,6 +222,9 @@ class _Channel:
         self.async_permits = _Permits("Async", async_value)
         self.oneway_permits = _Permits("Oneway", oneway_value)
         self.pending = set()       # opaques of requests waiting for an answer on this channel
+        self.last_active = 0.0     # clock time of the last frame written or read
+        self.idle_call = None      # the DelayedCall that closes it when idle
+        self.unmatched = 0         # answers that matched no request (logged 1st, 2nd, 4th, ...)
 
     @property
     def writable(self):
@@ -320,6 +325,9 @@ class RemotingClient:
     :param connect_timeout: seconds to connect (Java ``connectTimeoutMillis``).
     :param async_permits, oneway_permits: in-flight bounds per connection.
     :param scan_interval: seconds between two scans for timed-out requests.
+    :param max_idle: seconds without traffic after which a connection is closed (Java's idle
+        handler; None keeps connections until closed), so connections to addresses that are
+        no longer used do not pile up.
     :param rpc_hook: ``rpc_hook(addr, request) -> request`` applied before each request is sent.
     :param request_handler: ``request_handler(addr, request) -> response | None`` for requests
         the peer sends us.
@@ -331,13 +339,14 @@ class RemotingClient:
     def __init__(self, reactor, clock=None, *, connect_timeout=CONNECT_TIMEOUT,
                  async_permits=SEMAPHORE_VALUE, oneway_permits=SEMAPHORE_VALUE,
                  scan_interval=SCAN_INTERVAL, rpc_hook=None, request_handler=None,
-                 max_frame_length=DEFAULT_MAX_FRAME_LENGTH, rng=None):
+                 max_frame_length=DEFAULT_MAX_FRAME_LENGTH, rng=None, max_idle=MAX_IDLE):
         self._reactor = reactor
         self._clock = clock if clock is not None else reactor
         self.connect_timeout = connect_timeout
         self.async_permits = async_permits
         self.oneway_permits = oneway_permits
         self.scan_interval = scan_interval
+        self.max_idle = max_idle
         self.rpc_hook = rpc_hook
         self.request_handler = request_handler
         self.max_frame_length = max_frame_length
@@ -469,12 +478,29 @@ class RemotingClient:
         host, port = split_address(addr)
         channel = _Channel(addr, self.async_permits, self.oneway_permits)
         self._channels[addr] = channel
+        channel.last_active = self._clock.seconds()
+        if self.max_idle is not None:
+            channel.idle_call = self._clock.callLater(self.max_idle, self._idle_check, channel)
         channel.connector = self._reactor.connectTCP(host, port, _ChannelFactory(self, channel),
                                                      timeout=self.connect_timeout)
         return channel
 
+    def _idle_check(self, channel):
+        """Close ``channel`` once nothing was written or read for ``max_idle`` seconds and
+        nothing waits on it; otherwise look again when it could next be idle that long."""
+        channel.idle_call = None
+        if channel.closed:
+            return
+        idle = self._clock.seconds() - channel.last_active
+        if idle >= self.max_idle and not channel.pending and not channel.outbox:
+            self._close(channel, f"idle for {self.max_idle:g} s (clientChannelMaxIdleTimeSeconds)")
+            return
+        wait = self.max_idle - idle if idle < self.max_idle else self.max_idle
+        channel.idle_call = self._clock.callLater(wait, self._idle_check, channel)
+
     def _enqueue(self, channel, frame, oneway):
         """Write ``frame`` now if the connection takes it, else keep it in order."""
+        channel.last_active = self._clock.seconds()
         if channel.writable and not channel.outbox:
             self._write(channel, frame, oneway)
         else:
@@ -526,6 +552,9 @@ class RemotingClient:
         if channel.closed:
             return
         channel.closed = True
+        if channel.idle_call is not None and channel.idle_call.active():
+            channel.idle_call.cancel()
+        channel.idle_call = None
         if self._channels.get(channel.addr) is channel:
             del self._channels[channel.addr]
         failed = [self._pending.pop(opaque).deferred for opaque in list(channel.pending)
@@ -541,13 +570,17 @@ class RemotingClient:
     # -- answers and requests from the peer ------------------------------------------------------
 
     def _received(self, channel, command):
+        channel.last_active = self._clock.seconds()
         if command.flag & FLAG_RESPONSE:
             pending = self._pending.pop(command.opaque, None)
             if pending is None or pending.channel is not channel:
                 if pending is not None:  # same opaque, other channel: not ours
                     self._pending[command.opaque] = pending
-                self.log.warn("receive response, but not matched any request, {addr} opaque {opaque}",
-                              addr=channel.addr, opaque=command.opaque)
+                channel.unmatched += 1
+                if channel.unmatched & (channel.unmatched - 1) == 0:   # a peer cannot flood the log
+                    self.log.warn("receive response, but not matched any request, {addr} opaque "
+                                  "{opaque} ({n} so far on this connection)",
+                                  addr=channel.addr, opaque=command.opaque, n=channel.unmatched)
                 return
             channel.pending.discard(command.opaque)
             channel.async_permits.release()
