@@ -217,10 +217,13 @@ typedef struct {
     buf_t map_key_off, map_key_chars, map_val_off, map_val_chars;
     int64_t nulls[N_COLUMNS];
     int64_t rows, entries;
+    int64_t room;               /* rows the fixed-width buffers have room for */
+    int big;                    /* a string buffer passed 1 GiB: the batch ends */
 } columns_t;
 
 int columns_append(columns_t *c, const row_t *r);
 PyObject *columns_take(columns_t *c);       /* (rows, [column buffers]) and resets */
+extern PyTypeObject ChunkType;
 void columns_free(columns_t *c);
 
 /* ---- body summaries (rocketpy.capture.rows.body_summary, through the codec) ----------------- */

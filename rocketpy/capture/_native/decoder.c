@@ -225,11 +225,7 @@ int decoder_flush_batch(Decoder *dec) {
 }
 
 static int emit(Decoder *dec, const row_t *r) {
-    int big = 0;
-    for (int col = 0; col < N_COLUMNS; col++)
-        big |= buf_len(&dec->cols.chars[col]) > (1u << 30);
-    big |= buf_len(&dec->cols.map_key_chars) > (1u << 30) || buf_len(&dec->cols.map_val_chars) > (1u << 30);
-    if (big && decoder_flush_batch(dec) < 0)
+    if (dec->cols.big && decoder_flush_batch(dec) < 0)
         return -1;
     if (columns_append(&dec->cols, r) < 0)
         return -1;

@@ -511,7 +511,7 @@ static struct PyModuleDef module = {
 };
 
 PyMODINIT_FUNC PyInit__native(void) {
-    if (PyType_Ready(&DecoderType) < 0 || PyType_Ready(&ScannerType) < 0)
+    if (PyType_Ready(&DecoderType) < 0 || PyType_Ready(&ScannerType) < 0 || PyType_Ready(&ChunkType) < 0)
         return NULL;
     PyObject *m = PyModule_Create(&module);
     if (!m)
