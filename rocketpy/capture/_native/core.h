@@ -35,6 +35,30 @@
 #define MAX_RECORD (1 << 20)
 #define PCAPNG_MAGIC 0x0A0D0D0Au
 
+/* ---- the GIL ---------------------------------------------------------------------------------
+ * A decoder's or scanner's feed runs with the GIL released, so the CLI's writer thread (summary,
+ * Parquet) runs beside it.  The few Python calls on the way (codec fallbacks, body summaries,
+ * finished batches, range edges, errors) take it back for their duration:
+ *
+ *     PyThreadState *g = gil_take();  ...Python...  gil_give(g);
+ *
+ * Both are no-ops where the GIL is held already (every call from Python other than feed). */
+extern __thread PyThreadState *gil_released;
+static inline PyThreadState *gil_take(void) {
+    PyThreadState *t = gil_released;
+    if (t) {
+        gil_released = NULL;
+        PyEval_RestoreThread(t);
+    }
+    return t;
+}
+static inline void gil_give(PyThreadState *t) {
+    if (t)
+        gil_released = PyEval_SaveThread();
+}
+/* PyErr_NoMemory() with the GIL; -1 */
+int no_memory(void);
+
 /* ---- growable byte buffer with a cheap front ---------------------------------------------- */
 typedef struct {
     uint8_t *p;

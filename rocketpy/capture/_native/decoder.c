@@ -36,7 +36,7 @@ static int req_reindex(reqmap_t *m, size_t want) {
     if (want > m->cap) {
         req_t *e = PyMem_RawRealloc(m->e, want * sizeof(req_t));
         if (!e) {
-            PyErr_NoMemory();
+            no_memory();
             return -1;
         }
         m->e = e;
@@ -48,7 +48,7 @@ static int req_reindex(reqmap_t *m, size_t want) {
     if (ic != m->idx_cap) {
         int32_t *idx = PyMem_RawRealloc(m->idx, ic * sizeof(int32_t));
         if (!idx) {
-            PyErr_NoMemory();
+            no_memory();
             return -1;
         }
         m->idx = idx;
@@ -216,11 +216,11 @@ damaged:
 int decoder_flush_batch(Decoder *dec) {
     if (!dec->cols.rows)
         return 0;
+    PyThreadState *g = gil_take();
     PyObject *b = columns_take(&dec->cols);
-    if (!b)
-        return -1;
-    int r = PyList_Append(dec->batches, b);
-    Py_DECREF(b);
+    int r = b ? PyList_Append(dec->batches, b) : -1;
+    Py_XDECREF(b);
+    gil_give(g);
     return r;
 }
 
@@ -249,7 +249,7 @@ static int hold(Decoder *dec, conn_t *c, const row_t *r, int d) {
         return -1;
     uint8_t *blob = PyMem_RawMalloc(total ? total : 1);
     if (!blob) {
-        PyErr_NoMemory();
+        no_memory();
         return -1;
     }
     held_t *h = &c->held[c->n_held++];
@@ -346,12 +346,12 @@ static PyObject *conn_edge(Decoder *dec, conn_t *c) {
 }
 
 static int edge_response(Decoder *dec, conn_t *c, const row_t *r, int d, int64_t pf, int64_t po) {
+    PyThreadState *g = gil_take();
     PyObject *e = conn_edge(dec, c), *row = e ? row_dict(r) : NULL;
-    if (!row)
-        return -1;
-    PyObject *item = Py_BuildValue("(Ni(LL))", row, d, (long long)pf, (long long)po);
+    PyObject *item = row ? Py_BuildValue("(Ni(LL))", row, d, (long long)pf, (long long)po) : NULL;
     int res = item ? PyList_Append(PyDict_GetItemString(e, "responses"), item) : -1;
     Py_XDECREF(item);
+    gil_give(g);
     return res;
 }
 
@@ -368,7 +368,7 @@ static PyObject *opt_int(int has, int64_t v) {
     return has ? PyLong_FromLongLong(v) : Py_NewRef(Py_None);
 }
 
-static int hand_over(Decoder *dec, conn_t *c) {
+static int hand_over_(Decoder *dec, conn_t *c) {
     PyObject *e = conn_edge(dec, c);
     if (!e)
         return -1;
@@ -427,6 +427,14 @@ static int hand_over(Decoder *dec, conn_t *c) {
     }
     int r = PyDict_SetItemString(e, "dirs", dirs);
     Py_DECREF(dirs);
+    return r;
+}
+
+/* the connection's unfinished business, for the job's stitching */
+static int hand_over(Decoder *dec, conn_t *c) {
+    PyThreadState *g = gil_take();
+    int r = hand_over_(dec, c);
+    gil_give(g);
     return r;
 }
 
@@ -543,7 +551,7 @@ static int conn_flush(Decoder *dec, conn_t *c, int d) {
 static conn_t *conn_new(Decoder *dec, const uint8_t *key, size_t klen, const char *id, size_t id_len) {
     conn_t *c = PyMem_RawCalloc(1, sizeof *c);
     if (!c) {
-        PyErr_NoMemory();
+        no_memory();
         return NULL;
     }
     memcpy(c->key, key, klen);
@@ -555,7 +563,7 @@ static conn_t *conn_new(Decoder *dec, const uint8_t *key, size_t klen, const cha
     c->conn_id = PyMem_RawMalloc(id_len + la + lb + 1);
     if (!c->conn_id) {
         PyMem_RawFree(c);
-        PyErr_NoMemory();
+        no_memory();
         return NULL;
     }
     memcpy(c->conn_id, id, id_len);
@@ -673,6 +681,7 @@ static int conn_segment(Decoder *dec, conn_t *c, int d, const segment_t *s, int6
 /* ======================================================== the decoder */
 
 static void link_conn(Decoder *dec, conn_t *c) {
+    c->born = dec->born++;
     c->prev = dec->last;
     c->next = NULL;
     if (dec->last)
@@ -705,8 +714,38 @@ static int add_conn(Decoder *dec, conn_t *c) {
     return 0;
 }
 
+/* what only a sweep would act on: a closed connection's linger, a hole's timeout, rows waiting */
+static int needs_watch(const conn_t *c) {
+    return c->closed || c->dirs[0].reasm.n_pending || c->dirs[1].reasm.n_pending || c->n_held
+           || c->dirs[0].fr.n_out || c->dirs[1].fr.n_out;
+}
+
+static void watch(Decoder *dec, conn_t *c) {
+    if (c->watched || c->self_loop || !needs_watch(c))
+        return;
+    c->watched = 1;
+    c->wprev = NULL;
+    c->wnext = dec->watch;
+    if (dec->watch)
+        dec->watch->wprev = c;
+    dec->watch = c;
+}
+
+static void unwatch(Decoder *dec, conn_t *c) {
+    if (!c->watched)
+        return;
+    if (c->wprev)
+        c->wprev->wnext = c->wnext;
+    else
+        dec->watch = c->wnext;
+    if (c->wnext)
+        c->wnext->wprev = c->wprev;
+    c->watched = 0;
+}
+
 static void drop_conn(Decoder *dec, conn_t *c) {
     uint8_t rev[40];
+    unwatch(dec, c);
     int rlen = reverse_key(rev, c->key);
     hent_t *e = htab_get(&dec->flows, c->key, c->klen);
     if (e && e->ptr == c) {
@@ -770,29 +809,55 @@ static hent_t *new_conn(Decoder *dec, const uint8_t *key, size_t klen, const seg
     return htab_get(&dec->flows, key, klen);
 }
 
+static int by_birth(const void *a, const void *b) {
+    uint64_t x = (*(conn_t *const *)a)->born, y = (*(conn_t *const *)b)->born;
+    return x < y ? -1 : x > y;
+}
+
+/* CaptureDecoder.sweep.  It walks every connection, but only the watched ones can have anything
+ * to do (the others' ticks and flushes are no-ops): those, in the order the reference walks. */
 static int sweep(Decoder *dec, int64_t ts) {
     dec->packets_since_sweep = 0;
     dec->next_sweep = ts + 1000000000;
-    for (conn_t *c = dec->first; c; c = c->next) {
-        if (c->self_loop)
-            continue;
+    size_t n = 0;
+    for (conn_t *c = dec->watch; c; c = c->wnext) {
+        if (GROW(dec->sweeping, dec->cap_sweeping, n, 64) < 0)
+            return -1;
+        dec->sweeping[n++] = c;
+    }
+    conn_t **w = dec->sweeping;
+    qsort(w, n, sizeof *w, by_birth);
+    for (size_t i = 0; i < n; i++) {
+        conn_t *c = w[i];
         for (int d = 0; d < 2; d++)
             if (reasm_tick(&c->dirs[d].reasm, ts) < 0)
                 return -1;
         if (conn_flush(dec, c, 0) < 0 || conn_flush(dec, c, 1) < 0)
             return -1;
     }
-    if (dec->has_plan)
-        return 0;
-    for (conn_t *c = dec->first, *next; c; c = next) {
-        next = c->next;
-        if (!c->self_loop && c->closed && ts - c->last_ts > dec->linger_ns) {
+    for (size_t i = 0; !dec->has_plan && i < n; i++) {
+        conn_t *c = w[i];
+        if (c->closed && ts - c->last_ts > dec->linger_ns) {
             if (conn_finish(dec, c, c->last_ts) < 0)
                 return -1;
             drop_conn(dec, c);
+            w[i] = NULL;
         }
     }
+    for (size_t i = 0; i < n; i++)
+        if (w[i] && !needs_watch(w[i]))
+            unwatch(dec, w[i]);
     return 0;
+}
+
+/* the UTF-8 of a connection id the plan names (NULL: error set) */
+static const char *plan_id(PyObject *ids, int64_t i, size_t *len) {
+    PyThreadState *g = gil_take();
+    Py_ssize_t n = 0;
+    const char *id = PyUnicode_AsUTF8AndSize(PyList_GET_ITEM(ids, i), &n);
+    gil_give(g);
+    *len = (size_t)n;
+    return id;
 }
 
 /* range mode: the entry for a packet as the plan says, NULL with no error for one read ahead
@@ -828,9 +893,9 @@ static hent_t *planned(Decoder *dec, const uint8_t *key, size_t klen, const segm
             }
             drop_conn(dec, c);
         }
-        Py_ssize_t len;
-        const char *id = PyUnicode_AsUTF8AndSize(PyList_GET_ITEM(dec->plan_ids, b->value), &len);
-        hent_t *n = id ? new_conn(dec, key, klen, s, id, (size_t)len) : NULL;
+        size_t len;
+        const char *id = plan_id(dec->plan_ids, b->value, &len);
+        hent_t *n = id ? new_conn(dec, key, klen, s, id, len) : NULL;
         if (!n)
             *err = 1;
         return n;
@@ -854,9 +919,9 @@ static hent_t *planned(Decoder *dec, const uint8_t *key, size_t klen, const segm
             *err = 1;
         return n;
     }
-    Py_ssize_t len;
-    const char *id = PyUnicode_AsUTF8AndSize(PyList_GET_ITEM(dec->plan_live_ids, l->value), &len);
-    conn_t *c = id ? conn_new(dec, okey, olen, id, (size_t)len) : NULL;
+    size_t len;
+    const char *id = plan_id(dec->plan_live_ids, l->value, &len);
+    conn_t *c = id ? conn_new(dec, okey, olen, id, len) : NULL;
     if (!c || add_conn(dec, c) < 0) {
         if (c)
             conn_free(c);
@@ -911,6 +976,7 @@ static int segment(Decoder *dec, const segment_t *s, int64_t ts, int64_t offset)
     conn_t *c = e->ptr;
     if (conn_segment(dec, c, (int)e->value, s, ts) < 0)
         return -1;
+    watch(dec, c);
     if (dec->reading_ahead) {
         if (c->unsettled && conn_settled(c)) {
             c->unsettled = 0;
@@ -975,6 +1041,7 @@ int decoder_finish(Decoder *dec) {
         conn_free(c);
     }
     dec->last = NULL;
+    dec->watch = NULL;
     htab_clear(&dec->flows);
     dec->n_flows = 0;
     dec->unsettled = 0;
@@ -988,6 +1055,10 @@ void decoder_clear(Decoder *dec) {
         conn_free(c);
     }
     dec->last = NULL;
+    dec->watch = NULL;
+    PyMem_RawFree(dec->sweeping);
+    dec->sweeping = NULL;
+    dec->cap_sweeping = 0;
     htab_free(&dec->flows);
     htab_free(&dec->generation);
     htab_free(&dec->boundaries);

@@ -41,7 +41,10 @@ typedef struct conn_s {
     int has_drained[2];        /* reading ahead: where each direction's last hole closed */
     int64_t drained_file[2], drained_off[2];
     uint32_t isn[2];
-    struct conn_s *prev, *next;
+    struct conn_s *prev, *next;   /* every connection, in the order they began */
+    uint64_t born;                /* place in that order */
+    int watched;                  /* on the sweep's list: closed, or bytes behind a hole */
+    struct conn_s *wprev, *wnext;
 } conn_t;
 
 typedef struct {
@@ -62,6 +65,10 @@ typedef struct {
     htab_t flows;              /* flow key -> conn (ptr), direction (value) */
     size_t n_flows;
     conn_t *first, *last;
+    uint64_t born;
+    conn_t *watch;             /* the connections a sweep may have to do something for */
+    conn_t **sweeping;
+    size_t cap_sweeping;
     htab_t generation;
     int64_t next_sweep, packets_since_sweep;
     buf_t file;

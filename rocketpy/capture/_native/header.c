@@ -501,7 +501,7 @@ int native_set_languages(PyObject *by_name) {
     Py_ssize_t pos = 0, n = PyDict_Size(by_name);
     lang_t *t = PyMem_RawCalloc((size_t)n + 1, sizeof(lang_t));
     if (!t) {
-        PyErr_NoMemory();
+        no_memory();
         return -1;
     }
     size_t i = 0;
@@ -513,7 +513,7 @@ int native_set_languages(PyObject *by_name) {
             return -1;
         char *copy = PyMem_RawMalloc((size_t)len + 1);
         if (!copy) {
-            PyErr_NoMemory();
+            no_memory();
             return -1;
         }
         memcpy(copy, s, (size_t)len + 1);
@@ -551,8 +551,8 @@ static int take_text(header_t *h, PyObject *s, size_t *at, int32_t *len) {
     return r < 0 ? -1 : 1;
 }
 
-static int fallback(int stype, const uint8_t *p, size_t n, header_t *h, int want_error,
-                    str_t *err, buf_t *errbuf) {
+static int fallback_(int stype, const uint8_t *p, size_t n, header_t *h, int want_error,
+                     str_t *err, buf_t *errbuf) {
     PyObject *res = PyObject_CallFunction(CFG.header_fallback, "iy#O", stype, (const char *)p,
                                           (Py_ssize_t)n, want_error ? Py_False : Py_True);
     if (!res)
@@ -590,7 +590,7 @@ static int fallback(int stype, const uint8_t *p, size_t n, header_t *h, int want
     int *present = PyMem_RawMalloc(((size_t)n_ext * 2 + 2) * sizeof(int));
     int32_t *len = PyMem_RawMalloc(((size_t)n_ext * 2 + 2) * sizeof(int32_t));
     if (!at || !present || !len) {
-        PyErr_NoMemory();
+        no_memory();
         r = -1;
     }
     if (!r) {
@@ -622,6 +622,14 @@ static int fallback(int stype, const uint8_t *p, size_t n, header_t *h, int want
     PyMem_RawFree(len);
     Py_DECREF(res);
     return r < 0 ? -1 : 1;
+}
+
+static int fallback(int stype, const uint8_t *p, size_t n, header_t *h, int want_error,
+                    str_t *err, buf_t *errbuf) {
+    PyThreadState *g = gil_take();
+    int r = fallback_(stype, p, n, h, want_error, err, errbuf);
+    gil_give(g);
+    return r;
 }
 
 int decode_header(int stype, const uint8_t *p, size_t n, header_t *h, int want_error,

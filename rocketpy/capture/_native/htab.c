@@ -20,7 +20,7 @@ static int rehash(htab_t *t) {
         cap *= 2;
     hent_t *e = PyMem_RawCalloc(cap, sizeof(hent_t));
     if (!e) {
-        PyErr_NoMemory();
+        no_memory();
         return -1;
     }
     for (size_t i = 0; i < t->cap; i++) {
@@ -52,7 +52,7 @@ hent_t *htab_put(htab_t *t, const void *key, size_t klen) {
     e = &t->e[i];
     uint8_t *k = PyMem_RawMalloc(klen ? klen : 1);
     if (!k) {
-        PyErr_NoMemory();
+        no_memory();
         return NULL;
     }
     memcpy(k, key, klen);

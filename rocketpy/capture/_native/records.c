@@ -2,6 +2,18 @@
  * same order, same error messages).  The file arrives in blocks (walker_feed); a record cut by a
  * block's end waits in `carry` for the next block. */
 #include "core.h"
+#include <stdarg.h>
+
+/* a CaptureFormatError (under the GIL); -1 */
+static int capture_error(const char *fmt, ...) {
+    va_list va;
+    va_start(va, fmt);
+    PyThreadState *g = gil_take();
+    PyErr_FormatV(CaptureFormatError, fmt, va);
+    gil_give(g);
+    va_end(va);
+    return -1;
+}
 
 PyObject *CaptureFormatError;
 
@@ -71,7 +83,7 @@ static int record_size(walker_t *w, const uint8_t *p, size_t have, int64_t off, 
         }
         uint32_t incl = rd32(p + 8, w->be);
         if (incl > MAX_RECORD) {
-            PyErr_Format(CaptureFormatError, "pcap record at %lld claims %u bytes", (long long)off, incl);
+            capture_error("pcap record at %lld claims %u bytes", (long long)off, incl);
             return -1;
         }
         *size = hlen + incl;
@@ -89,7 +101,7 @@ static int record_size(walker_t *w, const uint8_t *p, size_t have, int64_t off, 
     }
     blen = rd32(p + 4, w->be);
     if (blen < 12 || blen % 4 || blen > MAX_RECORD + 64) {
-        PyErr_Format(CaptureFormatError, "pcapng block at %lld has bad length %u", (long long)off, blen);
+        capture_error("pcapng block at %lld has bad length %u", (long long)off, blen);
         return -1;
     }
     *size = blen;
@@ -101,7 +113,7 @@ static int block_ts(const iface_t *f, uint32_t hi, uint32_t lo, int64_t off, int
     __int128 ns = (__int128)(ticks * 1000000000u / f->ticks_per_sec);
     ns += (__int128)f->ts_offset_s * 1000000000;
     if (ns < (__int128)INT64_MIN || ns > (__int128)INT64_MAX) {
-        PyErr_Format(CaptureFormatError, "packet block at %lld has a timestamp outside 64-bit nanoseconds",
+        capture_error("packet block at %lld has a timestamp outside 64-bit nanoseconds",
                      (long long)off);
         return -1;
     }
@@ -130,7 +142,7 @@ static int process_record(walker_t *w, const uint8_t *p, size_t size, int64_t of
     uint32_t btype = rd32(p, be), blen = (uint32_t)size;
     uint32_t min = btype < 7 ? MIN_BLOCK[btype] : 12;
     if (blen < min) {
-        PyErr_Format(CaptureFormatError, "pcapng block at %lld (type %u) is %u bytes, too short for its fields",
+        capture_error("pcapng block at %lld (type %u) is %u bytes, too short for its fields",
                      (long long)off, btype, blen);
         return -1;
     }
@@ -150,12 +162,12 @@ static int process_record(walker_t *w, const uint8_t *p, size_t size, int64_t of
             orig = rd32(p + 24, be);
         }
         if (cap > blen - 32) {
-            PyErr_Format(CaptureFormatError, "packet block at %lld claims %u bytes in a %u-byte block",
+            capture_error("packet block at %lld claims %u bytes in a %u-byte block",
                          (long long)off, cap, blen);
             return -1;
         }
         if (if_id >= w->n_ifaces) {
-            PyErr_Format(CaptureFormatError, "packet block at %lld names unknown interface %u",
+            capture_error("packet block at %lld names unknown interface %u",
                          (long long)off, if_id);
             return -1;
         }
@@ -170,7 +182,7 @@ static int process_record(walker_t *w, const uint8_t *p, size_t size, int64_t of
     }
     if (btype == 3) {
         if (!w->n_ifaces) {
-            PyErr_Format(CaptureFormatError, "simple packet block at %lld before any interface", (long long)off);
+            capture_error("simple packet block at %lld before any interface", (long long)off);
             return -1;
         }
         const iface_t *f = &w->ifaces[0];
@@ -237,7 +249,10 @@ PyObject *walker_feed_py(walker_t *w, PyObject *data, packet_fn fn, void *ctx) {
     Py_buffer view;
     if (PyObject_GetBuffer(data, &view, PyBUF_SIMPLE) < 0)
         return NULL;
+    gil_released = PyEval_SaveThread();
     int r = walker_feed(w, view.buf, (size_t)view.len, fn, ctx);
+    PyEval_RestoreThread(gil_released);
+    gil_released = NULL;
     PyBuffer_Release(&view);
     if (r < 0)
         return NULL;

@@ -604,7 +604,7 @@ int reasm_segment(reasm_t *r, uint32_t seq, const uint8_t *payload, uint32_t ple
     if (i == r->n_pending || (int64_t)r->pending[i].len + r->pending[i].missing < n) {
         uint8_t *copy = PyMem_RawMalloc(plen ? plen : 1);
         if (!copy) {
-            PyErr_NoMemory();
+            no_memory();
             return -1;
         }
         memcpy(copy, payload, plen);

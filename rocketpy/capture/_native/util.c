@@ -9,6 +9,14 @@ const char *const STAT_NAMES[ST_COUNT] = {
 };
 
 config_t CFG;
+__thread PyThreadState *gil_released;
+
+int no_memory(void) {
+    PyThreadState *g = gil_take();
+    PyErr_NoMemory();
+    gil_give(g);
+    return -1;
+}
 
 int buf_reserve(buf_t *b, size_t extra) {
     if (b->cap - b->end >= extra)
@@ -22,7 +30,7 @@ int buf_reserve(buf_t *b, size_t extra) {
             return 0;
     }
     if (extra > SIZE_MAX / 4 - live) {
-        PyErr_NoMemory();
+        no_memory();
         return -1;
     }
     size_t want = b->end + extra, cap = b->cap ? b->cap : 256;
@@ -30,7 +38,7 @@ int buf_reserve(buf_t *b, size_t extra) {
         cap *= 2;
     uint8_t *p = PyMem_RawRealloc(b->p, cap);
     if (!p) {
-        PyErr_NoMemory();
+        no_memory();
         return -1;
     }
     b->p = p;
@@ -60,7 +68,7 @@ int grow(void **items, size_t *cap, size_t n, size_t size, size_t first) {
     size_t want = *cap ? 2 * *cap : first;
     void *p = PyMem_RawRealloc(*items, want * size);
     if (!p) {
-        PyErr_NoMemory();
+        no_memory();
         return -1;
     }
     *items = p;
