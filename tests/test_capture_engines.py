@@ -6,6 +6,7 @@ import json
 import random
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pyarrow as pa
@@ -126,6 +127,35 @@ def test_many_connections_reordered_retransmitted_reused_and_wrapped(tmp_path):
     assert_same(_write(tmp_path, segs, name="ports"), ports=[9876])
 
 
+def test_sweeps_time_out_holes_and_retire_closed_connections_as_the_reference(tmp_path):
+    """Thousands of connections over two minutes of capture time, so that sweeps run many
+    times: holes that only a sweep's timeout closes, connections that stay open, closed ones
+    retired after their linger, 4-tuples reused after it.  The compiled core sweeps only the
+    connections a sweep can act on; not a row, stamp or counter may differ."""
+    rng = random.Random(5)
+    segs = []
+    for c in range(2500):
+        frames = cs.sample_exchange(rng.randint(1, 3), rng, big_every=3,
+                                    start_opaque=rng.randint(0, 1 << 20))
+        if rng.random() < 0.3:     # ends mid-frame: a row when the connection is retired
+            frames.append((0, frames[0][1][:rng.randint(9, 40)]))
+        conv = cs.conversation(frames, client=("10.2.0.1", 20000 + c % 400),
+                               t0_ns=1_700_000_000_000_000_000 + c * 48_000_000,
+                               step_ns=rng.randint(100_000, 3_000_000),
+                               close=rng.random() < 0.8,
+                               isn=(rng.randrange(1 << 32), rng.randrange(1 << 32)))
+        d = cs.data_segments(conv)
+        if rng.random() < 0.3 and len(d) > 2:
+            conv = cs.drop(conv, d[1])
+        segs += conv
+    segs.sort(key=lambda s: s.ts_ns)
+    path = _write(tmp_path, segs, name="sweeps")
+    table = assert_same(path, hole_timeout_ns=400_000_000)
+    stats = run(engine.NativeBatchDecoder, path, hole_timeout_ns=400_000_000)[1]
+    assert stats["gaps"] > 100 and stats["connections"] == 2500
+    assert table.num_rows > 10_000
+
+
 def test_midstream_start_and_loss(tmp_path):
     segs = cs.conversation(FRAMES, mss=700)
     d = cs.data_segments(segs, ("10.0.0.1", 40000))
@@ -215,6 +245,39 @@ def test_broken_files(tmp_path):
         path = tmp_path / f"b{i}.{'pcap' if data[:4] != ng[:4] else 'pcapng'}"
         path.write_bytes(data)
         assert_same(path)
+
+
+def test_feed_lets_other_threads_run_and_refuses_them_the_same_decoder(tmp_path):
+    """The compiled decoder's feed runs without the GIL (the CLI's writer thread works beside
+    it); another thread calling into the same decoder meanwhile gets an error, not a decoder
+    changed under its feet."""
+    frames = [RemotingCommand.request(105, ext_fields={"topic": f"Topic{i}"}, opaque=i).encode()
+              for i in range(200_000)]
+    path = _stream(tmp_path, frames, "gil", coalesce=True, acks=False, mss=60_000)
+    with open_capture(str(path)) as (f, info):
+        data = f.read()
+    d = engine.NATIVE.Decoder(batch_rows=1 << 30)       # no batch (and no Python) mid-feed
+    d.begin_file(None, 0, engine._info_tuple(info), info.data_offset)
+    started, fed = threading.Event(), []
+
+    def feed():
+        started.set()
+        fed.append(d.feed(data))
+
+    t = threading.Thread(target=feed)
+    t.start()
+    started.wait()
+    refused = []
+    while t.is_alive():
+        try:
+            d.stats()
+        except RuntimeError as exc:
+            refused.append(str(exc))
+    t.join()
+    assert refused and "another thread" in refused[0]
+    assert fed == [True]
+    d.finish()
+    assert sum(n for n, _ in d.take(True)) == len(frames)
 
 
 def test_json_lines_are_json_dumps():

@@ -58,6 +58,12 @@ static inline void gil_give(PyThreadState *t) {
 }
 /* PyErr_NoMemory() with the GIL; -1 */
 int no_memory(void);
+/* a decoder or scanner is busy in feed (without the GIL): 1 with an error set for any other call */
+static inline int in_use(int busy) {
+    if (busy)
+        PyErr_SetString(PyExc_RuntimeError, "in use by another thread (feed runs without the GIL)");
+    return busy;
+}
 
 /* ---- growable byte buffer with a cheap front ---------------------------------------------- */
 typedef struct {

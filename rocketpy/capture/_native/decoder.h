@@ -55,6 +55,7 @@ typedef struct {
 
 typedef struct {
     PyObject_HEAD
+    int busy;                  /* in feed (without the GIL): no other call may touch it */
     walker_t w;
     stats_t st;
     columns_t cols;

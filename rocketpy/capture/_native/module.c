@@ -88,6 +88,7 @@ static PyObject *configure(PyObject *self, PyObject *args, PyObject *kw) {
 
 /* ---------------------------------------------------------------- Decoder */
 
+
 /* a bitmap of 65536 ports from an iterable (NULL: None or empty, every port, as in Python) */
 int ports_bitmap(PyObject *ports, uint8_t **out) {
     *out = NULL;
@@ -250,6 +251,8 @@ int walker_setup(walker_t *w, PyObject *info, int64_t offset) {
 
 /* begin_file(name, index, info, offset, end=-1, readahead=0) */
 static PyObject *Decoder_begin_file(Decoder *self, PyObject *args) {
+    if (in_use(self->busy))
+        return NULL;
     PyObject *name, *info;
     long long index, offset, end = -1, readahead = 0;
     if (!PyArg_ParseTuple(args, "OLO!L|LL", &name, &index, &PyTuple_Type, &info, &offset, &end, &readahead))
@@ -274,11 +277,18 @@ static int on_packet(void *ctx, const packet_t *pkt) { return decoder_packet(ctx
 
 /* feed(data) -> True to go on, False when it wants no more bytes of this file */
 static PyObject *Decoder_feed(Decoder *self, PyObject *arg) {
-    return walker_feed_py(&self->w, arg, on_packet, self);
+    if (in_use(self->busy))
+        return NULL;
+    self->busy = 1;
+    PyObject *r = walker_feed_py(&self->w, arg, on_packet, self);
+    self->busy = 0;
+    return r;
 }
 
 /* end_file(eof): the file's bytes are done; a record cut by the file's end is counted */
 static PyObject *Decoder_end_file(Decoder *self, PyObject *arg) {
+    if (in_use(self->busy))
+        return NULL;
     int eof = PyObject_IsTrue(arg);
     if (eof < 0)
         return NULL;
@@ -288,12 +298,16 @@ static PyObject *Decoder_end_file(Decoder *self, PyObject *arg) {
 }
 
 static PyObject *Decoder_end_range(Decoder *self, PyObject *unused) {
+    if (in_use(self->busy))
+        return NULL;
     if (!self->reading_ahead && decoder_end_range(self) < 0)
         return NULL;
     Py_RETURN_NONE;
 }
 
 static PyObject *Decoder_finish(Decoder *self, PyObject *unused) {
+    if (in_use(self->busy))
+        return NULL;
     if (decoder_finish(self) < 0 || decoder_flush_batch(self) < 0)
         return NULL;
     Py_RETURN_NONE;
@@ -302,6 +316,8 @@ static PyObject *Decoder_finish(Decoder *self, PyObject *unused) {
 /* take() -> [(rows, columns), ...]: the finished batches so far (flush=True: also the rows
  * collected since the last one) */
 static PyObject *Decoder_take(Decoder *self, PyObject *args) {
+    if (in_use(self->busy))
+        return NULL;
     int flush = 0;
     if (!PyArg_ParseTuple(args, "|p", &flush))
         return NULL;
@@ -317,6 +333,8 @@ static PyObject *Decoder_take(Decoder *self, PyObject *args) {
 }
 
 static PyObject *Decoder_stats(Decoder *self, PyObject *unused) {
+    if (in_use(self->busy))
+        return NULL;
     PyObject *d = PyDict_New();
     if (!d)
         return NULL;
@@ -356,6 +374,8 @@ static PyObject *Decoder_stats(Decoder *self, PyObject *unused) {
 
 /* set_plan(boundaries, live, limits): the byte range's plan (decoder.RangePlan's dicts) */
 static PyObject *Decoder_set_plan(Decoder *self, PyObject *args) {
+    if (in_use(self->busy))
+        return NULL;
     PyObject *boundaries, *live, *limits, *k, *v;
     if (!PyArg_ParseTuple(args, "O!O!O!", &PyDict_Type, &boundaries, &PyDict_Type, &live,
                           &PyDict_Type, &limits))

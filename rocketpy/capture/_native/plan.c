@@ -19,6 +19,7 @@ typedef struct {
 
 typedef struct {
     PyObject_HEAD
+    int busy;                 /* in feed (without the GIL) */
     walker_t w;
     int64_t end, linger_ns, packets, captured;
     uint8_t *ports;
@@ -135,12 +136,19 @@ static int on_packet(void *ctx, const packet_t *pkt) {
 }
 
 static PyObject *Scanner_feed(Scanner *self, PyObject *arg) {
-    return walker_feed_py(&self->w, arg, on_packet, self);
+    if (in_use(self->busy))
+        return NULL;
+    self->busy = 1;
+    PyObject *r = walker_feed_py(&self->w, arg, on_packet, self);
+    self->busy = 0;
+    return r;
 }
 
 static PyObject *opt_u32(int has, uint32_t v) { return has ? PyLong_FromUnsignedLong(v) : Py_NewRef(Py_None); }
 
 static PyObject *Scanner_result(Scanner *self, PyObject *unused) {
+    if (in_use(self->busy))
+        return NULL;
     PyObject *flows = PyDict_New();
     if (!flows)
         return NULL;
