@@ -780,13 +780,22 @@ static hent_t *new_conn(Decoder *dec, const uint8_t *key, size_t klen, const seg
         int cmp = memcmp(src, dst, (size_t)alen);
         int swap = cmp > 0 || (cmp == 0 && sport > dport);
         char a[80], b[80];
-        int la = format_endpoint(swap ? dst : src, alen, swap ? dport : sport, a);
-        int lb = format_endpoint(swap ? src : dst, alen, swap ? sport : dport, b);
-        int n = snprintf(base, sizeof base, "%.*s-%.*s", la, a, lb, b);
-        hent_t *g = htab_put(&dec->generation, base, (size_t)n);
+        /* generations are counted per sorted 4-tuple (the id's text is a function of it) */
+        uint8_t sorted[40];
+        int slen = swap ? reverse_key(sorted, key) : (int)klen;
+        if (!swap)
+            memcpy(sorted, key, klen);
+        hent_t *g = htab_put(&dec->generation, sorted, (size_t)slen);
         if (!g)
             return NULL;
         g->value++;
+        int la = format_endpoint(swap ? dst : src, alen, swap ? dport : sport, a);
+        int lb = format_endpoint(swap ? src : dst, alen, swap ? sport : dport, b);
+        memcpy(base, a, (size_t)la);
+        base[la] = '-';
+        memcpy(base + la + 1, b, (size_t)lb);
+        int n = la + 1 + lb;
+        base[n] = 0;
         id_len = g->value == 1 ? (size_t)n
                                : (size_t)snprintf(idbuf, sizeof idbuf, "%s#%lld", base, (long long)g->value);
         id = g->value == 1 ? base : idbuf;

@@ -1,5 +1,7 @@
 #include "htab.h"
 
+uint64_t HASH_SEED = 0x9E3779B97F4A7C15ULL;
+
 hent_t *htab_get(const htab_t *t, const void *key, size_t klen) {
     if (!t->cap)
         return NULL;

@@ -17,14 +17,31 @@ typedef struct {
     size_t cap, used, filled;  /* filled counts deleted slots too */
 } htab_t;
 
-/* eight bytes at a time, multiply-xorshift mixing (splitmix64's constants) */
+/* eight bytes at a time, multiply-xorshift mixing (splitmix64's constants); long keys (bodies)
+ * in four independent lanes.  Seeded per process at import: flow keys and bodies come from
+ * strangers, who must not be able to prepare colliding ones. */
+extern uint64_t HASH_SEED;
+static inline uint64_t mix8(uint64_t h, const uint8_t *p) {
+    uint64_t v;
+    memcpy(&v, p, 8);
+    h = (h ^ v) * 0xBF58476D1CE4E5B9ULL;
+    return h ^ (h >> 31);
+}
+
 static inline uint64_t hash_bytes(const uint8_t *p, size_t n) {
-    uint64_t h = 0x9E3779B97F4A7C15ULL ^ n, v;
-    for (; n >= 8; p += 8, n -= 8) {
-        memcpy(&v, p, 8);
-        h = (h ^ v) * 0xBF58476D1CE4E5B9ULL;
-        h ^= h >> 31;
+    uint64_t h = HASH_SEED ^ n, v;
+    if (n >= 64) {
+        uint64_t a = h, b = h + 1, c = h + 2, d = h + 3;
+        for (; n >= 32; p += 32, n -= 32) {
+            a = mix8(a, p);
+            b = mix8(b, p + 8);
+            c = mix8(c, p + 16);
+            d = mix8(d, p + 24);
+        }
+        h = a ^ (b * 0x9E3779B97F4A7C15ULL) ^ (c * 0xC2B2AE3D27D4EB4FULL) ^ (d * 0x165667B19E3779F9ULL);
     }
+    for (; n >= 8; p += 8, n -= 8)
+        h = mix8(h, p);
     v = 0;
     memcpy(&v, p, n);
     h = (h ^ v) * 0x94D049BB133111EBULL;

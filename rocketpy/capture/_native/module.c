@@ -7,6 +7,8 @@
  *   LAYOUT                    the frame-layout constants this code assumes
  */
 #include "decoder.h"
+#include <sys/random.h>
+#include <time.h>
 
 extern PyObject *COLUMN_NAMES;
 int native_set_languages(PyObject *by_name);
@@ -531,6 +533,8 @@ static struct PyModuleDef module = {
 };
 
 PyMODINIT_FUNC PyInit__native(void) {
+    if (getrandom(&HASH_SEED, sizeof HASH_SEED, GRND_NONBLOCK) != sizeof HASH_SEED)
+        HASH_SEED ^= (uint64_t)time(NULL) * 0x9E3779B97F4A7C15ULL ^ (uint64_t)(uintptr_t)&HASH_SEED;
     if (PyType_Ready(&DecoderType) < 0 || PyType_Ready(&ScannerType) < 0 || PyType_Ready(&ChunkType) < 0)
         return NULL;
     PyObject *m = PyModule_Create(&module);

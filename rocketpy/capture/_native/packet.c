@@ -168,10 +168,36 @@ int decode_tcp(uint32_t linktype, const uint8_t *d, size_t n, segment_t *seg, st
     return 1;
 }
 
+static char *decimal(char *p, unsigned v) {
+    char digits[10];
+    int n = 0;
+    do
+        digits[n++] = (char)('0' + v % 10);
+    while ((v /= 10));
+    while (n)
+        *p++ = digits[--n];
+    return p;
+}
+
+/* (a connection per new 4-tuple formats two of these: no printf) */
 int format_endpoint(const uint8_t *addr, int alen, uint16_t port, char *out) {
-    if (alen == 4)
-        return sprintf(out, "%u.%u.%u.%u:%u", addr[0], addr[1], addr[2], addr[3], port);
-    char text[INET6_ADDRSTRLEN];
-    inet_ntop(AF_INET6, addr, text, sizeof text);
-    return sprintf(out, "[%s]:%u", text, port);
+    char *p = out;
+    if (alen == 4) {
+        for (int i = 0; i < 4; i++) {
+            p = decimal(p, addr[i]);
+            *p++ = i < 3 ? '.' : ':';
+        }
+    } else {
+        char text[INET6_ADDRSTRLEN];
+        inet_ntop(AF_INET6, addr, text, sizeof text);
+        size_t n = strlen(text);
+        *p++ = '[';
+        memcpy(p, text, n);
+        p += n;
+        *p++ = ']';
+        *p++ = ':';
+    }
+    p = decimal(p, port);
+    *p = 0;
+    return (int)(p - out);
 }
