@@ -4,6 +4,7 @@ stitch), a capture dominated by one connection (work per task follows bytes), a 
 read as one capture, CSV and JSON output, and the engines on the executors -- always the rows
 of the in-process decoder."""
 import csv
+import io
 import json
 import os
 import subprocess
@@ -196,6 +197,23 @@ def test_pure_python_engine_on_the_executors(spark, job, tmp_path):
                               "--no-summary"])
     assert summary["engines"] == {"python": 1}
     _same_rows(_spark_rows(spark, str(out / "frames")), list(decode_paths([str(path)])))
+
+
+def test_progress_counts_bytes_read_either_way(job):
+    """The decoders read blocks into a reused buffer (readinto); progress counts those too."""
+    class Progress:
+        n = 0
+
+        def add(self, k):
+            self.n += k
+
+    p = Progress()
+    f = job._Counting(io.BytesIO(bytes(10_000)), p)
+    buf = bytearray(4096)
+    assert len(f.read(100)) == 100
+    assert f.readinto(buf) == 4096 and f.readinto(memoryview(buf)) == 4096
+    assert f.readinto(buf) == 1708 and f.readinto(buf) == 0
+    assert p.n == 10_000
 
 
 def test_progress_counts_bytes_while_tasks_run(spark, job):

@@ -147,6 +147,11 @@ class _Counting:
         self.progress.add(len(data))
         return data
 
+    def readinto(self, b):
+        n = self.f.readinto(b)
+        self.progress.add(n or 0)
+        return n
+
     def __getattr__(self, name):
         return getattr(self.f, name)
 

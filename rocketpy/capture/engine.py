@@ -130,6 +130,18 @@ def _native_module():
 NATIVE = _native_module()
 
 
+def _blocks(f: BinaryIO) -> Iterator[memoryview]:
+    """The stream's bytes, :data:`BLOCK` at a time, read into one reused buffer (a fresh block
+    per read costs a page fault per 4 KiB).  Each block is valid until the next is read: the
+    compiled decoder copies whatever it keeps."""
+    buf = memoryview(bytearray(BLOCK))
+    while True:
+        n = f.readinto(buf)
+        if not n:
+            return
+        yield buf[:n]
+
+
 def _info_tuple(info: CaptureInfo) -> tuple:
     if info.kind == "pcap":
         return ("pcap", info.byte_order, info.linktype, info.snaplen, info.ticks_per_sec,
@@ -189,15 +201,12 @@ class NativeBatchDecoder:
         d = self._d
         d.begin_file(name, index, _info_tuple(info), info.data_offset if start is None else start,
                      -1 if end is None else end, readahead)
-        eof = False
-        while True:
-            block = f.read(BLOCK)
-            if not block:
-                eof = True
-                break
+        eof = True
+        for block in _blocks(f):
             more = d.feed(block)
             yield from self._batches()
             if not more:
+                eof = False
                 break
         d.end_file(eof)
         if end is not None and eof:
@@ -229,9 +238,8 @@ def native_scan_range(f: BinaryIO, info: CaptureInfo, start: int | None, end: in
                              end, ports, linger_ns)
     error = None
     try:
-        while True:
-            block = f.read(BLOCK)
-            if not block or not scanner.feed(block):
+        for block in _blocks(f):
+            if not scanner.feed(block):
                 break
     except CaptureFormatError as exc:
         error = str(exc)
