@@ -692,7 +692,7 @@ static void link_conn(Decoder *dec, conn_t *c) {
 }
 
 static int add_conn(Decoder *dec, conn_t *c) {
-    uint8_t rev[40];
+    uint8_t *rev = c->rkey;
     int rlen = reverse_key(rev, c->key);
     hent_t *e = htab_put(&dec->flows, c->key, c->klen);
     if (!e)
@@ -746,6 +746,8 @@ static void unwatch(Decoder *dec, conn_t *c) {
 static void drop_conn(Decoder *dec, conn_t *c) {
     uint8_t rev[40];
     unwatch(dec, c);
+    if (dec->recent == c)
+        dec->recent = NULL;
     int rlen = reverse_key(rev, c->key);
     hent_t *e = htab_get(&dec->flows, c->key, c->klen);
     if (e && e->ptr == c) {
@@ -947,6 +949,22 @@ static hent_t *planned(Decoder *dec, const uint8_t *key, size_t klen, const segm
     return htab_get(&dec->flows, key, klen);
 }
 
+/* the flow entry of the last packet's connection when this packet is one of its (NULL: look it
+ * up); self-connected sockets, whose one key means direction 1, are never remembered */
+static hent_t *recent(Decoder *dec, const uint8_t *key, size_t klen) {
+    conn_t *c = dec->recent;
+    if (!c || klen != c->klen)
+        return NULL;
+    dec->hit.ptr = c;
+    if (!memcmp(key, c->key, klen))
+        dec->hit.value = 0;
+    else if (!memcmp(key, c->rkey, klen))
+        dec->hit.value = 1;
+    else
+        return NULL;
+    return &dec->hit;
+}
+
 static int segment(Decoder *dec, const segment_t *s, int64_t ts, int64_t offset) {
     if (dec->ports && !(dec->ports[s->sport >> 3] & (1 << (s->sport & 7)))
         && !(dec->ports[s->dport >> 3] & (1 << (s->dport & 7))))
@@ -964,7 +982,9 @@ static int segment(Decoder *dec, const segment_t *s, int64_t ts, int64_t offset)
         if (!e)
             return 0;
     } else {
-        e = htab_get(&dec->flows, key, klen);
+        e = recent(dec, key, klen);
+        if (!e)
+            e = htab_get(&dec->flows, key, klen);
         if (e) {
             conn_t *c = e->ptr;
             int d = (int)e->value;
@@ -986,6 +1006,7 @@ static int segment(Decoder *dec, const segment_t *s, int64_t ts, int64_t offset)
     if (conn_segment(dec, c, (int)e->value, s, ts) < 0)
         return -1;
     watch(dec, c);
+    dec->recent = c->self_loop || dec->has_plan ? NULL : c;
     if (dec->reading_ahead) {
         if (c->unsettled && conn_settled(c)) {
             c->unsettled = 0;
@@ -1051,6 +1072,7 @@ int decoder_finish(Decoder *dec) {
     }
     dec->last = NULL;
     dec->watch = NULL;
+    dec->recent = NULL;
     htab_clear(&dec->flows);
     dec->n_flows = 0;
     dec->unsettled = 0;
@@ -1065,6 +1087,7 @@ void decoder_clear(Decoder *dec) {
     }
     dec->last = NULL;
     dec->watch = NULL;
+    dec->recent = NULL;
     PyMem_RawFree(dec->sweeping);
     dec->sweeping = NULL;
     dec->cap_sweeping = 0;

@@ -29,6 +29,7 @@ typedef struct held_s {
 
 typedef struct conn_s {
     uint8_t key[40];           /* (src, sport, dst, dport) of direction 0, as flow keys are written */
+    uint8_t rkey[40];          /* ... of direction 1 */
     size_t klen;
     char *conn_id, *ep[2];
     size_t conn_id_len, ep_len[2];
@@ -66,6 +67,8 @@ typedef struct {
     htab_t flows;              /* flow key -> conn (ptr), direction (value) */
     size_t n_flows;
     conn_t *first, *last;
+    conn_t *recent;            /* the last packet's connection (most packets follow one of theirs) */
+    hent_t hit;                /* its flow entry, as recent() hands it out */
     uint64_t born;
     conn_t *watch;             /* the connections a sweep may have to do something for */
     conn_t **sweeping;
