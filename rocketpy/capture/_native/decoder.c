@@ -548,23 +548,99 @@ static int conn_flush(Decoder *dec, conn_t *c, int d) {
     return 0;
 }
 
-static conn_t *conn_new(Decoder *dec, const uint8_t *key, size_t klen, const char *id, size_t id_len) {
-    conn_t *c = PyMem_RawCalloc(1, sizeof *c);
+/* ---- spare connections: a capture of many short connections would otherwise spend a tenth of
+ * its time allocating and freeing each one's dozen buffers */
+
+static void conn_free(conn_t *c);
+
+#define MAX_SPARE 256
+#define MAX_KEPT (64 << 10)      /* bigger buffers are not kept */
+
+/* a fresh connection: a spare one scrubbed down to its allocations, or a new one */
+static conn_t *conn_alloc(Decoder *dec) {
+    conn_t *c = dec->spare;
     if (!c) {
-        no_memory();
-        return NULL;
+        c = PyMem_RawCalloc(1, sizeof *c);
+        if (!c)
+            no_memory();
+        return c;
     }
+    dec->spare = c->next;
+    dec->n_spare--;
+    conn_t keep = *c;
+    memset(c, 0, sizeof *c);
+    c->conn_id = keep.conn_id;
+    c->conn_id_cap = keep.conn_id_cap;
+    c->held = keep.held;
+    c->cap_held = keep.cap_held;
+    for (int d = 0; d < 2; d++) {
+        c->dirs[d] = keep.dirs[d];     /* conn_new's framer_init and reasm_init scrub them */
+        reqmap_t *m = &c->requests[d], *km = &keep.requests[d];
+        m->e = km->e;
+        m->cap = km->cap;
+        m->idx = km->idx;
+        m->idx_cap = km->idx_cap;
+        if (m->idx)
+            memset(m->idx, 0, m->idx_cap * sizeof(int32_t));
+    }
+    return c;
+}
+
+static void keep_small(buf_t *b) {
+    if (b->cap > MAX_KEPT)
+        buf_free(b);
+}
+
+/* a dropped connection: kept for the next one when there is room, else freed */
+static void conn_release(Decoder *dec, conn_t *c) {
+    if (dec->n_spare >= MAX_SPARE) {
+        conn_free(c);
+        return;
+    }
+    for (size_t i = 0; i < c->n_held; i++)
+        PyMem_RawFree(c->held[i].blob);
+    for (int d = 0; d < 2; d++) {
+        reasm_t *r = &c->dirs[d].reasm;
+        for (size_t i = 0; i < r->n_pending; i++)
+            PyMem_RawFree(r->pending[i].data);
+        r->n_pending = 0;
+        keep_small(&c->dirs[d].fr.buf);
+        keep_small(&c->dirs[d].fr.arena);
+    }
+    c->n_held = 0;
+    c->next = dec->spare;
+    dec->spare = c;
+    dec->n_spare++;
+}
+
+static void free_spare(Decoder *dec) {
+    while (dec->spare) {
+        conn_t *c = dec->spare;
+        dec->spare = c->next;
+        conn_free(c);
+    }
+    dec->n_spare = 0;
+}
+
+static conn_t *conn_new(Decoder *dec, const uint8_t *key, size_t klen, const char *id, size_t id_len) {
+    conn_t *c = conn_alloc(dec);
+    if (!c)
+        return NULL;
     memcpy(c->key, key, klen);
     c->klen = klen;
     int alen = key[0];
     char a[80], b[80];
     size_t la = (size_t)format_endpoint(key + 1, alen, rd16be(key + 1 + alen), a);
     size_t lb = (size_t)format_endpoint(key + 3 + alen, alen, rd16be(key + 3 + 2 * alen), b);
-    c->conn_id = PyMem_RawMalloc(id_len + la + lb + 1);
-    if (!c->conn_id) {
-        PyMem_RawFree(c);
-        no_memory();
-        return NULL;
+    if (c->conn_id_cap < id_len + la + lb + 1) {
+        char *p = PyMem_RawRealloc(c->conn_id, id_len + la + lb + 1);
+        if (!p) {
+            conn_free(c);
+            no_memory();
+            return NULL;
+        }
+        c->conn_id = p;
+        c->conn_id_cap = id_len + la + lb + 1;
     }
     memcpy(c->conn_id, id, id_len);
     c->conn_id_len = id_len;
@@ -767,7 +843,7 @@ static void drop_conn(Decoder *dec, conn_t *c) {
         c->next->prev = c->prev;
     else
         dec->last = c->prev;
-    conn_free(c);
+    conn_release(dec, c);
 }
 
 /* CaptureDecoder._new: a connection for the segment's 4-tuple; its entry in *out */
@@ -1088,6 +1164,7 @@ void decoder_clear(Decoder *dec) {
     dec->last = NULL;
     dec->watch = NULL;
     dec->recent = NULL;
+    free_spare(dec);
     PyMem_RawFree(dec->sweeping);
     dec->sweeping = NULL;
     dec->cap_sweeping = 0;

@@ -32,7 +32,7 @@ typedef struct conn_s {
     uint8_t rkey[40];          /* ... of direction 1 */
     size_t klen;
     char *conn_id, *ep[2];
-    size_t conn_id_len, ep_len[2];
+    size_t conn_id_len, ep_len[2], conn_id_cap;
     dir_t dirs[2];
     reqmap_t requests[2];
     held_t *held;
@@ -67,6 +67,8 @@ typedef struct {
     htab_t flows;              /* flow key -> conn (ptr), direction (value) */
     size_t n_flows;
     conn_t *first, *last;
+    conn_t *spare;             /* dropped connections kept with their buffers, for new ones */
+    size_t n_spare;
     conn_t *recent;            /* the last packet's connection (most packets follow one of theirs) */
     hent_t hit;                /* its flow entry, as recent() hands it out */
     uint64_t born;

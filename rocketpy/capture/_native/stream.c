@@ -8,8 +8,16 @@ static inline int32_t rel32(uint32_t a, uint32_t b) { return (int32_t)(a - b); }
 
 /* ================================ frame extractor ========================================= */
 
+/* a zeroed framer, or a used one scrubbed down to its (empty) buffers */
 void framer_init(framer_t *f, stats_t *st, header_t *scratch, int64_t abandon_after) {
+    framer_t keep = *f;
     memset(f, 0, sizeof *f);
+    f->buf = keep.buf;
+    f->arena = keep.arena;
+    buf_clear(&f->buf);
+    buf_clear(&f->arena);
+    f->out = keep.out;
+    f->cap_out = keep.cap_out;
     f->st = st;
     f->scratch = scratch;
     f->abandon_after = abandon_after;
@@ -388,9 +396,14 @@ int framer_finish(framer_t *f, int64_t ts) {
 
 /* ================================ reassembler ============================================= */
 
+/* a zeroed reassembler, or a used one whose pending segments were freed (its array is kept) */
 void reasm_init(reasm_t *r, framer_t *sink, stats_t *st, int64_t max_pending_bytes,
                 int64_t hole_timeout_ns) {
+    pend_t *pending = r->pending;
+    size_t cap = r->cap_pending;
     memset(r, 0, sizeof *r);
+    r->pending = pending;
+    r->cap_pending = cap;
     r->sink = sink;
     r->st = st;
     r->max_pending_bytes = max_pending_bytes;
