@@ -204,7 +204,13 @@ int decode_header(int stype, const uint8_t *p, size_t n, header_t *h, int want_e
                   str_t *err, buf_t *errbuf);
 
 /* ---- tables handed over from Python (rocketpy.remoting.codes) ------------------------------ */
-typedef struct { int64_t *values; str_t *names; size_t n; } name_table_t;   /* sorted by value */
+#define DIRECT_NAMES 4096      /* names of 0..4095 are looked up by index (every row has two) */
+typedef struct {
+    int64_t *values;           /* sorted */
+    str_t *names;
+    size_t n;
+    str_t direct[DIRECT_NAMES];
+} name_table_t;
 str_t table_name(const name_table_t *t, int64_t v);
 
 typedef struct {

@@ -179,11 +179,32 @@ static int hex4(const uint8_t *p, uint32_t *v) {
     return 1;
 }
 
-/* a string at c->p ('"'): 1 with *s (decoded into c->out, or not stored when keep == 0), 0 punt */
+/* whether any of eight bytes is '"', '\\' or 0x1A (the bytes string() stops at) */
+static inline int special8(uint64_t w) {
+    const uint64_t ones = 0x0101010101010101ULL, highs = 0x8080808080808080ULL;
+    uint64_t a = w ^ (ones * '"'), b = w ^ (ones * '\\'), z = w ^ (ones * 0x1A);
+    return (((a - ones) & ~a) | ((b - ones) & ~b) | ((z - ones) & ~z)) & highs ? 1 : 0;
+}
+
+/* a string at c->p ('"'): 1 with *s (decoded into c->out, or not stored when keep == 0), 0 punt.
+ * The output never outgrows the input, for which the caller reserved room. */
 static int string(cur_t *c, str_t *s, int keep) {
     const uint8_t *p = c->p + 1, *end = c->end;
     uint8_t *o = keep ? c->out->p + c->out->end : NULL, *o0 = o;
     while (p < end) {
+        uint64_t w;
+        while (end - p >= 8) {                 /* plain bytes, eight at a time */
+            memcpy(&w, p, 8);
+            if (special8(w))
+                break;
+            if (keep) {
+                memcpy(o, p, 8);
+                o += 8;
+            }
+            p += 8;
+        }
+        if (p >= end)
+            break;
         uint8_t ch = *p;
         if (ch == '"') {
             c->p = p + 1;

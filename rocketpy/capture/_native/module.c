@@ -27,6 +27,7 @@ static int load_table(PyObject *dict, name_table_t *t) {
         return -1;
     }
     size_t n = (size_t)PyList_GET_SIZE(items);
+    memset(t->direct, 0, sizeof t->direct);
     t->values = PyMem_RawMalloc((n + 1) * sizeof(int64_t));
     t->names = PyMem_RawMalloc((n + 1) * sizeof(str_t));
     if (!t->values || !t->names) {
@@ -52,6 +53,8 @@ static int load_table(PyObject *dict, name_table_t *t) {
         memcpy(copy, s, (size_t)len + 1);
         t->values[i] = v;
         t->names[i] = str_of(copy, (size_t)len);
+        if (v >= 0 && v < DIRECT_NAMES)
+            t->direct[v] = t->names[i];
     }
     t->n = n;
     Py_DECREF(items);

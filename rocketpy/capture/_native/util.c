@@ -97,6 +97,8 @@ void stats_free(stats_t *st) {
 }
 
 str_t table_name(const name_table_t *t, int64_t v) {
+    if (v >= 0 && v < DIRECT_NAMES)
+        return t->direct[v];
     size_t lo = 0, hi = t->n;
     while (lo < hi) {
         size_t mid = (lo + hi) / 2;
