@@ -179,28 +179,37 @@ static int hex4(const uint8_t *p, uint32_t *v) {
     return 1;
 }
 
-/* whether any of eight bytes is '"', '\\' or 0x1A (the bytes string() stops at) */
-static inline int special8(uint64_t w) {
+/* the bytes of eight that are '"', '\\' or 0x1A (where string() stops), as their high bits; the
+ * lowest one flagged is exact (a false flag only ever sits above a true one) */
+static inline uint64_t special8(uint64_t w) {
     const uint64_t ones = 0x0101010101010101ULL, highs = 0x8080808080808080ULL;
     uint64_t a = w ^ (ones * '"'), b = w ^ (ones * '\\'), z = w ^ (ones * 0x1A);
-    return (((a - ones) & ~a) | ((b - ones) & ~b) | ((z - ones) & ~z)) & highs ? 1 : 0;
+    return (((a - ones) & ~a) | ((b - ones) & ~b) | ((z - ones) & ~z)) & highs;
 }
 
 /* a string at c->p ('"'): 1 with *s (decoded into c->out, or not stored when keep == 0), 0 punt.
- * The output never outgrows the input, for which the caller reserved room. */
+ * The output never outgrows the input, for which the caller reserved room (and 32 bytes more:
+ * plain bytes are copied eight at a time). */
 static int string(cur_t *c, str_t *s, int keep) {
     const uint8_t *p = c->p + 1, *end = c->end;
     uint8_t *o = keep ? c->out->p + c->out->end : NULL, *o0 = o;
     while (p < end) {
-        uint64_t w;
         while (end - p >= 8) {                 /* plain bytes, eight at a time */
+            uint64_t w, m;
             memcpy(&w, p, 8);
-            if (special8(w))
-                break;
-            if (keep) {
+            if (keep)
                 memcpy(o, p, 8);
-                o += 8;
+            if ((m = special8(w))) {
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+                size_t k = (size_t)__builtin_ctzll(m) >> 3;
+#else
+                size_t k = (size_t)__builtin_clzll(m) >> 3;
+#endif
+                o += keep ? k : 0;
+                p += k;
+                break;
             }
+            o += keep ? 8 : 0;
             p += 8;
         }
         if (p >= end)
