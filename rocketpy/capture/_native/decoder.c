@@ -1027,14 +1027,27 @@ static hent_t *planned(Decoder *dec, const uint8_t *key, size_t klen, const segm
 
 /* the flow entry of the last packet's connection when this packet is one of its (NULL: look it
  * up); self-connected sockets, whose one key means direction 1, are never remembered */
+static inline int same_key(const uint8_t *a, const uint8_t *b, size_t n) {
+    uint64_t x, y, diff = 0;
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        memcpy(&x, a + i, 8);
+        memcpy(&y, b + i, 8);
+        diff |= x ^ y;
+    }
+    for (; i < n; i++)
+        diff |= (uint64_t)(a[i] ^ b[i]);
+    return !diff;
+}
+
 static hent_t *recent(Decoder *dec, const uint8_t *key, size_t klen) {
     conn_t *c = dec->recent;
     if (!c || klen != c->klen)
         return NULL;
     dec->hit.ptr = c;
-    if (!memcmp(key, c->key, klen))
+    if (same_key(key, c->key, klen))
         dec->hit.value = 0;
-    else if (!memcmp(key, c->rkey, klen))
+    else if (same_key(key, c->rkey, klen))
         dec->hit.value = 1;
     else
         return NULL;
