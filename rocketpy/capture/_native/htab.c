@@ -2,18 +2,19 @@
 
 uint64_t HASH_SEED = 0x9E3779B97F4A7C15ULL;
 
-hent_t *htab_get(const htab_t *t, const void *key, size_t klen) {
-    if (!t->cap)
-        return NULL;
-    uint64_t h = hash_bytes(key, klen);
+static hent_t *find(const htab_t *t, const void *key, size_t klen, uint64_t h) {
     size_t mask = t->cap - 1;
     for (size_t i = (size_t)h & mask;; i = (i + 1) & mask) {
         hent_t *e = &t->e[i];
         if (e->state == 0)
             return NULL;
-        if (e->state == 1 && e->hash == h && e->klen == klen && !memcmp(e->key, key, klen))
+        if (e->state == 1 && e->hash == h && e->klen == klen && !memcmp(hent_key(e), key, klen))
             return e;
     }
+}
+
+hent_t *htab_get(const htab_t *t, const void *key, size_t klen) {
+    return t->cap ? find(t, key, klen, hash_bytes(key, klen)) : NULL;
 }
 
 static int rehash(htab_t *t) {
@@ -42,25 +43,29 @@ static int rehash(htab_t *t) {
 }
 
 hent_t *htab_put(htab_t *t, const void *key, size_t klen) {
-    hent_t *e = htab_get(t, key, klen);
+    uint64_t h = hash_bytes(key, klen);
+    hent_t *e = t->cap ? find(t, key, klen, h) : NULL;
     if (e)
         return e;
     if (2 * (t->filled + 1) > t->cap && rehash(t) < 0)
         return NULL;
-    uint64_t h = hash_bytes(key, klen);
     size_t mask = t->cap - 1, i = (size_t)h & mask;
     while (t->e[i].state == 1)
         i = (i + 1) & mask;
     e = &t->e[i];
-    uint8_t *k = PyMem_RawMalloc(klen ? klen : 1);
-    if (!k) {
-        no_memory();
-        return NULL;
+    if (klen <= HTAB_INLINE) {
+        memcpy(e->key.in, key, klen);
+    } else {
+        uint8_t *k = PyMem_RawMalloc(klen);
+        if (!k) {
+            no_memory();
+            return NULL;
+        }
+        memcpy(k, key, klen);
+        e->key.heap = k;
     }
-    memcpy(k, key, klen);
     if (e->state == 0)
         t->filled++;
-    e->key = k;
     e->klen = (uint32_t)klen;
     e->hash = h;
     e->state = 1;
@@ -70,9 +75,13 @@ hent_t *htab_put(htab_t *t, const void *key, size_t klen) {
     return e;
 }
 
+static void free_key(hent_t *e) {
+    if (e->klen > HTAB_INLINE)
+        PyMem_RawFree(e->key.heap);
+}
+
 void htab_del(htab_t *t, hent_t *e) {
-    PyMem_RawFree(e->key);
-    e->key = NULL;
+    free_key(e);
     e->state = 2;
     t->used--;
 }
@@ -80,7 +89,7 @@ void htab_del(htab_t *t, hent_t *e) {
 void htab_clear(htab_t *t) {
     for (size_t i = 0; i < t->cap; i++) {
         if (t->e[i].state == 1)
-            PyMem_RawFree(t->e[i].key);
+            free_key(&t->e[i]);
         t->e[i].state = 0;
     }
     t->used = t->filled = 0;

@@ -3,14 +3,23 @@
 #define ROCKETPY_NATIVE_HTAB_H
 #include "core.h"
 
+#define HTAB_INLINE 40         /* keys up to this long (flow keys, 4-tuples) live in the entry */
+
 typedef struct {
-    uint8_t *key;
-    uint32_t klen;
-    uint8_t state;             /* 0 empty, 1 used, 2 deleted */
     uint64_t hash;
     void *ptr;
     int64_t value;
+    uint32_t klen;
+    uint8_t state;             /* 0 empty, 1 used, 2 deleted */
+    union {
+        uint8_t *heap;
+        uint8_t in[HTAB_INLINE];
+    } key;
 } hent_t;
+
+static inline const uint8_t *hent_key(const hent_t *e) {
+    return e->klen <= HTAB_INLINE ? e->key.in : e->key.heap;
+}
 
 typedef struct {
     hent_t *e;
