@@ -156,6 +156,25 @@ def test_sweeps_time_out_holes_and_retire_closed_connections_as_the_reference(tm
     assert table.num_rows > 10_000
 
 
+def test_one_body_under_several_brokers_gets_each_its_own_summary(tmp_path):
+    """The compiled core remembers summaries by body, with a variant per (broker, cluster,
+    registration): the same registration body from two brokers, and the same bytes under a
+    code that is no registration, each get the reference's summary."""
+    body = b'{"topicConfigSerializeWrapper":{"topicConfigTable":{"A":{},"B":{}}}}'
+    heads = [(103, {"brokerName": "b1", "clusterName": "c1"}),
+             (103, {"brokerName": "b2", "clusterName": "c1"}),
+             (103, {"brokerName": "b1", "clusterName": "c2"}),
+             (103, {"brokerName": "b1"}),
+             (310, {"brokerName": "b1", "clusterName": "c1"})]
+    frames = [RemotingCommand.request(code, ext_fields=ext, body=body, opaque=i).encode()
+              for i, (code, ext) in enumerate(heads * 3)]
+    summaries = assert_same(_stream(tmp_path, frames, "variants"))["body_summary"].to_pylist()
+    assert summaries[:5] == ["broker=b1 cluster=c1 topics=2", "broker=b2 cluster=c1 topics=2",
+                             "broker=b1 cluster=c2 topics=2", "broker=b1 cluster=None topics=2",
+                             "broker=b1 cluster=c1 topics=2"]
+    assert summaries[5:] == summaries[:5] * 2
+
+
 def test_midstream_start_and_loss(tmp_path):
     segs = cs.conversation(FRAMES, mss=700)
     d = cs.data_segments(segs, ("10.0.0.1", 40000))
