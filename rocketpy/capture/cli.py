@@ -263,14 +263,11 @@ def _count_rate(batch, rate: dict) -> None:
     """Requests per (code, second), for the rate plot."""
     import pyarrow as pa
     import pyarrow.compute as pc
+    from .groups import group_counts
     req = batch.filter(pc.and_(pc.invert(batch.column("is_response")),
                                pc.is_valid(batch.column("code"))))
-    if not req.num_rows:
-        return
-    t = pa.table({"code": req.column("code"),
-                  "s": pc.cast(pc.floor(req.column("ts")), pa.int64())})
-    out = t.group_by(["code", "s"], use_threads=False).aggregate([([], "count_all")])
-    for code, s, n in zip(*(out[c].to_pylist() for c in ("code", "s", "count_all"))):
+    seconds = pc.cast(pc.floor(req.column("ts")), pa.int64())
+    for code, s, n in group_counts([req.column("code"), seconds]):
         series = rate.setdefault(code, {})
         series[s] = series.get(s, 0) + n
 
