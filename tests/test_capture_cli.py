@@ -83,6 +83,39 @@ def test_csv_and_parquet(tmp_path, capsys):
     assert any(json.loads(e) for e in ext if e)
 
 
+@pytest.mark.parametrize("row_group_rows", [1 << 17, 1000])
+def test_parquet_reads_back_as_the_decoded_frames(tmp_path, monkeypatch, row_group_rows):
+    """The writer's options (dictionaries, statistics, row groups of several batches) change
+    the file's layout, not what reads back; it stays snappy, with ``ts`` statistics."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    from rocketpy.capture import arrow
+    from rocketpy.capture.engine import decode_batches
+    monkeypatch.setattr(arrow, "ROW_GROUP_ROWS", row_group_rows)
+    out = tmp_path / "f.parquet"
+    assert main([str(FIXTURES), "--format", "parquet", "-o", str(out), "--summary", "no"]) == 0
+    batches = list(decode_batches([str(FIXTURES)]))
+    want = pa.Table.from_batches(batches, arrow.ARROW_SCHEMA)
+    got = pq.read_table(out)
+    assert got.schema == arrow.ARROW_SCHEMA and got.equals(want)
+    meta = pq.ParquetFile(out).metadata
+    sizes = [meta.row_group(i).num_rows for i in range(meta.num_row_groups)]
+    assert all(n >= row_group_rows for n in sizes[:-1]) and len(sizes) < len(batches) / 4
+    ts = [meta.row_group(i).column(COLUMNS.index("ts")) for i in range(len(sizes))]
+    assert {c.compression for c in ts} == {"SNAPPY"}
+    assert min(c.statistics.min for c in ts) == min(want["ts"].to_pylist())
+    assert max(c.statistics.max for c in ts) == max(want["ts"].to_pylist())
+
+
+def test_parquet_of_no_frames_is_an_empty_file_of_the_schema(tmp_path):
+    import pyarrow.parquet as pq
+    from rocketpy.capture.arrow import ARROW_SCHEMA
+    out = tmp_path / "f.parquet"
+    assert main([str(PROBE), "--format", "parquet", "-o", str(out), "--port", "1"]) == 0
+    t = pq.read_table(out)
+    assert t.num_rows == 0 and t.schema == ARROW_SCHEMA
+
+
 # ---- first-run friction and the details of issue 11 --------------------------------------------
 
 import subprocess  # noqa: E402

@@ -74,22 +74,28 @@ def _table_line(r: dict) -> str:
 
 
 class _Writer:
-    """Writes record batches in one of the formats; ``close()`` finishes the file."""
+    """Writes record batches in one of the formats; ``close()`` finishes the file.  Parquet
+    gets a row group per :data:`~rocketpy.capture.arrow.ROW_GROUP_ROWS` rows, not per batch."""
 
     def __init__(self, fmt: str, output: str | None):
         self.fmt = fmt
         self.output = output
         self.out = None
         self.parquet = None
+        self.row_group: list = []
+        self.row_group_rows = 0
         self.csv = None
 
     def write(self, batch) -> None:
         from . import engine
         if self.fmt == "parquet":
-            import pyarrow.parquet as pq
-            if self.parquet is None:
-                self.parquet = pq.ParquetWriter(self.output, batch.schema)
-            self.parquet.write_batch(batch)
+            from .arrow import ROW_GROUP_ROWS, parquet_writer
+            if self.parquet is None:             # opened at once: a bad path fails at once
+                self.parquet = parquet_writer(self.output, batch.schema)
+            self.row_group.append(batch)
+            self.row_group_rows += batch.num_rows
+            if self.row_group_rows >= ROW_GROUP_ROWS:
+                self._write_row_group()
             return
         out = self._stream()
         if self.fmt == "json":
@@ -114,11 +120,18 @@ class _Writer:
             self.out = open(self.output, "wb") if self.output else sys.stdout.buffer
         return self.out
 
+    def _write_row_group(self) -> None:
+        import pyarrow as pa
+        if self.row_group:
+            self.parquet.write_table(pa.Table.from_batches(self.row_group))
+        self.row_group, self.row_group_rows = [], 0
+
     def close(self, schema) -> None:
         if self.fmt == "parquet":
             if self.parquet is None:              # no frame at all: still a valid, empty file
-                import pyarrow.parquet as pq
-                self.parquet = pq.ParquetWriter(self.output, schema)
+                from .arrow import parquet_writer
+                self.parquet = parquet_writer(self.output, schema)
+            self._write_row_group()
             self.parquet.close()
         elif self.fmt == "csv" and self.csv is None:
             from rocketpy.capture.rows import COLUMNS
@@ -263,14 +276,11 @@ def _count_rate(batch, rate: dict) -> None:
     """Requests per (code, second), for the rate plot."""
     import pyarrow as pa
     import pyarrow.compute as pc
+    from .groups import group_counts
     req = batch.filter(pc.and_(pc.invert(batch.column("is_response")),
                                pc.is_valid(batch.column("code"))))
-    if not req.num_rows:
-        return
-    t = pa.table({"code": req.column("code"),
-                  "s": pc.cast(pc.floor(req.column("ts")), pa.int64())})
-    out = t.group_by(["code", "s"], use_threads=False).aggregate([([], "count_all")])
-    for code, s, n in zip(*(out[c].to_pylist() for c in ("code", "s", "count_all"))):
+    seconds = pc.cast(pc.floor(req.column("ts")), pa.int64())
+    for code, s, n in group_counts([req.column("code"), seconds]):
         series = rate.setdefault(code, {})
         series[s] = series.get(s, 0) + n
 
