@@ -173,8 +173,9 @@ int walker_add_iface(walker_t *w, uint32_t linktype, uint32_t snaplen,
                      unsigned __int128 tps, int64_t ts_offset_s);
 /* walks the whole records in carry + data; 0 = want more, 1 = stopped, -1 = error (set) */
 int walker_feed(walker_t *w, const uint8_t *data, size_t n, packet_fn fn, void *ctx);
-/* walker_feed on a bytes-like object: True (go on), False (stopped), NULL (error) */
-PyObject *walker_feed_py(walker_t *w, PyObject *data, packet_fn fn, void *ctx);
+/* walker_feed on a bytes-like object, without the GIL, its owner marked *busy meanwhile: True
+ * (go on), False (stopped), NULL (error) */
+PyObject *walker_feed_py(walker_t *w, int *busy, PyObject *data, packet_fn fn, void *ctx);
 /* the bytes left over at the end of the file: 1 when they are a truncated record of ours */
 int walker_truncated(walker_t *w);
 extern PyObject *CaptureFormatError;

@@ -282,12 +282,7 @@ static int on_packet(void *ctx, const packet_t *pkt) { return decoder_packet(ctx
 
 /* feed(data) -> True to go on, False when it wants no more bytes of this file */
 static PyObject *Decoder_feed(Decoder *self, PyObject *arg) {
-    if (in_use(self->busy))
-        return NULL;
-    self->busy = 1;
-    PyObject *r = walker_feed_py(&self->w, arg, on_packet, self);
-    self->busy = 0;
-    return r;
+    return walker_feed_py(&self->w, &self->busy, arg, on_packet, self);
 }
 
 /* end_file(eof): the file's bytes are done; a record cut by the file's end is counted */

@@ -136,12 +136,7 @@ static int on_packet(void *ctx, const packet_t *pkt) {
 }
 
 static PyObject *Scanner_feed(Scanner *self, PyObject *arg) {
-    if (in_use(self->busy))
-        return NULL;
-    self->busy = 1;
-    PyObject *r = walker_feed_py(&self->w, arg, on_packet, self);
-    self->busy = 0;
-    return r;
+    return walker_feed_py(&self->w, &self->busy, arg, on_packet, self);
 }
 
 static PyObject *opt_u32(int has, uint32_t v) { return has ? PyLong_FromUnsignedLong(v) : Py_NewRef(Py_None); }

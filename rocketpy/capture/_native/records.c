@@ -245,14 +245,16 @@ int walker_feed(walker_t *w, const uint8_t *data, size_t n, packet_fn fn, void *
     return 0;
 }
 
-PyObject *walker_feed_py(walker_t *w, PyObject *data, packet_fn fn, void *ctx) {
+PyObject *walker_feed_py(walker_t *w, int *busy, PyObject *data, packet_fn fn, void *ctx) {
     Py_buffer view;
-    if (PyObject_GetBuffer(data, &view, PyBUF_SIMPLE) < 0)
+    if (in_use(*busy) || PyObject_GetBuffer(data, &view, PyBUF_SIMPLE) < 0)
         return NULL;
+    *busy = 1;
     gil_released = PyEval_SaveThread();
     int r = walker_feed(w, view.buf, (size_t)view.len, fn, ctx);
     PyEval_RestoreThread(gil_released);
     gil_released = NULL;
+    *busy = 0;
     PyBuffer_Release(&view);
     if (r < 0)
         return NULL;
