@@ -175,6 +175,24 @@ def test_one_body_under_several_brokers_gets_each_its_own_summary(tmp_path):
     assert summaries[5:] == summaries[:5] * 2
 
 
+def test_connections_reused_after_one_with_thousands_of_open_requests(tmp_path):
+    """A dropped connection's buffers serve the next one, trimmed when they grew big: one with
+    3,000 unanswered requests, 2,000 of them in one segment, then hundreds of short ones on the
+    same 4-tuples (new generations) and others."""
+    big = [(0, RemotingCommand.request(105, opaque=i, serialize_type=1).encode())
+           for i in range(3000)]
+    segs = cs.conversation(big, client=("10.3.0.1", 30000), coalesce=True, mss=65_000)
+    t0 = segs[-1].ts_ns + 5_000_000_000
+    rng = random.Random(3)
+    for c in range(400):
+        frames = cs.sample_exchange(rng.randint(1, 3), rng, start_opaque=c * 10)
+        segs += cs.conversation(frames, client=("10.3.0.1", 30000 + c % 7),
+                                t0_ns=t0 + c * 2_500_000_000)
+    table = assert_same(_write(tmp_path, segs, name="spares"))
+    assert table.num_rows > 3000 + 400 * 3
+    assert "10.0.0.2:9876-10.3.0.1:30000#2" in set(table["conn"].to_pylist())
+
+
 def test_midstream_start_and_loss(tmp_path):
     segs = cs.conversation(FRAMES, mss=700)
     d = cs.data_segments(segs, ("10.0.0.1", 40000))

@@ -586,9 +586,18 @@ static conn_t *conn_alloc(Decoder *dec) {
     return c;
 }
 
+/* what a spare connection keeps is bounded: each buffer and array at most MAX_KEPT bytes */
 static void keep_small(buf_t *b) {
     if (b->cap > MAX_KEPT)
         buf_free(b);
+}
+
+static void keep_few(void **items, size_t *cap, size_t size) {
+    if (*cap * size > MAX_KEPT) {
+        PyMem_RawFree(*items);
+        *items = NULL;
+        *cap = 0;
+    }
 }
 
 /* a dropped connection: kept for the next one when there is room, else freed */
@@ -599,15 +608,22 @@ static void conn_release(Decoder *dec, conn_t *c) {
     }
     for (size_t i = 0; i < c->n_held; i++)
         PyMem_RawFree(c->held[i].blob);
+    c->n_held = 0;
+    keep_few((void **)&c->held, &c->cap_held, sizeof *c->held);
     for (int d = 0; d < 2; d++) {
         reasm_t *r = &c->dirs[d].reasm;
+        framer_t *f = &c->dirs[d].fr;
         for (size_t i = 0; i < r->n_pending; i++)
             PyMem_RawFree(r->pending[i].data);
         r->n_pending = 0;
-        keep_small(&c->dirs[d].fr.buf);
-        keep_small(&c->dirs[d].fr.arena);
+        keep_few((void **)&r->pending, &r->cap_pending, sizeof *r->pending);
+        keep_small(&f->buf);
+        keep_small(&f->arena);
+        keep_few((void **)&f->out, &f->cap_out, sizeof *f->out);
+        reqmap_t *m = &c->requests[d];
+        if (m->cap * sizeof *m->e > MAX_KEPT || m->idx_cap * sizeof *m->idx > MAX_KEPT)
+            req_free(m);
     }
-    c->n_held = 0;
     c->next = dec->spare;
     dec->spare = c;
     dec->n_spare++;
