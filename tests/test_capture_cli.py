@@ -168,6 +168,30 @@ def test_plots_without_matplotlib_name_the_extra(tmp_path):
                           "pip install 'rocketpy[plots]'\n")
 
 
+def test_a_plots_directory_that_cannot_be_made_fails_before_decoding(tmp_path):
+    afile = tmp_path / "plots"
+    afile.write_text("not a directory")
+    out = _cli(PROBE, "--plots", afile)
+    assert out.returncode == 2 and out.stdout == ""
+    assert out.stderr == f"rocketpy-capture: cannot write plots to {afile}: File exists\n"
+
+
+def test_closed_standard_output_is_one_line():
+    """``rocketpy-capture x.pcap >&-``: Python starts with no sys.stdout at all."""
+    code = "import sys\nfrom rocketpy.capture.cli import main\nsys.exit(main(sys.argv[1:]))"
+    out = subprocess.run(["bash", "-c", 'exec "$0" -c "$1" "$2" >&-', sys.executable, code,
+                          str(PROBE)], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 2
+    assert out.stderr == "rocketpy-capture: standard output is closed: give --output FILE\n"
+
+
+def test_a_full_output_device_is_a_write_error_in_one_line():
+    out = _cli(PROBE, "--format", "json", "-o", "/dev/full")
+    assert out.returncode == 1 and out.stdout == ""
+    assert out.stderr == ("rocketpy-capture: cannot write /dev/full: "
+                          "No space left on device\n")
+
+
 def test_without_pyarrow_the_cli_says_so_in_one_line():
     block = ("import sys\nclass B:\n    def find_spec(self, n, p=None, t=None):\n"
              "        if n.split('.')[0] == 'pyarrow': raise ImportError('No module named ' + n)\n"

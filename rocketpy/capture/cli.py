@@ -12,6 +12,7 @@ The same decoder runs inside the Spark job (``tools/capture_job.py``) for anythi
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
 import time
@@ -73,9 +74,14 @@ def _table_line(r: dict) -> str:
             + " ".join(extra)).rstrip()
 
 
+class OutputError(Exception):
+    """Writing the frames failed (a read error of a capture is reported per file instead)."""
+
+
 class _Writer:
     """Writes record batches in one of the formats; ``close()`` finishes the file.  Parquet
-    gets a row group per :data:`~rocketpy.capture.arrow.ROW_GROUP_ROWS` rows, not per batch."""
+    gets a row group per :data:`~rocketpy.capture.arrow.ROW_GROUP_ROWS` rows, not per batch.
+    Its OS errors come out as :class:`OutputError` (a closed pipe stays BrokenPipeError)."""
 
     def __init__(self, fmt: str, output: str | None):
         self.fmt = fmt
@@ -87,6 +93,10 @@ class _Writer:
         self.csv = None
 
     def write(self, batch) -> None:
+        with _output_errors():
+            self._write(batch)
+
+    def _write(self, batch) -> None:
         from . import engine
         if self.fmt == "parquet":
             from .arrow import ROW_GROUP_ROWS, parquet_writer
@@ -127,6 +137,10 @@ class _Writer:
         self.row_group, self.row_group_rows = [], 0
 
     def close(self, schema) -> None:
+        with _output_errors():
+            self._close(schema)
+
+    def _close(self, schema) -> None:
         if self.fmt == "parquet":
             if self.parquet is None:              # no frame at all: still a valid, empty file
                 from .arrow import parquet_writer
@@ -140,6 +154,16 @@ class _Writer:
             self.csv.close()
         if self.out is not None and self.output:
             self.out.close()
+
+
+@contextlib.contextmanager
+def _output_errors():
+    try:
+        yield
+    except BrokenPipeError:
+        raise
+    except OSError as exc:
+        raise OutputError(exc.strerror or str(exc)) from exc
 
 
 class _Pipeline:
@@ -207,11 +231,17 @@ def _main(argv) -> int:
     args = build_parser().parse_args(argv)
     if args.format == "parquet" and not args.output:
         return _fail("--format parquet needs --output FILE")
+    if not args.output and sys.stdout is None:
+        return _fail("standard output is closed: give --output FILE")
     if args.plots:
         from .plots import plots_available
         if not plots_available():
             return _fail("--plots needs matplotlib, from the plots extra: "
                          "pip install 'rocketpy[plots]'")
+        try:                         # before decoding: a bad directory fails at once
+            os.makedirs(args.plots, exist_ok=True)
+        except OSError as exc:
+            return _fail(f"cannot write plots to {args.plots}: {exc.strerror or exc}")
     try:
         engine = _load_engine()
     except ImportError as exc:
@@ -252,11 +282,11 @@ def _main(argv) -> int:
     except BrokenPipeError:
         # the reader went away (| head): stop quietly, and keep Python's exit flush quiet too
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return _fail(f"output closed after {counted[0]} frames", 0)
+        return _fail(f"output closed after at least {counted[0]} frames", 0)
     except KeyboardInterrupt:
-        return _fail(f"interrupted after {counted[0]} frames", 130)
-    except OSError as exc:
-        return _fail(f"cannot write {args.output or 'the output'}: {exc.strerror or exc}", 1)
+        return _fail(f"interrupted after at least {counted[0]} frames", 130)
+    except OutputError as exc:
+        return _fail(f"cannot write {args.output or 'the output'}: {exc}", 1)
     for path, msg in errors:
         print(f"{PROG}: {path}: {msg}", file=sys.stderr)
     if want_summary:
@@ -266,9 +296,11 @@ def _main(argv) -> int:
         print(format_summary(summary.result(stats)), file=dest)
     if args.plots:
         from .plots import plot_latency, plot_rate
-        os.makedirs(args.plots, exist_ok=True)
-        plot_latency(summary.latencies(), os.path.join(args.plots, "latency.png"))
-        plot_rate(rate, os.path.join(args.plots, "rate.png"))
+        try:
+            plot_latency(summary.latencies(), os.path.join(args.plots, "latency.png"))
+            plot_rate(rate, os.path.join(args.plots, "rate.png"))
+        except OSError as exc:
+            return _fail(f"cannot write plots to {args.plots}: {exc.strerror or exc}", 1)
     return 1 if errors and not summary.frames else 0
 
 
