@@ -19,6 +19,7 @@ import struct
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from golden import packets
 from rocketpy.remoting import decode_frame, fastjson
 
 PCAP_DIR = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "pcap"
@@ -29,33 +30,8 @@ __all__ = ["PCAP_DIR", "Conversation", "ReplayEvent", "conversations", "replay_e
 
 # ------------------------------------------------------------------ pcap -> TCP conversations
 
-def _packets(path):
-    data = Path(path).read_bytes()
-    magic = data[:4]
-    if magic == b"\xd4\xc3\xb2\xa1":
-        order, scale = "<", 1e-6
-    elif magic == b"\xa1\xb2\xc3\xd4":
-        order, scale = ">", 1e-6
-    elif magic == b"\x4d\x3c\xb2\xa1":
-        order, scale = "<", 1e-9
-    elif magic == b"\xa1\xb2\x3c\x4d":
-        order, scale = ">", 1e-9
-    else:
-        raise ValueError(f"{path}: not a classic pcap file")
-    linktype = struct.unpack(order + "I", data[20:24])[0]
-    if linktype != 1:
-        raise ValueError(f"{path}: link type {linktype}, expected Ethernet (1)")
-    pos = 24
-    record = struct.Struct(order + "IIII")
-    while pos + 16 <= len(data):
-        sec, frac, incl, _ = record.unpack_from(data, pos)
-        pos += 16
-        yield sec + frac * scale, data[pos:pos + incl]
-        pos += incl
-
-
 def _tcp(path):
-    for ts, frame in _packets(path):
+    for ts, frame in packets(Path(path).read_bytes()):
         if frame[12:14] != b"\x08\x00":
             continue
         ip = frame[14:]
