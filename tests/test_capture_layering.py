@@ -31,21 +31,38 @@ def test_capture_imports_without_twisted_or_spark():
     assert out.stdout.strip() == "ok"
 
 
+def _imports(path):
+    """Absolute module names ``path`` imports (relative imports stay inside its package)."""
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            yield from (a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and not node.level:
+            yield node.module
+
+
+def _allowed(name, extra=()):
+    top = name.split(".")[0]
+    if top == "rocketpy":      # the codec and the capture package only: no state, no Twisted
+        return name == "rocketpy" or name.split(".")[1] in ("remoting", "capture")
+    return top in sys.stdlib_module_names or top in ("construct", "__future__") or top in extra
+
+
 def test_capture_modules_import_only_allowed_packages():
-    allowed = {"rocketpy", "construct", "__future__"}
     optional = {"arrow.py": {"pyarrow"}, "engine.py": {"pyarrow"}, "plots.py": {"matplotlib"},
                 "source.py": {"pyarrow", "fsspec"}, "summary.py": {"pyarrow", "numpy"},
                 "groups.py": {"pyarrow", "numpy"},
                 "cli.py": {"pyarrow"}}   # pyarrow: a dependency of the engines and writers
-    stdlib = set(sys.stdlib_module_names)
     for path in (ROOT / "rocketpy" / "capture").glob("*.py"):
-        for node in ast.walk(ast.parse(path.read_text())):
-            if isinstance(node, ast.Import):
-                tops = [a.name.split(".")[0] for a in node.names]
-            elif isinstance(node, ast.ImportFrom) and not node.level:
-                tops = [node.module.split(".")[0]]
-            else:
-                continue
-            for top in tops:
-                assert top in stdlib or top in allowed or top in optional.get(path.name, ()), \
-                    (path.name, top)
+        for name in _imports(path):
+            assert _allowed(name, optional.get(path.name, ())), (path.name, name)
+
+
+def test_the_spark_job_reaches_rocketpy_through_capture_and_the_codec_only():
+    for name in _imports(ROOT / "tools" / "capture_job.py"):
+        assert _allowed(name, {"pyspark", "pyarrow"}), name
+
+
+def test_the_layering_check_catches_a_state_import(tmp_path):
+    bad = tmp_path / "bad.py"
+    bad.write_text("from rocketpy.namesrv import route_info_manager\nimport rocketpy.transport\n")
+    assert [n for n in _imports(bad) if not _allowed(n)] == ["rocketpy.namesrv", "rocketpy.transport"]

@@ -16,7 +16,10 @@ and ``_native`` is its C port (built by ``pip install .``), proven to give the s
     engine      both decoders behind one interface, handing over Arrow record batches
     plan        one capture decoded in byte ranges (the Spark job): plan, decode, stitch
     split       byte ranges and their first record
+    arrow       the schema as Arrow, rows to record batches, the CLI's Parquet writer
     summary     frames per code, error responses, latency percentiles, top talkers
+    groups      the summary's group-by (pyarrow hash kernels and numpy)
+    plots       the latency and rate plots (matplotlib, the plots extra)
     cli         the ``rocketpy-capture`` console script (in-process, no Spark)
 
     from rocketpy.capture import decode_paths

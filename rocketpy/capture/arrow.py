@@ -1,4 +1,5 @@
-"""Rows to Apache Arrow: the output schema as an Arrow schema, record batches, Parquet files.
+"""Rows to Apache Arrow: the output schema as an Arrow schema, record batches, the CLI's Parquet
+writer.
 
 Layer: ``rocketpy.capture`` output helper; needs ``pyarrow`` (the ``spark`` extra), imported by
 the CLI's ``--format parquet`` and by the Spark job's executors (``mapInArrow``).  The Arrow
@@ -12,7 +13,7 @@ import pyarrow.parquet as pq
 
 from .rows import SCHEMA
 
-__all__ = ["ARROW_SCHEMA", "rows_to_batch", "write_parquet", "parquet_writer", "arrow_type",
+__all__ = ["ARROW_SCHEMA", "rows_to_batch", "parquet_writer", "arrow_type",
            "ROW_GROUP_ROWS"]
 
 
@@ -48,7 +49,8 @@ def parquet_writer(where, schema: pa.Schema = ARROW_SCHEMA) -> pq.ParquetWriter:
     numbers (rows are in capture order, so ``ts`` ranges prune), ``file`` (files are read one
     after the other) and ``error`` (its null count skips the row groups without one).  Other
     strings are no narrower per row group than per file; their statistics cost 0.1 s of CPU per
-    1.85M frames and pruned nothing."""
+    1.85M frames and pruned nothing.  (The Spark job writes its Parquet with Spark's own writer
+    and settings; the rows and schema are the same.)"""
     fields = list(schema)
     dictionary = [p for f in fields if f.name not in _UNIQUE_COLUMNS for p in _leaves(f)]
     statistics = [f.name for f in fields
@@ -79,20 +81,3 @@ def _utf8(value):
     if isinstance(value, (list, tuple)):
         return type(value)(_utf8(v) for v in value)
     return value
-
-
-def write_parquet(rows, path: str, batch_rows: int = 65536) -> int:
-    """Stream rows into one Parquet file; returns the number of rows written."""
-    n = 0
-    with parquet_writer(path) as w:
-        chunk = []
-        for r in rows:
-            chunk.append(r)
-            if len(chunk) >= batch_rows:
-                w.write_batch(rows_to_batch(chunk))
-                n += len(chunk)
-                chunk = []
-        if chunk or not n:
-            w.write_batch(rows_to_batch(chunk))
-            n += len(chunk)
-    return n

@@ -114,7 +114,7 @@ def _native_module():
         from . import _native
     except ImportError as exc:
         warnings.warn(f"the compiled capture decoder is not built ({exc}); the pure-Python "
-                      "decoder runs instead: the same rows, 10-20x slower", NativeDecoderMissing,
+                      "decoder runs instead: the same rows, 15-30x slower", NativeDecoderMissing,
                       stacklevel=3)
         return None
     _native.configure(
