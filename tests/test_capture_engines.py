@@ -173,6 +173,11 @@ def test_one_body_under_several_brokers_gets_each_its_own_summary(tmp_path):
                              "broker=b1 cluster=c2 topics=2", "broker=b1 cluster=None topics=2",
                              "broker=b1 cluster=c1 topics=2"]
     assert summaries[5:] == summaries[:5] * 2
+    # more names than a body keeps variants for (16): the rest are answered, not remembered
+    many = [RemotingCommand.request(103, ext_fields={"brokerName": f"n{i % 40}"}, body=body,
+                                    opaque=i).encode() for i in range(120)]
+    summaries = assert_same(_stream(tmp_path, many, "many"))["body_summary"].to_pylist()
+    assert summaries == [f"broker=n{i % 40} cluster=None topics=2" for i in range(120)]
 
 
 def test_connections_reused_after_one_with_thousands_of_open_requests(tmp_path):

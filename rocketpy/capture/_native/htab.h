@@ -26,35 +26,43 @@ typedef struct {
     size_t cap, used, filled;  /* filled counts deleted slots too */
 } htab_t;
 
-/* eight bytes at a time, multiply-xorshift mixing (splitmix64's constants); long keys (bodies)
- * in four independent lanes.  Seeded per process at import: flow keys and bodies come from
- * strangers, who must not be able to prepare colliding ones. */
-extern uint64_t HASH_SEED;
-static inline uint64_t mix8(uint64_t h, const uint8_t *p) {
+/* A keyed hash (wyhash's construction): sixteen bytes at a time folded through a full 64x64->128
+ * bit multiply with secret, per-process keys (getrandom at import).  Flow keys and bodies come
+ * from strangers; with the keys inside the multiply, which input differences cancel depends on
+ * the keys, so colliding inputs cannot be prepared (an xor-then-multiply hash lets a flipped top
+ * bit be cancelled in the next word whatever its seed). */
+extern uint64_t HASH_KEY[3];
+
+static inline uint64_t mum(uint64_t a, uint64_t b) {
+    unsigned __int128 r = (unsigned __int128)a * b;
+    return (uint64_t)r ^ (uint64_t)(r >> 64);
+}
+
+static inline uint64_t rd64le(const uint8_t *p) {
     uint64_t v;
     memcpy(&v, p, 8);
-    h = (h ^ v) * 0xBF58476D1CE4E5B9ULL;
-    return h ^ (h >> 31);
+    return v;
 }
 
 static inline uint64_t hash_bytes(const uint8_t *p, size_t n) {
-    uint64_t h = HASH_SEED ^ n, v;
-    if (n >= 64) {
-        uint64_t a = h, b = h + 1, c = h + 2, d = h + 3;
-        for (; n >= 32; p += 32, n -= 32) {
-            a = mix8(a, p);
-            b = mix8(b, p + 8);
-            c = mix8(c, p + 16);
-            d = mix8(d, p + 24);
-        }
-        h = a ^ (b * 0x9E3779B97F4A7C15ULL) ^ (c * 0xC2B2AE3D27D4EB4FULL) ^ (d * 0x165667B19E3779F9ULL);
+    uint64_t h = HASH_KEY[0] ^ mum(n ^ HASH_KEY[1], HASH_KEY[2]), a, b;
+    size_t i = n;
+    for (; i > 16; p += 16, i -= 16)
+        h = mum(rd64le(p) ^ HASH_KEY[1], rd64le(p + 8) ^ h);
+    if (i >= 8) {                 /* the last 8..16 bytes (overlapping reads) */
+        a = rd64le(p);
+        b = rd64le(p + i - 8);
+    } else if (i >= 4) {
+        uint32_t x, y;
+        memcpy(&x, p, 4);
+        memcpy(&y, p + i - 4, 4);
+        a = x;
+        b = y;
+    } else {
+        a = i ? (uint64_t)p[0] << 16 | (uint64_t)p[i >> 1] << 8 | p[i - 1] : 0;
+        b = 0;
     }
-    for (; n >= 8; p += 8, n -= 8)
-        h = mix8(h, p);
-    v = 0;
-    memcpy(&v, p, n);
-    h = (h ^ v) * 0x94D049BB133111EBULL;
-    return h ^ (h >> 29);
+    return mum(HASH_KEY[1] ^ n, mum(a ^ HASH_KEY[1], b ^ h));
 }
 
 hent_t *htab_get(const htab_t *t, const void *key, size_t klen);

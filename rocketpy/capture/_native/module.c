@@ -531,8 +531,11 @@ static struct PyModuleDef module = {
 };
 
 PyMODINIT_FUNC PyInit__native(void) {
-    if (getrandom(&HASH_SEED, sizeof HASH_SEED, GRND_NONBLOCK) != sizeof HASH_SEED)
-        HASH_SEED ^= (uint64_t)time(NULL) * 0x9E3779B97F4A7C15ULL ^ (uint64_t)(uintptr_t)&HASH_SEED;
+    uint64_t key[3];
+    if (getrandom(key, sizeof key, GRND_NONBLOCK) != sizeof key)
+        key[0] = key[1] = key[2] = (uint64_t)time(NULL) * 0x9E3779B97F4A7C15ULL ^ (uint64_t)(uintptr_t)key;
+    for (int i = 0; i < 3; i++)
+        HASH_KEY[i] = key[i] | 1;
     if (PyType_Ready(&DecoderType) < 0 || PyType_Ready(&ScannerType) < 0 || PyType_Ready(&ChunkType) < 0)
         return NULL;
     PyObject *m = PyModule_Create(&module);

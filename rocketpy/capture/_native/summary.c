@@ -14,6 +14,7 @@
 
 #define CACHE_BODY_MAX (1 << 20)        /* a broker's registration with thousands of topics */
 #define CACHE_BYTES_MAX (64 << 20)
+#define MAX_VARIANTS 16                 /* (broker, cluster, registration) per body */
 
 /* one (broker, cluster, registration) variant of a remembered body; the strings follow it */
 typedef struct variant_s {
@@ -154,9 +155,9 @@ int body_summary(summary_cache_t *c, str_t broker, str_t cluster, int registrati
     *out = STR_NULL;
     if (!n || body[0] == '[' || (body[0] != '{' && !registration))
         return 0;
-    int cache = n <= CACHE_BODY_MAX;
+    int cache = n <= CACHE_BODY_MAX, variants = 0;
     hent_t *e = cache ? htab_get(&c->t, body, n) : NULL;
-    for (variant_t *v = e ? e->ptr : NULL; v; v = v->next)
+    for (variant_t *v = e ? e->ptr : NULL; v; v = v->next, variants++)
         if (same(v, broker, cluster, registration)) {
             *out = answer(v);
             return 0;
@@ -166,7 +167,9 @@ int body_summary(summary_cache_t *c, str_t broker, str_t cluster, int registrati
     variant_t *v = ask(broker, cluster, registration, body, n);
     if (!v)
         return -1;
-    if (!cache) {              /* not remembered: the text lives until the next such body */
+    /* a body under more names than a cluster has brokers is not remembered under the rest
+     * (a list walked per frame must stay short) */
+    if (!cache || variants >= MAX_VARIANTS) {   /* the text lives until the next such body */
         PyMem_RawFree(c->uncached);
         c->uncached = v;
         *out = answer(v);
