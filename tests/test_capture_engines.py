@@ -322,6 +322,21 @@ def test_feed_lets_other_threads_run_and_refuses_them_the_same_decoder(tmp_path)
     assert sum(n for n, _ in d.take(True)) == len(frames)
 
 
+def test_decoders_and_tables_are_set_up_once():
+    """feed runs without the GIL: nothing may swap a decoder's or the module's state under it."""
+    d = engine.NATIVE.Decoder()
+    with pytest.raises(RuntimeError, match="initialised once"):
+        d.__init__()
+    with open_capture(str(FIXTURES / "rmq49-mqadmin-topicRoute.pcap")) as (f, info):
+        s = engine.NATIVE.Scanner(engine._info_tuple(info), info.data_offset, 1 << 30)
+    with pytest.raises(RuntimeError, match="initialised once"):
+        s.__init__(engine._info_tuple(info), info.data_offset, 1 << 30)
+    with pytest.raises(RuntimeError, match="configured already"):
+        engine.NATIVE.configure(columns=[], request_names={}, response_names={},
+                                version_names={}, language_names={}, language_by_name={},
+                                header_fallback=None, summary=None, capture_format_error=None)
+
+
 def test_json_lines_are_json_dumps():
     """The compiled JSON Lines writer writes each row as json.dumps(row, ensure_ascii=False)."""
     for path in sorted(FIXTURES.glob("*.pcap")):
@@ -348,6 +363,25 @@ def test_layout_constants_are_the_codec_s():
     assert native["FLAG_AT"] == layout.ROCKETMQ_FIELDS["flag"][0]
     assert native["LANGUAGE_AT"] == layout.ROCKETMQ_FIELDS["language"][0]
     assert native["MAX_LANGUAGE"] == layout.MAX_LANGUAGE
+
+
+def test_the_compiled_limits_and_defaults_are_the_reference_s():
+    import inspect
+    from rocketpy.capture import decoder, framing, readers, reassembly
+
+    def default(cls, name):
+        return inspect.signature(cls.__init__).parameters[name].default
+
+    assert engine.NATIVE.LIMITS == {
+        "MAX_HUNT_HEADER": framing._MAX_HUNT_HEADER,
+        "MAX_PENDING_REQUESTS": decoder.MAX_PENDING_REQUESTS,
+        "MAX_RECORD": readers.MAX_RECORD,
+        "REORDER_NS": default(reassembly.Reassembler, "reorder_ns"),
+        "ABANDON_AFTER": default(framing.FrameExtractor, "abandon_after"),
+        "MAX_PENDING_BYTES": default(reassembly.Reassembler, "max_pending_bytes"),
+        "HOLE_TIMEOUT_NS": default(reassembly.Reassembler, "hole_timeout_ns"),
+        "LINGER_NS": default(decoder.CaptureDecoder, "linger_ns"),
+    }
 
 
 def test_the_compiled_summary_prefilter_looks_for_the_keys_the_summaries_read():

@@ -145,6 +145,12 @@ static int entry(buf_t *off, buf_t *chars, str_t s) {
     return 0;
 }
 
+/* after a failure part-way (out of memory): the batch is dropped, the columns start empty */
+static void columns_reset(columns_t *c) {
+    columns_free(c);
+    memset(c, 0, sizeof *c);
+}
+
 int columns_append(columns_t *c, const row_t *r) {
     if (c->rows >= c->room && make_room(c, c->rows > 1024 ? c->rows : 1024) < 0)
         return -1;
@@ -187,6 +193,8 @@ int columns_append(columns_t *c, const row_t *r) {
     f64_(c, 24, r->has_request, r->latency_ms);
     ok |= str_(c, 25, r->error);
     c->rows++;
+    if (ok)
+        columns_reset(c);
     return ok ? -1 : 0;
 }
 
@@ -198,15 +206,16 @@ static PyObject *validity(columns_t *c, int col) {
 
 PyObject *columns_take(columns_t *c) {
     PyObject *cols = PyList_New(N_COLUMNS);
-    if (!cols)
+    int ready = cols && offsets_start(&c->map_key_off) == 0 && offsets_start(&c->map_val_off) == 0;
+    for (int col = 0; ready && col < N_COLUMNS; col++)
+        ready = (COLUMN_KIND[col] != C_STR && COLUMN_KIND[col] != C_MAP) || offsets_start(&c->data[col]) == 0;
+    if (!ready) {
+        Py_XDECREF(cols);
+        columns_reset(c);
         return NULL;
+    }
     for (int col = 0; col < N_COLUMNS; col++) {
         PyObject *item;
-        if (offsets_start(&c->data[col]) < 0 || offsets_start(&c->map_key_off) < 0
-            || offsets_start(&c->map_val_off) < 0) {
-            Py_DECREF(cols);
-            return NULL;
-        }
         if (COLUMN_KIND[col] == C_MAP) {
             item = Py_BuildValue("(NNNNNNL)", validity(c, col), chunk_of(&c->data[col]),
                                  chunk_of(&c->map_key_off), chunk_of(&c->map_key_chars),
@@ -221,6 +230,7 @@ PyObject *columns_take(columns_t *c) {
         }
         if (!item) {
             Py_DECREF(cols);
+            columns_reset(c);
             return NULL;
         }
         PyList_SET_ITEM(cols, col, item);

@@ -33,6 +33,15 @@
 
 /* ---- capture records (rocketpy.capture.readers) -------------------------------------------- */
 #define MAX_RECORD (1 << 20)
+
+/* ---- the reference decoder's limits and defaults, exported as LIMITS for the test that holds
+ * them to rocketpy.capture's (decoder.py, framing.py, reassembly.py) ------------------------ */
+#define MAX_PENDING_REQUESTS (1 << 16)
+#define REORDER_NS 100000000LL
+#define DEFAULT_ABANDON_AFTER (17LL << 20)
+#define DEFAULT_MAX_PENDING_BYTES (32LL << 20)
+#define DEFAULT_HOLE_TIMEOUT_NS 10000000000LL
+#define DEFAULT_LINGER_NS 2000000000LL
 #define PCAPNG_MAGIC 0x0A0D0D0Au
 
 /* ---- the GIL ---------------------------------------------------------------------------------

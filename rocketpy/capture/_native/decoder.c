@@ -2,7 +2,6 @@
  * and rows.py), statement for statement; byte ranges as CaptureDecoder's range mode. */
 #include "decoder.h"
 
-#define MAX_PENDING_REQUESTS (1 << 16)
 
 PyObject *COLUMN_NAMES;        /* rows.COLUMNS, set by configure() */
 
@@ -553,8 +552,8 @@ static int conn_flush(Decoder *dec, conn_t *c, int d) {
 
 static void conn_free(conn_t *c);
 
-#define MAX_SPARE 256
-#define MAX_KEPT (64 << 10)      /* bigger buffers are not kept */
+#define MAX_SPARE 64
+#define MAX_KEPT (16 << 10)      /* bigger buffers are not kept: 64 spares hold at most 11 MiB */
 
 /* a fresh connection: a spare one scrubbed down to its allocations, or a new one */
 static conn_t *conn_alloc(Decoder *dec) {
@@ -794,8 +793,14 @@ static int add_conn(Decoder *dec, conn_t *c) {
     e->ptr = c;
     e->value = 0;
     e = htab_put(&dec->flows, rev, (size_t)rlen);
-    if (!e)
+    if (!e) {                   /* the caller frees c: no entry may point at it */
+        hent_t *first = htab_get(&dec->flows, c->key, c->klen);
+        if (first && first->ptr == c) {
+            htab_del(&dec->flows, first);
+            dec->n_flows--;
+        }
         return -1;
+    }
     if (!e->ptr)
         dec->n_flows++;
     else
@@ -812,6 +817,8 @@ static int needs_watch(const conn_t *c) {
            || c->dirs[0].fr.n_out || c->dirs[1].fr.n_out;
 }
 
+/* (a self-connected socket is never swept: the reference skips it, its one flow entry being
+ * direction 1) */
 static void watch(Decoder *dec, conn_t *c) {
     if (c->watched || c->self_loop || !needs_watch(c))
         return;
@@ -836,17 +843,15 @@ static void unwatch(Decoder *dec, conn_t *c) {
 }
 
 static void drop_conn(Decoder *dec, conn_t *c) {
-    uint8_t rev[40];
     unwatch(dec, c);
     if (dec->recent == c)
         dec->recent = NULL;
-    int rlen = reverse_key(rev, c->key);
     hent_t *e = htab_get(&dec->flows, c->key, c->klen);
     if (e && e->ptr == c) {
         htab_del(&dec->flows, e);
         dec->n_flows--;
     }
-    e = htab_get(&dec->flows, rev, (size_t)rlen);
+    e = htab_get(&dec->flows, c->rkey, c->klen);
     if (e && e->ptr == c) {
         htab_del(&dec->flows, e);
         dec->n_flows--;
@@ -1120,7 +1125,8 @@ static int segment(Decoder *dec, const segment_t *s, int64_t ts, int64_t offset)
         return 0;
     }
     dec->packets_since_sweep++;
-    /* sweeping walks every open connection: amortise it over at least as many packets */
+    /* the reference's schedule (its sweep walks every open connection, amortised over at least
+     * as many packets); ours walks the watched ones at the same moments */
     if (dec->packets_since_sweep >= 4096 && ts >= dec->next_sweep
         && dec->packets_since_sweep >= (int64_t)dec->n_flows)
         return sweep(dec, ts);

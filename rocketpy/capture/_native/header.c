@@ -180,7 +180,8 @@ static int hex4(const uint8_t *p, uint32_t *v) {
 }
 
 /* the bytes of eight that are '"', '\\' or 0x1A (where string() stops), as their high bits; the
- * lowest one flagged is exact (a false flag only ever sits above a true one) */
+ * lowest one flagged is exact (a false flag only ever sits above a true one; on a big-endian
+ * machine the first in memory may be false, which only costs the byte-by-byte path a step) */
 static inline uint64_t special8(uint64_t w) {
     const uint64_t ones = 0x0101010101010101ULL, highs = 0x8080808080808080ULL;
     uint64_t a = w ^ (ones * '"'), b = w ^ (ones * '\\'), z = w ^ (ones * 0x1A);

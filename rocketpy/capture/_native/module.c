@@ -66,6 +66,10 @@ static PyObject *configure(PyObject *self, PyObject *args, PyObject *kw) {
                              "language_names", "language_by_name", "header_fallback", "summary",
                              "capture_format_error", NULL};
     PyObject *columns, *req, *resp, *ver, *lang, *by_name, *fallback, *summary, *error;
+    if (CFG.header_fallback) {     /* decoders may be reading the tables without the GIL */
+        PyErr_SetString(PyExc_RuntimeError, "rocketpy.capture._native is configured already");
+        return NULL;
+    }
     if (!PyArg_ParseTupleAndKeywords(args, kw, "O!O!O!O!O!O!OOO", kwlist, &PyList_Type, &columns,
                                      &PyDict_Type, &req, &PyDict_Type, &resp, &PyDict_Type, &ver,
                                      &PyDict_Type, &lang, &PyDict_Type, &by_name, &fallback, &summary,
@@ -92,7 +96,6 @@ static PyObject *configure(PyObject *self, PyObject *args, PyObject *kw) {
 }
 
 /* ---------------------------------------------------------------- Decoder */
-
 
 /* a bitmap of 65536 ports from an iterable (NULL: None or empty, every port, as in Python) */
 int ports_bitmap(PyObject *ports, uint8_t **out) {
@@ -131,10 +134,15 @@ static int Decoder_init(Decoder *self, PyObject *args, PyObject *kw) {
     static char *kwlist[] = {"ports", "batch_rows", "abandon_after", "max_pending_bytes",
                              "hole_timeout_ns", "linger_ns", NULL};
     PyObject *ports = Py_None;
-    long long batch_rows = 16384, abandon_after = 17 << 20, max_pending = 32 << 20;
-    long long hole_timeout = 10000000000LL, linger = 2000000000LL;
+    long long batch_rows = 16384, abandon_after = DEFAULT_ABANDON_AFTER;
+    long long max_pending = DEFAULT_MAX_PENDING_BYTES, hole_timeout = DEFAULT_HOLE_TIMEOUT_NS;
+    long long linger = DEFAULT_LINGER_NS;
     if (!CFG.header_fallback) {
         PyErr_SetString(PyExc_RuntimeError, "rocketpy.capture._native.configure() was not called");
+        return -1;
+    }
+    if (self->batches) {
+        PyErr_SetString(PyExc_RuntimeError, "a Decoder is initialised once");
         return -1;
     }
     if (!PyArg_ParseTupleAndKeywords(args, kw, "|OLLLLL", kwlist, &ports, &batch_rows,
@@ -554,6 +562,14 @@ PyMODINIT_FUNC PyInit__native(void) {
                                      RMQ_FLAG_AT, "LANGUAGE_AT", RMQ_LANGUAGE_AT,
                                      "MAX_LANGUAGE", RMQ_MAX_LANGUAGE);
     if (!layout || PyModule_AddObject(m, "LAYOUT", layout) < 0)
+        return NULL;
+    PyObject *limits = Py_BuildValue(
+        "{s:i,s:i,s:i,s:L,s:L,s:L,s:L,s:L}", "MAX_HUNT_HEADER", MAX_HUNT_HEADER,
+        "MAX_PENDING_REQUESTS", MAX_PENDING_REQUESTS, "MAX_RECORD", MAX_RECORD, "REORDER_NS",
+        REORDER_NS, "ABANDON_AFTER", DEFAULT_ABANDON_AFTER, "MAX_PENDING_BYTES",
+        DEFAULT_MAX_PENDING_BYTES, "HOLE_TIMEOUT_NS", DEFAULT_HOLE_TIMEOUT_NS, "LINGER_NS",
+        DEFAULT_LINGER_NS);
+    if (!limits || PyModule_AddObject(m, "LIMITS", limits) < 0)
         return NULL;
     PyObject *markers = summary_markers();
     if (!markers || PyModule_AddObject(m, "SUMMARY_MARKERS", markers) < 0)

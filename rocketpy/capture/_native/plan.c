@@ -20,6 +20,7 @@ typedef struct {
 typedef struct {
     PyObject_HEAD
     int busy;                 /* in feed (without the GIL) */
+    int ready;                /* initialised (once) */
     walker_t w;
     int64_t end, linger_ns, packets, captured;
     uint8_t *ports;
@@ -44,9 +45,14 @@ int ports_bitmap(PyObject *ports, uint8_t **out);
 /* Scanner(info, offset, end, ports, linger_ns) */
 static int Scanner_init(Scanner *self, PyObject *args, PyObject *kw) {
     PyObject *info, *ports = Py_None;
-    long long offset, end, linger = 2000000000LL;
+    long long offset, end, linger = DEFAULT_LINGER_NS;
+    if (self->ready) {
+        PyErr_SetString(PyExc_RuntimeError, "a Scanner is initialised once");
+        return -1;
+    }
     if (!PyArg_ParseTuple(args, "O!LL|OL", &PyTuple_Type, &info, &offset, &end, &ports, &linger))
         return -1;
+    self->ready = 1;
     self->end = end;
     self->linger_ns = linger;
     if (walker_setup(&self->w, info, offset) < 0 || ports_bitmap(ports, &self->ports) < 0)

@@ -134,7 +134,7 @@ static int process_record(walker_t *w, const uint8_t *p, size_t size, int64_t of
         uint64_t sec = rd32(p, be), frac = rd32(p + 4, be);
         pkt.ts_ns = (int64_t)(sec * 1000000000u + frac * (1000000000u / w->ticks_per_sec));
         pkt.linktype = w->linktype;
-        pkt.caplen = rd32(p + 8, be);
+        pkt.caplen = (uint32_t)(size - hlen);    /* record_size's checked reading */
         pkt.origlen = rd32(p + 12, be);
         pkt.data = p + hlen;
         return fn(ctx, &pkt);

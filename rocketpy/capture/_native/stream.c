@@ -408,7 +408,7 @@ void reasm_init(reasm_t *r, framer_t *sink, stats_t *st, int64_t max_pending_byt
     r->st = st;
     r->max_pending_bytes = max_pending_bytes;
     r->hole_timeout_ns = hole_timeout_ns;
-    r->reorder_ns = 100000000;
+    r->reorder_ns = REORDER_NS;
 }
 
 void reasm_free(reasm_t *r) {
