@@ -192,6 +192,18 @@ def test_a_full_output_device_is_a_write_error_in_one_line():
                           "No space left on device\n")
 
 
+@pytest.mark.parametrize("engine_name", ["native", "python"])
+def test_a_capture_cut_inside_a_record_is_named_in_one_line(tmp_path, engine_name):
+    cut = tmp_path / "cut.pcap"
+    data = PROBE.read_bytes()
+    cut.write_bytes(data[:len(data) - 7])
+    out = _cli(cut, "--format", "json", pre=f"import os\nos.environ['ROCKETPY_CAPTURE_ENGINE'] = "
+                                            f"'{engine_name}'\n")
+    assert out.returncode == 0 and len(out.stdout.splitlines()) > 10
+    assert out.stderr == (f"rocketpy-capture: {cut}: the file ends inside a packet record (cut "
+                          "short, or still being written): decoded up to its last whole packet\n")
+
+
 def test_without_pyarrow_the_cli_says_so_in_one_line():
     block = ("import sys\nclass B:\n    def find_spec(self, n, p=None, t=None):\n"
              "        if n.split('.')[0] == 'pyarrow': raise ImportError('No module named ' + n)\n"

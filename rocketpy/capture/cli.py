@@ -261,9 +261,10 @@ def _main(argv) -> int:
     want_summary = (args.summary == "yes" or
                     (args.summary == "auto" and not (args.format in ("json", "csv") and to_stdout)))
     writer = _Writer(args.format, args.output)
-    counted = [0]
+    counted, decoded = [0], [0]
 
     def consume(batch):
+        decoded[0] += batch.num_rows
         summary.add_batch(batch)
         if args.plots:
             _count_rate(batch, rate)
@@ -301,7 +302,7 @@ def _main(argv) -> int:
             plot_rate(rate, os.path.join(args.plots, "rate.png"))
         except OSError as exc:
             return _fail(f"cannot write plots to {args.plots}: {exc.strerror or exc}", 1)
-    return 1 if errors and not summary.frames else 0
+    return 1 if errors and not decoded[0] else 0
 
 
 def _count_rate(batch, rate: dict) -> None:

@@ -198,11 +198,17 @@ class RowDecoder:
         return len(self.dec.unsettled)
 
 
+#: what ``errors`` says of a file that ends inside a packet record (decoded up to there)
+TRUNCATED = "the file ends inside a packet record (cut short, or still being written): " \
+            "decoded up to its last whole packet"
+
+
 def decode_inputs(inputs, new_decoder, stats: Stats | None = None, errors: list | None = None,
                   one_capture: bool = False, names=None) -> Iterator:
     """What ``new_decoder()`` (an engine) yields for every capture among ``inputs`` (see
     :func:`expand_inputs`).  A file that is not a capture, or breaks part-way (after what came
-    before it), is reported in ``errors`` (path, message), never fatal.  ``one_capture``: the
+    before it), or ends inside a record (:data:`TRUNCATED`), is reported in ``errors`` (path,
+    message), never fatal.  ``one_capture``: the
     files are a rotated set, decoded as one capture in capture order (connections carry on from
     one file into the next).  ``names``: path -> the name rows give the file."""
     stats = stats if stats is not None else Stats()
@@ -215,6 +221,7 @@ def decode_inputs(inputs, new_decoder, stats: Stats | None = None, errors: list 
         dec = new_decoder()
         for index, path in enumerate(group):
             name = names.get(path, path) if names else path
+            cut = dec.stats.get("truncated_records", 0)
             try:
                 with open_capture(path) as (f, info):
                     yield from dec.decode(f, name, info, index)
@@ -223,6 +230,9 @@ def decode_inputs(inputs, new_decoder, stats: Stats | None = None, errors: list 
                 stats.count("bad_files")
                 if errors is not None:
                     errors.append((path, str(exc)))
+                continue
+            if errors is not None and dec.stats.get("truncated_records", 0) > cut:
+                errors.append((path, TRUNCATED))
         yield from dec.finish()
         stats.merge(dec.stats)
 
