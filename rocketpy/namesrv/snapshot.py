@@ -48,6 +48,8 @@ class RouteSnapshots:
         self._snapshots = {}
         #: the version of every topic without a route
         self.absent = next(self._clock)
+        #: the last version handed out: it moves whenever any topic's route may have changed
+        self.generation = self.absent
 
     def __len__(self):
         return len(self._versions)
@@ -63,16 +65,17 @@ class RouteSnapshots:
         for topic in topics:
             snapshots.pop(topic, None)
             if topic in present:
-                versions[topic] = next(clock)
+                versions[topic] = self.generation = next(clock)
             else:
                 versions.pop(topic, None)
+                self.generation = next(clock)
 
     def invalidate_all(self):
         """Something every answer reads changed (a config update): every version is new."""
         clock = self._clock
         self._snapshots.clear()
         self._versions = {topic: next(clock) for topic in self._versions}
-        self.absent = next(clock)
+        self.absent = self.generation = next(clock)
 
     def get(self, topic, build):
         """The snapshot of ``topic`` (``build(topic)`` makes its route), or None when the topic
