@@ -11,10 +11,6 @@ from itertools import count
 
 __all__ = ["RouteSnapshot", "RouteSnapshots"]
 
-#: Encoded bodies one snapshot keeps (dialect x orderTopicConf values seen): a handful in
-#: practice; an admin changing a topic's order config in a loop must not grow it for ever.
-MAX_BODIES = 8
-
 
 class RouteSnapshot:
     """The route of ``topic`` at ``version`` (a ``TopicRouteData`` record, or None when the
@@ -28,14 +24,13 @@ class RouteSnapshot:
         self.route = route
         self._bodies = {}
 
-    def body(self, key, encode, *args):
-        """The body for ``key`` (a dialect and what else the encoding takes),
-        ``encode(*args)`` the first time."""
-        body = self._bodies.get(key)
+    def body(self, dialect, encode, *args):
+        """The body in ``dialect`` (standard JSON or not: at most two kept),
+        ``encode(*args)`` the first time. Bodies carrying a KV value (orderTopicConf) are
+        not kept here: they would sit outside the KV store's byte bound."""
+        body = self._bodies.get(dialect)
         if body is None:
-            if len(self._bodies) >= MAX_BODIES:
-                self._bodies.clear()
-            body = self._bodies[key] = encode(*args)
+            body = self._bodies[dialect] = encode(*args)
         return body
 
 
