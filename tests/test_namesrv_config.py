@@ -116,6 +116,33 @@ def test_update_merges_known_keys_and_persists(tmp_path):
     assert "orderMessageEnable=true\n" in (tmp_path / "namesrv.properties.bak").read_text()
 
 
+def test_update_and_file_apply_only_the_keys_of_the_profiles_release():
+    """Java's properties2Object ignores keys its class lacks: 5.0.0 has no
+    deleteTopicWithBrokerRegistration, 4.9 no supportActingMaster."""
+    for profile, absent, present in ((PROFILE_50, "deleteTopicWithBrokerRegistration", "supportActingMaster"),
+                                     (PROFILE_49, "supportActingMaster", "orderMessageEnable")):
+        configuration = Configuration(NamesrvConfig(), NettyServerConfig(), profile=profile)
+        configuration.update({absent: "true", present: "true"})
+        assert getattr(configuration.namesrv_config, attr_name(absent)) is False
+        assert getattr(configuration.namesrv_config, attr_name(present)) is True
+        loaded = Configuration.from_properties({absent: "true", present: "true"}, profile)
+        assert getattr(loaded.namesrv_config, attr_name(absent)) is False
+        assert getattr(loaded.namesrv_config, attr_name(present)) is True
+    configuration = Configuration(NamesrvConfig(), NettyServerConfig(), profile=PROFILE_53)
+    configuration.update({"deleteTopicWithBrokerRegistration": "true"})
+    assert configuration.namesrv_config.delete_topic_with_broker_registration is True
+
+
+def test_protection_keys_are_read_from_the_file_in_every_profile():
+    """4.9's class has no bindAddress, 5.0.0's no configBlackList; a file naming them is
+    obeyed anyway: a profile never widens what the server exposes."""
+    props = {"bindAddress": "127.0.0.1", "configBlackList": "listenPort"}
+    for profile in (PROFILE_49, PROFILE_50, PROFILE_53):
+        loaded = Configuration.from_properties(props, profile)
+        assert loaded.netty_server_config.bind_address == "127.0.0.1"
+        assert loaded.namesrv_config.config_black_list == "listenPort"
+
+
 def test_49_config_text_is_unsorted_5x_sorted():
     text49 = Configuration(NamesrvConfig(), NettyServerConfig(), profile=PROFILE_49).all_configs_text()
     text53 = Configuration(NamesrvConfig(), NettyServerConfig(), profile=PROFILE_53).all_configs_text()

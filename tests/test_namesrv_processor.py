@@ -143,6 +143,24 @@ def test_order_topic_conf_only_when_enabled(tmp_path):
     assert fastjson.loads(call(proc, 105, {"topic": "T1"}).body)["orderTopicConf"] == "broker-a:4"
 
 
+def test_order_topic_conf_bodies_are_not_kept_in_the_route_snapshot(tmp_path):
+    """A body carrying an orderTopicConf (a KV value, up to the KV byte bound) is encoded per
+    answer, not kept beside the route: 8 configs must not mean 8 kept copies."""
+    proc = make(tmp_path)
+    register(proc)
+    assert call(proc, 318, body=b"orderMessageEnable=true\n").code == 0
+    for i in range(8):
+        value = f"broker-a:{i + 1};" + "x" * 1000
+        call(proc, 100, {"namespace": "ORDER_TOPIC_CONFIG", "key": "T1", "value": value})
+        answer = call(proc, 105, {"topic": "T1"})
+        assert fastjson.loads(answer.body)["orderTopicConf"] == value
+    snapshot = proc.route_info_manager.route_snapshot("T1")
+    assert all(b"orderTopicConf" not in body for body in snapshot._bodies.values())
+    call(proc, 102, {"namespace": "ORDER_TOPIC_CONFIG", "key": "T1"})
+    assert b"orderTopicConf" not in call(proc, 105, {"topic": "T1"}).body
+    assert len(snapshot._bodies) == 1
+
+
 def test_zone_mode_keeps_the_zone_and_masterless_groups(tmp_path):
     proc = make(tmp_path)
     register(proc, name="a", addr="1:1", __ZONE_NAME="z1", enableActingMaster="false")

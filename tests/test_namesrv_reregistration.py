@@ -190,9 +190,9 @@ def test_fast_json_path_agrees_with_the_codec(config):
     assert fast == bodies.register_broker_body_records(ref, TopicConfig, DataVersion)
 
 
-# ------------------------------------------------------------------ route answer stamps
+# ------------------------------------------------------------------ route answer reuse keys
 
-class _Stamp:
+class _ReuseKey:
     """What an answer reuse is keyed by: the snapshot version a reusable answer names (None: the
     answer is not reusable), asked afresh each time, as the transport's cache learns it."""
 
@@ -205,10 +205,10 @@ class _Stamp:
 
 
 def reusable(proc, request, now=1000):
-    return _Stamp(proc, request, now)() is not None
+    return _ReuseKey(proc, request, now)() is not None
 
 
-def test_answer_stamp_only_for_route_queries(tmp_path):
+def test_reuse_key_only_for_route_queries(tmp_path):
     proc = make(tmp_path)
     register(proc, body_of(["T1", "Z"]))
     route = RemotingCommand.request(105, {"topic": "T1"}, opaque=1, version=401)
@@ -220,21 +220,21 @@ def test_answer_stamp_only_for_route_queries(tmp_path):
         assert not reusable(proc, request)
 
 
-def test_answer_stamp_changes_with_every_input_of_the_route_answer(tmp_path):
+def test_reuse_key_changes_with_every_input_of_the_route_answer(tmp_path):
     proc = make(tmp_path)
     register(proc, body_of(["T1", "Z"]))
-    stamp = _Stamp(proc, RemotingCommand.request(105, {"topic": "T1"}, opaque=1))
-    seen = [stamp()]
+    reuse_key = _ReuseKey(proc, RemotingCommand.request(105, {"topic": "T1"}, opaque=1))
+    seen = [reuse_key()]
 
     def changed():
-        value = stamp()
+        value = reuse_key()
         assert value is None or value not in seen   # not reusable, or under a new version
         seen.append(value)
 
     register(proc, body_of(["T1", "Z"], counter=2, perm=4))           # the route itself
     changed()
     call(proc, 100, {"namespace": "ORDER_TOPIC_CONFIG", "key": "T1", "value": "broker-a:4"})
-    assert stamp() == seen[-1] is not None       # orderMessageEnable is off: not in the answer
+    assert reuse_key() == seen[-1] is not None       # orderMessageEnable is off: not in the answer
     call(proc, 318, body=b"orderMessageEnable=true\n")
     changed()
     call(proc, 100, {"namespace": "ORDER_TOPIC_CONFIG", "key": "T1", "value": "broker-a:8"})
@@ -259,7 +259,7 @@ def test_zone_filtered_answers_are_not_reused(tmp_path, profile, cacheable):
     assert reusable(proc, blank)
 
 
-def test_no_stamp_inside_the_wait_window_or_in_cluster_test_mode(tmp_path):
+def test_no_reuse_key_inside_the_wait_window_or_in_cluster_test_mode(tmp_path):
     route = RemotingCommand.request(105, {"topic": "T1"}, opaque=1)
     proc = make(tmp_path, need_wait_for_service=True)
     assert not reusable(proc, route, 44_999)

@@ -11,7 +11,7 @@ from rocketpy.namesrv import Channel
 from rocketpy.namesrv.kvconfig import KVConfigManager
 from rocketpy.service.fileio import write_file_java
 from rocketpy.service.housekeeping import BrokerHousekeepingService
-from rocketpy.service.kvconfig import KVConfigService, kv_config_log_lines
+from rocketpy.service.kvconfig import MAX_LOGGED_ENTRIES, KVConfigService, kv_config_log_lines
 from rocketpy.service.liveness import ScanNotActiveBrokerService
 from rocketpy.service.server import RemotingServerService
 from rocketpy.service.startup import StartError
@@ -152,6 +152,29 @@ class KVConfigServiceTests(SynchronousTestCase):
         self.assertEqual(lines, ["--------------------------------------------------------",
                                  "configTable SIZE: 1",
                                  "configTable NS: ORDER_TOPIC_CONFIG Key: T Value: b:4"])
+
+    def test_log_lines_stop_at_the_limit_and_count_what_is_left_out(self):
+        table = {"NS1": {f"k{i}": "v" for i in range(150)}, "NS2": {f"k{i}": "v" for i in range(50)}}
+        lines = kv_config_log_lines(table, 1234)
+        self.assertEqual(len(lines), 2 + 100 + 1)
+        self.assertEqual(lines[1], "configTable SIZE: 2")
+        self.assertEqual(lines[101], "configTable NS: NS1 Key: k99 Value: v")
+        self.assertEqual(lines[-1], "configTable: 200 entries, 1234 bytes in all; 100 more not logged")
+        self.assertEqual(len(kv_config_log_lines(table, limit=160)), 2 + 160 + 1)
+        self.assertEqual(kv_config_log_lines(table, limit=160)[-2],
+                         "configTable NS: NS2 Key: k9 Value: v")
+
+    def test_the_service_logs_a_bounded_number_of_lines_of_a_huge_table(self):
+        kv = KVConfigManager(self.mktemp(), store=write_file_java)
+        for i in range(5000):
+            kv.put_kv_config("NS", f"k{i}", "v")
+        service = KVConfigService(kv, task.Clock(), load=False)
+        logged = []
+        service.log = type("Log", (), {"info": lambda _, fmt, line: logged.append(line)})()
+        service.run_once()
+        self.assertEqual(len(logged), 2 + MAX_LOGGED_ENTRIES + 1)
+        self.assertEqual(logged[-1], f"configTable: 5000 entries, {kv.total_bytes} bytes in all; "
+                                     f"{5000 - MAX_LOGGED_ENTRIES} more not logged")
 
     def test_logs_after_a_minute_then_every_ten_and_flushes_on_stop(self):
         path = self.mktemp()

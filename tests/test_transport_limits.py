@@ -21,7 +21,8 @@ from rocketpy.service.tap import Options, default_listen
 from rocketpy.transport import RemotingServerFactory, TlsMode
 from rocketpy.transport import limits as limits_module
 from rocketpy.remoting.layout import peek_request
-from rocketpy.transport.limits import (LIMIT_KEYS, NOT_SHED, OVERLOAD_REMARK, TROUBLE_EVENTS,
+from rocketpy.remoting.codes import OVERLOAD_REMARK
+from rocketpy.transport.limits import (LIMIT_KEYS, NOT_SHED, TROUBLE_EVENTS,
                                        LoadGovernor, RefusedConnection, ServerLimits,
                                        overload_answer, raise_open_files_limit)
 from test_transport_protocol import (ECHO, BoundedTransport, FakeProcessor, RecordingListener,

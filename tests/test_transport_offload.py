@@ -26,10 +26,9 @@ from zope.interface import implementer
 from brokerbody import register_body
 from fuzzharness import topic_line_bomb
 from rocketpy.remoting import RemotingCommand, bodies, decode_frame, split_frames
-from rocketpy.remoting.codes import ResponseCode
+from rocketpy.remoting.codes import OVERLOAD_REMARK, ResponseCode
 from rocketpy.service.tap import Options, makeService
 from rocketpy.transport import RemotingServerFactory, TlsMode
-from rocketpy.transport.limits import OVERLOAD_REMARK
 from rocketpy.transport.offload import SWITCH_INTERVAL, THREAD_NAME, DecodePool
 from test_fuzz_processor import _processor
 from test_namesrv_pending import on_a_thread
@@ -342,3 +341,18 @@ def test_the_default_topic_bound_refuses_the_bomb_on_its_declared_count():
         assert refused.remark == ("[REFUSED] the registration body declares 3000000 topics, "
                                   "over registerBrokerMaxTopics=200000")
         bomber.close()
+
+
+def test_processor_and_transport_overload_answers_share_one_remark(tmp_path):
+    """Both SYSTEM_BUSY answers (the processor's, the transport's own) take the codec's
+    OVERLOAD_REMARK; nothing else in the package writes the remark or the code's number."""
+    import rocketpy
+    from processorutil import make
+    from rocketpy.transport.limits import overload_answer
+    processor = make(tmp_path)
+    for template in (overload_answer(), overload_answer(processor.overload_response)):
+        answer = decode_frame(template.encode_for(5))
+        assert (answer.code, answer.remark) == (ResponseCode.SYSTEM_BUSY, OVERLOAD_REMARK)
+    written = [path for path in Path(rocketpy.__file__).parent.rglob("*.py")
+               if "system busy, start flow control" in path.read_text()]
+    assert [p.name for p in written] == ["codes.py"]

@@ -29,7 +29,9 @@ protected by ``bindAddress``, a firewall and TLS.
 The access-control keys are read once, when the processor is built (``-c`` file or ``-D``); an
 UPDATE_NAMESRV_CONFIG naming one is refused whether or not access control is on.
 GET_NAMESRV_CONFIG reports them as Java reports any extra key, which is why secret keys live in
-the separate accounts file. Pure (stdlib only); observable through
+the separate accounts file. Stdlib only, no Twisted; the checks do no I/O, and the one file read
+(:func:`load_accounts`, from :meth:`AccessControl.from_properties`) happens once, when the
+processor is built at start-up. Observable through
 :attr:`AccessControl.counters` and ``on_refused(code, remote_addr, reason)``."""
 import base64
 import hashlib

@@ -24,6 +24,10 @@ _HOME = os.path.expanduser("~")
 #: refuses more: :mod:`rocketpy.namesrv.configguard`)
 CONFIG_BLACKLIST_FIXED = ("configBlackList", "configStorePath", "kvConfigPath", "rocketmqHome")
 
+#: keys that decide what the server exposes or refuses: read from ``-c`` in every profile,
+#: though not every release's class has them (security is never a version trait)
+PROTECTION_KEYS = frozenset(("bindAddress", "configBlackList"))
+
 
 def attr_name(key):
     """``scanNotActiveBrokerInterval`` -> ``scan_not_active_broker_interval``."""
@@ -159,11 +163,15 @@ class _JavaConfig:
         shape = config_shape(shape)
         return shape.namesrv_keys if self._FIELDS is _NAMESRV_FIELDS else shape.netty_keys
 
-    def apply_properties(self, props):
-        """``properties2Object``: set every known key present in ``props``; return the keys used."""
+    def apply_properties(self, props, shape=None):
+        """``properties2Object``: set every key of the release's class (``shape``, as
+        :meth:`keys`) present in ``props``; return the keys used. Keys only another release
+        has are ignored, as Java ignores any key its class lacks; :data:`PROTECTION_KEYS` never
+        are."""
+        known = PROTECTION_KEYS.union(self.keys(shape))
         used = []
         for key, attr, kind, _ in self._FIELDS:
-            if key in props:
+            if key in props and key in known:
                 value = _parse(kind, props[key])
                 if value is not None:
                     setattr(self, attr, value)
@@ -232,8 +240,8 @@ class Configuration:
     def from_properties(cls, props, profile=None, config_path=None, store=None):
         """What ``mqnamesrv -c config_path`` builds from the file's properties."""
         namesrv, netty = NamesrvConfig(), NettyServerConfig()
-        namesrv.apply_properties(props)
-        netty.apply_properties(props)
+        namesrv.apply_properties(props, profile)
+        netty.apply_properties(props, profile)
         if config_path is not None:
             namesrv.config_store_path = config_path
         return cls(namesrv, netty, props, profile, store)
@@ -268,8 +276,8 @@ class Configuration:
         for key, value in props.items():
             if key in self.all_configs:
                 self.all_configs[key] = value
-        self.namesrv_config.apply_properties(props)
-        self.netty_server_config.apply_properties(props)
+        self.namesrv_config.apply_properties(props, self.shape)
+        self.netty_server_config.apply_properties(props, self.shape)
         return self.persist_job()
 
     def file_text(self):

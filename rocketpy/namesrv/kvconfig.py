@@ -109,6 +109,11 @@ class KVConfigManager:
                 for key, value in kv.items():
                     self._set(str(namespace), str(key), None if value is None else str(value))
 
+    @property
+    def total_bytes(self):
+        """The table's size as the bounds count it."""
+        return self._total
+
     def _saw(self, namespace):
         self._high[namespace] = max(self._high.get(namespace, 0), len(self.config_table[namespace]))
         self._namespaces_high = max(self._namespaces_high, len(self.config_table))

@@ -90,6 +90,7 @@ class RouteInfoManager:
         self._applied = {}             # broker name -> (topic table, its size): all held
         self._queue_map_high = {}      # topic -> largest broker count of its queue map
         self._cluster_set_high = {}    # cluster -> largest broker-name count
+        self._listings = {}            # topic list name -> (snapshots' generation, list)
         #: QueueData entries (topic-broker pairs) in topic_queue_table, for the server-wide
         #: bounds (:mod:`rocketpy.namesrv.route_bounds`)
         self.queue_data_count = 0
@@ -507,16 +508,30 @@ class RouteInfoManager:
         names = self.cluster_addr_table.get(cluster_name, {})
         return ordered(list(names), hashmap_capacity(self._cluster_set_high.get(cluster_name, 0)))
 
+    def _listing(self, name, build):
+        """``build()``, kept until the tables change (keyed by the snapshots' generation, which
+        every gated change of a topic moves)."""
+        generation = self.snapshots.generation
+        held = self._listings.get(name)
+        if held is not None and held[0] == generation:
+            return held[1]
+        items = build()
+        self._listings[name] = (generation, items)
+        return items
+
     def get_all_topic_list(self):
-        return self.wire.topic_set(self.topics_in_order())
+        return self._listing("all", lambda: self.wire.topic_set(self.topics_in_order()))
 
     def get_topics_by_cluster(self, cluster_name):
+        """Java walks every topic for each broker name of the cluster; the same list, built
+        from each broker's own topics sorted by their place in the topic table (O(T + pairs))."""
         if cluster_name not in self.cluster_addr_table:
             return []   # Java: NullPointerException, logged, empty list answered
-        topics = self.topics_in_order()
+        position = self._listing("position", lambda: {
+            topic: i for i, topic in enumerate(self.topics_in_order())}).__getitem__
         items = []
         for name in self.cluster_broker_names(cluster_name):
-            items.extend(t for t in topics if name in self.topic_queue_table[t])
+            items.extend(sorted(self._topics_by_broker.get(name, ()), key=position))
         return self.wire.topic_set(items)
 
     def get_system_topic_list(self):
@@ -543,14 +558,16 @@ class RouteInfoManager:
         return self.wire.topic_set(items)
 
     def get_unit_topics(self):
-        return self._first_queue_data_flag_topics(lambda f: f & FLAG_UNIT == FLAG_UNIT)
+        return self._listing("unit", lambda: self._first_queue_data_flag_topics(
+            lambda f: f & FLAG_UNIT == FLAG_UNIT))
 
     def get_has_unit_sub_topic_list(self):
-        return self._first_queue_data_flag_topics(lambda f: f & FLAG_UNIT_SUB == FLAG_UNIT_SUB)
+        return self._listing("unit_sub", lambda: self._first_queue_data_flag_topics(
+            lambda f: f & FLAG_UNIT_SUB == FLAG_UNIT_SUB))
 
     def get_has_unit_sub_un_unit_topic_list(self):
-        return self._first_queue_data_flag_topics(
-            lambda f: f & FLAG_UNIT != FLAG_UNIT and f & FLAG_UNIT_SUB == FLAG_UNIT_SUB)
+        return self._listing("unit_sub_un_unit", lambda: self._first_queue_data_flag_topics(
+            lambda f: f & FLAG_UNIT != FLAG_UNIT and f & FLAG_UNIT_SUB == FLAG_UNIT_SUB))
 
     # ------------------------------------------------------------------ notifications
 

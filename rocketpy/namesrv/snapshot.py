@@ -11,10 +11,6 @@ from itertools import count
 
 __all__ = ["RouteSnapshot", "RouteSnapshots"]
 
-#: Encoded bodies one snapshot keeps (dialect x orderTopicConf values seen): a handful in
-#: practice; an admin changing a topic's order config in a loop must not grow it for ever.
-MAX_BODIES = 8
-
 
 class RouteSnapshot:
     """The route of ``topic`` at ``version`` (a ``TopicRouteData`` record, or None when the
@@ -28,14 +24,13 @@ class RouteSnapshot:
         self.route = route
         self._bodies = {}
 
-    def body(self, key, encode, *args):
-        """The body for ``key`` (a dialect and what else the encoding takes),
-        ``encode(*args)`` the first time."""
-        body = self._bodies.get(key)
+    def body(self, dialect, encode, *args):
+        """The body in ``dialect`` (standard JSON or not: at most two kept),
+        ``encode(*args)`` the first time. Bodies carrying a KV value (orderTopicConf) are
+        not kept here: they would sit outside the KV store's byte bound."""
+        body = self._bodies.get(dialect)
         if body is None:
-            if len(self._bodies) >= MAX_BODIES:
-                self._bodies.clear()
-            body = self._bodies[key] = encode(*args)
+            body = self._bodies[dialect] = encode(*args)
         return body
 
 
@@ -48,6 +43,8 @@ class RouteSnapshots:
         self._snapshots = {}
         #: the version of every topic without a route
         self.absent = next(self._clock)
+        #: the last version handed out: it moves whenever any topic's route may have changed
+        self.generation = self.absent
 
     def __len__(self):
         return len(self._versions)
@@ -63,16 +60,17 @@ class RouteSnapshots:
         for topic in topics:
             snapshots.pop(topic, None)
             if topic in present:
-                versions[topic] = next(clock)
+                versions[topic] = self.generation = next(clock)
             else:
                 versions.pop(topic, None)
+                self.generation = next(clock)
 
     def invalidate_all(self):
         """Something every answer reads changed (a config update): every version is new."""
         clock = self._clock
         self._snapshots.clear()
         self._versions = {topic: next(clock) for topic in self._versions}
-        self.absent = next(clock)
+        self.absent = self.generation = next(clock)
 
     def get(self, topic, build):
         """The snapshot of ``topic`` (``build(topic)`` makes its route), or None when the topic

@@ -21,6 +21,7 @@ __all__ = [
     "FLAG_RESPONSE",
     "LanguageCode",
     "MQVersion",
+    "OVERLOAD_REMARK",
     "RPC_ONEWAY",
     "RPC_TYPE",
     "RequestCode",
@@ -303,6 +304,11 @@ class ResponseCode(IntEnum):
     CONTROLLER_BROKER_LIVE_INFO_NOT_EXISTS = 2016  # since 5.2.0
     USER_NOT_EXIST = 3001  # since 5.3.0
     POLICY_NOT_EXIST = 3002  # since 5.3.0
+
+
+#: The remark of Java's SYSTEM_BUSY answer when a request finds its executor queue full
+#: (``NettyRemotingAbstract``, 4.x-5.3).
+OVERLOAD_REMARK = "[OVERLOAD]system busy, start flow control for a while"
 
 
 class LanguageCode(IntEnum):

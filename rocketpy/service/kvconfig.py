@@ -5,22 +5,34 @@ The table is loaded when the service starts and logged on Java's schedule with J
 it is persisted once more when the service stops (through the writer thread when there is one),
 so a SIGTERM leaves the file complete even if an earlier write failed."""
 import os
+from itertools import islice
 
 from twisted.internet import defer
 
 from .fileio import read_text
 from .periodic import PeriodicService
 
-__all__ = ["KVConfigService", "kv_config_log_lines"]
+__all__ = ["MAX_LOGGED_ENTRIES", "KVConfigService", "kv_config_log_lines"]
 
 
-def kv_config_log_lines(config_table):
-    """The lines Java's ``printAllPeriodically`` logs for ``{namespace: {key: value}}``."""
+#: entries ``printAllPeriodically`` logs at most: the table may hold a million tiny entries
+#: within its byte bound, and logging runs on the reactor
+MAX_LOGGED_ENTRIES = 100
+
+
+def kv_config_log_lines(config_table, total_bytes=None, limit=MAX_LOGGED_ENTRIES):
+    """The lines Java's ``printAllPeriodically`` logs for ``{namespace: {key: value}}``, at
+    most ``limit`` entries of them, then one line counting the entries (and bytes) left out."""
     lines = ["--------------------------------------------------------",
              f"configTable SIZE: {len(config_table)}"]
-    for namespace, table in config_table.items():
-        for key, value in table.items():
-            lines.append(f"configTable NS: {namespace} Key: {key} Value: {value}")
+    entries = sum(map(len, config_table.values()))
+    every = ((namespace, item) for namespace, table in config_table.items() for item in table.items())
+    lines.extend(f"configTable NS: {namespace} Key: {key} Value: {value}"
+                 for namespace, (key, value) in islice(every, limit))
+    logged = len(lines) - 2
+    if logged < entries:
+        size = "" if total_bytes is None else f", {total_bytes} bytes in all"
+        lines.append(f"configTable: {entries} entries{size}; {entries - logged} more not logged")
     return lines
 
 
@@ -54,7 +66,7 @@ class KVConfigService(PeriodicService):
         super().startService()
 
     def run_once(self):
-        for line in kv_config_log_lines(self.kv.config_table):
+        for line in kv_config_log_lines(self.kv.config_table, self.kv.total_bytes):
             self.log.info("{line}", line=line)
 
     def stopService(self):

@@ -2,9 +2,9 @@
 queues, ``RejectedExecutionException`` and ``SYSTEM_BUSY`` in ``NettyRemotingAbstract``, redone
 for a single thread), and the structured log events for every kind of trouble.
 
-Java answers ``SYSTEM_BUSY`` (2) ``"[OVERLOAD]system busy, start flow control for a while"``
-when a request finds its executor queue full (50,000 route queries, 10,000 others); clients then
-back off. rocketpy has no queue (TCP holds what the reactor has not read), so its analogue of a
+Java answers ``SYSTEM_BUSY`` (2) with :data:`~rocketpy.remoting.codes.OVERLOAD_REMARK` when a
+request finds its executor queue full (50,000 route queries, 10,000 others); clients then back
+off. rocketpy has no queue (TCP holds what the reactor has not read), so its analogue of a
 full queue is a *turn* (one pass over the ready sockets, ended by a ``callLater(0)``) that has
 already served more than it can afford. Per turn:
 
@@ -42,19 +42,17 @@ from time import perf_counter
 from twisted.internet.protocol import Protocol
 from twisted.logger import Logger, LogLevel
 
+from ..remoting.codes import OVERLOAD_REMARK, ResponseCode
 from ..remoting.command import FLAG_ONEWAY, FLAG_RESPONSE, RemotingCommand
 from ..remoting.frame import encode_template
 from ..remoting.layout import frames_at_least, peek_request
 
 __all__ = ["ServerLimits", "LoadGovernor", "RefusedConnection", "overload_answer", "LIMIT_KEYS",
-           "TROUBLE_EVENTS", "OVERLOAD_REMARK", "SYSTEM_BUSY", "NOT_SHED",
+           "TROUBLE_EVENTS", "NOT_SHED",
            "trouble", "raise_open_files_limit", "peer_gone"]
 
 log = Logger()
 
-SYSTEM_BUSY = 2
-#: Java's remark when a request finds the executor queue full (NettyRemotingAbstract, 4.x-5.3).
-OVERLOAD_REMARK = "[OVERLOAD]system busy, start flow control for a while"
 
 #: The stable ``rocketpy_event`` values of :func:`trouble` (operators grep and alert on these).
 TROUBLE_EVENTS = {
@@ -194,7 +192,7 @@ def overload_answer(overload_response=None):
     if overload_response is not None:
         response = overload_response(probe)
     else:
-        response = probe.create_response(SYSTEM_BUSY, remark=OVERLOAD_REMARK)
+        response = probe.create_response(ResponseCode.SYSTEM_BUSY, remark=OVERLOAD_REMARK)
     response.flag |= FLAG_RESPONSE
     return encode_template(response)
 

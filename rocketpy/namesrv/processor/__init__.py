@@ -22,7 +22,7 @@ Before a handler runs, :class:`~rocketpy.namesrv.acl.AccessControl` (administrat
 NO_PERMISSION (rocketpy's additions, off unless configured)."""
 import logging
 
-from rocketpy.remoting.codes import ResponseCode
+from rocketpy.remoting.codes import OVERLOAD_REMARK, ResponseCode
 from rocketpy.remoting.command import FLAG_RESPONSE, JAVA, RemotingCommand
 from rocketpy.remoting.errors import (BodyDecodeError, InvalidFieldError, MissingFieldError,
                                       RemotingCodecError)
@@ -191,9 +191,7 @@ class DefaultRequestProcessor:
         transport that sheds load; None for a oneway request, which Java drops silently."""
         if request.is_oneway:
             return None
-        return self.respond(request, Reply(ResponseCode.SYSTEM_BUSY,
-                                           "[OVERLOAD]system busy, start flow control for a while"),
-                            failed=True)
+        return self.respond(request, Reply(ResponseCode.SYSTEM_BUSY, OVERLOAD_REMARK), failed=True)
 
     def respond(self, request, reply, failed=False):
         """``reply`` as the frame Java writes: same opaque, the server's version, the release's

@@ -68,12 +68,17 @@ def worth_a_thread(body, compressed):
 class RegistrationBodies:
     """The last registration body of each broker address, with its decoded form.
 
-    Entries of brokers that are gone are dropped whenever the cache has doubled since the last
-    sweep (``is_live``), so it holds about the live brokers, not every address ever seen.
+    Bounded by entries (``limit``) and by the bytes of the bodies kept (``max_bytes``: each may
+    be a 16 MiB frame); past either, the entries put longest ago go first. Entries of brokers
+    that are gone are also dropped whenever the cache has doubled since the last sweep
+    (``is_live``), so it holds about the live brokers, not every address ever seen.
     """
 
-    def __init__(self, limit=4096):
+    def __init__(self, limit=4096, max_bytes=64 * 1024 * 1024):
         self.limit = limit
+        self.max_bytes = max_bytes
+        #: bytes of the bodies held
+        self.bytes = 0
         self._last = {}
         self._sweep_at = 64
 
@@ -86,21 +91,27 @@ class RegistrationBodies:
         return None
 
     def put(self, key, body, compressed, version, decoded, is_live=None, crc=0):
-        if key not in self._last:
-            if is_live is not None and len(self._last) >= self._sweep_at:
-                self.forget_departed(is_live)
-            if len(self._last) >= self.limit:
-                self._last.clear()
-        self._last[key] = [body, compressed, version, decoded, crc]
+        self.forget(key)
+        if len(body) > self.max_bytes:
+            return
+        if is_live is not None and len(self._last) >= self._sweep_at:
+            self.forget_departed(is_live)
+        last = self._last
+        while last and (len(last) >= self.limit or self.bytes + len(body) > self.max_bytes):
+            self.forget(next(iter(last)))
+        last[key] = [body, compressed, version, decoded, crc]
+        self.bytes += len(body)
 
     def forget(self, key):
-        self._last.pop(key, None)
+        entry = self._last.pop(key, None)
+        if entry is not None:
+            self.bytes -= len(entry[0])
 
     def forget_departed(self, is_live):
         """Drop the entries of brokers that are gone (``is_live(key)`` False): their bodies
         and decoded tables are the biggest thing a departed broker leaves behind."""
         for old in [k for k in self._last if not is_live(k)]:
-            del self._last[old]
+            self.forget(old)
         self._sweep_at = max(64, 2 * len(self._last))
 
 

@@ -76,7 +76,10 @@ class RouteHandlers:
             return ok(self.wire.route(filter_by_zone(route, zone), order_conf).to_json())
         standard = not self.cluster_test and (
             request.version >= MQVersion.V4_9_4 or bool(header.accept_standard_json_only))
-        body = snapshot.body((standard, order_conf), self._encode, route, order_conf, standard)
+        if order_conf is None:
+            body = snapshot.body(standard, self._encode, route, None, standard)
+        else:   # a KV value: the KV store's byte bound holds it, a snapshot's bodies would not
+            body = self._encode(route, order_conf, standard)
         return ok(body, reuse=None if reads_kv else (topic, snapshot.version))
 
     def _encode(self, route, order_conf, standard):

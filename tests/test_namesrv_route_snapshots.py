@@ -27,8 +27,9 @@ def addr_of(name, bid):
     return f"10.0.0.{NAMES.index(name) + 1}:{10911 + 10 * bid}"
 
 
-class RouteCache:
-    """Route bodies as the route handler reads them: from the topic's snapshot."""
+class RouteBodies:
+    """Route bodies as the route handler reads them: from the topic's snapshot (kept per
+    dialect; one carrying an orderTopicConf is encoded each time)."""
 
     def __init__(self, rim):
         self.rim = rim
@@ -38,8 +39,8 @@ class RouteCache:
         snapshot = self.rim.route_snapshot(topic)
         if snapshot is None or snapshot.route is None:
             return None
-        return snapshot.body((standard, order_topic_conf), lambda: self.wire.route(
-            snapshot.route, order_topic_conf).to_json(standard))  # (encoded on the first ask)
+        encode = lambda: self.wire.route(snapshot.route, order_topic_conf).to_json(standard)
+        return encode() if order_topic_conf is not None else snapshot.body(standard, encode)
 
     def build(self, topic, standard, order_topic_conf=None):
         """The body computed afresh."""
@@ -47,13 +48,13 @@ class RouteCache:
         return None if route is None else self.wire.route(route, order_topic_conf).to_json(standard)
 
 
-class CacheMachine(RuleBasedStateMachine):
+class SnapshotMachine(RuleBasedStateMachine):
     profile = PROFILE_53
 
     @initialize()
     def setup(self):
         self.rim = RouteInfoManager(NamesrvConfig(), self.profile)
-        self.cache = RouteCache(self.rim)
+        self.bodies = RouteBodies(self.rim)
         self.now = 0
         self.counter = 0
         self.seen = {}
@@ -113,14 +114,14 @@ class CacheMachine(RuleBasedStateMachine):
         self.rim.invalidate_routes()     # what UPDATE_NAMESRV_CONFIG does
 
     @invariant()
-    def cache_is_never_stale(self):
+    def snapshot_bodies_are_never_stale(self):
         if not hasattr(self, "rim"):
             return
         for topic in TOPICS + ("NONE",):
             for standard in (False, True):
                 for conf in (None, "a:4"):
-                    fresh = self.cache.build(topic, standard, conf)
-                    assert self.cache.lookup(topic, standard, conf) == fresh
+                    fresh = self.bodies.build(topic, standard, conf)
+                    assert self.bodies.lookup(topic, standard, conf) == fresh
                     key = (topic, standard, conf)
                     version = self.rim.route_version(topic)
                     if key in self.seen and self.seen[key][0] == version:
@@ -128,40 +129,40 @@ class CacheMachine(RuleBasedStateMachine):
                     self.seen[key] = (version, fresh)
 
 
-TestRouteCache = CacheMachine.TestCase
-TestRouteCache.settings = settings(max_examples=80, stateful_step_count=30, deadline=None)
+TestRouteSnapshots = SnapshotMachine.TestCase
+TestRouteSnapshots.settings = settings(max_examples=80, stateful_step_count=30, deadline=None)
 
 
-class CacheMachine49(CacheMachine):
+class SnapshotMachine49(SnapshotMachine):
     profile = PROFILE_49
 
 
-TestRouteCache49 = CacheMachine49.TestCase
-TestRouteCache49.settings = settings(max_examples=25, stateful_step_count=30, deadline=None)
+TestRouteSnapshots49 = SnapshotMachine49.TestCase
+TestRouteSnapshots49.settings = settings(max_examples=25, stateful_step_count=30, deadline=None)
 
 
-def test_cache_hits_when_nothing_changed():
+def test_snapshot_body_is_reused_when_nothing_changed():
     rim = RouteInfoManager(NamesrvConfig(), PROFILE_53)
-    cache = RouteCache(rim)
+    bodies = RouteBodies(rim)
     w = TopicConfigWrapper(DataVersion(1, 1, 0), {t: TopicConfig(t) for t in ("T1", "T2")})
     rim.register_broker("C", "a:1", "a", 0, "ha", w, [], 1, 0)
-    first = cache.lookup("T1", True)
+    first = bodies.lookup("T1", True)
     version = rim.route_version("T1")
     rim.register_broker("C", "a:1", "a", 0, "ha", w, [], 1, 30_000)   # periodic re-registration
-    assert cache.lookup("T1", True) is first
+    assert bodies.lookup("T1", True) is first
     assert rim.route_version("T1") == version
     rim.wipe_write_perm_of_broker("a")
-    assert cache.lookup("T1", True) != first
+    assert bodies.lookup("T1", True) != first
 
 
 def test_deleted_and_recreated_topic_is_not_served_from_an_old_entry():
     rim = RouteInfoManager(NamesrvConfig(), PROFILE_53)
-    cache = RouteCache(rim)
+    bodies = RouteBodies(rim)
     w = TopicConfigWrapper(DataVersion(1, 1, 0), {t: TopicConfig(t, 8, 8) for t in ("T1", "T2")})
     rim.register_broker("C", "a:1", "a", 0, "ha", w, [], 1, 0)
-    old = cache.lookup("T1", False)
+    old = bodies.lookup("T1", False)
     rim.delete_topic("T1")
-    assert cache.lookup("T1", False) is None
+    assert bodies.lookup("T1", False) is None
     rim.register_topic("T1", [QueueData("a", 2, 2, 6)])
-    assert cache.lookup("T1", False) != old
-    assert cache.lookup("T1", False) == cache.build("T1", False)
+    assert bodies.lookup("T1", False) != old
+    assert bodies.lookup("T1", False) == bodies.build("T1", False)

@@ -1,0 +1,82 @@
+"""Topic lists (GET_TOPICS_BY_CLUSTER, GET_ALL_TOPIC_LIST, unit lists): Java's answers, built
+without walking every topic per broker name, and reused until the route tables change."""
+import random
+
+import pytest
+
+from rocketpy.namesrv import Channel, NamesrvConfig, RouteInfoManager
+from rocketpy.namesrv.model import DataVersion, TopicConfig, TopicConfigWrapper
+from rocketpy.namesrv.profile import PROFILE_49, PROFILE_50, PROFILE_53
+
+
+class CountedTopic(str):
+    """A topic name that counts how often it is hashed (each dict lookup or insert)."""
+    hashes = 0
+
+    def __hash__(self):
+        CountedTopic.hashes += 1
+        return str.__hash__(self)
+
+
+def random_state(profile, seed, brokers, topics, per_broker, clusters=3, topic_type=str):
+    rng = random.Random(seed)
+    r = RouteInfoManager(NamesrvConfig(), profile)
+    names = [topic_type(f"Topic{rng.randrange(10**9)}-{i}") for i in range(topics)]
+    for b in range(brokers):
+        chosen = rng.sample(names, per_broker)
+        wrapper = TopicConfigWrapper(DataVersion(1, 1000, 0),
+                                     {t: TopicConfig(t, 8, 8, 6) for t in chosen}, {})
+        r.register_broker(f"C{b % clusters}", f"10.0.{b // 250}.{b % 250}:10911", f"broker-{b}",
+                          0, "ha", wrapper, None, Channel(b + 1, "x"), 0)
+    return r
+
+
+def reference_topics_by_cluster(r, cluster):
+    """The straightforward walk (Java's): every topic in table order, for each broker name."""
+    topics = r.topics_in_order()
+    items = []
+    for name in r.cluster_broker_names(cluster):
+        items.extend(t for t in topics if name in r.topic_queue_table[t])
+    return r.wire.topic_set(items)
+
+
+@pytest.mark.parametrize("profile", [PROFILE_49, PROFILE_50, PROFILE_53])
+@pytest.mark.parametrize("seed", range(4))
+def test_topics_by_cluster_equal_the_straightforward_walk(profile, seed):
+    r = random_state(profile, seed, brokers=12, topics=60, per_broker=15)
+    for cluster in ("C0", "C1", "C2"):
+        assert r.get_topics_by_cluster(cluster) == reference_topics_by_cluster(r, cluster)
+    assert r.get_topics_by_cluster("nope") == []
+
+
+def test_topics_by_cluster_work_does_not_scale_with_brokers_times_topics():
+    brokers, topics, per_broker = 300, 600, 2
+    r = random_state(PROFILE_53, 7, brokers, topics, per_broker, clusters=1,
+                     topic_type=CountedTopic)
+    pairs, topics = r.queue_data_count, len(r.topic_queue_table)
+    CountedTopic.hashes = 0
+    answer = r.get_topics_by_cluster("C0")
+    work = CountedTopic.hashes
+    CountedTopic.hashes = 0
+    assert answer == reference_topics_by_cluster(r, "C0")
+    reference_work = CountedTopic.hashes
+    assert reference_work >= brokers * topics        # the walk hashes every (name, topic)
+    assert work <= 4 * (topics + pairs) and work * 20 < reference_work
+
+
+def test_all_topic_and_unit_lists_are_reused_until_a_change():
+    r = random_state(PROFILE_53, 1, brokers=4, topics=20, per_broker=5)
+    lists = (r.get_all_topic_list, r.get_unit_topics, r.get_has_unit_sub_topic_list,
+             r.get_has_unit_sub_un_unit_topic_list)
+    first = [get() for get in lists]
+    assert all(get() is held for get, held in zip(lists, first))
+    unit = TopicConfig("UnitTopic", 8, 8, 6)
+    unit.topic_sys_flag = 1
+    r.register_broker("C0", "10.9.9.9:10911", "broker-new", 0, "ha",
+                      TopicConfigWrapper(DataVersion(1, 1000, 0), {
+                          "UnitTopic": unit, "Plain": TopicConfig("Plain", 8, 8, 6)}, {}),
+                      None, Channel(99, "x"), 0)
+    assert "UnitTopic" in r.get_all_topic_list() and "UnitTopic" not in first[0]
+    assert r.get_unit_topics() == ["UnitTopic"] and first[1] == []
+    r.delete_topic("UnitTopic")
+    assert "UnitTopic" not in r.get_all_topic_list() and r.get_unit_topics() == []
