@@ -43,7 +43,8 @@ __all__ = [
     "register_broker_body_records", "QueueData", "BrokerData",
     "TopicRouteData", "ClusterInfo", "TopicList", "KVTable", "RegisterBrokerResult",
     "BrokerMemberGroup", "GetBrokerMemberGroupResponseBody", "GetRemoteClientConfigBody",
-    "GroupList", "java_view",
+    "GroupList", "java_view", "SyncStateSet", "ElectMasterResponseBody", "ReplicaIdentity",
+    "ReplicasInfo", "BrokerReplicasInfo", "EpochEntry", "EpochEntryCache", "broker_name_list",
 ]
 
 #: Bound on the inflated size of a compressed RegisterBrokerBody (4x the 16 MiB frame limit).
@@ -1101,3 +1102,86 @@ class GroupList(JsonBean):
     """``GroupList``: QUERY_TOPIC_CONSUME_BY_WHO's answer (a broker's; a Java Set, in wire order)."""
 
     PROPS = (P("groupList", "group_list", list_of(STR), factory=list),)
+
+
+# --- the RocketMQ 5 controller's bodies (5.0+) ---------------------------------------------
+# Java's Set<Long> properties are HashSets: the lists here are in the order the caller gives,
+# which for Java's output is :func:`~rocketpy.remoting.javahash.hashmap_order` of the ids.
+
+class SyncStateSet(JsonBean):
+    """``SyncStateSet``: the replicas in sync with a group's master, and that set's epoch."""
+
+    PROPS = (
+        P("syncStateSet", "sync_state_set", list_of(LONG), factory=list),
+        P("syncStateSetEpoch", "sync_state_set_epoch", INT, 0),
+    )
+
+
+class ElectMasterResponseBody(JsonBean):
+    """CONTROLLER_ELECT_MASTER's answer body: the group's members and the new sync state set."""
+
+    PROPS = (
+        P("brokerMemberGroup", "broker_member_group", bean(BrokerMemberGroup)),
+        P("syncStateSet", "sync_state_set", list_of(LONG), factory=list),
+    )
+
+
+class ReplicaIdentity(JsonBean):
+    """``BrokerReplicasInfo.ReplicaIdentity``: one replica of a group and whether it is alive."""
+
+    PROPS = (
+        P("alive", "alive", BOOL),
+        P("brokerAddress", "broker_address", STR),
+        P("brokerId", "broker_id", LONG),
+        P("brokerName", "broker_name", STR),
+    )
+
+
+class ReplicasInfo(JsonBean):
+    """``BrokerReplicasInfo.ReplicasInfo``: one group's master, epochs and replicas."""
+
+    PROPS = (
+        P("inSyncReplicas", "in_sync_replicas", list_of(bean(ReplicaIdentity))),
+        P("masterAddress", "master_address", STR),
+        P("masterBrokerId", "master_broker_id", LONG),
+        P("masterEpoch", "master_epoch", INT),
+        P("notInSyncReplicas", "not_in_sync_replicas", list_of(bean(ReplicaIdentity))),
+        P("syncStateSetEpoch", "sync_state_set_epoch", INT),
+    )
+
+
+class BrokerReplicasInfo(JsonBean):
+    """CONTROLLER_GET_SYNC_STATE_DATA's answer: ``ReplicasInfo`` per broker name."""
+
+    PROPS = (P("replicasInfoTable", "replicas_info_table", map_of(bean(ReplicasInfo)),
+               factory=dict),)
+
+
+class EpochEntry(JsonBean):
+    """``EpochEntry``: one master epoch of a broker's log and the offset where it starts."""
+
+    PROPS = (
+        P("endOffset", "end_offset", LONG, (1 << 63) - 1),
+        P("epoch", "epoch", INT, 0),
+        P("startOffset", "start_offset", LONG, 0),
+    )
+
+
+class EpochEntryCache(JsonBean):
+    """GET_BROKER_EPOCH_CACHE's answer (a *broker's*, to ``mqadmin getBrokerEpoch``)."""
+
+    PROPS = (
+        P("brokerId", "broker_id", LONG, 0),
+        P("brokerName", "broker_name", STR),
+        P("clusterName", "cluster_name", STR),
+        P("epochList", "epoch_list", list_of(bean(EpochEntry))),
+        P("maxOffset", "max_offset", LONG, 0),
+    )
+
+
+def broker_name_list(data):
+    """CONTROLLER_GET_SYNC_STATE_DATA's request body: a JSON array of broker names (Java reads
+    it as a raw ``List``). Raises :class:`BodyDecodeError` for anything else."""
+    if data is None:
+        raise BodyDecodeError("broker name list: no body")
+    return list_of(STR).load(fastjson.loads(data), "brokerNames")

@@ -30,7 +30,8 @@ One class per header covers every version (fields a version lacks are nullable a
 electionPriority after 5.0.0; the route, delete-topic and register-topic headers extend
 ``TopicRequestHeader`` / ``RpcRequestHeader`` since 5.1 (``lo``, ``ns``, ``nsd``, ``bname``,
 ``oway``); ``GetBrokerMemberGroupRequestHeader`` and ``NotifyMinBrokerIdChangeRequestHeader`` are
-5.0+."""
+5.0+. The controller's headers (5.0+; broker ids applied and registered since 5.1.1) are the
+5.3.3 ones."""
 import re
 from typing import Any, NamedTuple
 
@@ -53,6 +54,12 @@ __all__ = [
     "BrokerHeartbeatRequestHeader", "GetBrokerMemberGroupRequestHeader",
     "NotifyMinBrokerIdChangeRequestHeader", "DeleteTopicRequestHeader",
     "QueryTopicConsumeByWhoRequestHeader",
+    "AlterSyncStateSetRequestHeader", "AlterSyncStateSetResponseHeader",
+    "ElectMasterRequestHeader", "ElectMasterResponseHeader", "NotifyBrokerRoleChangedRequestHeader",
+    "GetMetaDataResponseHeader", "GetReplicaInfoRequestHeader", "GetReplicaInfoResponseHeader",
+    "CleanControllerBrokerDataRequestHeader", "GetNextBrokerIdRequestHeader",
+    "GetNextBrokerIdResponseHeader", "ApplyBrokerIdRequestHeader", "ApplyBrokerIdResponseHeader",
+    "RegisterBrokerToControllerRequestHeader", "RegisterBrokerToControllerResponseHeader",
     "REQUEST_HEADERS", "RESPONSE_HEADERS", "request_header_class", "response_header_class",
     "decode_request_header",
 ]
@@ -453,6 +460,170 @@ class QueryTopicConsumeByWhoRequestHeader(CommandHeader):
     FIELDS = (F("topic", "topic", STRING, True),) + _TOPIC_RPC_FIELDS
 
 
+# --- the RocketMQ 5 controller (RIP-44): requests on the controller port, its answers and push
+
+class AlterSyncStateSetRequestHeader(CommandHeader):
+    """CONTROLLER_ALTER_SYNC_STATE_SET (1001); the body is the proposed SyncStateSet.
+    ``invokeTime`` is a primitive ``long``: always sent."""
+
+    FIELDS = (
+        F("brokerName", "broker_name", STRING),
+        F("masterBrokerId", "master_broker_id", LONG),
+        F("masterEpoch", "master_epoch", INTEGER),
+        F("invokeTime", "invoke_time", LONG, False, 0),
+    )
+
+
+class AlterSyncStateSetResponseHeader(CommandHeader):
+    """Answer to CONTROLLER_ALTER_SYNC_STATE_SET; a primitive ``int``, so failures carry 0."""
+
+    FIELDS = (F("newSyncStateSetEpoch", "new_sync_state_set_epoch", INTEGER, False, 0),)
+
+
+class ElectMasterRequestHeader(CommandHeader):
+    """CONTROLLER_ELECT_MASTER (1002): from a broker (its own id), from ``mqadmin electMaster``
+    (``designateElect=true``) or, inside the controller, for a dead master (id -1)."""
+
+    FIELDS = (
+        F("clusterName", "cluster_name", STRING, True, ""),
+        F("brokerName", "broker_name", STRING, True, ""),
+        F("brokerId", "broker_id", LONG, True, -1),
+        F("designateElect", "designate_elect", BOOLEAN, True, False),
+        F("invokeTime", "invoke_time", LONG),
+    )
+
+
+class ElectMasterResponseHeader(CommandHeader):
+    """Answer to CONTROLLER_ELECT_MASTER; also the NOTIFY_BROKER_ROLE_CHANGED fields."""
+
+    FIELDS = (
+        F("masterBrokerId", "master_broker_id", LONG),
+        F("masterAddress", "master_address", STRING),
+        F("masterEpoch", "master_epoch", INTEGER),
+        F("syncStateSetEpoch", "sync_state_set_epoch", INTEGER),
+    )
+
+
+class NotifyBrokerRoleChangedRequestHeader(ElectMasterResponseHeader):
+    """NOTIFY_BROKER_ROLE_CHANGED (1008): oneway, from the controller to each live broker of a
+    group whose master it elected; the body is the new SyncStateSet."""
+
+    JAVA_NAME = "NotifyBrokerRoleChangedRequestHeader"
+    # Java declares these in another order; masterAddress and masterBrokerId share a bucket
+    FIELDS = (
+        F("masterAddress", "master_address", STRING),
+        F("masterEpoch", "master_epoch", INTEGER),
+        F("syncStateSetEpoch", "sync_state_set_epoch", INTEGER),
+        F("masterBrokerId", "master_broker_id", LONG),
+    )
+
+
+class GetMetaDataResponseHeader(CommandHeader):
+    """Answer to CONTROLLER_GET_METADATA_INFO (1005): the controller group and its leader.
+    ``isLeader`` is a primitive ``boolean``: always sent."""
+
+    FIELDS = (
+        F("group", "group", STRING),
+        F("controllerLeaderId", "controller_leader_id", STRING),
+        F("controllerLeaderAddress", "controller_leader_address", STRING),
+        F("isLeader", "is_leader", BOOLEAN, False, False),
+        F("peers", "peers", STRING),
+    )
+
+
+class GetReplicaInfoRequestHeader(CommandHeader):
+    """CONTROLLER_GET_REPLICA_INFO (1004)."""
+
+    FIELDS = (F("brokerName", "broker_name", STRING),)
+
+
+class GetReplicaInfoResponseHeader(CommandHeader):
+    """Answer to CONTROLLER_GET_REPLICA_INFO; the body is the group's SyncStateSet."""
+
+    FIELDS = (
+        F("masterBrokerId", "master_broker_id", LONG),
+        F("masterAddress", "master_address", STRING),
+        F("masterEpoch", "master_epoch", INTEGER),
+    )
+
+
+class CleanControllerBrokerDataRequestHeader(CommandHeader):
+    """CLEAN_BROKER_DATA (1011, ``mqadmin cleanBrokerMetadata``): ids ``;``-separated, or none
+    for the whole group. ``isCleanLivingBroker`` and ``invokeTime`` are primitives."""
+
+    FIELDS = (
+        F("clusterName", "cluster_name", STRING),
+        F("brokerName", "broker_name", STRING, True),
+        F("brokerControllerIdsToClean", "broker_controller_ids_to_clean", STRING),
+        F("isCleanLivingBroker", "is_clean_living_broker", BOOLEAN, False, False),
+        F("invokeTime", "invoke_time", LONG, False, 0),
+    )
+
+
+class GetNextBrokerIdRequestHeader(CommandHeader):
+    """CONTROLLER_GET_NEXT_BROKER_ID (1012, 5.1.1+)."""
+
+    FIELDS = (
+        F("clusterName", "cluster_name", STRING),
+        F("brokerName", "broker_name", STRING),
+    )
+
+
+class GetNextBrokerIdResponseHeader(CommandHeader):
+    """Answer to CONTROLLER_GET_NEXT_BROKER_ID."""
+
+    FIELDS = (
+        F("clusterName", "cluster_name", STRING),
+        F("brokerName", "broker_name", STRING),
+        F("nextBrokerId", "next_broker_id", LONG),
+    )
+
+
+class ApplyBrokerIdRequestHeader(CommandHeader):
+    """CONTROLLER_APPLY_BROKER_ID (1013, 5.1.1+): ``registerCheckCode`` is ``addr;millis``."""
+
+    FIELDS = (
+        F("clusterName", "cluster_name", STRING),
+        F("brokerName", "broker_name", STRING),
+        F("appliedBrokerId", "applied_broker_id", LONG),
+        F("registerCheckCode", "register_check_code", STRING),
+    )
+
+
+class ApplyBrokerIdResponseHeader(CommandHeader):
+    """Answer to CONTROLLER_APPLY_BROKER_ID."""
+
+    FIELDS = (
+        F("clusterName", "cluster_name", STRING),
+        F("brokerName", "broker_name", STRING),
+    )
+
+
+class RegisterBrokerToControllerRequestHeader(CommandHeader):
+    """CONTROLLER_REGISTER_BROKER (1003, 5.1.1+ meaning). ``invokeTime``: primitive ``long``."""
+
+    FIELDS = (
+        F("clusterName", "cluster_name", STRING),
+        F("brokerName", "broker_name", STRING),
+        F("brokerId", "broker_id", LONG),
+        F("brokerAddress", "broker_address", STRING),
+        F("invokeTime", "invoke_time", LONG, False, 0),
+    )
+
+
+class RegisterBrokerToControllerResponseHeader(CommandHeader):
+    """Answer to CONTROLLER_REGISTER_BROKER; the master fields only while a live master exists."""
+
+    FIELDS = (
+        F("clusterName", "cluster_name", STRING),
+        F("brokerName", "broker_name", STRING),
+        F("masterBrokerId", "master_broker_id", LONG),
+        F("masterAddress", "master_address", STRING),
+        F("masterEpoch", "master_epoch", INTEGER),
+        F("syncStateSetEpoch", "sync_state_set_epoch", INTEGER),
+    )
+
+
 #: Request code -> header class of the request (codes absent here carry no custom header).
 REQUEST_HEADERS = {
     RequestCode.PUT_KV_CONFIG: PutKVConfigRequestHeader,
@@ -473,6 +644,14 @@ REQUEST_HEADERS = {
     RequestCode.NOTIFY_MIN_BROKER_ID_CHANGE: NotifyMinBrokerIdChangeRequestHeader,
     RequestCode.DELETE_TOPIC_IN_BROKER: DeleteTopicRequestHeader,
     RequestCode.QUERY_TOPIC_CONSUME_BY_WHO: QueryTopicConsumeByWhoRequestHeader,
+    RequestCode.CONTROLLER_ALTER_SYNC_STATE_SET: AlterSyncStateSetRequestHeader,
+    RequestCode.CONTROLLER_ELECT_MASTER: ElectMasterRequestHeader,
+    RequestCode.CONTROLLER_REGISTER_BROKER: RegisterBrokerToControllerRequestHeader,
+    RequestCode.CONTROLLER_GET_REPLICA_INFO: GetReplicaInfoRequestHeader,
+    RequestCode.NOTIFY_BROKER_ROLE_CHANGED: NotifyBrokerRoleChangedRequestHeader,
+    RequestCode.CLEAN_BROKER_DATA: CleanControllerBrokerDataRequestHeader,
+    RequestCode.CONTROLLER_GET_NEXT_BROKER_ID: GetNextBrokerIdRequestHeader,
+    RequestCode.CONTROLLER_APPLY_BROKER_ID: ApplyBrokerIdRequestHeader,
 }
 
 #: Request code -> header class of its successful answer.
@@ -482,6 +661,13 @@ RESPONSE_HEADERS = {
     RequestCode.WIPE_WRITE_PERM_OF_BROKER: WipeWritePermOfBrokerResponseHeader,
     RequestCode.ADD_WRITE_PERM_OF_BROKER: AddWritePermOfBrokerResponseHeader,
     RequestCode.QUERY_DATA_VERSION: QueryDataVersionResponseHeader,
+    RequestCode.CONTROLLER_ALTER_SYNC_STATE_SET: AlterSyncStateSetResponseHeader,
+    RequestCode.CONTROLLER_ELECT_MASTER: ElectMasterResponseHeader,
+    RequestCode.CONTROLLER_REGISTER_BROKER: RegisterBrokerToControllerResponseHeader,
+    RequestCode.CONTROLLER_GET_REPLICA_INFO: GetReplicaInfoResponseHeader,
+    RequestCode.CONTROLLER_GET_METADATA_INFO: GetMetaDataResponseHeader,
+    RequestCode.CONTROLLER_GET_NEXT_BROKER_ID: GetNextBrokerIdResponseHeader,
+    RequestCode.CONTROLLER_APPLY_BROKER_ID: ApplyBrokerIdResponseHeader,
 }
 
 
