@@ -10,8 +10,11 @@ only connections whose SYN it saw).
 
 :func:`controller_streams` gives, per TCP connection, the frames of each direction with their
 times; :func:`controller_events` orders the requests to the controller, the pushes it sent and
-the connection closes as :mod:`replay` orders a NameServer's (a request with an answer at the
-answer's time: Java's controller serves pipelined requests from a thread pool).
+the connection closes, each request at its arrival: unlike the NameServer's pool (which
+:mod:`replay` models by answer times), Java's controller decides every request in arrival order
+on one event thread, and answers once its DLedger log has the change (up to ~100 ms later). The
+first election of ``sc-elect`` shows it: it is answered after the master's first heartbeat
+arrived, yet the controller pushed nothing to it, so it decided before that heartbeat.
 """
 import struct
 from dataclasses import dataclass, field
@@ -143,8 +146,8 @@ def controller_events(name):
             cmd = decode_frame(f)
             match = answers.get(cmd.opaque)
             if match and not cmd.is_oneway:
-                answer_ts, answer_frame, answer = match.pop(0)
-                events.append(Event(answer_ts, "request", stream, cmd, answer, f, answer_frame))
+                _, answer_frame, answer = match.pop(0)
+                events.append(Event(ts, "request", stream, cmd, answer, f, answer_frame))
             else:
                 events.append(Event(ts, "request", stream, cmd, frame=f))
         if stream.closed is not None:

@@ -3,7 +3,7 @@
 STYLE.md: route state and processors take time and channels as arguments; only the transport
 knows Twisted's reactor. A fresh interpreter installs an import hook that refuses
 ``twisted.internet`` (and anything below it), then imports every module of
-``rocketpy.remoting`` and ``rocketpy.namesrv``.
+``rocketpy.remoting``, ``rocketpy.namesrv`` and ``rocketpy.controller``.
 """
 import subprocess
 import sys
@@ -23,7 +23,7 @@ SCRIPT = textwrap.dedent("""
 
     sys.meta_path.insert(0, Block())
     imported = []
-    for package in ("rocketpy.remoting", "rocketpy.namesrv"):
+    for package in ("rocketpy.remoting", "rocketpy.namesrv", "rocketpy.controller"):
         module = importlib.import_module(package)
         imported.append(package)
         for info in pkgutil.walk_packages(module.__path__, package + "."):
@@ -41,5 +41,6 @@ def test_core_imports_without_twisted_internet():
     modules = set(done.stdout.split())
     for name in ("rocketpy.namesrv.route_info_manager", "rocketpy.namesrv.processor",
                  "rocketpy.namesrv.kvconfig", "rocketpy.namesrv.config",
-                 "rocketpy.namesrv.snapshot", "rocketpy.remoting.frame"):
+                 "rocketpy.namesrv.snapshot", "rocketpy.remoting.frame",
+                 "rocketpy.controller.replicas", "rocketpy.controller.processor"):
         assert name in modules

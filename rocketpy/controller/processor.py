@@ -1,0 +1,310 @@
+"""Controller processor layer: the controller's request codes (Java ``ControllerRequestProcessor``
+and the parts of ``ControllerManager`` and ``DLedgerController`` that decide answers, pushes and
+elections, 5.3.3).
+
+One table from request code to handler; a handler reads the state
+(:class:`~rocketpy.controller.replicas.ReplicasInfoManager`) and returns a
+:class:`~rocketpy.controller.replicas.ControllerResult`; :meth:`ControllerRequestProcessor.process`
+applies its events, makes them durable (``persist``: the snapshot's
+:class:`~rocketpy.namesrv.pending.FileWrite`, None when the controller keeps nothing on disk)
+and writes the frame Java writes. With a durable store the answer is a DISK
+:class:`~rocketpy.namesrv.pending.Pending`: it goes out once the change is on disk.
+
+The controller also acts on its own: a broker's connection closing or its heartbeat timing out
+(``on_channel_close``, ``scan_not_active_broker``) and the periodic check for groups without a
+live master (``scan_inactive_master``) start an election, whose NOTIFY_BROKER_ROLE_CHANGED
+pushes go out through ``notify(address, command)`` to every live broker of the group. Work the
+controller starts itself runs through ``run(pending)`` (the service hands it to the writer; by
+default it runs at once). Pure: no Twisted, time as ``now_ms``, channels as values.
+
+rocketpy runs a single controller, always the leader (GET_METADATA_INFO says so); the
+controller codes of 5.3.3 are served, anything else is REQUEST_CODE_NOT_SUPPORTED as on Java's
+controller port.
+"""
+import logging
+
+from rocketpy.namesrv.javaprops import body_to_properties
+from rocketpy.namesrv.pending import DISK, Pending
+from rocketpy.namesrv.processor.replies import java_exception_remark
+from rocketpy.remoting import bodies as B, headers as H
+from rocketpy.remoting.codes import CURRENT_VERSION, RequestCode as R, ResponseCode as RC
+from rocketpy.remoting.command import FLAG_ONEWAY, FLAG_RESPONSE, JAVA, JSON, RemotingCommand
+from rocketpy.remoting.errors import (BodyDecodeError, InvalidFieldError, MissingFieldError,
+                                      RemotingCodecError)
+from rocketpy.remoting.javahash import hashmap_order
+
+from .elect import DefaultElectPolicy
+from .heartbeat import BrokerHeartbeatManager
+from .replicas import ControllerResult, ReplicasInfoManager
+
+__all__ = ["ControllerRequestProcessor"]
+
+log = logging.getLogger("rocketpy.controller")
+
+_REMOTING_EXCEPTION = "org.apache.rocketmq.remoting.exception.RemotingCommandException"
+
+
+def _failure_remark(exc):
+    if isinstance(exc, MissingFieldError):
+        return java_exception_remark(_REMOTING_EXCEPTION, f"the custom field <{exc.field}> is null")
+    if isinstance(exc, InvalidFieldError):
+        return java_exception_remark(
+            _REMOTING_EXCEPTION, f"the custom field <{exc.field}> is not a valid value: {exc.value!r}")
+    if isinstance(exc, BodyDecodeError):
+        return java_exception_remark("com.alibaba.fastjson.JSONException", str(exc))
+    return java_exception_remark(f"{type(exc).__module__}.{type(exc).__name__}", str(exc) or None)
+
+
+class ControllerRequestProcessor:
+    """Answers the controller's requests as a 5.3.3 controller leader does.
+
+    :param configuration: the :class:`~rocketpy.controller.config.ControllerConfiguration`.
+    :param persist: ``persist() -> FileWrite | None``: the write that makes the state durable.
+    :param notify: ``notify(address, command)``: send a oneway push to a broker's listen address.
+    :param run: ``run(pending)``: run the controller's own durable work (default: at once).
+    """
+
+    def __init__(self, configuration, *, replicas=None, heartbeats=None, persist=None,
+                 notify=None, run=None):
+        self.configuration = configuration
+        config = configuration.controller_config
+        self.config = config
+        self.replicas = replicas or ReplicasInfoManager(lambda: config.enable_elect_unclean_master)
+        self.heartbeats = heartbeats or BrokerHeartbeatManager()
+        self.persist = persist
+        self.notify = notify or (lambda address, command: None)
+        self.run = run or (lambda pending: pending.run())
+        # Java reads the black list once, when the processor is built
+        self.black_list = configuration.black_list()
+        self.handlers = {
+            R.CONTROLLER_ALTER_SYNC_STATE_SET: self.alter_sync_state_set,
+            R.CONTROLLER_ELECT_MASTER: self.elect_master,
+            R.CONTROLLER_REGISTER_BROKER: self.register_broker,
+            R.CONTROLLER_GET_REPLICA_INFO: self.get_replica_info,
+            R.CONTROLLER_GET_METADATA_INFO: self.get_metadata_info,
+            R.CONTROLLER_GET_SYNC_STATE_DATA: self.get_sync_state_data,
+            R.BROKER_HEARTBEAT: self.broker_heartbeat,
+            R.UPDATE_CONTROLLER_CONFIG: self.update_controller_config,
+            R.GET_CONTROLLER_CONFIG: self.get_controller_config,
+            R.CLEAN_BROKER_DATA: self.clean_broker_data,
+            R.CONTROLLER_GET_NEXT_BROKER_ID: self.get_next_broker_id,
+            R.CONTROLLER_APPLY_BROKER_ID: self.apply_broker_id,
+        }
+
+    # -- dispatch ---------------------------------------------------------------------------
+
+    def process(self, request, channel, now_ms, offload=False):
+        """The answer to ``request`` (None for a oneway one), or with ``offload`` and a durable
+        store, the DISK Pending of the answer for a change that must reach the disk first."""
+        handler = self.handlers.get(request.code)
+        try:
+            if handler is None:
+                result = ControllerResult(RC.REQUEST_CODE_NOT_SUPPORTED,
+                                          f" request type {request.code} not supported")
+            else:
+                cls = H.request_header_class(request.code)
+                header = None if cls is None else cls.from_ext_fields(request.ext_fields)
+                result = handler(header, request, channel, now_ms)
+        except Exception as exc:  # a bad request never takes the controller down
+            if not isinstance(exc, (RemotingCodecError, ValueError, TypeError, KeyError)):
+                log.error("controller request %s failed", request.code, exc_info=exc)
+            result = ControllerResult(RC.SYSTEM_ERROR, _failure_remark(exc))
+        def then():
+            self._send(result.pushes)
+            return self._answer(request, result)
+
+        pending = self._commit(result, then)
+        if pending is None:
+            return then()
+        return pending if offload else pending.run()
+
+    def _send(self, pushes):
+        for address, command in pushes:
+            self.notify(address, command)
+
+    def _commit(self, result, then):
+        """Apply ``result``'s events; the Pending of ``then()`` once they (or the result's own
+        file write) are durable; None when nothing needs writing."""
+        for event in result.events:
+            self.replicas.apply_event(event)
+        job = result.write
+        if result.events and self.persist is not None:
+            job = self.persist()
+        if job is None:
+            return None
+
+        def failed(exc):
+            why = getattr(exc, "strerror", None) or exc
+            log.error("controller state could not be written: %s", why)
+            return None if then is None else self._unwritten(then, why)
+
+        return Pending(job, lambda _: then(), DISK, failed)
+
+    def _unwritten(self, then, why):
+        answer = then()
+        if answer is None:
+            return None
+        # the change stays in memory and goes out with the next write; the request is not
+        # acknowledged (Java fails the request when its DLedger append fails)
+        return RemotingCommand(RC.SYSTEM_ERROR, JAVA, CURRENT_VERSION, answer.opaque,
+                               FLAG_RESPONSE, f"controller state could not be written: {why}",
+                               None, None, JSON)
+
+    def _answer(self, request, result):
+        if request.is_oneway:
+            return None
+        ext = None if result.header is None else result.header.to_ext_fields()
+        body = result.body
+        if body is not None and body.__class__ is not bytes:
+            body = body.to_json()
+        return RemotingCommand(int(result.code), JAVA, CURRENT_VERSION, request.opaque,
+                               FLAG_RESPONSE, result.remark, ext, body, JSON)
+
+    def overload_response(self, request):
+        if request.is_oneway:
+            return None
+        return self._answer(request, ControllerResult(
+            RC.SYSTEM_BUSY, "[OVERLOAD]system busy, start flow control for a while"))
+
+    # -- handlers ---------------------------------------------------------------------------
+
+    def _alive(self, now_ms):
+        return self.heartbeats.alive_predicate(now_ms)
+
+    def _policy(self, now_ms):
+        return DefaultElectPolicy(self._alive(now_ms), self.heartbeats.broker_live_info)
+
+    def alter_sync_state_set(self, header, request, channel, now_ms):
+        sync_state_set = B.SyncStateSet.from_json(request.body)
+        return self.replicas.alter_sync_state_set(header, sync_state_set, self._alive(now_ms))
+
+    def elect_master(self, header, request, channel, now_ms):
+        result = self.replicas.elect_master(header, self._policy(now_ms))
+        if result.code == RC.SUCCESS and self.config.notify_broker_role_changed:
+            result.pushes = self._pushes(result, now_ms)
+        return result
+
+    def register_broker(self, header, request, channel, now_ms):
+        return self.replicas.register_broker(header, self._alive(now_ms))
+
+    def get_replica_info(self, header, request, channel, now_ms):
+        return self.replicas.get_replica_info(header)
+
+    def get_metadata_info(self, header, request, channel, now_ms):
+        config = self.config
+        peers = config.peers()
+        self_id = config.controller_d_leger_self_id
+        text = "".join(f"{peer}:{peers[peer]};" for peer in hashmap_order(list(peers)))
+        return ControllerResult(header=H.GetMetaDataResponseHeader(
+            group=config.controller_d_leger_group, controller_leader_id=self_id,
+            controller_leader_address=peers.get(self_id), is_leader=True, peers=text))
+
+    def get_sync_state_data(self, header, request, channel, now_ms):
+        if request.body is not None:
+            names = B.broker_name_list(request.body)
+            if names:
+                return self.replicas.get_sync_state_data(names, self._alive(now_ms))
+        return ControllerResult()
+
+    def broker_heartbeat(self, header, request, channel, now_ms):
+        if header.broker_id is None:
+            return ControllerResult(RC.CONTROLLER_INVALID_REQUEST, "Heart beat with empty brokerId")
+        self.heartbeats.on_broker_heartbeat(header, channel, now_ms)
+        return ControllerResult(RC.SUCCESS, "Heart beat success")
+
+    def update_controller_config(self, header, request, channel, now_ms):
+        if request.body is None:
+            return ControllerResult()
+        props = body_to_properties(request.body)
+        if self.black_list.intersection(props):
+            return ControllerResult(RC.NO_PERMISSION, "Can not update config in black list.")
+        result = ControllerResult()
+        result.write = self.configuration.update(props)
+        return result
+
+    def get_controller_config(self, header, request, channel, now_ms):
+        text = self.configuration.all_configs_text()
+        return ControllerResult(body=text.encode("utf-8") if text else None)
+
+    def clean_broker_data(self, header, request, channel, now_ms):
+        return self.replicas.clean_broker_data(header, self._alive(now_ms))
+
+    def get_next_broker_id(self, header, request, channel, now_ms):
+        return self.replicas.get_next_broker_id(header)
+
+    def apply_broker_id(self, header, request, channel, now_ms):
+        return self.replicas.apply_broker_id(header)
+
+    # -- pushes and elections the controller starts -----------------------------------------
+
+    def _pushes(self, result, now_ms):
+        """``[(address, command)]``: NOTIFY_BROKER_ROLE_CHANGED to each live broker of the group
+        of a successful election (Java ``ControllerManager.notifyBrokerRoleChanged``)."""
+        header, body = result.header, result.body
+        group = body.broker_member_group
+        if group is None or header.master_broker_id is None:
+            return []
+        push = H.NotifyBrokerRoleChangedRequestHeader(
+            master_address=header.master_address, master_broker_id=header.master_broker_id,
+            master_epoch=header.master_epoch, sync_state_set_epoch=header.sync_state_set_epoch)
+        sync = B.SyncStateSet(sync_state_set=list(body.sync_state_set),
+                              sync_state_set_epoch=header.sync_state_set_epoch).to_json()
+        out = []
+        for broker_id, address in group.broker_addrs.items():
+            if address and self.heartbeats.is_broker_active(group.cluster, group.broker_name,
+                                                             broker_id, now_ms):
+                out.append((address, RemotingCommand(
+                    R.NOTIFY_BROKER_ROLE_CHANGED, JAVA, CURRENT_VERSION, 0, FLAG_ONEWAY, None,
+                    push.to_ext_fields(), sync, JSON)))
+        return out
+
+    def on_channel_close(self, channel, now_ms):
+        """A connection to the controller ended: its brokers are inactive; a group whose master
+        was one of them elects a new one (Java: ``BrokerHousekeepingService`` ->
+        ``onBrokerInactive``)."""
+        for cluster, name, broker_id in self.heartbeats.on_broker_channel_close(channel):
+            self.on_broker_inactive(cluster, name, broker_id, now_ms)
+
+    def scan_not_active_broker(self, now_ms):
+        """The heartbeat timeout scan: expired brokers become inactive; the channels to close."""
+        expired, channels = self.heartbeats.scan_not_active_broker(now_ms)
+        for cluster, name, broker_id in expired:
+            self.on_broker_inactive(cluster, name, broker_id, now_ms)
+        return channels
+
+    def scan_inactive_master(self, now_ms):
+        """Java ``scanInactiveMasterAndTriggerReelect``: elect again where the master is dead
+        and another broker of the group is alive."""
+        for name in self.replicas.scan_need_reelect_broker_sets(self._alive(now_ms)):
+            self.trigger_elect_master(name, now_ms)
+
+    def on_broker_inactive(self, cluster, name, broker_id, now_ms):
+        if broker_id is None:
+            self.trigger_elect_master(name, now_ms)
+            return
+        info = self.replicas.get_replica_info(H.GetReplicaInfoRequestHeader(broker_name=name))
+        if broker_id != info.header.master_broker_id:
+            log.info("broker %s of %s is inactive", broker_id, name)
+            return
+        self.trigger_elect_master(name, now_ms)
+
+    def trigger_elect_master(self, name, now_ms):
+        """Elect a master for group ``name``, up to ``electMasterMaxRetryCount`` tries; True once
+        one is elected (its pushes sent after the change is durable)."""
+        for _ in range(max(self.config.elect_master_max_retry_count, 0)):
+            header = H.ElectMasterRequestHeader(broker_name=name, cluster_name=None,
+                                                broker_id=None, designate_elect=False)
+            result = self.replicas.elect_master(header, self._policy(now_ms))
+            if result.code == RC.SUCCESS and self.config.notify_broker_role_changed:
+                result.pushes = self._pushes(result, now_ms)
+            pending = self._commit(result, lambda pushes=result.pushes: self._send(pushes))
+            if pending is None:
+                self._send(result.pushes)
+            else:
+                self.run(pending)
+            if result.code == RC.SUCCESS:
+                log.info("controller elected broker %s master of %s (epoch %s)",
+                         result.header.master_broker_id, name, result.header.master_epoch)
+                return True
+        log.warning("controller could not elect a master for %s", name)
+        return False
