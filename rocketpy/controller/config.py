@@ -118,6 +118,11 @@ class ControllerConfig:
                 if value is not None:
                     setattr(self, attr_name(key), value)
 
+    def print_items(self):
+        """``MixAll.printObjectProperties`` (``-p``): every key, null printed as empty."""
+        return [(key, _show(getattr(self, attr_name(key))) or "")
+                for key, _, _, _ in CONTROLLER_SPECS]
+
     def to_properties(self):
         out = {}
         for key, _, _, _ in CONTROLLER_SPECS:

@@ -6,7 +6,7 @@ An unknown key is warned about by name (with the nearest known key) and kept, as
 for GET_NAMESRV_CONFIG; a bad value stops the start before any port opens, naming the key, the
 value and what was expected. Known keys: ``NamesrvConfig`` / ``NettyServerConfig`` (typed from
 their field definitions), ``tls.*``, the frame limit, the access-control keys and whatever a
-component declares with :func:`register_key`. Dotted ``-D`` keys are Java system properties:
+component declares with :func:`register_key`, and the controller's ``ControllerConfig``. Dotted ``-D`` keys are Java system properties:
 checked when known, never warned about."""
 import difflib
 
@@ -114,8 +114,34 @@ def _config_specs():
     return specs
 
 
+def _peers(text):
+    from ..controller.config import parse_peers
+    try:
+        parse_peers(text)
+    except ValueError:
+        return False
+    return True
+
+
+def _controller_specs():
+    """``ControllerConfig``'s keys (read when ``enableControllerInNamesrv=true``)."""
+    from ..controller.config import CONTROLLER_SPECS
+    specs = {}
+    for key, kind, _, _ in CONTROLLER_SPECS:
+        if kind is bool:
+            specs[key] = BOOL
+        elif kind is int:
+            specs[key] = _int_spec(1, 2 ** 63 - 1, "a positive integer")
+        else:
+            specs[key] = TEXT
+    specs["controllerDLegerPeers"] = Spec(_peers, "id-host:port entries separated by ';' "
+                                                  "(n0-127.0.0.1:9878;n1-...)")
+    return specs
+
+
 def _builtin_specs():
-    specs = _config_specs()
+    specs = _controller_specs()
+    specs.update(_config_specs())
     specs.update({
         "tls.server.mode": _choice("disabled", "permissive", "enforcing"),
         "tls.config.file": TEXT,

@@ -128,6 +128,13 @@ class Options(usage.Options):
         if self["kvConfigPath"]:
             configuration.namesrv_config.kv_config_path = self["kvConfigPath"]
         self["configuration"] = configuration
+        self["controller_configuration"] = None
+        if configuration.namesrv_config.enable_controller_in_namesrv:
+            from .controller import controller_configuration
+            try:
+                self["controller_configuration"] = controller_configuration(props)
+            except ValueError as exc:
+                raise StartError(f"enableControllerInNamesrv=true: {exc}") from None
         self["tls"] = _tls_settings(props)
         try:
             self["limits"] = ServerLimits.from_properties(props)
@@ -140,7 +147,11 @@ class Options(usage.Options):
         except ValueError:
             raise StartError(f"{FRAME_MAX_LENGTH_KEY} is not a number: {frame_max!r}") from None
         if self["printConfigItem"]:
-            sys.stdout.write("".join(line + "\n" for line in configuration.print_lines()))
+            lines = configuration.print_lines()
+            if self["controller_configuration"] is not None:   # Java prints its ControllerConfig
+                lines += [f"{k}={v}" for k, v in
+                          self["controller_configuration"].controller_config.print_items()]
+            sys.stdout.write("".join(line + "\n" for line in lines))
             sys.stdout.flush()
             raise SystemExit(0)
         if not self["listen"]:
@@ -325,6 +336,17 @@ def makeService(options, reactor=None):
     memory.setServiceParent(top)
     server = RemotingServerService(options["listen"], factory, reactor)
     server.setServiceParent(top)
+    top.controller = None
+    if options.get("controller_configuration") is not None:   # enableControllerInNamesrv
+        from .controller import make_controller_service
+        try:
+            top.controller = make_controller_service(
+                options["controller_configuration"], reactor, write_pool=write_pool,
+                max_frame_length=options["frame_max_length"], tls_mode=settings.mode,
+                tls_context_factory=context, limits=options.get("limits"))
+        except ValueError as exc:
+            raise StartError(str(exc)) from None
+        top.controller.setServiceParent(top)
     if options.get("web"):   # --web: status page, /metrics, /api/ (rocketpy.web)
         from ..web.service import make_web_service
         top.web = make_web_service(

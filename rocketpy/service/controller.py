@@ -1,0 +1,190 @@
+"""Service layer: the RocketMQ 5 controller a NameServer hosts with
+``enableControllerInNamesrv=true`` (Java ``NamesrvStartup.createAndStartControllerManager``,
+``ControllerManager`` and ``DLedgerController`` start-up and scheduling).
+
+The controller listens on its own port, the ``controllerDLegerPeers`` address of
+``controllerDLegerSelfId`` (bound to ``bindAddress``, as Java's DLedger server), with the same
+transport as the NameServer: brokers send it every controller request and their oneway
+heartbeats there. Around the pure :class:`~rocketpy.controller.ControllerRequestProcessor`:
+
+* a channel listener: a closed, failed or idle connection makes its brokers inactive at once
+  (a dead master's group elects a new one within the reactor turn: the captures show Java
+  doing it ~40 ms after the close);
+* the heartbeat scan every ``scanNotActiveBrokerInterval``, closing
+  the channels of expired brokers, and the dead-master scan every ``scanInactiveMasterInterval``;
+* NOTIFY_BROKER_ROLE_CHANGED pushed oneway over connections the controller opens to the
+  brokers' listen addresses (:class:`~rocketpy.transport.client.OnewayNotifier`);
+* the snapshot in ``controllerStorePath`` (:mod:`rocketpy.controller.store`), loaded at start
+  and written through the writer thread before a change is acknowledged.
+"""
+import os
+
+from twisted.application.service import MultiService
+from twisted.logger import Logger
+
+from ..controller import ControllerConfiguration, ControllerRequestProcessor
+from ..controller.store import SNAPSHOT_NAME, SnapshotError, load_snapshot, snapshot_text
+from ..namesrv.pending import FileWrite
+from ..transport.client import OnewayNotifier
+from ..transport.factory import RemotingServerFactory
+from ..transport.protocol import format_address
+from .fileio import read_text, write_atomic, write_file_java
+from .periodic import PeriodicService
+from .server import RemotingServerService
+
+__all__ = ["ControllerHousekeeping", "ControllerScanService", "ControllerServerService",
+           "make_controller_service", "controller_configuration", "controller_listen",
+           "CONTROLLER_BOOT_LINE_PREFIX"]
+
+#: Java's boot line of the controller (``createAndStartControllerManager``)
+CONTROLLER_BOOT_LINE_PREFIX = "The ControllerManager boot success."
+
+
+class ControllerHousekeeping:
+    """``IChannelEventListener`` of the controller port (Java's ``BrokerHousekeepingService``
+    of the controller): close, exception and idle make the channel's brokers inactive."""
+
+    def __init__(self, processor, clock):
+        self._processor = processor
+        self._clock = clock
+
+    def on_channel_connect(self, remote_addr, channel):
+        pass
+
+    def on_channel_active(self, remote_addr, channel):
+        pass
+
+    def on_channel_close(self, remote_addr, channel):
+        self._processor.on_channel_close(channel, int(self._clock.seconds() * 1000))
+
+    on_channel_exception = on_channel_idle = on_channel_close
+
+
+class ControllerScanService(PeriodicService):
+    """``scan(now_ms)`` every ``interval_ms``; the channels it returns (expired brokers) are
+    closed. (Java runs the heartbeat scan first after 2 s, then every interval; here the first
+    run is after one interval, 5 s by default, while the brokers' timeout is 10 s.)"""
+
+    def __init__(self, name, scan, clock, interval_ms, close_channel=None):
+        super().__init__(interval_ms / 1000.0, clock)
+        self.name = name
+        self._scan = scan
+        self._close_channel = close_channel
+
+    def run_once(self):
+        channels = self._scan(int(self.clock.seconds() * 1000)) or ()
+        for channel in channels:
+            if self._close_channel is not None:
+                self._close_channel(channel.channel_id, "broker expired")
+            self.log.warn("The broker channel {channel} expired", channel=channel)
+
+
+class ControllerServerService(RemotingServerService):
+    """The controller port; logs Java's boot line of the controller once listening."""
+
+    name = "controller-server"
+
+    def _listening(self, port):
+        self.port = port
+        self.address = format_address(port.getHost())
+        self.log.info("{prefix} serializeType=JSON, address {address}",
+                      prefix=CONTROLLER_BOOT_LINE_PREFIX, address=self.address)
+        return port
+
+
+def controller_configuration(props):
+    """The controller's configuration from the NameServer's properties; ValueError names what
+    is missing (the peers, the self id)."""
+    return ControllerConfiguration.from_properties(props, store=write_file_java)
+
+
+def controller_listen(configuration):
+    """Endpoint string of the controller port: ``bindAddress`` and the self peer's port."""
+    netty = configuration.netty_server_config
+    interface = netty.bind_address or "0.0.0.0"
+    interface = interface.replace(":", "\\:")
+    return (f"tcp:{netty.listen_port}:interface={interface}"
+            f":backlog={netty.server_socket_backlog}")
+
+
+class _Store:
+    """The snapshot file: loaded at start, written by the writer thread (or here, without one)."""
+
+    def __init__(self, directory):
+        self.path = os.path.join(directory, SNAPSHOT_NAME)
+
+    def load(self, manager):
+        text = read_text(self.path)
+        if text is not None:
+            load_snapshot(manager, text)
+        return text is not None
+
+    def job(self, manager):
+        return FileWrite(self.path, lambda: snapshot_text(manager).encode("utf-8"),
+                         lambda data: write_atomic(self.path, data))
+
+
+def make_controller_service(configuration, reactor, *, write_pool=None, listen=None,
+                            max_frame_length=None, tls_mode=None, tls_context_factory=None,
+                            limits=None):
+    """The controller's service tree; ``StartError``-worthy problems raise ValueError with one
+    line naming them (an unreadable snapshot)."""
+    config = configuration.controller_config
+    notifier = OnewayNotifier(reactor)
+    store = _Store(config.store_path)
+
+    def run(pending):
+        if write_pool is None:
+            return pending.run()
+        d = write_pool.submit(pending.work)
+        d.addCallbacks(pending.finish, lambda failure: pending.fail(failure.value))
+        return d
+
+    processor = ControllerRequestProcessor(
+        configuration, notify=notifier.send_oneway, run=run,
+        persist=lambda: store.job(processor.replicas))
+    try:
+        loaded = store.load(processor.replicas)
+    except (SnapshotError, OSError) as exc:
+        raise ValueError(f"cannot load the controller state {store.path}: {exc}") from None
+    log = Logger(namespace="rocketpy.controller")
+    if loaded:
+        log.info("controller state loaded from {path}: {groups} broker groups",
+                 path=store.path, groups=len(processor.replicas.sync_state_info_table))
+    netty = configuration.netty_server_config
+    kwargs = {} if max_frame_length is None else {"max_frame_length": max_frame_length}
+    if tls_mode is not None:
+        kwargs.update(tls_mode=tls_mode, tls_context_factory=tls_context_factory)
+    factory = RemotingServerFactory(
+        processor, ControllerHousekeeping(processor, reactor), clock=reactor,
+        idle_seconds=netty.server_channel_max_idle_time_seconds, limits=limits,
+        write_pool=write_pool, **kwargs)
+    top = MultiService()
+    top.setName("controller")
+    ControllerScanService("controller-scan-not-active-broker", processor.scan_not_active_broker,
+                          reactor, config.scan_not_active_broker_interval,
+                          close_channel=factory.close_channel).setServiceParent(top)
+    ControllerScanService("controller-scan-inactive-master", processor.scan_inactive_master,
+                          reactor, config.scan_inactive_master_interval).setServiceParent(top)
+    server = ControllerServerService(listen or controller_listen(configuration), factory,
+                                     reactor, description="the controller port")
+    server.setServiceParent(top)
+    _Closing(notifier).setServiceParent(top)
+    top.processor = processor
+    top.factory = factory
+    top.server = server
+    top.notifier = notifier
+    return top
+
+
+class _Closing(MultiService):
+    """Closes the push connections when the controller stops."""
+
+    def __init__(self, notifier):
+        super().__init__()
+        self.setName("controller-notifier")
+        self._notifier = notifier
+
+    def stopService(self):
+        super().stopService()
+        self._notifier.close()
