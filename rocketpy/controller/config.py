@@ -186,9 +186,11 @@ class ControllerConfiguration:
         return format_properties(self.items())
 
     def black_list(self):
-        """The keys UPDATE_CONTROLLER_CONFIG refuses (read once, when the processor starts)."""
+        """The keys UPDATE_CONTROLLER_CONFIG refuses (read once, when the processor starts):
+        Java's, and rocketpy's access-control keys (read once at start, as the NameServer's)."""
+        from rocketpy.namesrv.acl import ACL_CONFIG_KEYS
         configured = (self.controller_config.config_black_list or "").split(";")
-        return frozenset(CONFIG_BLACKLIST_FIXED).union(configured)
+        return frozenset(CONFIG_BLACKLIST_FIXED).union(configured, ACL_CONFIG_KEYS)
 
     def update(self, props):
         """``Configuration.update``: merge known keys, set the objects; the FileWrite of the

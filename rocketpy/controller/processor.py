@@ -37,7 +37,20 @@ from .elect import DefaultElectPolicy
 from .heartbeat import BrokerHeartbeatManager
 from .replicas import ControllerResult, ReplicasInfoManager
 
-__all__ = ["ControllerRequestProcessor"]
+__all__ = ["ControllerRequestProcessor", "ADMIN_CODES"]
+
+#: What only an operator sends (``mqadmin updateControllerConfig``, ``cleanBrokerMetadata``,
+#: ``electMaster``): guarded by ``adminAllowNetworks`` / ``aclEnable`` when configured. A
+#: broker's own CONTROLLER_ELECT_MASTER is not: only a designated one (``designateElect=true``).
+ADMIN_CODES = frozenset(int(c) for c in (R.UPDATE_CONTROLLER_CONFIG, R.CLEAN_BROKER_DATA,
+                                         R.CONTROLLER_ELECT_MASTER))
+
+
+def _administrative(request):
+    if request.code == R.CONTROLLER_ELECT_MASTER:
+        header = H.ElectMasterRequestHeader.from_ext_fields(request.ext_fields, strict=False)
+        return bool(header.designate_elect)
+    return request.code in ADMIN_CODES
 
 log = logging.getLogger("rocketpy.controller")
 
@@ -62,10 +75,12 @@ class ControllerRequestProcessor:
     :param persist: ``persist() -> FileWrite | None``: the write that makes the state durable.
     :param notify: ``notify(address, command)``: send a oneway push to a broker's listen address.
     :param run: ``run(pending)``: run the controller's own durable work (default: at once).
+    :param access_control: an :class:`~rocketpy.namesrv.acl.AccessControl` over
+        :data:`ADMIN_CODES` (None: every request runs, as on Java's controller).
     """
 
     def __init__(self, configuration, *, replicas=None, heartbeats=None, persist=None,
-                 notify=None, run=None):
+                 notify=None, run=None, access_control=None):
         self.configuration = configuration
         config = configuration.controller_config
         self.config = config
@@ -74,6 +89,7 @@ class ControllerRequestProcessor:
         self.persist = persist
         self.notify = notify or (lambda address, command: None)
         self.run = run or (lambda pending: pending.run())
+        self.access_control = access_control
         # Java reads the black list once, when the processor is built
         self.black_list = configuration.black_list()
         self.handlers = {
@@ -97,6 +113,12 @@ class ControllerRequestProcessor:
         """The answer to ``request`` (None for a oneway one), or with ``offload`` and a durable
         store, the DISK Pending of the answer for a change that must reach the disk first."""
         handler = self.handlers.get(request.code)
+        if handler is not None and self.access_control is not None and _administrative(request):
+            refusal = self.access_control.decide(request, channel)
+            if refusal is not None:
+                log.warning("controller request %s from %s refused: %s", request.code,
+                            getattr(channel, "remote_addr", channel), refusal)
+                return self._answer(request, ControllerResult(RC.NO_PERMISSION, refusal))
         try:
             if handler is None:
                 result = ControllerResult(RC.REQUEST_CODE_NOT_SUPPORTED,

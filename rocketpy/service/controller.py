@@ -23,7 +23,9 @@ from twisted.application.service import MultiService
 from twisted.logger import Logger
 
 from ..controller import ControllerConfiguration, ControllerRequestProcessor
+from ..controller.processor import ADMIN_CODES
 from ..controller.store import SNAPSHOT_NAME, SnapshotError, load_snapshot, snapshot_text
+from ..namesrv.acl import AccessControl, AclConfigError
 from ..namesrv.pending import FileWrite
 from ..transport.client import OnewayNotifier
 from ..transport.factory import RemotingServerFactory
@@ -128,8 +130,14 @@ def make_controller_service(configuration, reactor, *, write_pool=None, listen=N
                             max_frame_length=None, tls_mode=None, tls_context_factory=None,
                             limits=None):
     """The controller's service tree; ``StartError``-worthy problems raise ValueError with one
-    line naming them (an unreadable snapshot)."""
+    line naming them (an unreadable snapshot, an access-control file that cannot be read).
+    ``adminAllowNetworks`` / ``aclEnable`` guard the controller's administrative requests as
+    they guard the NameServer's."""
     config = configuration.controller_config
+    try:
+        access = AccessControl.from_properties(configuration.all_configs, admin_codes=ADMIN_CODES)
+    except AclConfigError as exc:
+        raise ValueError(str(exc)) from None
     notifier = OnewayNotifier(reactor)
     store = _Store(config.store_path)
 
@@ -142,7 +150,8 @@ def make_controller_service(configuration, reactor, *, write_pool=None, listen=N
 
     processor = ControllerRequestProcessor(
         configuration, notify=notifier.send_oneway, run=run,
-        persist=lambda: store.job(processor.replicas))
+        persist=lambda: store.job(processor.replicas),
+        access_control=access if access.enabled else None)
     try:
         loaded = store.load(processor.replicas)
     except (SnapshotError, OSError) as exc:

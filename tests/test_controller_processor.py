@@ -1,0 +1,191 @@
+"""The controller's processor beyond the captures: errors answered as Java answers them, the
+config update and its black list, answers held until the state is durable, the heartbeat
+timeout election, access control of the administrative requests, and the snapshot."""
+import pytest
+
+from rocketpy.controller import ControllerConfiguration, ControllerRequestProcessor
+from rocketpy.controller.store import SnapshotError, load_snapshot, snapshot_text
+from rocketpy.controller.replicas import ReplicasInfoManager
+from rocketpy.namesrv import Channel
+from rocketpy.namesrv.acl import AccessControl, parse_networks
+from rocketpy.namesrv.pending import DISK, FileWrite, Pending
+from rocketpy.remoting import RemotingCommand, headers as H
+from rocketpy.remoting.codes import ResponseCode as RC
+
+PROPS = {"controllerDLegerGroup": "g", "controllerDLegerPeers": "n0-127.0.0.1:9878;n1-10.0.0.2:9878",
+         "controllerDLegerSelfId": "n0", "bindAddress": "127.0.0.1"}
+GROUP = dict(cluster_name="c", broker_name="b")
+CH1, CH2 = Channel(1, "127.0.0.1:1001"), Channel(2, "127.0.0.1:1002")
+
+
+def _processor(**kwargs):
+    pushes = []
+    processor = ControllerRequestProcessor(
+        ControllerConfiguration.from_properties(PROPS),
+        notify=lambda address, command: pushes.append((address, command)), **kwargs)
+    processor.pushes = pushes
+    return processor
+
+
+def _call(processor, code, header=None, body=None, channel=CH1, now_ms=1000, oneway=False):
+    request = RemotingCommand.request(code, None if header is None else header.to_ext_fields(),
+                                      body, opaque=7, oneway=oneway)
+    return processor.process(request, channel, now_ms)
+
+
+def _join(processor, broker_id, channel, now_ms=1000, timeout=10000):
+    addr = f"127.0.0.1:{10000 + broker_id}"
+    assert _call(processor, 1013, H.ApplyBrokerIdRequestHeader(
+        applied_broker_id=broker_id, register_check_code=f"{addr};1", **GROUP),
+        channel=channel, now_ms=now_ms).code == 0
+    _call(processor, 904, H.BrokerHeartbeatRequestHeader(
+        broker_addr=addr, broker_id=broker_id, epoch=0, max_offset=broker_id,
+        heartbeat_timeout_mills=timeout, **GROUP), channel=channel, now_ms=now_ms, oneway=True)
+
+
+def test_unknown_code_and_bad_header_answered_as_java():
+    processor = _processor()
+    answer = _call(processor, 105)
+    assert (answer.code, answer.remark) == (RC.REQUEST_CODE_NOT_SUPPORTED,
+                                            " request type 105 not supported")
+    request = RemotingCommand.request(1013, {"appliedBrokerId": "x"}, opaque=3)
+    answer = processor.process(request, CH1, 0)
+    assert answer.code == RC.SYSTEM_ERROR and "appliedBrokerId" in answer.remark
+    answer = processor.process(RemotingCommand.request(1006, None, b"{not json"), CH1, 0)
+    assert answer.code == RC.SYSTEM_ERROR
+
+
+def test_metadata_names_the_group_and_every_peer():
+    answer = _call(_processor(), 1005)
+    assert answer.ext_fields == {"controllerLeaderId": "n0",
+                                 "controllerLeaderAddress": "127.0.0.1:9878", "isLeader": "true",
+                                 "peers": "n0:127.0.0.1:9878;n1:10.0.0.2:9878;", "group": "g"}
+
+
+def test_update_config_black_list_and_effect():
+    processor = _processor()
+    for key in ("configStorePath", "configBlackList", "rocketmqHome", "adminAllowNetworks"):
+        answer = _call(processor, 1009, body=f"{key}=/tmp/x\n".encode())
+        assert (answer.code, answer.remark) == (RC.NO_PERMISSION,
+                                                "Can not update config in black list.")
+    # unclean elections switched on at run time take effect at the next election
+    _join(processor, 1, CH1)
+    _join(processor, 2, CH2)
+    assert _call(processor, 1002, H.ElectMasterRequestHeader(
+        broker_id=1, designate_elect=False, **GROUP)).code == 0
+    processor.on_channel_close(CH1, 1500)          # master dies; 2 is not in sync: no master
+    state = processor.replicas.sync_state_info_table["b"]
+    assert state.master_broker_id is None
+    assert _call(processor, 1009, body=b"enableElectUncleanMaster=true\n").code == 0
+    assert b"enableElectUncleanMaster=true" in _call(processor, 1010).body
+    processor.scan_inactive_master(2000)
+    assert state.master_broker_id is None          # a dead master is not re-elected ...
+    _call(processor, 904, H.BrokerHeartbeatRequestHeader(
+        broker_addr="127.0.0.1:10001", broker_id=1, **GROUP), channel=CH1, now_ms=2000,
+        oneway=True)
+    processor.on_channel_close(CH1, 2100)
+    processor.on_broker_inactive("c", "b", None, 2200)   # ... but 2 now may be, uncleanly
+    assert state.master_broker_id == 2
+
+
+def test_failed_election_retries_bump_the_master_epoch_as_java():
+    """No live replica in sync: each of electMasterMaxRetryCount tries applies Java's
+    ElectMasterEvent(false), so the master epoch grows by three."""
+    processor = _processor()
+    _join(processor, 1, CH1)
+    _join(processor, 2, CH2)
+    _call(processor, 1002, H.ElectMasterRequestHeader(broker_id=1, designate_elect=False, **GROUP))
+    assert [to for to, _ in processor.pushes] == ["127.0.0.1:10001", "127.0.0.1:10002"]
+    processor.pushes.clear()
+    processor.on_channel_close(CH1, 1500)
+    state = processor.replicas.sync_state_info_table["b"]
+    assert (state.master_broker_id, state.master_epoch) == (None, 4)
+    assert processor.pushes == []
+
+
+def test_heartbeat_timeout_elects_and_pushes():
+    processor = _processor()
+    _join(processor, 1, CH1, now_ms=0, timeout=3000)
+    _join(processor, 2, CH2, now_ms=0, timeout=3000)
+    _call(processor, 1002, H.ElectMasterRequestHeader(broker_id=1, designate_elect=False, **GROUP),
+          now_ms=0)
+    assert _call(processor, 1001, H.AlterSyncStateSetRequestHeader(
+        broker_name="b", master_broker_id=1, master_epoch=1),
+        b'{"syncStateSet":[1,2],"syncStateSetEpoch":1}', now_ms=0).code == 0
+    processor.pushes.clear()
+    _call(processor, 904, H.BrokerHeartbeatRequestHeader(
+        broker_addr="127.0.0.1:10002", broker_id=2, heartbeat_timeout_mills=3000, **GROUP),
+        channel=CH2, now_ms=2500, oneway=True)
+    assert processor.scan_not_active_broker(3000) == set()       # not yet: last + 3000 >= now
+    assert processor.scan_not_active_broker(3001) == {CH1}       # broker 1's channel to close
+    state = processor.replicas.sync_state_info_table["b"]
+    assert (state.master_broker_id, state.master_epoch) == (2, 2)
+    assert [(to, c.code, c.ext_fields["masterBrokerId"]) for to, c in processor.pushes] == [
+        ("127.0.0.1:10002", 1008, "2")]
+
+
+class _Job(FileWrite):
+    def __init__(self, log):
+        super().__init__("state", lambda: len(log), log.append)
+
+
+def test_answers_wait_for_the_durable_write():
+    writes = []
+    processor = _processor(persist=lambda: _Job(writes))
+    request = RemotingCommand.request(1013, H.ApplyBrokerIdRequestHeader(
+        applied_broker_id=1, register_check_code="a:1;1", **GROUP).to_ext_fields(), opaque=9)
+    pending = processor.process(request, CH1, 0, offload=True)
+    assert isinstance(pending, Pending) and pending.lane == DISK
+    assert writes == []                       # nothing acknowledged before the write ...
+    answer = pending.finish(pending.work())
+    assert (answer.code, answer.opaque, writes) == (0, 9, [0])
+    # a read changes nothing and is answered at once; a failed write is not acknowledged
+    assert _call(processor, 1012, H.GetNextBrokerIdRequestHeader(**GROUP)).code == 0
+
+    def broken():
+        raise OSError(28, "No space left on device")
+
+    processor.persist = lambda: FileWrite("state", lambda: None, lambda _: broken())
+    request = RemotingCommand.request(1013, H.ApplyBrokerIdRequestHeader(
+        applied_broker_id=2, register_check_code="a:2;1", **GROUP).to_ext_fields(), opaque=10)
+    answer = processor.process(request, CH1, 0)
+    assert answer.code == RC.SYSTEM_ERROR and "No space left on device" in answer.remark
+
+
+def test_admin_requests_guarded_when_configured():
+    access = AccessControl(parse_networks("10.0.0.0/8"), admin_codes={1009, 1011, 1002})
+    processor = _processor(access_control=access)
+    _join(processor, 1, CH1)
+    # a broker's own election is not administrative; a designated one is
+    assert _call(processor, 1002, H.ElectMasterRequestHeader(
+        broker_id=1, designate_elect=False, **GROUP)).code == 0
+    answer = _call(processor, 1002, H.ElectMasterRequestHeader(
+        broker_id=1, designate_elect=True, **GROUP))
+    assert answer.code == RC.NO_PERMISSION and "adminAllowNetworks" in answer.remark
+    for code in (1009, 1011):
+        assert _call(processor, code, H.CleanControllerBrokerDataRequestHeader(
+            broker_name="b")).code == RC.NO_PERMISSION
+
+
+def test_snapshot_round_trip_and_refusal():
+    processor = _processor()
+    _join(processor, 1, CH1)
+    _join(processor, 2, CH2)
+    _call(processor, 1002, H.ElectMasterRequestHeader(broker_id=2, designate_elect=False, **GROUP))
+    text = snapshot_text(processor.replicas)
+    copy = ReplicasInfoManager()
+    load_snapshot(copy, text)
+    assert snapshot_text(copy) == text
+    info = copy.replica_info_table["b"]
+    assert (info.next_assign_broker_id, copy.sync_state_info_table["b"].master_broker_id) == (3, 2)
+    for bad in ("{", '{"format": 2}', '{"format": 1, "replicaInfoTable": []}'):
+        with pytest.raises(SnapshotError):
+            load_snapshot(copy, bad)
+
+
+def test_settings_without_self_peer_refused():
+    for props in ({}, {"controllerDLegerPeers": "n0-127.0.0.1:9878"},
+                  {"controllerDLegerPeers": "n0-127.0.0.1:9878", "controllerDLegerSelfId": "n1"},
+                  {"controllerDLegerPeers": "n0:9878", "controllerDLegerSelfId": "n0"}):
+        with pytest.raises(ValueError):
+            ControllerConfiguration.from_properties(props)
