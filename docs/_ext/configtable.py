@@ -343,6 +343,17 @@ def render_bounds():
     return _render_key_tables(BOUND_TABLES, "meaning (0 = no bound)")
 
 
+def render_controller():
+    """``(rst, dependency paths)``: the controller's ``ControllerConfig`` keys
+    (``rocketpy.controller.config.CONTROLLER_SPECS``: key, type, default, meaning)."""
+    module = _optional_import("rocketpy.controller.config")
+    if module is None or not hasattr(module, "CONTROLLER_SPECS"):
+        return "", []
+    rows = [[f"``{key}``", _literal(_java_value(default)), _escape(meaning)]
+            for key, _kind, default, meaning in module.CONTROLLER_SPECS]
+    return "\n".join(_list_table(["key", "default", "meaning"], rows, [30, 20, 50])), [module.__file__]
+
+
 def render_twistd_usage():
     """``(rst, dependency paths)``: what ``twistd rocketnamesrv --help`` prints."""
     tap = _optional_import("rocketpy.service.tap")
@@ -356,5 +367,6 @@ def render_twistd_usage():
 
 if __name__ == "__main__":
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-    for part in (render, render_properties, render_limits, render_bounds, render_twistd_usage):
+    for part in (render, render_properties, render_limits, render_bounds, render_controller,
+                 render_twistd_usage):
         sys.stdout.write(part()[0] + "\n")

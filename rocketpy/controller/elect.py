@@ -29,8 +29,11 @@ def _compare(a, b):
 
 
 class DefaultElectPolicy:
-    """:param alive: ``alive(cluster, broker name, id)``; :param live_info: the heartbeat
-    table's ``broker_live_info(cluster, broker name, id)`` (None: pick the first candidate)."""
+    """The default policy.
+
+    :param alive: ``alive(cluster, broker name, id)``.
+    :param live_info: the heartbeat table's ``broker_live_info(cluster, broker name, id)``
+        (None: pick the first candidate)."""
 
     def __init__(self, alive=None, live_info=None):
         self.alive = alive
