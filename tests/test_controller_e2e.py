@@ -2,7 +2,7 @@
 one group in controller mode (blocking sockets speaking what the captured 5.3.3 brokers send),
 their master killed, the NOTIFY_BROKER_ROLE_CHANGED push arriving on the survivor's listen port;
 then the controller killed with SIGKILL and restarted on the same store: ids, master, epochs and
-sync state set survive. 127.0.0.1 only; every process and socket closed by the test."""
+sync state set survive; and a graceful stop with the master connected deposes nobody. 127.0.0.1 only; every process and socket closed by the test."""
 import contextlib
 import socket
 import tempfile
@@ -138,3 +138,14 @@ def test_failover_push_and_durable_restart():
                 assert (sss.sync_state_set, sss.sync_state_set_epoch) == ([2], 3)
                 answer = b3.call(1012, H.GetNextBrokerIdRequestHeader(**GROUP))
                 assert answer.ext_fields["nextBrokerId"] == "3"
+                b3.broker_id, b3.addr = 2, b2.addr     # the master is back, heartbeating ...
+                b3.heartbeat()
+                assert b3.replica_info()[1].master_broker_id == 2
+                assert server.stop() == 0              # ... when the controller stops (SIGTERM)
+        # closing its own connections on the way out deposed nobody
+        with running_server(*_controller_args(port, store)) as server:
+            server.wait_for_log(r"The ControllerManager boot success\.", timeout=10)
+            with _brokers(port, 1) as (b4,):
+                _, header, sss = b4.replica_info()
+                assert (header.master_broker_id, header.master_epoch) == (2, 2)
+                assert (sss.sync_state_set, sss.sync_state_set_epoch) == ([2], 3)

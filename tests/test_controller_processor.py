@@ -189,3 +189,39 @@ def test_settings_without_self_peer_refused():
                   {"controllerDLegerPeers": "n0:9878", "controllerDLegerSelfId": "n0"}):
         with pytest.raises(ValueError):
             ControllerConfiguration.from_properties(props)
+
+
+def _groups(n):
+    processor = _processor()
+    for g in range(n):
+        names = dict(cluster_name="c", broker_name=f"b{g}")
+        for broker_id in (1, 2):
+            channel = Channel(g * 2 + broker_id, f"127.0.0.1:{g}")
+            addr = f"127.0.0.1:{20000 + g * 2 + broker_id}"
+            _call(processor, 1013, H.ApplyBrokerIdRequestHeader(
+                applied_broker_id=broker_id, register_check_code=f"{addr};1", **names),
+                channel=channel)
+            _call(processor, 904, H.BrokerHeartbeatRequestHeader(
+                broker_addr=addr, broker_id=broker_id, heartbeat_timeout_mills=10000, **names),
+                channel=channel, oneway=True)
+        _call(processor, 1002, H.ElectMasterRequestHeader(broker_id=1, designate_elect=False,
+                                                           **names))
+        _call(processor, 1001, H.AlterSyncStateSetRequestHeader(
+            broker_name=f"b{g}", master_broker_id=1, master_epoch=1),
+            b'{"syncStateSet":[1,2],"syncStateSetEpoch":1}')
+    return processor
+
+
+def test_a_master_death_costs_the_same_at_any_number_of_groups():
+    """Failover looks at the dead master's group only: the liveness checks one death costs do
+    not grow with the number of groups (100, 200, 400)."""
+    counts = []
+    for n in (100, 200, 400):
+        processor = _groups(n)
+        calls = []
+        check = processor.heartbeats.is_broker_active
+        processor.heartbeats.is_broker_active = lambda *a: calls.append(a) or check(*a)
+        processor.on_channel_close(Channel(1, "127.0.0.1:0"), 2000)   # group b0's master
+        assert processor.replicas.sync_state_info_table["b0"].master_broker_id == 2
+        counts.append(len(calls))
+    assert counts[0] == counts[1] == counts[2] > 0

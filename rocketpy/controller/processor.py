@@ -27,7 +27,8 @@ from rocketpy.namesrv.javaprops import body_to_properties
 from rocketpy.namesrv.pending import DISK, Pending
 from rocketpy.namesrv.processor.replies import java_exception_remark
 from rocketpy.remoting import bodies as B, headers as H
-from rocketpy.remoting.codes import CURRENT_VERSION, RequestCode as R, ResponseCode as RC
+from rocketpy.remoting.codes import (CURRENT_VERSION, OVERLOAD_REMARK, RequestCode as R,
+                                     ResponseCode as RC)
 from rocketpy.remoting.command import FLAG_ONEWAY, FLAG_RESPONSE, JAVA, JSON, RemotingCommand
 from rocketpy.remoting.errors import (BodyDecodeError, InvalidFieldError, MissingFieldError,
                                       RemotingCodecError)
@@ -185,8 +186,7 @@ class ControllerRequestProcessor:
     def overload_response(self, request):
         if request.is_oneway:
             return None
-        return self._answer(request, ControllerResult(
-            RC.SYSTEM_BUSY, "[OVERLOAD]system busy, start flow control for a while"))
+        return self._answer(request, ControllerResult(RC.SYSTEM_BUSY, OVERLOAD_REMARK))
 
     # -- handlers ---------------------------------------------------------------------------
 

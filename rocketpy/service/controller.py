@@ -44,11 +44,14 @@ CONTROLLER_BOOT_LINE_PREFIX = "The ControllerManager boot success."
 
 class ControllerHousekeeping:
     """``IChannelEventListener`` of the controller port (Java's ``BrokerHousekeepingService``
-    of the controller): close, exception and idle make the channel's brokers inactive."""
+    of the controller): close, exception and idle make the channel's brokers inactive, until
+    the controller stops (``active`` false): the connections it closes itself then are not
+    deaths, and must not depose masters in the durable state a restart loads."""
 
     def __init__(self, processor, clock):
         self._processor = processor
         self._clock = clock
+        self.active = True
 
     def on_channel_connect(self, remote_addr, channel):
         pass
@@ -57,7 +60,8 @@ class ControllerHousekeeping:
         pass
 
     def on_channel_close(self, remote_addr, channel):
-        self._processor.on_channel_close(channel, int(self._clock.seconds() * 1000))
+        if self.active:
+            self._processor.on_channel_close(channel, int(self._clock.seconds() * 1000))
 
     on_channel_exception = on_channel_idle = on_channel_close
 
@@ -164,12 +168,12 @@ def make_controller_service(configuration, reactor, *, write_pool=None, listen=N
     kwargs = {} if max_frame_length is None else {"max_frame_length": max_frame_length}
     if tls_mode is not None:
         kwargs.update(tls_mode=tls_mode, tls_context_factory=tls_context_factory)
+    housekeeping = ControllerHousekeeping(processor, reactor)
     factory = RemotingServerFactory(
-        processor, ControllerHousekeeping(processor, reactor), clock=reactor,
+        processor, housekeeping, clock=reactor,
         idle_seconds=netty.server_channel_max_idle_time_seconds, limits=limits,
         write_pool=write_pool, **kwargs)
-    top = MultiService()
-    top.setName("controller")
+    top = _ControllerService(housekeeping)
     ControllerScanService("controller-scan-not-active-broker", processor.scan_not_active_broker,
                           reactor, config.scan_not_active_broker_interval,
                           close_channel=factory.close_channel).setServiceParent(top)
@@ -184,6 +188,19 @@ def make_controller_service(configuration, reactor, *, write_pool=None, listen=N
     top.server = server
     top.notifier = notifier
     return top
+
+
+class _ControllerService(MultiService):
+    """The controller's services; stopping, it first stops treating closes as deaths."""
+
+    def __init__(self, housekeeping):
+        super().__init__()
+        self.setName("controller")
+        self._housekeeping = housekeeping
+
+    def stopService(self):
+        self._housekeeping.active = False
+        return super().stopService()
 
 
 class _Closing(MultiService):
