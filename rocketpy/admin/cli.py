@@ -79,7 +79,8 @@ def _help_text(command, options):
 
 
 def _command_list():
-    from .commands import COMMANDS
+    from .commands import _all_commands
+    COMMANDS = _all_commands()
     lines = [f"The most commonly used {PROG} commands are:"]
     lines += [f"   {c.name:<20} {c.description}" for c in COMMANDS]
     lines.append(f"\nSee '{PROG} help <command>' for more information on a specific command.")
@@ -155,7 +156,9 @@ def run(argv, reactor=None, stdout=None, stderr=None):
         if missing:
             raise _UsageError("Missing required option" + ("s: " if len(missing) > 1 else ": ")
                               + ", ".join(o.short for o in missing))
-        addrs = _namesrv_addrs(args)
+        needs_namesrv = getattr(command, "needs_namesrv", True)
+        given = args.namesrvAddr is not None or os.environ.get("NAMESRV_ADDR")
+        addrs = _namesrv_addrs(args) if needs_namesrv or given else []
         version = _version(args.remoting_version)
         serialize_type = _serialize_type()
         hook = _hook(args)

@@ -495,9 +495,14 @@ COMMANDS = (TopicRoute(), TopicClusterList(), DeleteTopic(), ClusterList(), Topi
             UpdateNamesrvConfig())
 
 
+def _all_commands():
+    from .controller import CONTROLLER_COMMANDS   # mqadmin 5.x's controller commands
+    return COMMANDS + CONTROLLER_COMMANDS
+
+
 def find_command(name):
     """The subcommand called ``name`` (any case, as mqadmin), or None."""
-    for command in COMMANDS:
+    for command in _all_commands():
         if command.name.lower() == (name or "").lower():
             return command
     return None
