@@ -133,3 +133,13 @@ def test_no_live_candidate_keeps_no_master_and_bumps_the_epoch():
     model.run(("elect", "g0", -1, False))
     state = model.manager.sync_state_info_table["g0"]
     assert (state.master_broker_id, state.master_epoch, sorted(state.sync_state_set)) == (None, 2, [1])
+
+
+def test_cleaning_a_dead_master_leaves_no_master_outside_the_set():
+    """Java would keep broker 1 as master with a sync state set of [2]."""
+    model = Model(False)
+    for op in [("join", "g0"), ("join", "g0"), ("elect", "g0", 1, False),
+               ("alter", "g0", {1, 2}, 1, 1, 1), ("down", "g0", 1), ("clean", "g0", {1}, False)]:
+        model.run(op)
+    state = model.manager.sync_state_info_table["g0"]
+    assert (state.master_broker_id, sorted(state.sync_state_set)) == (None, [2])

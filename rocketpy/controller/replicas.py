@@ -407,6 +407,10 @@ class ReplicasInfoManager:
         for broker_id in ids:
             replicas.brokers.pop(broker_id, None)
             state.sync_state_set = state.sync_state_set - {broker_id}
+        if state.master_broker_id in ids:
+            # Java keeps a cleaned (dead) master as master, outside its own sync state set;
+            # rocketpy drops it, so the dead-master scan elects from what is left
+            state.master_broker_id = None
         if not replicas.brokers:
             del self.replica_info_table[name]
         if not state.sync_state_set:
