@@ -74,6 +74,8 @@ class SimOptions:
     base_port: int = 20911
     timeout: "float | None" = None
     seed: "int | None" = None
+    #: controller mode: the controller's address (brokers get ids there, elect, fail over)
+    controller_addr: "str | None" = None
 
 
 def percentile(sorted_values, fraction):
@@ -146,6 +148,7 @@ class SimulatedBroker:
         self._loops = []
         self._registering = False
         self._cached = None          # (data version key, request): 4.x bodies have no clock in them
+        self.controller = None       # a ControllerMember in controller mode
 
     @property
     def is_master(self):
@@ -163,6 +166,8 @@ class SimulatedBroker:
         self._later(delay, self._first)
 
     def _first(self):
+        if self.controller is not None:
+            self.controller.start()      # registers at the NameServers once its role is known
         self.register()
         options = self.sim.options
         self._later(self.sim.next_period(), self._tick)
@@ -183,6 +188,8 @@ class SimulatedBroker:
 
     def _halt(self):
         self.alive = False
+        if self.controller is not None:
+            self.controller.stop()
         for timer in self._timers:
             if timer.active():
                 timer.cancel()
@@ -244,7 +251,7 @@ class SimulatedBroker:
 
     def register(self):
         """``registerBrokerAll`` to every NameServer; latencies and failures into the stats."""
-        if not self.alive:
+        if not self.alive or self.config.broker_id < 0:
             return None
         stats = self.sim.stats
         if self._registering:
@@ -315,6 +322,8 @@ class BrokerSim:
         self.reactor = reactor
         self.clock = clock if clock is not None else reactor
         self.options = options
+        if options.controller_addr and options.version < MQVersion.V5_1_1:
+            raise ValueError("controller mode needs a broker release of 5.1.1 or later")
         self.release = BrokerRelease.of(options.version)
         self.refresh_metadata = (options.refresh_metadata if options.refresh_metadata is not None
                                  else options.version >= MQVersion.V5_0_0)
@@ -364,6 +373,9 @@ class BrokerSim:
             topics = [TopicConfig(topic_name=t, read_queue_nums=8, write_queue_nums=8) for t in names]
             zone = f"zone-{group % o.zones}" if o.zones else None
             broker = SimulatedBroker(self, i, config, topics, zone)
+            if o.controller_addr:
+                from .simcontroller import ControllerMember
+                broker.controller = ControllerMember(broker, o.controller_addr)
             self.group_topics[name].update(broker.manager.table)
             brokers.append(broker)
         return brokers
@@ -461,6 +473,8 @@ class BrokerSim:
         expected_members = {}
         for broker in self.live():
             c = broker.config
+            if c.broker_id < 0:   # controller mode, no role yet: not registered (as Java)
+                continue
             expected_members.setdefault(c.broker_name, {})[c.broker_id] = c.broker_addr
         topics = collections.defaultdict(set)
         for name, members in expected_members.items():
@@ -499,9 +513,45 @@ class BrokerSim:
                     if have != want:
                         problems.append(f"{addr}: route of {topic} has {sorted(have)}, "
                                         f"expected {sorted(want)}")
+            if self.options.controller_addr:
+                problems += yield self._verify_controller(client)
         finally:
             client.shutdown()
         self.verified = (len(self.live()), len(checked))
+        return problems
+
+    @inlineCallbacks
+    def _verify_controller(self, client):
+        """Controller mode: in every group with a live broker in its sync state set, exactly
+        one live broker is master, the one the controller names; nowhere two."""
+        from ..remoting.bodies import SyncStateSet
+        from ..remoting.headers import GetReplicaInfoRequestHeader, GetReplicaInfoResponseHeader
+        problems = []
+        groups = collections.defaultdict(list)
+        for broker in self.live():
+            groups[broker.config.broker_name].append(broker)
+        for name, members in sorted(groups.items()):
+            masters = [b for b in members if b.config.broker_id == 0]
+            answer = yield client.invoke(self.options.controller_addr, RemotingCommand.request(
+                int(RequestCode.CONTROLLER_GET_REPLICA_INFO),
+                GetReplicaInfoRequestHeader(broker_name=name).to_ext_fields(),
+                version=int(MQVersion.V5_3_3)), 10.0)
+            if answer.code != int(ResponseCode.SUCCESS):
+                problems.append(f"controller: no replica info for {name} (code {answer.code})")
+                continue
+            header = GetReplicaInfoResponseHeader.from_ext_fields(answer.ext_fields, strict=False)
+            in_sync = set(SyncStateSet.from_json(answer.body).sync_state_set)
+            live_ids = {b.controller.controller_id for b in members}
+            if len(masters) > 1:
+                problems.append(f"controller: {name} has {len(masters)} masters")
+            elif header.master_broker_id in live_ids:
+                if [b.controller.controller_id for b in masters] != [header.master_broker_id]:
+                    problems.append(f"controller: {name}'s master is {header.master_broker_id}, "
+                                    f"its brokers think {[b.controller.controller_id for b in masters]}")
+            elif live_ids & in_sync:
+                problems.append(f"controller: {name} has no live master though "
+                                f"{sorted(live_ids & in_sync)} in sync are up")
+        self.stats.counts["controller: groups verified"] += len(groups)
         return problems
 
     # -- reporting -----------------------------------------------------------------------------------

@@ -60,6 +60,9 @@ def build_parser():
     a("--base-port", type=int, default=20911, help="listenPort of the first broker (then +2 each)")
     a("--timeout", type=float, help="registration timeout, seconds (default: the release's)")
     a("--seed", type=int, help="random seed (jitter, ramp, churn)")
+    a("--controller", metavar="HOST:PORT",
+      help="controller mode (5.1.1+ brokers): ids, election, heartbeats and failover through the "
+           "RocketMQ 5 controller at this address; --verify also checks one master per group")
     a("--json", action="store_true", help="print the report as JSON")
     return p
 
@@ -95,6 +98,14 @@ def options_from_args(args):
         raise _OptionError("--churn, --churn-after, --down, --zones and --settle cannot be negative")
     if (args.acting_master or args.broker_heartbeat) and ordinal < MQVersion.V5_0_0:
         raise _OptionError("--acting-master and --broker-heartbeat need a 5.x --version")
+    if args.controller is not None:
+        from ..transport.client import split_address
+        try:
+            split_address(args.controller)
+        except ValueError as exc:
+            raise _OptionError(f"--controller: {exc}") from None
+        if ordinal < MQVersion.V5_1_1:
+            raise _OptionError("--controller needs --version 5.1.1 or later (e.g. 5.3.3)")
     return SimOptions(
         namesrv_addrs=addrs, brokers=args.brokers, topics=args.topics, clusters=args.clusters,
         replicas=args.replicas, zones=args.zones, topic_spread=args.topic_spread,
@@ -105,7 +116,7 @@ def options_from_args(args):
         broker_heartbeat=args.broker_heartbeat, heartbeat_interval=args.heartbeat_interval,
         refresh_metadata=args.refresh, system_topics=not args.no_system_topics, churn=args.churn,
         churn_after=args.churn_after, down=args.down, broker_host=args.host, base_port=args.base_port, timeout=args.timeout,
-        seed=args.seed)
+        seed=args.seed, controller_addr=args.controller)
 
 
 def _ms(value):
