@@ -4,7 +4,8 @@ timeout election, access control of the administrative requests, and the snapsho
 import pytest
 
 from rocketpy.controller import ControllerConfiguration, ControllerRequestProcessor
-from rocketpy.controller.store import SnapshotError, load_snapshot, snapshot_text
+from rocketpy.controller.store import (Journal, SnapshotError, load_snapshot, load_state,
+                                       snapshot_text)
 from rocketpy.controller.replicas import ReplicasInfoManager
 from rocketpy.namesrv import Channel
 from rocketpy.namesrv.acl import AccessControl, parse_networks
@@ -131,7 +132,7 @@ class _Job(FileWrite):
 
 def test_answers_wait_for_the_durable_write():
     writes = []
-    processor = _processor(persist=lambda: _Job(writes))
+    processor = _processor(persist=lambda events: _Job(writes))
     request = RemotingCommand.request(1013, H.ApplyBrokerIdRequestHeader(
         applied_broker_id=1, register_check_code="a:1;1", **GROUP).to_ext_fields(), opaque=9)
     pending = processor.process(request, CH1, 0, offload=True)
@@ -145,7 +146,7 @@ def test_answers_wait_for_the_durable_write():
     def broken():
         raise OSError(28, "No space left on device")
 
-    processor.persist = lambda: FileWrite("state", lambda: None, lambda _: broken())
+    processor.persist = lambda events: FileWrite("state", lambda: None, lambda _: broken())
     request = RemotingCommand.request(1013, H.ApplyBrokerIdRequestHeader(
         applied_broker_id=2, register_check_code="a:2;1", **GROUP).to_ext_fields(), opaque=10)
     answer = processor.process(request, CH1, 0)
@@ -225,3 +226,96 @@ def test_a_master_death_costs_the_same_at_any_number_of_groups():
         assert processor.replicas.sync_state_info_table["b0"].master_broker_id == 2
         counts.append(len(calls))
     assert counts[0] == counts[1] == counts[2] > 0
+
+
+class _Disk:
+    """The two files, in memory; ``fail`` makes the next write raise."""
+
+    def __init__(self):
+        self.snapshot, self.log, self.fail = None, "", False
+        self.appends = self.snapshots = 0
+
+    def append(self, data):
+        if self.fail:
+            self.fail = False
+            self.log += data.decode()[:7]          # a torn line, then the error
+            raise OSError(5, "Input/output error")
+        self.log += data.decode()
+        self.appends += 1
+
+    def replace(self, data):
+        self.snapshot, self.log = data.decode(), ""
+        self.snapshots += 1
+
+
+def _journaled(disk, compact=10_000):
+    processor = _processor()
+    journal = Journal(processor.replicas, disk.append, disk.replace, "log", 0, compact)
+    processor.persist = journal.record
+    return processor, journal
+
+
+def _restored(disk):
+    copy = ReplicasInfoManager()
+    seq = load_state(copy, disk.snapshot, disk.log)
+    return copy, seq
+
+
+def test_event_log_appends_only_the_change_and_restores():
+    """A change appends its own events (not the state); a restart replays them."""
+    disk = _Disk()
+    processor, journal = _journaled(disk)
+    _join(processor, 1, CH1)
+    _join(processor, 2, CH2)
+    size = len(disk.log)
+    _call(processor, 1002, H.ElectMasterRequestHeader(broker_id=2, designate_elect=False, **GROUP))
+    assert disk.log.count("\n") == 3 and disk.snapshot is None
+    grown = len(disk.log) - size
+    for g in range(50):     # many more groups: the next change appends as much as before
+        _call(processor, 1013, H.ApplyBrokerIdRequestHeader(
+            applied_broker_id=1, register_check_code="x:1;1", cluster_name="c", broker_name=f"x{g}"))
+    size = len(disk.log)
+    _call(processor, 1002, H.ElectMasterRequestHeader(broker_id=1, designate_elect=False,
+                                                      cluster_name="c", broker_name="x7"))
+    assert len(disk.log) - size <= grown + 2
+    copy, seq = _restored(disk)
+    assert seq == journal.seq == 54
+    assert snapshot_text(copy, seq) == snapshot_text(processor.replicas, seq)
+
+
+def test_snapshot_every_n_events_and_after_a_failed_append():
+    disk = _Disk()
+    processor, journal = _journaled(disk, compact=4)
+    _join(processor, 1, CH1)
+    _join(processor, 2, CH2)
+    _call(processor, 1002, H.ElectMasterRequestHeader(broker_id=1, designate_elect=False, **GROUP))
+    _call(processor, 1001, H.AlterSyncStateSetRequestHeader(
+        broker_name="b", master_broker_id=1, master_epoch=1),
+        b'{"syncStateSet":[1,2],"syncStateSetEpoch":1}')
+    assert (disk.snapshots, disk.log) == (1, "")          # the 4th event: a snapshot
+    disk.fail = True
+    answer = _call(processor, 1013, H.ApplyBrokerIdRequestHeader(
+        applied_broker_id=3, register_check_code="a:3;1", **GROUP))
+    assert answer.code == RC.SYSTEM_ERROR                  # not acknowledged ...
+    assert disk.log and not disk.log.endswith("\n")        # ... a torn line on disk
+    _call(processor, 1012, H.GetNextBrokerIdRequestHeader(**GROUP))
+    _call(processor, 1013, H.ApplyBrokerIdRequestHeader(
+        applied_broker_id=4, register_check_code="a:4;1", **GROUP))
+    assert disk.snapshots == 2 and disk.log == ""           # the write after a failure
+    copy, seq = _restored(disk)
+    assert sorted(copy.replica_info_table["b"].brokers) == [1, 2, 3, 4]
+    assert copy.sync_state_info_table["b"].sync_state_set_epoch == 2
+
+
+def test_restore_skips_what_the_snapshot_has_and_a_torn_line():
+    disk = _Disk()
+    processor, journal = _journaled(disk)
+    _join(processor, 1, CH1)
+    _call(processor, 1002, H.ElectMasterRequestHeader(broker_id=1, designate_elect=False, **GROUP))
+    log = disk.log
+    disk.replace(snapshot_text(processor.replicas, journal.seq).encode())
+    disk.log = log + '{"seq": 3, "ev'                      # crash before truncating, mid-append
+    copy, seq = _restored(disk)
+    assert seq == 2 and copy.sync_state_info_table["b"].master_epoch == 1
+    with pytest.raises(SnapshotError):
+        load_state(ReplicasInfoManager(), None, "garbage\n" + log)

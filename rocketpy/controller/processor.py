@@ -5,7 +5,7 @@ elections, 5.3.3).
 One table from request code to handler; a handler reads the state
 (:class:`~rocketpy.controller.replicas.ReplicasInfoManager`) and returns a
 :class:`~rocketpy.controller.replicas.ControllerResult`; :meth:`ControllerRequestProcessor.process`
-applies its events, makes them durable (``persist``: the snapshot's
+applies its events, makes them durable (``persist``: the event log's
 :class:`~rocketpy.namesrv.pending.FileWrite`, None when the controller keeps nothing on disk)
 and writes the frame Java writes. With a durable store the answer is a DISK
 :class:`~rocketpy.namesrv.pending.Pending`: it goes out once the change is on disk.
@@ -73,7 +73,8 @@ class ControllerRequestProcessor:
     """Answers the controller's requests as a 5.3.3 controller leader does.
 
     :param configuration: the :class:`~rocketpy.controller.config.ControllerConfiguration`.
-    :param persist: ``persist() -> FileWrite | None``: the write that makes the state durable.
+    :param persist: ``persist(events) -> FileWrite | None``: the write that makes applied
+        events durable (:class:`~rocketpy.controller.store.Journal.record`).
     :param notify: ``notify(address, command)``: send a oneway push to a broker's listen address.
     :param run: ``run(pending)``: run the controller's own durable work (default: at once).
     :param access_control: an :class:`~rocketpy.namesrv.acl.AccessControl` over
@@ -152,7 +153,7 @@ class ControllerRequestProcessor:
             self.replicas.apply_event(event)
         job = result.write
         if result.events and self.persist is not None:
-            job = self.persist()
+            job = self.persist(result.events)
         if job is None:
             return None
 

@@ -1,31 +1,43 @@
 """Controller state layer: the durable form of the replica state (rocketpy's stand-in for the
 DLedger log Java's controller replays at start).
 
-A single controller writes its whole state as one JSON snapshot after every change, through the
-writer thread (:class:`~rocketpy.transport.offload.WritePool`, atomic replace and ``fsync``),
-and answers a changing request only once its snapshot is on disk. The writer coalesces the
-snapshots that wait together into one write of the newest (group commit), so a burst of changes
-costs one write, and a snapshot is never older than the answers it allows. A restart loads it:
-broker ids (and the next id of each group), masters, epochs and sync state sets come back; who
-is alive is learnt again from the heartbeats. No I/O here: the service reads and writes.
+A single controller keeps two files in ``controllerStorePath``: ``events.log``, one JSON line per
+event (:mod:`rocketpy.controller.events`) with its sequence number, and ``replicas.json``, a
+snapshot of the whole state with the sequence number it includes. Every change appends its
+events (and ``fsync``) through the writer thread before the request that made it is answered, so
+a change costs what its events cost, not what the whole state costs; the writer turns the
+appends that wait together into one (group commit: :class:`Journal` hands the newest job every
+event not yet taken). Every :data:`COMPACT_EVENTS` events, and after a failed write, the next
+write is a snapshot instead (atomic replace) followed by an empty log.
+
+A restart loads the snapshot and applies the logged events after its sequence number (a crash
+between the snapshot and the log's truncation leaves events the snapshot has: skipped); a torn
+last line (a crash mid-append, never acknowledged) is dropped. Broker ids and each group's next
+id, masters, epochs and sync state sets come back; who is alive is learnt again from the
+heartbeats. No I/O here: the service passes the functions that write.
 """
 import json
 
+from .events import event_from_obj, event_to_obj
 from .replicas import BrokerReplicaInfo, SyncStateInfo, java_set
 
-__all__ = ["snapshot_text", "load_snapshot", "SnapshotError", "SNAPSHOT_NAME"]
+__all__ = ["Journal", "snapshot_text", "load_snapshot", "load_state", "SnapshotError",
+           "SNAPSHOT_NAME", "LOG_NAME", "COMPACT_EVENTS"]
 
-#: file name of the snapshot in ``controllerStorePath``
+#: file names in ``controllerStorePath``
 SNAPSHOT_NAME = "replicas.json"
+LOG_NAME = "events.log"
+#: events appended before the next write is a snapshot
+COMPACT_EVENTS = 10_000
 _FORMAT = 1
 
 
 class SnapshotError(ValueError):
-    """The snapshot file is not one this version wrote."""
+    """The stored state is not one this version wrote."""
 
 
-def snapshot_text(manager):
-    """The state of ``manager`` (a ReplicasInfoManager) as JSON text."""
+def snapshot_text(manager, seq=0):
+    """The state of ``manager`` (a ReplicasInfoManager), including events up to ``seq``."""
     replicas = {}
     for name, info in manager.replica_info_table.items():
         replicas[name] = {
@@ -37,12 +49,12 @@ def snapshot_text(manager):
             "clusterName": state.cluster_name, "masterBrokerId": state.master_broker_id,
             "masterEpoch": state.master_epoch, "syncStateSet": java_set(state.sync_state_set),
             "syncStateSetEpoch": state.sync_state_set_epoch}
-    return json.dumps({"format": _FORMAT, "replicaInfoTable": replicas,
+    return json.dumps({"format": _FORMAT, "seq": seq, "replicaInfoTable": replicas,
                        "syncStateSetInfoTable": states}, sort_keys=True, indent=1)
 
 
 def load_snapshot(manager, text):
-    """Replace ``manager``'s state with the snapshot ``text``; SnapshotError when unreadable."""
+    """Replace ``manager``'s state with the snapshot ``text``; its sequence number."""
     try:
         data = json.loads(text)
         if data.get("format") != _FORMAT:
@@ -62,9 +74,85 @@ def load_snapshot(manager, text):
             state.sync_state_set = frozenset(int(i) for i in obj["syncStateSet"])
             state.sync_state_set_epoch = int(obj["syncStateSetEpoch"])
             states[name] = state
+        seq = int(data.get("seq", 0))
     except SnapshotError:
         raise
     except (ValueError, KeyError, TypeError, AttributeError) as exc:
         raise SnapshotError(f"not a controller snapshot: {exc}") from None
     manager.replica_info_table = replicas
     manager.sync_state_info_table = states
+    return seq
+
+
+def load_state(manager, snapshot, log):
+    """Load ``snapshot`` (text or None), then apply ``log``'s events after it; the last
+    sequence number. A last line without its newline (a torn append) is dropped; any other bad
+    line raises SnapshotError."""
+    seq = load_snapshot(manager, snapshot) if snapshot is not None else 0
+    # the part after the last newline is a torn append, never acknowledged: dropped
+    complete = (log or "").split("\n")[:-1]
+    for number, line in enumerate(complete, 1):
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+            line_seq = int(obj["seq"])
+            event = event_from_obj(obj["event"])
+        except (ValueError, KeyError, TypeError) as exc:
+            raise SnapshotError(f"{LOG_NAME} line {number}: {exc}") from None
+        if line_seq <= seq:
+            continue
+        manager.apply_event(event)
+        seq = line_seq
+    return seq
+
+
+class Journal:
+    """What is still to be written: events since the last job took them, or a whole snapshot.
+
+    :param manager: the ReplicasInfoManager (read for snapshots).
+    :param append: ``append(data)``: add bytes to the log durably (writer thread).
+    :param replace: ``replace(data)``: make the snapshot ``data`` and empty the log (writer).
+    :param key: the writer's coalescing key (the log's path)."""
+
+    def __init__(self, manager, append, replace, key, seq=0, compact_events=COMPACT_EVENTS):
+        self.manager = manager
+        self._append = append
+        self._replace = replace
+        self.key = key
+        self.seq = seq
+        self.compact_events = compact_events
+        self._pending = []
+        self._logged = 0           # events in the log since the last snapshot
+        self._broken = False       # a write failed: what the log holds is unknown
+
+    def record(self, events):
+        """Number ``events`` (already applied in memory); the FileWrite that makes them
+        durable, with everything recorded before it that is not on disk yet."""
+        from rocketpy.namesrv.pending import FileWrite
+        for event in events:
+            self.seq += 1
+            self._pending.append(json.dumps({"seq": self.seq, "event": event_to_obj(event)},
+                                            sort_keys=True) + "\n")
+        return FileWrite(self.key, self._take, self._write)
+
+    def _take(self):
+        """On the state's thread: the lines to append, or a snapshot when one is due."""
+        lines, self._pending = self._pending, []
+        self._logged += len(lines)
+        if self._broken or self._logged >= self.compact_events:
+            self._broken = False
+            self._logged = 0
+            return ("snapshot", snapshot_text(self.manager, self.seq).encode("utf-8"))
+        return ("append", "".join(lines).encode("utf-8"))
+
+    def _write(self, prepared):
+        kind, data = prepared
+        try:
+            if kind == "snapshot":
+                self._replace(data)
+            elif data:
+                self._append(data)
+        except BaseException:
+            self._broken = True    # the next write is a whole snapshot
+            raise

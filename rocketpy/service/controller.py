@@ -24,13 +24,12 @@ from twisted.logger import Logger
 
 from ..controller import ControllerConfiguration, ControllerRequestProcessor
 from ..controller.processor import ADMIN_CODES
-from ..controller.store import SNAPSHOT_NAME, SnapshotError, load_snapshot, snapshot_text
+from ..controller.store import LOG_NAME, SNAPSHOT_NAME, Journal, SnapshotError, load_state
 from ..namesrv.acl import AccessControl, AclConfigError
-from ..namesrv.pending import FileWrite
 from ..transport.client import OnewayNotifier
 from ..transport.factory import RemotingServerFactory
 from ..transport.protocol import format_address
-from .fileio import read_text, write_atomic, write_file_java
+from .fileio import append_synced, read_text, write_atomic, write_file_java
 from .periodic import PeriodicService
 from .server import RemotingServerService
 
@@ -114,20 +113,26 @@ def controller_listen(configuration):
 
 
 class _Store:
-    """The snapshot file: loaded at start, written by the writer thread (or here, without one)."""
+    """The snapshot and the event log in ``controllerStorePath`` (:mod:`rocketpy.controller.store`):
+    loaded at start, written by the writer thread (or here, without one)."""
 
     def __init__(self, directory):
-        self.path = os.path.join(directory, SNAPSHOT_NAME)
+        self.snapshot_path = os.path.join(directory, SNAPSHOT_NAME)
+        self.log_path = os.path.join(directory, LOG_NAME)
 
     def load(self, manager):
-        text = read_text(self.path)
-        if text is not None:
-            load_snapshot(manager, text)
-        return text is not None
+        """Load the state; a :class:`Journal` that continues its log, and whether there was one."""
+        snapshot, log = read_text(self.snapshot_path), read_text(self.log_path)
+        seq = load_state(manager, snapshot, log)
+        journal = Journal(manager, self._append, self._replace, self.log_path, seq)
+        return journal, snapshot is not None or bool(log)
 
-    def job(self, manager):
-        return FileWrite(self.path, lambda: snapshot_text(manager).encode("utf-8"),
-                         lambda data: write_atomic(self.path, data))
+    def _append(self, data):
+        append_synced(self.log_path, data)
+
+    def _replace(self, data):
+        write_atomic(self.snapshot_path, data)
+        write_atomic(self.log_path, b"")
 
 
 def make_controller_service(configuration, reactor, *, write_pool=None, listen=None,
@@ -144,6 +149,7 @@ def make_controller_service(configuration, reactor, *, write_pool=None, listen=N
         raise ValueError(str(exc)) from None
     notifier = OnewayNotifier(reactor)
     store = _Store(config.store_path)
+    journal = None
 
     def run(pending):
         if write_pool is None:
@@ -154,16 +160,17 @@ def make_controller_service(configuration, reactor, *, write_pool=None, listen=N
 
     processor = ControllerRequestProcessor(
         configuration, notify=notifier.send_oneway, run=run,
-        persist=lambda: store.job(processor.replicas),
+        persist=lambda events: journal.record(events),
         access_control=access if access.enabled else None)
     try:
-        loaded = store.load(processor.replicas)
+        journal, loaded = store.load(processor.replicas)
     except (SnapshotError, OSError) as exc:
-        raise ValueError(f"cannot load the controller state {store.path}: {exc}") from None
+        raise ValueError(f"cannot load the controller state in {config.store_path}: {exc}") from None
     log = Logger(namespace="rocketpy.controller")
     if loaded:
-        log.info("controller state loaded from {path}: {groups} broker groups",
-                 path=store.path, groups=len(processor.replicas.sync_state_info_table))
+        log.info("controller state loaded from {path}: {groups} broker groups, event {seq}",
+                 path=config.store_path, groups=len(processor.replicas.sync_state_info_table),
+                 seq=journal.seq)
     netty = configuration.netty_server_config
     kwargs = {} if max_frame_length is None else {"max_frame_length": max_frame_length}
     if tls_mode is not None:

@@ -14,7 +14,8 @@ import os
 
 from ..namesrv.javaprops import parse_properties
 
-__all__ = ["write_atomic", "write_file_java", "read_text", "read_bytes", "load_properties"]
+__all__ = ["write_atomic", "write_file_java", "read_text", "read_bytes", "load_properties",
+           "append_synced"]
 
 
 def _temp_name(path):
@@ -108,6 +109,21 @@ def write_file_java(path, text):
     os.makedirs(os.path.dirname(path), exist_ok=True)
     _keep_previous(path)
     write_atomic(path, text.encode("utf-8", "replace"))  # lone surrogate -> '?', as Java
+
+
+def append_synced(path, data):
+    """Append ``data`` to ``path`` and ``fsync`` it (and the directory, when the file is new):
+    the controller's event log. A crash mid-append leaves at most a torn last line."""
+    path = os.path.abspath(path)
+    directory = os.path.dirname(path)
+    os.makedirs(directory, exist_ok=True)
+    created = not os.path.exists(path)
+    with open(path, "ab") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+    if created:
+        _fsync_directory(directory)
 
 
 def load_properties(path):
