@@ -21,6 +21,7 @@ import os
 
 from twisted.application.service import MultiService
 from twisted.logger import Logger
+from zope.interface import implementer
 
 from ..controller import ControllerConfiguration, ControllerRequestProcessor
 from ..controller.processor import ADMIN_CODES
@@ -28,6 +29,7 @@ from ..controller.store import LOG_NAME, SNAPSHOT_NAME, Journal, SnapshotError, 
 from ..namesrv.acl import AccessControl, AclConfigError
 from ..transport.client import OnewayNotifier
 from ..transport.factory import RemotingServerFactory
+from ..transport.interfaces import IChannelEventListener
 from ..transport.protocol import format_address
 from .fileio import append_synced, read_text, write_atomic, write_file_java
 from .periodic import PeriodicService
@@ -41,6 +43,7 @@ __all__ = ["ControllerHousekeeping", "ControllerScanService", "ControllerServerS
 CONTROLLER_BOOT_LINE_PREFIX = "The ControllerManager boot success."
 
 
+@implementer(IChannelEventListener)
 class ControllerHousekeeping:
     """``IChannelEventListener`` of the controller port (Java's ``BrokerHousekeepingService``
     of the controller): close, exception and idle make the channel's brokers inactive, until
