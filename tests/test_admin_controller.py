@@ -100,3 +100,34 @@ def test_printed_as_mqadmin():
     _, out, _, _ = _run(COMMANDS[4], _recorded(4))
     assert out == ("update controller config success![127.0.0.1:59878]\n"
                    "enableElectUncleanMaster : false\n")
+
+
+def test_get_broker_epoch_asks_the_nameserver_then_each_broker():
+    """The NameServer request equals the recorded one (the brokers' answers were not kept:
+    a broker peer answers here with an EpochEntryCache)."""
+    import replay
+    recorded = next(decode_frame(f) for c in replay.conversations(
+        replay.PCAP_DIR / "rmq53-controller-mqadmin.pcap") if c.server[1] == 59876
+        for _, f in c.requests if decode_frame(f).code == 106)
+    cluster = (b'{"brokerAddrTable":{"broker-a":{"brokerAddrs":{0:"127.0.0.1:50911"},'
+               b'"brokerName":"broker-a","cluster":"DefaultCluster"}},'
+               b'"clusterAddrTable":{"DefaultCluster":["broker-a"]}}')
+    epochs = (b'{"brokerId":1,"brokerName":"broker-a","clusterName":"DefaultCluster",'
+              b'"epochList":[{"endOffset":100,"epoch":1,"startOffset":0},'
+              b'{"endOffset":9223372036854775807,"epoch":3,"startOffset":100}],"maxOffset":250}')
+    namesrv = Peer(auto=lambda r: RemotingCommand(0, body=cluster, version=479))
+    broker = Peer(auto=lambda r: RemotingCommand(0, body=epochs, version=479))
+    reactor = MemoryReactorClock()
+    out, err = io.StringIO(), io.StringIO()
+    d = run(["getBrokerEpoch", "-b", "broker-a", "-n", "127.0.0.1:59876"] + KEYS, reactor=reactor,
+            stdout=out, stderr=err)
+    drive(reactor, d, lambda host, port: {59876: namesrv, 50911: broker}.get(port))
+    ours = namesrv.requests[0]
+    assert (ours.code, ours.version, ours.language, ours.flag, ours.body) == (
+        recorded.code, recorded.version, recorded.language, recorded.flag, recorded.body or None)
+    assert sorted(ours.ext_fields) == sorted(recorded.ext_fields)
+    assert [r.code for r in broker.requests] == [1007]
+    assert out.getvalue() == (
+        "\n#clusterName\tDefaultCluster\n#brokerName\tbroker-a\n#brokerAddr\t127.0.0.1:50911"
+        "\n#brokerId\t1\n#Epoch: EpochEntry{epoch=1, startOffset=0, endOffset=100}"
+        "\n#Epoch: EpochEntry{epoch=3, startOffset=100, endOffset=250}\n"), err.getvalue()

@@ -2,7 +2,8 @@
 ``ha.GetSyncStateSetSubCommand``; names, options, requests and printed layout) and the
 ``MQClientAPIImpl`` calls behind them.
 
-They talk to a controller (``-a host:port``), not to NameServers. As in Java, the commands that
+They talk to a controller (``-a host:port``), not to NameServers (``getBrokerEpoch`` finds the
+brokers in the NameServer's cluster table and asks them). As in Java, the commands that
 change or read a group's state first ask the given controller for its metadata
 (CONTROLLER_GET_METADATA_INFO) and send the real request to the leader it names;
 get/updateControllerConfig go to each address of ``-a`` directly. Requests carry 5.3.3's version
@@ -13,7 +14,7 @@ import time
 from twisted.internet.defer import inlineCallbacks
 
 from ..namesrv.javaprops import body_to_properties, format_properties
-from ..remoting.bodies import BrokerReplicasInfo, BrokerMemberGroup
+from ..remoting.bodies import BrokerMemberGroup, BrokerReplicasInfo, EpochEntryCache
 from ..remoting.codes import MQVersion, RequestCode, ResponseCode
 from ..remoting.command import RemotingCommand
 from ..remoting.headers import (CleanControllerBrokerDataRequestHeader, ElectMasterRequestHeader,
@@ -286,6 +287,50 @@ class CleanBrokerMetadata(_ControllerCommand):
         out.data = {"brokerName": args.brokerName}
 
 
-#: In mqadmin's help order; none of them needs ``-n``.
-CONTROLLER_COMMANDS = (GetSyncStateSet(), GetControllerMetaData(), GetControllerConfig(),
-                       UpdateControllerConfig(), ElectMaster(), CleanBrokerMetadata())
+class GetBrokerEpoch(SubCommand):
+    """``GetBrokerEpochSubCommand``: the epoch entries of every broker of a group (``-b``) or
+    cluster (``-c``), found in the NameServer's cluster table, asked of each broker
+    (GET_BROKER_EPOCH_CACHE), the last entry ending at the broker's max offset."""
+
+    name = "getBrokerEpoch"
+    description = "Fetch broker epoch entries."
+    options = (Option("c", "clusterName", True, False, "which cluster"),
+               Option("b", "brokerName", True, False, "which broker to fetch"))
+
+    @inlineCallbacks
+    def run(self, admin, args, out):
+        from .api import MQAdmin
+        lookup = MQAdmin(admin.client, admin.namesrv_addrs, version=VERSION,
+                         serialize_type=admin.serialize_type, timeout=admin.timeout)
+        info = yield lookup.examine_broker_cluster_info()
+        table = info.broker_addr_table or {}
+        if args.brokerName:
+            names = [args.brokerName]
+        elif args.clusterName:
+            names = (info.cluster_addr_table or {}).get(args.clusterName) or []
+        else:
+            raise ValueError("give -b brokerName or -c clusterName")
+        addrs = set()
+        for name in names:
+            if table.get(name) is not None:
+                addrs.update((table[name].broker_addrs or {}).values())
+        controller = ControllerAdmin(admin)
+        out.data = []
+        for addr in hashmap_order(list(addrs)):
+            answer = yield controller._call(addr, controller._request(RequestCode.GET_BROKER_EPOCH_CACHE))
+            cache = EpochEntryCache.from_json(answer.body)
+            out.printf("\n#clusterName\t%s\n#brokerName\t%s\n#brokerAddr\t%s\n#brokerId\t%d",
+                       cache.cluster_name, cache.broker_name, addr, cache.broker_id)
+            entries = cache.epoch_list or []
+            for i, entry in enumerate(entries):
+                end = cache.max_offset if i == len(entries) - 1 else entry.end_offset
+                out.printf("\n#Epoch: %s", f"EpochEntry{{epoch={entry.epoch}, startOffset="
+                                             f"{entry.start_offset}, endOffset={end}}}")
+            out.printf("\n")
+            out.data.append({"brokerAddr": addr, **cache.to_obj()})
+
+
+#: In mqadmin's help order; only getBrokerEpoch (and getSyncStateSet -c) need ``-n``.
+CONTROLLER_COMMANDS = (GetSyncStateSet(), GetBrokerEpoch(), GetControllerMetaData(),
+                       GetControllerConfig(), UpdateControllerConfig(), ElectMaster(),
+                       CleanBrokerMetadata())
