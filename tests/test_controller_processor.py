@@ -56,6 +56,18 @@ def test_unknown_code_and_bad_header_answered_as_java():
     assert answer.code == RC.SYSTEM_ERROR
 
 
+def test_empty_requests_answered_as_java():
+    """No broker names: Java answers its createResponseCommand(null) placeholder; a body that
+    is not properties: "string2Properties error"."""
+    processor = _processor()
+    for body in (None, b"[]"):
+        answer = _call(processor, 1006, body=body)
+        assert (answer.code, answer.remark) == (RC.SYSTEM_ERROR, "not set any response code")
+    answer = _call(processor, 1009, body=b"a=\\u12\n")
+    assert (answer.code, answer.remark) == (RC.SYSTEM_ERROR, "string2Properties error")
+    assert _call(processor, 1009).code == RC.SUCCESS
+
+
 def test_metadata_names_the_group_and_every_peer():
     answer = _call(_processor(), 1005)
     assert answer.ext_fields == {"controllerLeaderId": "n0",

@@ -23,9 +23,9 @@ controller port.
 """
 import logging
 
-from rocketpy.namesrv.javaprops import body_to_properties
+from rocketpy.namesrv.javaprops import PropertiesError, body_to_properties
 from rocketpy.namesrv.pending import DISK, Pending
-from rocketpy.namesrv.processor.replies import java_exception_remark
+from rocketpy.namesrv.processor.replies import NOT_SET_REMARK, java_exception_remark
 from rocketpy.remoting import bodies as B, headers as H
 from rocketpy.remoting.codes import (CURRENT_VERSION, OVERLOAD_REMARK, RequestCode as R,
                                      ResponseCode as RC)
@@ -227,7 +227,8 @@ class ControllerRequestProcessor:
             names = B.broker_name_list(request.body)
             if names:
                 return self.replicas.get_sync_state_data(names, self._alive(now_ms))
-        return ControllerResult()
+        # Java returns createResponseCommand(null): its placeholder code and remark
+        return ControllerResult(RC.SYSTEM_ERROR, NOT_SET_REMARK)
 
     def broker_heartbeat(self, header, request, channel, now_ms):
         if header.broker_id is None:
@@ -238,7 +239,10 @@ class ControllerRequestProcessor:
     def update_controller_config(self, header, request, channel, now_ms):
         if request.body is None:
             return ControllerResult()
-        props = body_to_properties(request.body)
+        try:
+            props = body_to_properties(request.body)
+        except PropertiesError:
+            return ControllerResult(RC.SYSTEM_ERROR, "string2Properties error")
         if self.black_list.intersection(props):
             return ControllerResult(RC.NO_PERMISSION, "Can not update config in black list.")
         result = ControllerResult()
