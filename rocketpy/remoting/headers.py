@@ -53,6 +53,13 @@ __all__ = [
     "BrokerHeartbeatRequestHeader", "GetBrokerMemberGroupRequestHeader",
     "NotifyMinBrokerIdChangeRequestHeader", "DeleteTopicRequestHeader",
     "QueryTopicConsumeByWhoRequestHeader",
+    "AlterSyncStateSetRequestHeader", "AlterSyncStateSetResponseHeader",
+    "ElectMasterRequestHeader", "ElectMasterResponseHeader",
+    "RegisterBrokerToControllerRequestHeader", "RegisterBrokerToControllerResponseHeader",
+    "GetReplicaInfoRequestHeader", "GetReplicaInfoResponseHeader", "GetMetaDataResponseHeader",
+    "NotifyBrokerRoleChangedRequestHeader", "CleanControllerBrokerDataRequestHeader",
+    "GetNextBrokerIdRequestHeader", "GetNextBrokerIdResponseHeader",
+    "ApplyBrokerIdRequestHeader", "ApplyBrokerIdResponseHeader",
     "REQUEST_HEADERS", "RESPONSE_HEADERS", "request_header_class", "response_header_class",
     "decode_request_header",
 ]
@@ -453,6 +460,169 @@ class QueryTopicConsumeByWhoRequestHeader(CommandHeader):
     FIELDS = (F("topic", "topic", STRING, True),) + _TOPIC_RPC_FIELDS
 
 
+# --- the 5.x controller (RIP-44): its port serves brokers and mqadmin; it pushes 1008 to brokers.
+# Fields as at 5.3.3 (``remoting/protocol/header/controller/``). ``@CFNotNull`` fields that Java
+# initialises ("", -1, false) are never null there, so here they are optional with that default.
+# ``invokeTime`` defaults to the sender's clock in Java; the codec has none, so it stays None.
+
+class AlterSyncStateSetRequestHeader(CommandHeader):
+    """CONTROLLER_ALTER_SYNC_STATE_SET (1001): the master reports its new sync state set (body)."""
+
+    FIELDS = (
+        F("brokerName", "broker_name", STRING),
+        F("masterBrokerId", "master_broker_id", LONG),
+        F("masterEpoch", "master_epoch", INTEGER),
+        F("invokeTime", "invoke_time", LONG),
+    )
+
+
+class AlterSyncStateSetResponseHeader(CommandHeader):
+    """Answer to CONTROLLER_ALTER_SYNC_STATE_SET (``int``: always sent)."""
+
+    FIELDS = (F("newSyncStateSetEpoch", "new_sync_state_set_epoch", INTEGER, False, 0),)
+
+
+class ElectMasterRequestHeader(CommandHeader):
+    """CONTROLLER_ELECT_MASTER (1002), from a broker or ``mqadmin electMaster``."""
+
+    FIELDS = (
+        F("clusterName", "cluster_name", STRING, False, ""),
+        F("brokerName", "broker_name", STRING, False, ""),
+        F("brokerId", "broker_id", LONG, False, -1),
+        F("designateElect", "designate_elect", BOOLEAN, False, False),
+        F("invokeTime", "invoke_time", LONG),
+    )
+
+
+class ElectMasterResponseHeader(CommandHeader):
+    """Answer to CONTROLLER_ELECT_MASTER (the body is an ElectMasterResponseBody)."""
+
+    FIELDS = (
+        F("masterBrokerId", "master_broker_id", LONG),
+        F("masterAddress", "master_address", STRING),
+        F("masterEpoch", "master_epoch", INTEGER),
+        F("syncStateSetEpoch", "sync_state_set_epoch", INTEGER),
+    )
+
+
+class RegisterBrokerToControllerRequestHeader(CommandHeader):
+    """CONTROLLER_REGISTER_BROKER (1003, 5.1.1+)."""
+
+    FIELDS = (
+        F("clusterName", "cluster_name", STRING),
+        F("brokerName", "broker_name", STRING),
+        F("brokerId", "broker_id", LONG),
+        F("brokerAddress", "broker_address", STRING),
+        F("invokeTime", "invoke_time", LONG),
+    )
+
+
+class RegisterBrokerToControllerResponseHeader(CommandHeader):
+    """Answer to CONTROLLER_REGISTER_BROKER (the body is the SyncStateSet)."""
+
+    FIELDS = (
+        F("clusterName", "cluster_name", STRING),
+        F("brokerName", "broker_name", STRING),
+        F("masterBrokerId", "master_broker_id", LONG),
+        F("masterAddress", "master_address", STRING),
+        F("masterEpoch", "master_epoch", INTEGER),
+        F("syncStateSetEpoch", "sync_state_set_epoch", INTEGER),
+    )
+
+
+class GetReplicaInfoRequestHeader(CommandHeader):
+    """CONTROLLER_GET_REPLICA_INFO (1004)."""
+
+    FIELDS = (F("brokerName", "broker_name", STRING),)
+
+
+class GetReplicaInfoResponseHeader(CommandHeader):
+    """Answer to CONTROLLER_GET_REPLICA_INFO (the body is the SyncStateSet)."""
+
+    FIELDS = (
+        F("masterBrokerId", "master_broker_id", LONG),
+        F("masterAddress", "master_address", STRING),
+        F("masterEpoch", "master_epoch", INTEGER),
+    )
+
+
+class GetMetaDataResponseHeader(CommandHeader):
+    """Answer to CONTROLLER_GET_METADATA_INFO (1005, which has no request header); ``isLeader``
+    is a primitive, always sent."""
+
+    FIELDS = (
+        F("group", "group", STRING),
+        F("controllerLeaderId", "controller_leader_id", STRING),
+        F("controllerLeaderAddress", "controller_leader_address", STRING),
+        F("isLeader", "is_leader", BOOLEAN, False, False),
+        F("peers", "peers", STRING),
+    )
+
+
+class NotifyBrokerRoleChangedRequestHeader(CommandHeader):
+    """NOTIFY_BROKER_ROLE_CHANGED (1008): pushed oneway *by* the controller to a broker."""
+
+    FIELDS = (
+        F("masterAddress", "master_address", STRING),
+        F("masterEpoch", "master_epoch", INTEGER),
+        F("syncStateSetEpoch", "sync_state_set_epoch", INTEGER),
+        F("masterBrokerId", "master_broker_id", LONG),
+    )
+
+
+class CleanControllerBrokerDataRequestHeader(CommandHeader):
+    """CLEAN_BROKER_DATA (1011, ``mqadmin cleanBrokerMetadata``); ``brokerName`` is
+    ``@CFNotNull`` and has no default."""
+
+    FIELDS = (
+        F("clusterName", "cluster_name", STRING),
+        F("brokerName", "broker_name", STRING, True),
+        F("brokerControllerIdsToClean", "broker_controller_ids_to_clean", STRING),
+        F("isCleanLivingBroker", "is_clean_living_broker", BOOLEAN, False, False),
+        F("invokeTime", "invoke_time", LONG),
+    )
+
+
+class GetNextBrokerIdRequestHeader(CommandHeader):
+    """CONTROLLER_GET_NEXT_BROKER_ID (1012, 5.1.1+)."""
+
+    FIELDS = (
+        F("clusterName", "cluster_name", STRING),
+        F("brokerName", "broker_name", STRING),
+    )
+
+
+class GetNextBrokerIdResponseHeader(CommandHeader):
+    """Answer to CONTROLLER_GET_NEXT_BROKER_ID."""
+
+    FIELDS = (
+        F("clusterName", "cluster_name", STRING),
+        F("brokerName", "broker_name", STRING),
+        F("nextBrokerId", "next_broker_id", LONG),
+    )
+
+
+class ApplyBrokerIdRequestHeader(CommandHeader):
+    """CONTROLLER_APPLY_BROKER_ID (1013, 5.1.1+); ``registerCheckCode`` is
+    ``address;timestamp``."""
+
+    FIELDS = (
+        F("clusterName", "cluster_name", STRING),
+        F("brokerName", "broker_name", STRING),
+        F("appliedBrokerId", "applied_broker_id", LONG),
+        F("registerCheckCode", "register_check_code", STRING),
+    )
+
+
+class ApplyBrokerIdResponseHeader(CommandHeader):
+    """Answer to CONTROLLER_APPLY_BROKER_ID."""
+
+    FIELDS = (
+        F("clusterName", "cluster_name", STRING),
+        F("brokerName", "broker_name", STRING),
+    )
+
+
 #: Request code -> header class of the request (codes absent here carry no custom header).
 REQUEST_HEADERS = {
     RequestCode.PUT_KV_CONFIG: PutKVConfigRequestHeader,
@@ -473,6 +643,14 @@ REQUEST_HEADERS = {
     RequestCode.NOTIFY_MIN_BROKER_ID_CHANGE: NotifyMinBrokerIdChangeRequestHeader,
     RequestCode.DELETE_TOPIC_IN_BROKER: DeleteTopicRequestHeader,
     RequestCode.QUERY_TOPIC_CONSUME_BY_WHO: QueryTopicConsumeByWhoRequestHeader,
+    RequestCode.CONTROLLER_ALTER_SYNC_STATE_SET: AlterSyncStateSetRequestHeader,
+    RequestCode.CONTROLLER_ELECT_MASTER: ElectMasterRequestHeader,
+    RequestCode.CONTROLLER_REGISTER_BROKER: RegisterBrokerToControllerRequestHeader,
+    RequestCode.CONTROLLER_GET_REPLICA_INFO: GetReplicaInfoRequestHeader,
+    RequestCode.NOTIFY_BROKER_ROLE_CHANGED: NotifyBrokerRoleChangedRequestHeader,
+    RequestCode.CLEAN_BROKER_DATA: CleanControllerBrokerDataRequestHeader,
+    RequestCode.CONTROLLER_GET_NEXT_BROKER_ID: GetNextBrokerIdRequestHeader,
+    RequestCode.CONTROLLER_APPLY_BROKER_ID: ApplyBrokerIdRequestHeader,
 }
 
 #: Request code -> header class of its successful answer.
@@ -482,6 +660,13 @@ RESPONSE_HEADERS = {
     RequestCode.WIPE_WRITE_PERM_OF_BROKER: WipeWritePermOfBrokerResponseHeader,
     RequestCode.ADD_WRITE_PERM_OF_BROKER: AddWritePermOfBrokerResponseHeader,
     RequestCode.QUERY_DATA_VERSION: QueryDataVersionResponseHeader,
+    RequestCode.CONTROLLER_ALTER_SYNC_STATE_SET: AlterSyncStateSetResponseHeader,
+    RequestCode.CONTROLLER_ELECT_MASTER: ElectMasterResponseHeader,
+    RequestCode.CONTROLLER_REGISTER_BROKER: RegisterBrokerToControllerResponseHeader,
+    RequestCode.CONTROLLER_GET_REPLICA_INFO: GetReplicaInfoResponseHeader,
+    RequestCode.CONTROLLER_GET_METADATA_INFO: GetMetaDataResponseHeader,
+    RequestCode.CONTROLLER_GET_NEXT_BROKER_ID: GetNextBrokerIdResponseHeader,
+    RequestCode.CONTROLLER_APPLY_BROKER_ID: ApplyBrokerIdResponseHeader,
 }
 
 
