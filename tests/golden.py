@@ -23,6 +23,20 @@ def capture_paths():
     return sorted(PCAP_DIR.glob("*.pcap"))
 
 
+#: The listening ports of the 5.3.3 captures, from the fixtures README: the NameServer, the
+#: controller (its DLedger peer address, which also serves the brokers' and mqadmin's controller
+#: requests) and the brokers (where the controller pushes NOTIFY_BROKER_ROLE_CHANGED). Some of
+#: their connections opened before tcpdump started, so no SYN says which side listens.
+PORT_ROLES = {59876: "namesrv", 59878: "controller", 50911: "broker", 50921: "broker"}
+ROLES = ("namesrv", "controller", "broker")
+
+
+def port_role(port):
+    """The role of the process listening on ``port``: every other capture port is a NameServer's
+    (39876, 49876, and a fresh port per self-contained capture)."""
+    return PORT_ROLES.get(port, "namesrv")
+
+
 def readme_frame_counts():
     """``{file name: frame count}`` from the fixtures README table."""
     text = (PCAP_DIR / "README.md").read_text()
@@ -56,9 +70,10 @@ def packets(data):
 class Frame:
     capture: str          # file name without .pcap
     conn: int             # connection number within the capture (order of first packet)
-    to_server: bool       # direction: True = towards the NameServer port
+    to_server: bool       # direction: True = towards the listening port
     index: int            # frame number within its direction of its connection
     data: bytes           # the whole frame, length prefix included
+    role: str = "namesrv"  # who listens on the connection: namesrv, controller or broker
 
     @property
     def where(self):
@@ -111,14 +126,17 @@ def _streams(path):
 
 
 def _server_ports(streams, listen):
-    """The NameServer's port: where bare SYNs go; else the port every connection shares."""
+    """The listening ports: where bare SYNs go and the README's 5.3.3 ports; for a capture that
+    has neither (a connection older than tcpdump), the port every connection shares."""
     ports = {}
     for conn, key, payload in streams:
         if payload:
             ports.setdefault(conn, set()).update((key[1], key[3]))
+    seen = set().union(*ports.values()) if ports else set()
+    known = (listen | set(PORT_ROLES)) & seen
+    if known:
+        return known
     common = set.intersection(*ports.values()) if ports else set()
-    if listen & common:
-        return listen & common
     if len(common) == 1:
         return common
     return {min(common)} if common else set()
@@ -148,8 +166,9 @@ def capture_frames(name):
         if not payload:
             continue
         to_server = key[3] in servers
+        role = port_role(key[3] if to_server else key[1])
         for index, data in enumerate(split(payload)):
-            frames.append(Frame(path.stem, conn, to_server, index, data))
+            frames.append(Frame(path.stem, conn, to_server, index, data, role))
     return tuple(frames)
 
 

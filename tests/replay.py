@@ -1,16 +1,18 @@
 """Test helper: replay the genuine captures' request streams and compare the answers.
 
 Reads the classic-pcap captures of ``../shared/fixtures/pcap`` (loopback, Ethernet, IPv4):
-one :class:`Conversation` per TCP connection to the NameServer port (the destination of each
+one :class:`Conversation` per TCP connection to a listening port (the destination of each
 connection's SYN), each direction's payload concatenated in sequence order and cut into frames.
-Connections that carry no frame (the 5.0 NameServer's own SYN/RST probes) are dropped.
+Connections that carry no frame (the 5.0 NameServer's own SYN/RST probes) are dropped. Each
+conversation has the role of the process it went to (:func:`golden.port_role`): the NameServer,
+the 5.3.3 controller (port 59878) or a broker (the controller's NOTIFY_BROKER_ROLE_CHANGED pushes).
 
 :func:`replay_events` orders the work as the fixture README prescribes: a request with a
 recorded answer at the time of that answer (the Java NameServer serves a connection's pipelined
 requests concurrently, so the state it saw is the state when it answered), a request without
 one (oneway, or 4.9's unknown code) at its arrival, a connection close at its FIN/RST.
 
-:func:`replay_capture` drives a processor with those events and returns every difference from
+:func:`replay_capture` drives one processor per role with those events and returns every difference from
 the recorded answers (:func:`compare`): same code, remark, header fields and body once parsed
 (fastjson's unquoted keys normalised, the NameServer's own paths left aside). Helper E reuses the
 event list for its end-to-end socket replay.
@@ -19,13 +21,14 @@ import struct
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from golden import packets
+from golden import ROLES, packets, port_role
 from rocketpy.remoting import decode_frame, fastjson
 
 PCAP_DIR = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "pcap"
 
 __all__ = ["PCAP_DIR", "Conversation", "ReplayEvent", "conversations", "replay_events",
-           "compare", "replay_capture", "ReplayResult", "capture_profile", "sc_captures"]
+           "compare", "replay_capture", "ReplayResult", "capture_profile", "sc_captures",
+           "namesrv_port", "NamesrvRole", "build_processor"]
 
 
 # ------------------------------------------------------------------ pcap -> TCP conversations
@@ -48,12 +51,13 @@ def _tcp(path):
 
 @dataclass
 class Conversation:
-    """One TCP connection to the NameServer: frames per direction with their times."""
+    """One TCP connection to a listening port: frames per direction with their times."""
 
     index: int
     client: tuple
     server: tuple
     opened: float
+    role: str = "namesrv"
     closed: "float | None" = None
     closed_by: "str | None" = None          # "client" or "server"
     requests: list = field(default_factory=list)    # [(ts, frame bytes)]
@@ -88,8 +92,9 @@ def _frames(segments, isn):
     return frames
 
 
-def conversations(path):
-    """Every NameServer connection of the capture, in the order they opened."""
+def conversations(path, roles=ROLES):
+    """Every connection of the capture to a listener of one of ``roles``, in the order they
+    opened."""
     packets = list(_tcp(path))
     server_ports = {dst[1] for _, _, dst, _, flags, _ in packets if flags & 0x12 == 0x02}
     conns, order = {}, []
@@ -117,9 +122,10 @@ def conversations(path):
     out = []
     for conn in order:
         requests = _frames(conn["seg"]["c2s"], conn["isn"].get("c2s"))
-        if not requests:
+        if not requests or port_role(conn["key"][1][1]) not in roles:
             continue
-        convo = Conversation(len(out), conn["key"][0], conn["key"][1], conn["opened"])
+        convo = Conversation(len(out), conn["key"][0], conn["key"][1], conn["opened"],
+                             port_role(conn["key"][1][1]))
         convo.requests = requests
         convo.responses = _frames(conn["seg"]["s2c"], conn["isn"].get("s2c"))
         if conn["closed"] is not None:
@@ -143,10 +149,11 @@ class ReplayEvent:
     expected_frame: bytes = b""
 
 
-def replay_events(path):
-    """The capture's requests and closes in replay order (see the module docstring)."""
+def replay_events(path, roles=("namesrv",)):
+    """The capture's requests and closes to listeners of ``roles`` in replay order (see the
+    module docstring)."""
     events = []
-    for convo in conversations(path):
+    for convo in conversations(path, roles):
         answers = {}
         for ts, frame in convo.responses:
             cmd = decode_frame(frame)
@@ -227,10 +234,19 @@ def compare(request, expected, actual):
 
 # ------------------------------------------------------------------ driving a processor
 
+#: capture name prefix -> the profile of the Java release that recorded it
+PROFILE_OF_PREFIX = {"rmq49": "4.9", "rmq50": "5.0", "rmq53": "5.3"}
+
+
 def capture_profile(path):
-    """The profile name of a capture: "4.9" for rmq49-*, "5.0" for rmq50-*."""
-    name = Path(path).name
-    return "4.9" if name.startswith("rmq49") else "5.0"
+    """The profile name of a capture: "4.9" for rmq49-*, "5.0" for rmq50-*, "5.3" for rmq53-*."""
+    return PROFILE_OF_PREFIX[Path(path).name[:5]]
+
+
+def namesrv_port(path):
+    """The NameServer's listening port in the capture (the first NameServer connection's)."""
+    convos = conversations(path, ("namesrv",))
+    return convos[0].server[1] if convos else 9876
 
 
 def sc_captures():
@@ -250,10 +266,8 @@ def build_processor(path, tmp_dir, profile_name=None, **config):
     from rocketpy.namesrv import (Configuration, DefaultRequestProcessor, KVConfigManager,
                                   RouteInfoManager, profile_for)
     profile = profile_for(profile_name or capture_profile(path))
-    convos = conversations(path)
-    port = convos[0].server[1] if convos else 9876
     tmp_dir = Path(tmp_dir)
-    props = {"listenPort": str(port), "bindAddress": "127.0.0.1",
+    props = {"listenPort": str(namesrv_port(path)), "bindAddress": "127.0.0.1",
              "kvConfigPath": str(tmp_dir / "namesrv" / "kvConfig.json")}
     props.update({k: str(v) for k, v in config.items()})
     configuration = Configuration.from_properties(props, profile, str(tmp_dir / "namesrv.conf"))
@@ -271,33 +285,60 @@ def build_processor(path, tmp_dir, profile_name=None, **config):
     return processor
 
 
-def _drain(processor):
-    queue = processor.unregistration_queue
-    if queue:
-        batch = list(queue)
-        queue.clear()
-        processor.route_info_manager.unregister_brokers(batch)
+class NamesrvRole:
+    """The NameServer side of a replay: a processor, its unregistration queue drained after
+    every event, the liveness scan run before each. Another role (the controller) plugs into
+    :func:`replay_capture` with the same three methods."""
+
+    def __init__(self, processor):
+        self.processor = processor
+        self.rim = processor.route_info_manager
+
+    def _drain(self):
+        queue = self.processor.unregistration_queue
+        if queue:
+            batch = list(queue)
+            queue.clear()
+            self.rim.unregister_brokers(batch)
+
+    def tick(self, now_ms):
+        for request, _channel_id in self.rim.scan_not_active_broker(now_ms):
+            self.processor.unregistration_queue.append(request)
+        self._drain()
+
+    def close(self, channel, now_ms):
+        self.processor.unregistration_queue.extend(self.rim.on_channel_destroy(channel))
+        self._drain()
+
+    def process(self, request, channel, now_ms):
+        actual = self.processor.process(request, channel, now_ms)
+        self._drain()
+        return actual
 
 
-def replay_capture(path, tmp_dir, profile_name=None, processor=None):
-    """Replay every request of ``path`` against a fresh processor; compare every answer."""
+def replay_capture(path, tmp_dir, profile_name=None, processor=None, roles=None):
+    """Replay the requests of ``path`` against fresh servers; compare every answer.
+
+    ``roles`` maps a role (:data:`golden.ROLES`) to what serves it (``tick(now_ms)``,
+    ``close(channel, now_ms)``, ``process(request, channel, now_ms)``); by default only the
+    NameServer's connections replay, against ``processor`` or a fresh one of the capture's
+    profile. Every role's events go through one clock, in the recorded order."""
     from rocketpy.namesrv import Channel
-    processor = processor or build_processor(path, tmp_dir, profile_name)
-    rim = processor.route_info_manager
+    if roles is None:
+        roles = {"namesrv": NamesrvRole(processor or build_processor(path, tmp_dir,
+                                                                      profile_name))}
     result = ReplayResult()
-    for event in replay_events(path):
+    for event in replay_events(path, tuple(roles)):
         now_ms = int(event.ts * 1000)
-        for request, _channel_id in rim.scan_not_active_broker(now_ms):
-            processor.unregistration_queue.append(request)
-        _drain(processor)
+        for role in roles.values():
+            role.tick(now_ms)
         convo = event.conversation
+        role = roles[convo.role]
         channel = Channel(convo.index, f"{convo.client[0]}:{convo.client[1]}")
         if event.kind == "close":
-            processor.unregistration_queue.extend(rim.on_channel_destroy(channel))
-            _drain(processor)
+            role.close(channel, now_ms)
             continue
-        actual = processor.process(event.request, channel, now_ms)
-        _drain(processor)
+        actual = role.process(event.request, channel, now_ms)
         if event.expected is None:
             result.silent += 1
         else:

@@ -352,6 +352,19 @@ def test_every_code_in_the_captured_json_headers_is_named(capture_json_headers):
         "ADD_WRITE_PERM_OF_BROKER",
         "GET_BROKER_MEMBER_GROUP",
         "BROKER_HEARTBEAT",
+        # the 5.3.3 controller's (rmq53-controller-*)
+        "CONTROLLER_ALTER_SYNC_STATE_SET",
+        "CONTROLLER_ELECT_MASTER",
+        "CONTROLLER_REGISTER_BROKER",
+        "CONTROLLER_GET_REPLICA_INFO",
+        "CONTROLLER_GET_METADATA_INFO",
+        "CONTROLLER_GET_SYNC_STATE_DATA",
+        "NOTIFY_BROKER_ROLE_CHANGED",
+        "UPDATE_CONTROLLER_CONFIG",
+        "GET_CONTROLLER_CONFIG",
+        "CLEAN_BROKER_DATA",
+        "CONTROLLER_GET_NEXT_BROKER_ID",
+        "CONTROLLER_APPLY_BROKER_ID",
         None,  # 9999, the probe's unknown code
     }
     assert {response_code_name(code) for code in responses} == {
@@ -360,6 +373,8 @@ def test_every_code_in_the_captured_json_headers_is_named(capture_json_headers):
         "REQUEST_CODE_NOT_SUPPORTED",
         "TOPIC_NOT_EXIST",
         "QUERY_NOT_FOUND",
+        "CONTROLLER_INVALID_MASTER",
+        "CONTROLLER_INVALID_CLEAN_BROKER_METADATA",
     }
 
 
@@ -373,4 +388,5 @@ def test_languages_and_versions_in_the_captured_json_headers(capture_json_header
         401: "V4_9_4",
         409: "V4_9_8",
         413: "V5_0_0",
+        479: "V5_3_3",
     }

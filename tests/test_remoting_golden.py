@@ -23,7 +23,7 @@ from hypothesis import given, settings, strategies as st
 import golden
 from rocketpy.remoting import (RemotingCommand, decode_frame, encode_frame, fastjson, headers)
 from rocketpy.remoting import bodies as B
-from rocketpy.remoting.codes import LanguageCode, language_from_name
+from rocketpy.remoting.codes import LanguageCode, MQVersion, language_from_name
 from rocketpy.remoting.errors import BodyDecodeError
 from rocketpy.remoting.frame import (FRAME, FRAME_COMPILED, ROCKETMQ_HEADER,
                                      ROCKETMQ_HEADER_COMPILED)
@@ -47,14 +47,18 @@ def _language(naive_language):
 # --- the fixtures themselves ---------------------------------------------------------------
 
 def test_every_capture_read_whole():
-    """The reader finds exactly the frames the fixtures README lists, for all 80 captures."""
+    """The reader finds exactly the frames the fixtures README lists, for all 113 captures."""
     counts = golden.readme_frame_counts()
-    assert len(counts) == len(CAPTURES) == 80
+    assert len(counts) == len(CAPTURES) == 113
     for name in CAPTURES:
         assert len(golden.capture_frames(name)) == counts[name], name
-    # and requests flow to the NameServer, answers from it
+    # and requests flow to the listening side (NameServer, controller, broker), answers from it
+    roles = {}
     for frame in golden.all_frames():
         assert frame.to_server != bool(golden.naive(frame.data).flag & 1), frame.where
+        roles[frame.role] = roles.get(frame.role, 0) + 1
+    # the controller's port and its 1008 pushes to the brokers' ports (README: 3 pushes)
+    assert roles["controller"] > 500 and roles["broker"] == 3
 
 
 # --- frames ----------------------------------------------------------------------------------
@@ -127,15 +131,29 @@ def test_json_headers_are_fastjson_sorted():
             assert isinstance(value, str), (frame.where, key)
 
 
+#: A signing (ACL) hook's ``addExtField`` runs before the header is written, so it creates the
+#: map: a default ``HashMap`` up to 5.0.0 (RemotingCommand.java:597-599 at 5.0.0), a
+#: ``HashMap(256)`` in 5.3.3 (:612-614), whose order differs; ``makeCustomHeaderToNet`` makes a
+#: default one (:433-434).
+ACL_KEYS = {"AccessKey", "Signature", "OnsChannel"}
+
+
+def _java_map_order(keys, version):
+    signed_53 = ACL_KEYS & set(keys) and version > 413
+    return hashmap_order(keys, 256 if signed_53 else 16)
+
+
 def test_ext_fields_in_java_hashmap_order():
     """Every captured extFields map iterates in the order javahash predicts."""
-    checked = 0
+    checked = signed = 0
     for frame in golden.all_frames():
-        ext = golden.naive(frame.data).ext_fields
+        naive = golden.naive(frame.data)
+        ext = naive.ext_fields
         if ext:
-            assert hashmap_order(list(ext)) == list(ext), frame.where
+            assert _java_map_order(list(ext), naive.version) == list(ext), frame.where
             checked += 1
-    assert checked > 1000
+            signed += "Signature" in ext
+    assert checked > 1000 and signed > 50
 
 
 # --- typed headers ---------------------------------------------------------------------------
@@ -162,7 +180,9 @@ def _check_header(cls, ext, where):
     expected = {k: v for k, v in (ext or {}).items() if k in declared}
     written = header.to_ext_fields()
     assert written == expected, where
-    assert list(written) == list(expected), where  # the HashMap order Java wrote
+    assert list(written) == hashmap_order(list(expected)), where  # the HashMap Java writes
+    if len(expected) == len(ext or ()):                           # (and wrote: not signed)
+        assert list(written) == list(expected), where
     assert cls.from_ext_fields(written) == header, where
 
 
@@ -172,7 +192,7 @@ def test_header_registry_covers_every_captured_request_with_fields():
         naive = golden.naive(frame.data)
         if naive.flag & 1 or not naive.ext_fields:
             continue
-        acl_only = set(naive.ext_fields) <= {"AccessKey", "Signature", "OnsChannel"}
+        acl_only = set(naive.ext_fields) <= ACL_KEYS
         assert acl_only or headers.request_header_class(naive.code) is not None, frame.where
 
 
@@ -231,6 +251,13 @@ BODY_TYPES = {
     313: (None, B.TopicList),
     322: (B.DataVersion, B.DataVersion),
     901: (None, B.GetBrokerMemberGroupResponseBody),
+    # the 5.x controller (rmq53-controller-*)
+    1001: (B.SyncStateSet, B.SyncStateSet),
+    1002: (None, B.ElectMasterResponseBody),
+    1003: (None, B.SyncStateSet),
+    1004: (None, B.SyncStateSet),
+    1006: (None, B.BrokerReplicasInfo),
+    1008: (B.SyncStateSet, None),
 }
 
 
@@ -247,6 +274,37 @@ def test_typed_bodies_reencode_identically(capture):
         if resp_type is not None and response.body and response.code == 0:
             standard = request.code == 105 and _standard_route(request)
             _check_body(resp_type, response.body, standard, ex.response.where)
+
+
+def test_every_controller_body_is_read():
+    """Each body the controller and its peers exchange is read, not skipped: JSON objects by
+    their bean (byte-identical, above), the 1006 request as a list of broker names, the config
+    text of 1009/1010 as properties."""
+    from rocketpy.namesrv.javaprops import parse_properties
+    read = {}
+    for name in CAPTURES:
+        for ex in golden.capture_exchanges(name):
+            if ex.request.role == "namesrv":
+                continue
+            request = golden.naive(ex.request.data)
+            response = golden.naive(ex.response.data) if ex.response is not None else None
+            req_type, resp_type = BODY_TYPES.get(request.code, (None, None))
+            for body, cls, side in ((request.body, req_type, "request"),
+                                    (response and response.code == 0 and response.body,
+                                     resp_type, "answer")):
+                if not body:
+                    continue
+                if cls is not None:
+                    cls.from_json(body)
+                elif request.code == 1006 and side == "request":
+                    assert fastjson.loads(body) == ["broker-a"], ex.request.where
+                else:
+                    assert request.code in (1009, 1010), (ex.request.where, side)
+                    assert parse_properties(body.decode()), ex.request.where
+                read[request.code, side] = read.get((request.code, side), 0) + 1
+    assert set(read) == {(1001, "request"), (1001, "answer"), (1002, "answer"),
+                         (1003, "answer"), (1004, "answer"), (1006, "request"), (1006, "answer"),
+                         (1008, "request"), (1009, "request"), (1010, "answer")}
 
 
 def _check_body(cls, body, standard, where):
@@ -277,7 +335,7 @@ def test_route_dialects_follow_javas_rule():
                 assert broker.broker_addrs and all(isinstance(k, int) for k in broker.broker_addrs)
                 assert (b'"brokerAddrs":{"' in response.body) == standard, ex.response.where
             canonical = route.canonical().to_json(standard)
-            if ex.request.capture.startswith("rmq50"):  # what 5.x writes, rocketpy writes
+            if not ex.request.capture.startswith("rmq49"):  # what 5.x writes, rocketpy writes
                 assert canonical == response.body, ex.response.where
             else:  # a 4.9 body, rewritten as 5.x writes it: BrokerData gains enableActingMaster
                 assert canonical.replace(b',"enableActingMaster":false', b"") == response.body
@@ -305,7 +363,8 @@ def test_every_register_broker_body_parses_and_reencodes():
         if header.compressed:
             forms["zlib"] += 1
         elif looks_zlib:
-            # 5.0 brokers compress but send compressed=false (the 5.0 NameServer answers 1)
+            # 5.0.0 and 5.3.3 brokers compress but send compressed=false (their NameServers
+            # answer 1)
             forms["zlib-mislabelled"] += 1
             with pytest.raises(BodyDecodeError):
                 B.RegisterBrokerBody.decode(body, False, request.version)
@@ -314,9 +373,10 @@ def test_every_register_broker_body_parses_and_reencodes():
             forms["json"] += 1
         compressed = header.compressed or looks_zlib
         parsed = B.RegisterBrokerBody.decode(body, compressed, request.version)
-        if compressed:
-            # the lines come in the order of Java's copy of the broker's own table (a
-            # ConcurrentHashMap(1024)): re-encoding starts from that table's order
+        if compressed and request.version < MQVersion.V5_1_1:
+            # the lines come in the order of Java's default-sized copy of the broker's own table
+            # (a ConcurrentHashMap(1024)): re-encoding starts from that table's order. A 5.1.1+
+            # broker's copy is sized to the table, so re-encoding keeps the order it was read in.
             wrapper = parsed.topic_config_serialize_wrapper
             table = wrapper.topic_config_table
             wrapper.topic_config_table = {
@@ -330,7 +390,7 @@ def test_every_register_broker_body_parses_and_reencodes():
             assert (b'"stateVersion"' in body) == (request.version >= 413), where
         else:
             assert all(tc.topic_sys_flag == 0 and tc.order is False for tc in table.values())
-    assert forms["json"] > 200 and forms["zlib"] >= 20 and forms["zlib-mislabelled"] == 2
+    assert forms["json"] > 200 and forms["zlib"] >= 20 and forms["zlib-mislabelled"] == 4
 
 
 def test_compressed_forms_differ_by_version():
@@ -373,7 +433,7 @@ def test_cluster_info_bodies():
                 assert any(broker_name in names for names in info.cluster_addr_table.values())
             assert info.to_json() == body
             assert b'"brokerAddrs":{"' not in body  # always the legacy dialect
-    assert count == 301
+    assert count == 443
 
 
 # --- Hypothesis: random commands round trip ----------------------------------------------

@@ -33,7 +33,7 @@ from . import fastjson
 from .codes import MQVersion
 from .errors import BodyDecodeError, CrcMismatchError
 from .headers import _JAVA_INTEGER, _int_or_none
-from .javahash import concurrent_hashmap_order, hashmap_ordered
+from .javahash import concurrent_hashmap_copy_order, concurrent_hashmap_order, hashmap_ordered
 
 __all__ = [
     "P", "JsonBean", "body_crc32", "check_body_crc32", "DEFAULT_MAX_INFLATED", "TOPIC_FILTER_TYPES",
@@ -792,7 +792,8 @@ class RegisterBrokerBody(JsonBean):
         The compressed form is what a broker of that version writes (Deflater level 9): 4.x
         lines without attributes and no mapping section, 5.x with both. Java first copies the
         topic table into a fresh ``ConcurrentHashMap`` (``cloneTopicConfigTable``: default-sized
-        before 5.1.1, sized to the table since) and writes the lines in that copy's order.
+        before 5.1.1; since, sized to the table and filled by ``putAll``, which presizes it
+        once more) and writes the lines in that copy's order.
         """
         if not compress:
             return self.to_json(standard)
@@ -807,8 +808,11 @@ class RegisterBrokerBody(JsonBean):
         part(wrapper.data_version.to_json())
         table = wrapper.topic_config_table or {}
         parts.append(_I32.pack(len(table)))
-        sized = len(table) if broker_version >= MQVersion.V5_1_1 else None
-        for name in concurrent_hashmap_order(table, sized):
+        if broker_version >= MQVersion.V5_1_1:
+            order = concurrent_hashmap_copy_order(table)
+        else:
+            order = concurrent_hashmap_order(table)
+        for name in order:
             part(table[name].to_text(with_attributes=five).encode("utf-8"))
         part(fastjson.dumps(self.filter_server_list or []))
         if five:
@@ -1104,30 +1108,30 @@ class GroupList(JsonBean):
     PROPS = (P("groupList", "group_list", list_of(STR), factory=list),)
 
 
-# --- the RocketMQ 5 controller's bodies (5.0+) ---------------------------------------------
-# Java's Set<Long> properties are HashSets: the lists here are in the order the caller gives,
-# which for Java's output is :func:`~rocketpy.remoting.javahash.hashmap_order` of the ids.
+# --- the 5.x controller's bodies (a Java ``Set<Long>`` of broker ids is kept in wire order) ------
 
 class SyncStateSet(JsonBean):
-    """``SyncStateSet``: the replicas in sync with a group's master, and that set's epoch."""
+    """``SyncStateSet``: a broker group's in-sync broker ids and that set's epoch (the body of
+    ALTER_SYNC_STATE_SET's request and answer, REGISTER_BROKER / GET_REPLICA_INFO's answers and
+    the NOTIFY_BROKER_ROLE_CHANGED push); the epoch is an ``int``, always written."""
 
     PROPS = (
-        P("syncStateSet", "sync_state_set", list_of(LONG), factory=list),
+        P("syncStateSet", "sync_state_set", list_of(LONG)),
         P("syncStateSetEpoch", "sync_state_set_epoch", INT, 0),
     )
 
 
 class ElectMasterResponseBody(JsonBean):
-    """CONTROLLER_ELECT_MASTER's answer body: the group's members and the new sync state set."""
+    """CONTROLLER_ELECT_MASTER's answer body: the group's members and its new sync state set."""
 
     PROPS = (
         P("brokerMemberGroup", "broker_member_group", bean(BrokerMemberGroup)),
-        P("syncStateSet", "sync_state_set", list_of(LONG), factory=list),
+        P("syncStateSet", "sync_state_set", list_of(LONG)),
     )
 
 
 class ReplicaIdentity(JsonBean):
-    """``BrokerReplicasInfo.ReplicaIdentity``: one replica of a group and whether it is alive."""
+    """``BrokerReplicasInfo.ReplicaIdentity``: one replica of a broker group."""
 
     PROPS = (
         P("alive", "alive", BOOL),
@@ -1138,7 +1142,7 @@ class ReplicaIdentity(JsonBean):
 
 
 class ReplicasInfo(JsonBean):
-    """``BrokerReplicasInfo.ReplicasInfo``: one group's master, epochs and replicas."""
+    """``BrokerReplicasInfo.ReplicasInfo``: a group's master and its (not) in-sync replicas."""
 
     PROPS = (
         P("inSyncReplicas", "in_sync_replicas", list_of(bean(ReplicaIdentity))),
@@ -1151,14 +1155,14 @@ class ReplicasInfo(JsonBean):
 
 
 class BrokerReplicasInfo(JsonBean):
-    """CONTROLLER_GET_SYNC_STATE_DATA's answer: ``ReplicasInfo`` per broker name."""
+    """``BrokerReplicasInfo``: CONTROLLER_GET_SYNC_STATE_DATA's answer, per broker name (whose
+    request body is a JSON array of broker names)."""
 
-    PROPS = (P("replicasInfoTable", "replicas_info_table", map_of(bean(ReplicasInfo)),
-               factory=dict),)
+    PROPS = (P("replicasInfoTable", "replicas_info_table", map_of(bean(ReplicasInfo))),)
 
 
 class EpochEntry(JsonBean):
-    """``EpochEntry``: one master epoch of a broker's log and the offset where it starts."""
+    """``EpochEntry``: one master epoch of a broker's log and the offsets it spans."""
 
     PROPS = (
         P("endOffset", "end_offset", LONG, (1 << 63) - 1),

@@ -30,8 +30,7 @@ One class per header covers every version (fields a version lacks are nullable a
 electionPriority after 5.0.0; the route, delete-topic and register-topic headers extend
 ``TopicRequestHeader`` / ``RpcRequestHeader`` since 5.1 (``lo``, ``ns``, ``nsd``, ``bname``,
 ``oway``); ``GetBrokerMemberGroupRequestHeader`` and ``NotifyMinBrokerIdChangeRequestHeader`` are
-5.0+. The controller's headers (5.0+; broker ids applied and registered since 5.1.1) are the
-5.3.3 ones."""
+5.0+."""
 import re
 from typing import Any, NamedTuple
 
@@ -55,11 +54,12 @@ __all__ = [
     "NotifyMinBrokerIdChangeRequestHeader", "DeleteTopicRequestHeader",
     "QueryTopicConsumeByWhoRequestHeader",
     "AlterSyncStateSetRequestHeader", "AlterSyncStateSetResponseHeader",
-    "ElectMasterRequestHeader", "ElectMasterResponseHeader", "NotifyBrokerRoleChangedRequestHeader",
-    "GetMetaDataResponseHeader", "GetReplicaInfoRequestHeader", "GetReplicaInfoResponseHeader",
-    "CleanControllerBrokerDataRequestHeader", "GetNextBrokerIdRequestHeader",
-    "GetNextBrokerIdResponseHeader", "ApplyBrokerIdRequestHeader", "ApplyBrokerIdResponseHeader",
+    "ElectMasterRequestHeader", "ElectMasterResponseHeader",
     "RegisterBrokerToControllerRequestHeader", "RegisterBrokerToControllerResponseHeader",
+    "GetReplicaInfoRequestHeader", "GetReplicaInfoResponseHeader", "GetMetaDataResponseHeader",
+    "NotifyBrokerRoleChangedRequestHeader", "CleanControllerBrokerDataRequestHeader",
+    "GetNextBrokerIdRequestHeader", "GetNextBrokerIdResponseHeader",
+    "ApplyBrokerIdRequestHeader", "ApplyBrokerIdResponseHeader",
     "REQUEST_HEADERS", "RESPONSE_HEADERS", "request_header_class", "response_header_class",
     "decode_request_header",
 ]
@@ -460,41 +460,42 @@ class QueryTopicConsumeByWhoRequestHeader(CommandHeader):
     FIELDS = (F("topic", "topic", STRING, True),) + _TOPIC_RPC_FIELDS
 
 
-# --- the RocketMQ 5 controller (RIP-44): requests on the controller port, its answers and push
+# --- the 5.x controller (RIP-44): its port serves brokers and mqadmin; it pushes 1008 to brokers.
+# Fields as at 5.3.3 (``remoting/protocol/header/controller/``). ``@CFNotNull`` fields that Java
+# initialises ("", -1, false) are never null there, so here they are optional with that default.
+# ``invokeTime`` defaults to the sender's clock in Java; the codec has none, so it stays None.
 
 class AlterSyncStateSetRequestHeader(CommandHeader):
-    """CONTROLLER_ALTER_SYNC_STATE_SET (1001); the body is the proposed SyncStateSet.
-    ``invokeTime`` is a primitive ``long``: always sent."""
+    """CONTROLLER_ALTER_SYNC_STATE_SET (1001): the master reports its new sync state set (body)."""
 
     FIELDS = (
         F("brokerName", "broker_name", STRING),
         F("masterBrokerId", "master_broker_id", LONG),
         F("masterEpoch", "master_epoch", INTEGER),
-        F("invokeTime", "invoke_time", LONG, False, 0),
+        F("invokeTime", "invoke_time", LONG),
     )
 
 
 class AlterSyncStateSetResponseHeader(CommandHeader):
-    """Answer to CONTROLLER_ALTER_SYNC_STATE_SET; a primitive ``int``, so failures carry 0."""
+    """Answer to CONTROLLER_ALTER_SYNC_STATE_SET (``int``: always sent)."""
 
     FIELDS = (F("newSyncStateSetEpoch", "new_sync_state_set_epoch", INTEGER, False, 0),)
 
 
 class ElectMasterRequestHeader(CommandHeader):
-    """CONTROLLER_ELECT_MASTER (1002): from a broker (its own id), from ``mqadmin electMaster``
-    (``designateElect=true``) or, inside the controller, for a dead master (id -1)."""
+    """CONTROLLER_ELECT_MASTER (1002), from a broker or ``mqadmin electMaster``."""
 
     FIELDS = (
-        F("clusterName", "cluster_name", STRING, True, ""),
-        F("brokerName", "broker_name", STRING, True, ""),
-        F("brokerId", "broker_id", LONG, True, -1),
-        F("designateElect", "designate_elect", BOOLEAN, True, False),
+        F("clusterName", "cluster_name", STRING, False, ""),
+        F("brokerName", "broker_name", STRING, False, ""),
+        F("brokerId", "broker_id", LONG, False, -1),
+        F("designateElect", "designate_elect", BOOLEAN, False, False),
         F("invokeTime", "invoke_time", LONG),
     )
 
 
 class ElectMasterResponseHeader(CommandHeader):
-    """Answer to CONTROLLER_ELECT_MASTER; also the NOTIFY_BROKER_ROLE_CHANGED fields."""
+    """Answer to CONTROLLER_ELECT_MASTER (the body is an ElectMasterResponseBody)."""
 
     FIELDS = (
         F("masterBrokerId", "master_broker_id", LONG),
@@ -504,30 +505,28 @@ class ElectMasterResponseHeader(CommandHeader):
     )
 
 
-class NotifyBrokerRoleChangedRequestHeader(ElectMasterResponseHeader):
-    """NOTIFY_BROKER_ROLE_CHANGED (1008): oneway, from the controller to each live broker of a
-    group whose master it elected; the body is the new SyncStateSet."""
+class RegisterBrokerToControllerRequestHeader(CommandHeader):
+    """CONTROLLER_REGISTER_BROKER (1003, 5.1.1+)."""
 
-    JAVA_NAME = "NotifyBrokerRoleChangedRequestHeader"
-    # Java declares these in another order; masterAddress and masterBrokerId share a bucket
     FIELDS = (
-        F("masterAddress", "master_address", STRING),
-        F("masterEpoch", "master_epoch", INTEGER),
-        F("syncStateSetEpoch", "sync_state_set_epoch", INTEGER),
-        F("masterBrokerId", "master_broker_id", LONG),
+        F("clusterName", "cluster_name", STRING),
+        F("brokerName", "broker_name", STRING),
+        F("brokerId", "broker_id", LONG),
+        F("brokerAddress", "broker_address", STRING),
+        F("invokeTime", "invoke_time", LONG),
     )
 
 
-class GetMetaDataResponseHeader(CommandHeader):
-    """Answer to CONTROLLER_GET_METADATA_INFO (1005): the controller group and its leader.
-    ``isLeader`` is a primitive ``boolean``: always sent."""
+class RegisterBrokerToControllerResponseHeader(CommandHeader):
+    """Answer to CONTROLLER_REGISTER_BROKER (the body is the SyncStateSet)."""
 
     FIELDS = (
-        F("group", "group", STRING),
-        F("controllerLeaderId", "controller_leader_id", STRING),
-        F("controllerLeaderAddress", "controller_leader_address", STRING),
-        F("isLeader", "is_leader", BOOLEAN, False, False),
-        F("peers", "peers", STRING),
+        F("clusterName", "cluster_name", STRING),
+        F("brokerName", "broker_name", STRING),
+        F("masterBrokerId", "master_broker_id", LONG),
+        F("masterAddress", "master_address", STRING),
+        F("masterEpoch", "master_epoch", INTEGER),
+        F("syncStateSetEpoch", "sync_state_set_epoch", INTEGER),
     )
 
 
@@ -538,7 +537,7 @@ class GetReplicaInfoRequestHeader(CommandHeader):
 
 
 class GetReplicaInfoResponseHeader(CommandHeader):
-    """Answer to CONTROLLER_GET_REPLICA_INFO; the body is the group's SyncStateSet."""
+    """Answer to CONTROLLER_GET_REPLICA_INFO (the body is the SyncStateSet)."""
 
     FIELDS = (
         F("masterBrokerId", "master_broker_id", LONG),
@@ -547,16 +546,40 @@ class GetReplicaInfoResponseHeader(CommandHeader):
     )
 
 
+class GetMetaDataResponseHeader(CommandHeader):
+    """Answer to CONTROLLER_GET_METADATA_INFO (1005, which has no request header); ``isLeader``
+    is a primitive, always sent."""
+
+    FIELDS = (
+        F("group", "group", STRING),
+        F("controllerLeaderId", "controller_leader_id", STRING),
+        F("controllerLeaderAddress", "controller_leader_address", STRING),
+        F("isLeader", "is_leader", BOOLEAN, False, False),
+        F("peers", "peers", STRING),
+    )
+
+
+class NotifyBrokerRoleChangedRequestHeader(CommandHeader):
+    """NOTIFY_BROKER_ROLE_CHANGED (1008): pushed oneway *by* the controller to a broker."""
+
+    FIELDS = (
+        F("masterAddress", "master_address", STRING),
+        F("masterEpoch", "master_epoch", INTEGER),
+        F("syncStateSetEpoch", "sync_state_set_epoch", INTEGER),
+        F("masterBrokerId", "master_broker_id", LONG),
+    )
+
+
 class CleanControllerBrokerDataRequestHeader(CommandHeader):
-    """CLEAN_BROKER_DATA (1011, ``mqadmin cleanBrokerMetadata``): ids ``;``-separated, or none
-    for the whole group. ``isCleanLivingBroker`` and ``invokeTime`` are primitives."""
+    """CLEAN_BROKER_DATA (1011, ``mqadmin cleanBrokerMetadata``); ``brokerName`` is
+    ``@CFNotNull`` and has no default."""
 
     FIELDS = (
         F("clusterName", "cluster_name", STRING),
         F("brokerName", "broker_name", STRING, True),
         F("brokerControllerIdsToClean", "broker_controller_ids_to_clean", STRING),
         F("isCleanLivingBroker", "is_clean_living_broker", BOOLEAN, False, False),
-        F("invokeTime", "invoke_time", LONG, False, 0),
+        F("invokeTime", "invoke_time", LONG),
     )
 
 
@@ -580,7 +603,8 @@ class GetNextBrokerIdResponseHeader(CommandHeader):
 
 
 class ApplyBrokerIdRequestHeader(CommandHeader):
-    """CONTROLLER_APPLY_BROKER_ID (1013, 5.1.1+): ``registerCheckCode`` is ``addr;millis``."""
+    """CONTROLLER_APPLY_BROKER_ID (1013, 5.1.1+); ``registerCheckCode`` is
+    ``address;timestamp``."""
 
     FIELDS = (
         F("clusterName", "cluster_name", STRING),
@@ -596,31 +620,6 @@ class ApplyBrokerIdResponseHeader(CommandHeader):
     FIELDS = (
         F("clusterName", "cluster_name", STRING),
         F("brokerName", "broker_name", STRING),
-    )
-
-
-class RegisterBrokerToControllerRequestHeader(CommandHeader):
-    """CONTROLLER_REGISTER_BROKER (1003, 5.1.1+ meaning). ``invokeTime``: primitive ``long``."""
-
-    FIELDS = (
-        F("clusterName", "cluster_name", STRING),
-        F("brokerName", "broker_name", STRING),
-        F("brokerId", "broker_id", LONG),
-        F("brokerAddress", "broker_address", STRING),
-        F("invokeTime", "invoke_time", LONG, False, 0),
-    )
-
-
-class RegisterBrokerToControllerResponseHeader(CommandHeader):
-    """Answer to CONTROLLER_REGISTER_BROKER; the master fields only while a live master exists."""
-
-    FIELDS = (
-        F("clusterName", "cluster_name", STRING),
-        F("brokerName", "broker_name", STRING),
-        F("masterBrokerId", "master_broker_id", LONG),
-        F("masterAddress", "master_address", STRING),
-        F("masterEpoch", "master_epoch", INTEGER),
-        F("syncStateSetEpoch", "sync_state_set_epoch", INTEGER),
     )
 
 

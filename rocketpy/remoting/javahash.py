@@ -11,7 +11,8 @@ part of a bucket (``transfer`` prepends the nodes before "lastRun"), so
 import struct
 
 __all__ = ["string_hash", "long_hash", "java_hash", "hashmap_order", "hashmap_ordered",
-           "concurrent_hashmap_capacity", "concurrent_hashmap_order"]
+           "concurrent_hashmap_capacity", "concurrent_hashmap_order",
+           "concurrent_hashmap_copy_order"]
 
 
 def string_hash(text):
@@ -89,7 +90,24 @@ def concurrent_hashmap_order(keys, initial_capacity=None):
     each bucket at its lastRun: that tail keeps its order, the nodes before it are prepended to
     their half, so they come out reversed). Tree bins are not modelled.
     """
-    n = concurrent_hashmap_capacity(initial_capacity)
+    return _put_all(keys, concurrent_hashmap_capacity(initial_capacity))
+
+
+def concurrent_hashmap_copy_order(keys):
+    """The order of ``new ConcurrentHashMap<>(m.size())`` after ``putAll(m)``, ``m`` iterating
+    ``keys``. ``putAll`` first presizes for ``m.size()`` (``tryPresize``), which doubles a
+    table that is already big enough once more: 13 keys land in 64 buckets, not the 32 the
+    constructor made (a 5.3.3 broker's compressed REGISTER_BROKER body shows it)."""
+    keys = list(keys)
+    n = concurrent_hashmap_capacity(len(keys))
+    wanted = _table_size_for(len(keys) + (len(keys) >> 1) + 1)
+    while wanted > n - (n >> 2):
+        n <<= 1
+    return _put_all(keys, n)
+
+
+def _put_all(keys, n):
+    """Put ``keys`` in order into a ``ConcurrentHashMap`` of ``n`` buckets; its order."""
     table = [[] for _ in range(n)]
     seen = set()
     for key in keys:
