@@ -133,6 +133,7 @@ class ControllerRequestProcessor:
             if not isinstance(exc, (RemotingCodecError, ValueError, TypeError, KeyError)):
                 log.error("controller request %s failed", request.code, exc_info=exc)
             result = ControllerResult(RC.SYSTEM_ERROR, _failure_remark(exc))
+
         def then():
             self._send(result.pushes)
             return self._answer(request, result)
@@ -159,8 +160,8 @@ class ControllerRequestProcessor:
 
         def failed(exc):
             why = getattr(exc, "strerror", None) or exc
-            log.error("controller state could not be written: %s", why)
-            return None if then is None else self._unwritten(then, why)
+            log.error("controller change could not be written to disk: %s", why)
+            return self._unwritten(then, why)
 
         return Pending(job, lambda _: then(), DISK, failed)
 
@@ -170,9 +171,9 @@ class ControllerRequestProcessor:
             return None
         # the change stays in memory and goes out with the next write; the request is not
         # acknowledged (Java fails the request when its DLedger append fails)
+        remark = f"the controller change could not be written to disk: {why}"
         return RemotingCommand(RC.SYSTEM_ERROR, JAVA, CURRENT_VERSION, answer.opaque,
-                               FLAG_RESPONSE, f"controller state could not be written: {why}",
-                               None, None, JSON)
+                               FLAG_RESPONSE, remark, None, None, JSON)
 
     def _answer(self, request, result):
         if request.is_oneway:
