@@ -3,11 +3,15 @@
 The signature is :func:`rocketpy.namesrv.acl.sign`, the very function the NameServer checks
 with, so the two cannot drift. This module adds the client's part: the extFields order on the
 wire (Java puts ``AccessKey``, ``SecurityToken``, the header's fields, then ``Signature`` into one
-``HashMap``) and mqadmin's key lookup (``$ROCKETMQ_HOME/conf/tools.yml``; no keys, no signing)."""
+``HashMap``; after 5.0.0 the signature goes in before the header's fields, and the map is a
+``HashMap(256)``) and mqadmin's key lookup (``$ROCKETMQ_HOME/conf/tools.yml``; no keys, no signing)."""
 import os
 
 from ..namesrv.acl import ACCESS_KEY, SECURITY_TOKEN, SIGNATURE, parse_accounts, sign
+from ..remoting.codes import MQVersion
 from ..remoting.javahash import hashmap_ordered
+
+_V5_0_0 = int(MQVersion.V5_0_0)
 
 __all__ = ["AclClientRPCHook", "tools_yml_credentials", "TOOLS_YML"]
 
@@ -32,6 +36,13 @@ class AclClientRPCHook:
         java = {ACCESS_KEY: signed[ACCESS_KEY]}
         if self.security_token is not None:
             java[SECURITY_TOKEN] = self.security_token
+        if request.version > _V5_0_0:
+            # 5.x after 5.0.0: the hook's addExtField creates the map, a HashMap(256), before
+            # the header's fields are written into it at encoding time
+            java[SIGNATURE] = signed[SIGNATURE]
+            java.update((k, v) for k, v in signed.items() if k not in java)
+            request.ext_fields = hashmap_ordered(java, 256)
+            return request
         java.update((k, v) for k, v in signed.items() if k not in java and k != SIGNATURE)
         java[SIGNATURE] = signed[SIGNATURE]
         request.ext_fields = hashmap_ordered(java)
