@@ -101,6 +101,27 @@ def test_update_config_black_list_and_effect():
     assert state.master_broker_id == 2
 
 
+def test_a_reconnected_master_is_not_deposed_by_its_old_connection_closing():
+    """The master heartbeats on a new connection before the old one's close is seen: that close
+    changes nothing (Java would take the master for dead and elect another)."""
+    processor = _processor()
+    _join(processor, 1, CH1)
+    _join(processor, 2, CH2)
+    _call(processor, 1002, H.ElectMasterRequestHeader(broker_id=1, designate_elect=False, **GROUP))
+    _call(processor, 1001, H.AlterSyncStateSetRequestHeader(
+        broker_name="b", master_broker_id=1, master_epoch=1),
+        b'{"syncStateSet":[1,2],"syncStateSetEpoch":1}')
+    new = Channel(3, "127.0.0.1:1003")
+    _call(processor, 904, H.BrokerHeartbeatRequestHeader(
+        broker_addr="127.0.0.1:10001", broker_id=1, heartbeat_timeout_mills=10000, **GROUP),
+        channel=new, now_ms=1200, oneway=True)
+    processor.on_channel_close(CH1, 1300)
+    state = processor.replicas.sync_state_info_table["b"]
+    assert (state.master_broker_id, state.master_epoch) == (1, 1)
+    processor.on_channel_close(new, 1400)                  # the new connection's close does
+    assert (state.master_broker_id, state.master_epoch) == (2, 2)
+
+
 def test_failed_election_retries_bump_the_master_epoch_as_java():
     """No live replica in sync: each of electMasterMaxRetryCount tries applies Java's
     ElectMasterEvent(false), so the master epoch grows by three."""

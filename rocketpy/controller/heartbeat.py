@@ -7,8 +7,9 @@ time comes in as ``now_ms``, channels are :class:`~rocketpy.namesrv.channel.Chan
 
 Differences from Java, on purpose: brokers are also indexed by channel, so a closed connection
 costs one lookup, and it marks *every* broker on it inactive (Java stops at the first it finds
-in a scan of the whole table); the expiry scan returns the channels to close instead of closing
-them.
+in a scan of the whole table); a broker heartbeating on a new connection is indexed by it, so
+the old connection's close does not make it inactive (Java keeps the first channel); the expiry
+scan returns the channels to close instead of closing them.
 """
 from dataclasses import dataclass
 
@@ -65,7 +66,12 @@ class BrokerHeartbeatManager:
         prev.election_priority = priority
         if epoch > prev.epoch or (epoch == prev.epoch and max_offset > prev.max_offset):
             prev.epoch, prev.max_offset, prev.confirm_offset = epoch, max_offset, confirm
-        # Java keeps the first channel; so do we (a new connection re-adds on expiry)
+        if prev.channel != channel:
+            # reconnected: the old connection's close must not make it inactive (Java keeps the
+            # first channel, so that close deposes a live master)
+            self._unindex(key, prev.channel)
+            prev.channel = channel
+            self._by_channel.setdefault(channel, set()).add(key)
 
     def is_broker_active(self, cluster_name, broker_name, broker_id, now_ms):
         info = self.broker_live_table.get((cluster_name, broker_name, broker_id))
@@ -78,13 +84,16 @@ class BrokerHeartbeatManager:
     def broker_live_info(self, cluster_name, broker_name, broker_id):
         return self.broker_live_table.get((cluster_name, broker_name, broker_id))
 
-    def _remove(self, key):
-        info = self.broker_live_table.pop(key)
-        keys = self._by_channel.get(info.channel)
+    def _unindex(self, key, channel):
+        keys = self._by_channel.get(channel)
         if keys is not None:
             keys.discard(key)
             if not keys:
-                del self._by_channel[info.channel]
+                del self._by_channel[channel]
+
+    def _remove(self, key):
+        info = self.broker_live_table.pop(key)
+        self._unindex(key, info.channel)
         return info
 
     def on_broker_channel_close(self, channel):
