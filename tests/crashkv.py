@@ -7,9 +7,12 @@ PUT_KV_CONFIG with large values (pipelined on two connections, JSON and ROCKETMQ
 server is rewriting a multi-megabyte kvConfig.json and its .bak back to back); SIGKILL it at a
 random instant; then read the file as the Java NameServer would. It must be a complete version:
 it parses as ``{"configTable":{namespace:{key:value}}}``, and equals the table the server started
-from with exactly the first *n* puts applied, for some *n* -- and *n* is at least the last put the
-server acknowledged (it answers once the write is durable, as Java answers after persisting),
-so no acknowledged write is lost. ``kvConfig.json.bak`` must be a complete earlier version too. The next run restarts on it.
+from with exactly the first *n* puts applied, for some *n*. What the server loads -- the file,
+then its log (issue 20: a put appends a record; the file is rewritten by compactions) -- must
+be such a version too, for an *n* at least the last put the server acknowledged (it answers
+once the record is durable, as Java answers after persisting), so no acknowledged write is
+lost. ``kvConfig.json.bak`` must be a complete earlier version too. The next run restarts on
+it.
 
 A kill that lands mid-write leaves the sibling temporary file behind (``.kvConfig.json.tmp`` or
 ``.kvConfig.json.bak.tmp``): its presence proves the kill hit a write; it is counted, the restart
@@ -268,15 +271,13 @@ class CrashKV:
             raise CrashError(f"stale files pile up: {sorted(self.kv_path.parent.iterdir())}")
         if tmp_files:
             self.stats.mid_write += 1
-        if not self.kv_path.exists():
-            if self.table or any(p[0] <= acked for p in puts):
-                raise CrashError("kvConfig.json vanished")
-            self.stats.unchanged += 1
-            return
-        table = parse_java_kv(self.kv_path.read_text(encoding="utf-8"), "kvConfig.json")
-        n = self._version_of(table, puts, "kvConfig.json")
+        if self.kv_path.exists():   # what Java would read: a complete version
+            self._version_of(parse_java_kv(self.kv_path.read_text(encoding="utf-8"),
+                                           "kvConfig.json"), puts, "kvConfig.json")
+        table = serverproc.load_kv_table(self.kv_path)   # what rocketpy loads: file, then log
+        n = self._version_of(table, puts, "kvConfig.json with its log")
         if acked > n:
-            raise CrashError(f"put {acked} was acknowledged but the file only has up to {n}")
+            raise CrashError(f"put {acked} was acknowledged but the file and log only have up to {n}")
         bak = self.kv_path.with_name(self.kv_path.name + ".bak")
         if bak.exists():
             bak_table = parse_java_kv(bak.read_text(encoding="utf-8"), "kvConfig.json.bak")

@@ -22,7 +22,7 @@ import threading
 import time
 from pathlib import Path
 
-__all__ = ["running_server", "ServerProcess", "REPO_ROOT", "BOOT_RE"]
+__all__ = ["running_server", "ServerProcess", "REPO_ROOT", "BOOT_RE", "load_kv_table"]
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 BOOT_RE = re.compile(r"The Name Server boot success\. serializeType=\w+, address ([\w.:\[\]-]+):(\d+)")
@@ -62,6 +62,10 @@ class ServerProcess:
             self.kill()
             raise RuntimeError("rocketnamesrv did not boot:\n" + self.log_text())
 
+    def kv_table(self):
+        """The KV table a restart would load: ``kvConfig.json``, then the log beside it."""
+        return load_kv_table(self.kv_path)
+
     def log_text(self):
         return "\n".join(self.lines)
 
@@ -92,6 +96,16 @@ class ServerProcess:
         if self.proc.poll() is None:
             self.proc.kill()
             self.proc.wait(5)
+
+
+def load_kv_table(path):
+    """``{namespace: {key: value}}`` as the server loads it from ``path`` and its log."""
+    from rocketpy.namesrv.kvconfig import KVConfigManager
+    from rocketpy.service.fileio import AppendLog, read_text, write_file_java
+    kv = KVConfigManager(str(path), store=write_file_java, log=AppendLog(str(path)))
+    kv.load_json(read_text(str(path)))
+    kv.replay_log()
+    return kv.config_table
 
 
 def server_command(*args, listen="tcp:0:interface=127.0.0.1"):
