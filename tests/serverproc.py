@@ -14,6 +14,7 @@ sends SIGTERM and waits for a clean exit (SIGKILL after ``stop_timeout``).
 import contextlib
 import os
 import re
+import resource
 import signal
 import subprocess
 import sys
@@ -61,6 +62,11 @@ class ServerProcess:
         if not self._boot.wait(timeout) or self.port is None:
             self.kill()
             raise RuntimeError("rocketnamesrv did not boot:\n" + self.log_text())
+
+    def free_disk(self):
+        """Lift the ``file_size_limit`` the server started with (the disk is back)."""
+        hard = resource.prlimit(self.proc.pid, resource.RLIMIT_FSIZE)[1]
+        resource.prlimit(self.proc.pid, resource.RLIMIT_FSIZE, (hard, hard))
 
     def kv_table(self):
         """The KV table a restart would load: ``kvConfig.json``, then the log beside it."""
@@ -116,9 +122,11 @@ def server_command(*args, listen="tcp:0:interface=127.0.0.1"):
 
 @contextlib.contextmanager
 def running_server(*args, listen="tcp:0:interface=127.0.0.1", boot_timeout=30.0, env=None,
-                   home=None, kv_path=None):
+                   home=None, kv_path=None, file_size_limit=None):
     """Start the server with extra ``args`` (rocketnamesrv options); yield a ServerProcess.
-    ``kv_path=False``: no ``--kvConfigPath`` (the config file or the default decides)."""
+    ``kv_path=False``: no ``--kvConfigPath`` (the config file or the default decides).
+    ``file_size_limit``: the server's ``RLIMIT_FSIZE`` (soft; a full disk for each file it
+    writes: a write past it fails with EFBIG), raised again with :meth:`ServerProcess.free_disk`."""
     with tempfile.TemporaryDirectory(prefix="rocketnamesrv-") as tmp:
         home = Path(home or os.path.join(tmp, "home"))
         home.mkdir(parents=True, exist_ok=True)
@@ -131,9 +139,15 @@ def running_server(*args, listen="tcp:0:interface=127.0.0.1", boot_timeout=30.0,
                          "PYTHONPATH": os.pathsep.join(
                              [str(REPO_ROOT)] + [p for p in [os.environ.get("PYTHONPATH")] if p])})
         full_env.update(env or {})
+        limit = None
+        if file_size_limit is not None:
+            def limit():
+                hard = resource.getrlimit(resource.RLIMIT_FSIZE)[1]
+                resource.setrlimit(resource.RLIMIT_FSIZE, (file_size_limit, hard))
         proc = subprocess.Popen(server_command(*kv_args, *args, listen=listen),
                                 cwd=tmp, env=full_env, stdout=subprocess.PIPE,
-                                stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+                                stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                preexec_fn=limit)
         server = ServerProcess(proc, home, kv_path or os.path.join(tmp, "kvConfig.json"))
         try:
             server.wait_booted(boot_timeout)
