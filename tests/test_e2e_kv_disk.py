@@ -11,6 +11,8 @@ rocketnamesrv``.
 """
 import json
 import os
+import re
+import urllib.request
 
 import pytest
 
@@ -64,8 +66,10 @@ def test_a_full_disk_refuses_puts_without_changing_anything_and_the_store_recove
     kv_path = tmp_path / "kvConfig.json"
     limit = 100 * 1024                                       # bytes any one file may hold
     big = 70 * 1024                                          # > 64 KiB: a log this big compacts
-    with running_server("-D", "kvConfigMaxValueBytes=131072", kv_path=str(kv_path),
-                        file_size_limit=limit) as server:
+    with running_server("-D", "kvConfigMaxValueBytes=131072", "--web=tcp:0:interface=127.0.0.1",
+                        kv_path=str(kv_path), file_size_limit=limit) as server:
+        web = server.wait_for_log(r"rocketpy web endpoint on (http://\S+)")
+        url = re.search(r"(http://\S+?)/? ", web + " ").group(1)
         client = RemotingClient(server.port)
         try:
             assert _put(client, "a", "1" * big).code == 0
@@ -92,6 +96,10 @@ def test_a_full_disk_refuses_puts_without_changing_anything_and_the_store_recove
                 if _file_table(kv_path) == {"a": "4" * big}:
                     break
             assert _file_table(kv_path) == {"a": "4" * big}, server.log_text()[-2000:]
+            metrics = urllib.request.urlopen(f"{url}/metrics", timeout=10).read().decode()
+            counts = dict(re.findall(r"^rocketpy_kv_(compactions|compaction_failures)_total (\S+)$",
+                                     metrics, re.M))
+            assert float(counts["compactions"]) >= 1 and float(counts["compaction_failures"]) >= 1
             server.free_disk()                               # the disk is back
             assert _put(client, "b", "5" * (limit + 1)).code == 0
             assert _put(client, "d", "6" * big).code == 0

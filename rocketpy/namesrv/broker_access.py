@@ -89,7 +89,7 @@ class BrokerAccessPolicy:
         bind = str(props.get(BROKER_IDENTITY_BINDING, "false")).strip().lower() == "true"
         return cls(route_info_manager, networks, bind)
 
-    def decide(self, request, channel):
+    def decide(self, request, channel, now_ms=0):
         """None when ``request`` from ``channel`` may run, else the refusal remark."""
         code = request.code
         if code not in self.codes:
