@@ -210,3 +210,24 @@ def test_an_append_that_fails_is_cut_back(tmp_path, monkeypatch):
         raise AssertionError("the append did not fail")
     monkeypatch.undo()
     assert log.read(1) == b'["ns","a","1"]\n'
+
+
+def test_a_compaction_due_with_a_failed_append_is_tried_again():
+    """Without a compactor the compaction runs right after the append that made it due; when
+    that append fails, it is counted as failed and the next is due after another file's worth
+    of log (it used to be waited for forever)."""
+    disk = Disk()
+    kv = disk.restart(max_value_bytes=0)
+    big = "v" * COMPACT_MIN_BYTES
+    assert _put(kv, "a", big) is True                     # the log now calls for a compaction
+    disk.full = True
+    assert _put(kv, "b", "1") is False
+    assert disk.files_written == 0 and kv.compactions_failed == 1
+    disk.full = False
+    assert _put(kv, "b", "2") is True
+    assert _put(kv, "c", big) is True
+    assert disk.files_written == 0
+    assert _put(kv, "d", "3") is True                     # another file's worth: compacted
+    assert disk.files_written == 1 and kv.compactions == 1
+    assert json.loads(disk.file)["configTable"]["ns"] == {"a": big, "b": "2", "c": big}
+    assert disk.restart().config_table["ns"] == {"a": big, "b": "2", "c": big, "d": "3"}

@@ -6,7 +6,6 @@ The pool's thread is a stand-in stepped by the test (``ManualThreads``), so ever
 is exact; ``test_real_thread`` runs the real one.
 """
 import errno
-import json
 import os
 import threading
 from pathlib import Path

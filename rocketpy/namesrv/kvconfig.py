@@ -188,10 +188,9 @@ class KVConfigManager:
         self._compaction = None    # the compaction under way
         #: puts refused since start, by bound (the property key)
         self.refused = {key: 0 for key, *_ in KV_LIMIT_KEYS}
-        #: compactions done and failed since start; log lines skipped at load (torn or not records)
+        #: compactions done and failed since start
         self.compactions = 0
         self.compactions_failed = 0
-        self.log_lines_skipped = 0
 
     def load_json(self, content):
         """``load()`` of the file's text: merge its table into memory; None or empty text is an
@@ -229,7 +228,6 @@ class KVConfigManager:
                 else:
                     self._set(*record)
         self._segment = segments[-1] + 1 if segments else 1
-        self.log_lines_skipped += skipped
         return skipped
 
     @property
@@ -381,6 +379,8 @@ class KVConfigManager:
         except BaseException:
             for change in batch.changes:
                 change.written = False
+            if batch.compaction is not None:
+                batch.compaction.ok = False   # not tried: the file would miss these changes
             self._rotate = True
             raise
         for change in batch.changes:
