@@ -144,7 +144,7 @@ class CrashKV:
         self.rng = random.Random(seed)
         self.value_size = value_size
         self.table = {}            # what the file held after the last run
-        self.bak_versions = []     # complete versions the .bak may hold
+        self.bak_versions = []     # complete earlier versions the file and .bak may hold
         self.seq = 0
         self.stats = KillStats()
         self.log = log or (lambda line: None)
@@ -271,14 +271,17 @@ class CrashKV:
             raise CrashError(f"stale files pile up: {sorted(self.kv_path.parent.iterdir())}")
         if tmp_files:
             self.stats.mid_write += 1
-        if self.kv_path.exists():   # what Java would read: a complete version
-            self._version_of(parse_java_kv(self.kv_path.read_text(encoding="utf-8"),
-                                           "kvConfig.json"), puts, "kvConfig.json")
+        file_table = None
+        if self.kv_path.exists():   # what Java would read: a complete version (maybe older)
+            file_table = parse_java_kv(self.kv_path.read_text(encoding="utf-8"), "kvConfig.json")
+            if file_table not in self.bak_versions:
+                self._version_of(file_table, puts, "kvConfig.json")
         table = serverproc.load_kv_table(self.kv_path)   # what rocketpy loads: file, then log
         n = self._version_of(table, puts, "kvConfig.json with its log")
         if acked > n:
             raise CrashError(f"put {acked} was acknowledged but the file and log only have up to {n}")
         bak = self.kv_path.with_name(self.kv_path.name + ".bak")
+        bak_table = None
         if bak.exists():
             bak_table = parse_java_kv(bak.read_text(encoding="utf-8"), "kvConfig.json.bak")
             if bak_table not in self.bak_versions:
@@ -286,7 +289,9 @@ class CrashKV:
         if puts and n < puts[0][0]:
             self.stats.unchanged += 1
         self.stats.versions_seen.add(hash(json.dumps(table, sort_keys=True)))
-        self.bak_versions = [self.table, table]
+        # complete versions the file or its .bak may still hold after the next run: a run that
+        # compacts nothing leaves both as they are
+        self.bak_versions = [v for v in (self.table, table, file_table, bak_table) if v is not None]
         self.table = table
         self.log(f"run {self.stats.runs + 1}: {len(puts)} puts sent, acked up to {acked}, "
                  f"file at put {n}{', temp file left' if tmp_files else ''}")
