@@ -105,13 +105,18 @@ class ServerProcess:
 
 
 def load_kv_table(path):
-    """``{namespace: {key: value}}`` as the server loads it from ``path`` and its log."""
+    """``{namespace: {key: value}}`` as the server loads it from ``path`` and its log. A running
+    server may compact meanwhile (write the file, then remove the log segments it covers): read
+    again until the file is the same before and after the log was read."""
     from rocketpy.namesrv.kvconfig import KVConfigManager
     from rocketpy.service.fileio import AppendLog, read_text, write_file_java
-    kv = KVConfigManager(str(path), store=write_file_java, log=AppendLog(str(path)))
-    kv.load_json(read_text(str(path)))
-    kv.replay_log()
-    return kv.config_table
+    while True:
+        kv = KVConfigManager(str(path), store=write_file_java, log=AppendLog(str(path)))
+        text = read_text(str(path))
+        kv.load_json(text)
+        kv.replay_log()
+        if read_text(str(path)) == text:
+            return kv.config_table
 
 
 def server_command(*args, listen="tcp:0:interface=127.0.0.1"):
