@@ -4,7 +4,8 @@
 tests/crashkv.py in a loop: start ``twistd -n rocketnamesrv`` on 127.0.0.1 on the KV file the
 last run left, check it serves that file, flood PUT_KV_CONFIG with large values, SIGKILL it at a
 random instant (half of the kills aimed at a write under way), check kvConfig.json and its .bak
-are complete versions the server had and no acknowledged put is lost; one clean stop at the end.
+are complete versions the server had and no acknowledged put is lost (in the file and its log);
+one clean stop at the end.
 
     python3 bench/crash_kv.py --runs 200
     python3 bench/crash_kv.py --seconds 600 --value-size 262144

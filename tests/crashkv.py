@@ -7,9 +7,12 @@ PUT_KV_CONFIG with large values (pipelined on two connections, JSON and ROCKETMQ
 server is rewriting a multi-megabyte kvConfig.json and its .bak back to back); SIGKILL it at a
 random instant; then read the file as the Java NameServer would. It must be a complete version:
 it parses as ``{"configTable":{namespace:{key:value}}}``, and equals the table the server started
-from with exactly the first *n* puts applied, for some *n* -- and *n* is at least the last put the
-server acknowledged (it answers once the write is durable, as Java answers after persisting),
-so no acknowledged write is lost. ``kvConfig.json.bak`` must be a complete earlier version too. The next run restarts on it.
+from with exactly the first *n* puts applied, for some *n*. What the server loads -- the file,
+then its log (issue 20: a put appends a record; the file is rewritten by compactions) -- must
+be such a version too, for an *n* at least the last put the server acknowledged (it answers
+once the record is durable, as Java answers after persisting), so no acknowledged write is
+lost. ``kvConfig.json.bak`` must be a complete earlier version too. The next run restarts on
+it.
 
 A kill that lands mid-write leaves the sibling temporary file behind (``.kvConfig.json.tmp`` or
 ``.kvConfig.json.bak.tmp``): its presence proves the kill hit a write; it is counted, the restart
@@ -141,7 +144,7 @@ class CrashKV:
         self.rng = random.Random(seed)
         self.value_size = value_size
         self.table = {}            # what the file held after the last run
-        self.bak_versions = []     # complete versions the .bak may hold
+        self.bak_versions = []     # complete earlier versions the file and .bak may hold
         self.seq = 0
         self.stats = KillStats()
         self.log = log or (lambda line: None)
@@ -268,16 +271,17 @@ class CrashKV:
             raise CrashError(f"stale files pile up: {sorted(self.kv_path.parent.iterdir())}")
         if tmp_files:
             self.stats.mid_write += 1
-        if not self.kv_path.exists():
-            if self.table or any(p[0] <= acked for p in puts):
-                raise CrashError("kvConfig.json vanished")
-            self.stats.unchanged += 1
-            return
-        table = parse_java_kv(self.kv_path.read_text(encoding="utf-8"), "kvConfig.json")
-        n = self._version_of(table, puts, "kvConfig.json")
+        file_table = None
+        if self.kv_path.exists():   # what Java would read: a complete version (maybe older)
+            file_table = parse_java_kv(self.kv_path.read_text(encoding="utf-8"), "kvConfig.json")
+            if file_table not in self.bak_versions:
+                self._version_of(file_table, puts, "kvConfig.json")
+        table = serverproc.load_kv_table(self.kv_path)   # what rocketpy loads: file, then log
+        n = self._version_of(table, puts, "kvConfig.json with its log")
         if acked > n:
-            raise CrashError(f"put {acked} was acknowledged but the file only has up to {n}")
+            raise CrashError(f"put {acked} was acknowledged but the file and log only have up to {n}")
         bak = self.kv_path.with_name(self.kv_path.name + ".bak")
+        bak_table = None
         if bak.exists():
             bak_table = parse_java_kv(bak.read_text(encoding="utf-8"), "kvConfig.json.bak")
             if bak_table not in self.bak_versions:
@@ -285,7 +289,9 @@ class CrashKV:
         if puts and n < puts[0][0]:
             self.stats.unchanged += 1
         self.stats.versions_seen.add(hash(json.dumps(table, sort_keys=True)))
-        self.bak_versions = [self.table, table]
+        # complete versions the file or its .bak may still hold after the next run: a run that
+        # compacts nothing leaves both as they are
+        self.bak_versions = [v for v in (self.table, table, file_table, bak_table) if v is not None]
         self.table = table
         self.log(f"run {self.stats.runs + 1}: {len(puts)} puts sent, acked up to {acked}, "
                  f"file at put {n}{', temp file left' if tmp_files else ''}")

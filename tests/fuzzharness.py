@@ -588,8 +588,24 @@ def _decode_bodies(cmd, data, rng):
 
 
 def _no_disk(path, text):
-    """A store that writes nothing: the manager still snapshots and renders every change
+    """A store that writes nothing: the manager still snapshots and renders every compaction
     (fuzzing must not fsync per input)."""
+
+
+class _NoLog:
+    """A KV log that keeps nothing (see :func:`_no_disk`); every append succeeds."""
+
+    def segments(self):
+        return []
+
+    def read(self, number):
+        return b""
+
+    def append(self, number, data):
+        pass
+
+    def remove_through(self, number):
+        pass
 
 
 class ProcessorTarget:
@@ -613,7 +629,8 @@ class ProcessorTarget:
                  "deleteTopicWithBrokerRegistration": "false"}
         configuration = Configuration.from_properties(props, profile, store=_no_disk)
         self.route = RouteInfoManager(configuration.namesrv_config, profile)
-        self.kv = KVConfigManager(configuration.namesrv_config.kv_config_path, store=_no_disk)
+        self.kv = KVConfigManager(configuration.namesrv_config.kv_config_path, store=_no_disk,
+                                  log=_NoLog())
         self.queue = []
         kwargs = {}
         if self.access_control is not None:

@@ -14,6 +14,7 @@ sends SIGTERM and waits for a clean exit (SIGKILL after ``stop_timeout``).
 import contextlib
 import os
 import re
+import resource
 import signal
 import subprocess
 import sys
@@ -22,7 +23,7 @@ import threading
 import time
 from pathlib import Path
 
-__all__ = ["running_server", "ServerProcess", "REPO_ROOT", "BOOT_RE"]
+__all__ = ["running_server", "ServerProcess", "REPO_ROOT", "BOOT_RE", "load_kv_table"]
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 BOOT_RE = re.compile(r"The Name Server boot success\. serializeType=\w+, address ([\w.:\[\]-]+):(\d+)")
@@ -62,6 +63,15 @@ class ServerProcess:
             self.kill()
             raise RuntimeError("rocketnamesrv did not boot:\n" + self.log_text())
 
+    def free_disk(self):
+        """Lift the ``file_size_limit`` the server started with (the disk is back)."""
+        hard = resource.prlimit(self.proc.pid, resource.RLIMIT_FSIZE)[1]
+        resource.prlimit(self.proc.pid, resource.RLIMIT_FSIZE, (hard, hard))
+
+    def kv_table(self):
+        """The KV table a restart would load: ``kvConfig.json``, then the log beside it."""
+        return load_kv_table(self.kv_path)
+
     def log_text(self):
         return "\n".join(self.lines)
 
@@ -94,6 +104,21 @@ class ServerProcess:
             self.proc.wait(5)
 
 
+def load_kv_table(path):
+    """``{namespace: {key: value}}`` as the server loads it from ``path`` and its log. A running
+    server may compact meanwhile (write the file, then remove the log segments it covers): read
+    again until the file is the same before and after the log was read."""
+    from rocketpy.namesrv.kvconfig import KVConfigManager
+    from rocketpy.service.fileio import AppendLog, read_text, write_file_java
+    while True:
+        kv = KVConfigManager(str(path), store=write_file_java, log=AppendLog(str(path)))
+        text = read_text(str(path))
+        kv.load_json(text)
+        kv.replay_log()
+        if read_text(str(path)) == text:
+            return kv.config_table
+
+
 def server_command(*args, listen="tcp:0:interface=127.0.0.1"):
     """The argv that starts ``twistd -n rocketnamesrv`` with this interpreter."""
     listen_args = [f"--listen={listen}"] if listen else []
@@ -102,9 +127,11 @@ def server_command(*args, listen="tcp:0:interface=127.0.0.1"):
 
 @contextlib.contextmanager
 def running_server(*args, listen="tcp:0:interface=127.0.0.1", boot_timeout=30.0, env=None,
-                   home=None, kv_path=None):
+                   home=None, kv_path=None, file_size_limit=None):
     """Start the server with extra ``args`` (rocketnamesrv options); yield a ServerProcess.
-    ``kv_path=False``: no ``--kvConfigPath`` (the config file or the default decides)."""
+    ``kv_path=False``: no ``--kvConfigPath`` (the config file or the default decides).
+    ``file_size_limit``: the server's ``RLIMIT_FSIZE`` (soft; a full disk for each file it
+    writes: a write past it fails with EFBIG), raised again with :meth:`ServerProcess.free_disk`."""
     with tempfile.TemporaryDirectory(prefix="rocketnamesrv-") as tmp:
         home = Path(home or os.path.join(tmp, "home"))
         home.mkdir(parents=True, exist_ok=True)
@@ -117,9 +144,15 @@ def running_server(*args, listen="tcp:0:interface=127.0.0.1", boot_timeout=30.0,
                          "PYTHONPATH": os.pathsep.join(
                              [str(REPO_ROOT)] + [p for p in [os.environ.get("PYTHONPATH")] if p])})
         full_env.update(env or {})
+        limit = None
+        if file_size_limit is not None:
+            def limit():
+                hard = resource.getrlimit(resource.RLIMIT_FSIZE)[1]
+                resource.setrlimit(resource.RLIMIT_FSIZE, (file_size_limit, hard))
         proc = subprocess.Popen(server_command(*kv_args, *args, listen=listen),
                                 cwd=tmp, env=full_env, stdout=subprocess.PIPE,
-                                stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+                                stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                preexec_fn=limit)
         server = ServerProcess(proc, home, kv_path or os.path.join(tmp, "kvConfig.json"))
         try:
             server.wait_booted(boot_timeout)

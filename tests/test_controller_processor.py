@@ -262,35 +262,44 @@ def test_a_master_death_costs_the_same_at_any_number_of_groups():
 
 
 class _Disk:
-    """The two files, in memory; ``fail`` makes the next write raise."""
+    """The snapshot and the log segments, in memory (AppendLog's interface); ``fail`` makes the
+    next append leave a torn line and raise (AppendLog cuts a failed append back; a crash may
+    not)."""
 
     def __init__(self):
-        self.snapshot, self.log, self.fail = None, "", False
-        self.appends = self.snapshots = 0
+        self.snapshot, self.segments, self.fail = None, {}, False
+        self.snapshots = 0
 
-    def append(self, data):
+    @property
+    def log(self):
+        return "".join(self.segments[n] for n in sorted(self.segments))
+
+    def append(self, number, data):
+        text = data.decode()
         if self.fail:
             self.fail = False
-            self.log += data.decode()[:7]          # a torn line, then the error
+            self.segments[number] = self.segments.get(number, "") + text[:7]
             raise OSError(5, "Input/output error")
-        self.log += data.decode()
-        self.appends += 1
+        self.segments[number] = self.segments.get(number, "") + text
+
+    def remove_through(self, number):
+        self.segments = {n: t for n, t in self.segments.items() if n > number}
 
     def replace(self, data):
-        self.snapshot, self.log = data.decode(), ""
+        self.snapshot = data.decode()
         self.snapshots += 1
 
 
 def _journaled(disk, compact=10_000):
     processor = _processor()
-    journal = Journal(processor.replicas, disk.append, disk.replace, "log", 0, compact)
+    journal = Journal(processor.replicas, disk, disk.replace, "state", 0, 1, compact)
     processor.persist = journal.record
     return processor, journal
 
 
 def _restored(disk):
     copy = ReplicasInfoManager()
-    seq = load_state(copy, disk.snapshot, disk.log)
+    seq = load_state(copy, disk.snapshot, [disk.segments[n] for n in sorted(disk.segments)])
     return copy, seq
 
 
@@ -325,7 +334,8 @@ def test_snapshot_every_n_events_and_after_a_failed_append():
     _call(processor, 1001, H.AlterSyncStateSetRequestHeader(
         broker_name="b", master_broker_id=1, master_epoch=1),
         b'{"syncStateSet":[1,2],"syncStateSetEpoch":1}')
-    assert (disk.snapshots, disk.log) == (1, "")          # the 4th event: a snapshot
+    assert (disk.snapshots, disk.log) == (1, "")          # the 4th event: a snapshot, the
+    assert journal.segment == 2                           # segments it covers removed
     disk.fail = True
     answer = _call(processor, 1013, H.ApplyBrokerIdRequestHeader(
         applied_broker_id=3, register_check_code="a:3;1", **GROUP))
@@ -334,7 +344,8 @@ def test_snapshot_every_n_events_and_after_a_failed_append():
     _call(processor, 1012, H.GetNextBrokerIdRequestHeader(**GROUP))
     _call(processor, 1013, H.ApplyBrokerIdRequestHeader(
         applied_broker_id=4, register_check_code="a:4;1", **GROUP))
-    assert disk.snapshots == 2 and disk.log == ""           # the write after a failure
+    assert disk.snapshots == 2 and disk.log == ""           # the write after a failure, the
+    assert journal.segment == 3                             # torn segment removed with it
     copy, seq = _restored(disk)
     assert sorted(copy.replica_info_table["b"].brokers) == [1, 2, 3, 4]
     assert copy.sync_state_info_table["b"].sync_state_set_epoch == 2
@@ -347,8 +358,8 @@ def test_restore_skips_what_the_snapshot_has_and_a_torn_line():
     _call(processor, 1002, H.ElectMasterRequestHeader(broker_id=1, designate_elect=False, **GROUP))
     log = disk.log
     disk.replace(snapshot_text(processor.replicas, journal.seq).encode())
-    disk.log = log + '{"seq": 3, "ev'                      # crash before truncating, mid-append
+    disk.segments[1] += '{"seq": 3, "ev'        # a crash mid-append, before the segment went
     copy, seq = _restored(disk)
     assert seq == 2 and copy.sync_state_info_table["b"].master_epoch == 1
     with pytest.raises(SnapshotError):
-        load_state(ReplicasInfoManager(), None, "garbage\n" + log)
+        load_state(ReplicasInfoManager(), None, ["garbage\n" + log])

@@ -29,7 +29,8 @@ SEED = int(os.environ.get("ROCKETPY_CRASH_SEED", "11"))
 def _kv(path):
     """The manager as the server builds it (its store looked up when called, so the
     negative control's replacement of ``write_atomic`` reaches it), its file loaded."""
-    kv = KVConfigManager(path, store=lambda p, text: fileio.write_file_java(p, text))
+    kv = KVConfigManager(path, store=lambda p, text: fileio.write_file_java(p, text),
+                         log=fileio.AppendLog(path))
     kv.load_json(fileio.read_text(path))
     return kv
 

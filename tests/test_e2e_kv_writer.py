@@ -1,19 +1,19 @@
-"""End to end (issue 12, part 2): KV writes leave the reactor thread.
+"""End to end (issue 12, part 2; issue 20): KV writes leave the reactor thread.
 
 A real ``twistd rocketnamesrv``:
 
-* A write that cannot finish does not stop the server. The KV file's temporary file is made a
-  named pipe that nobody reads, so the write of the first PUT_KV_CONFIG blocks in ``open()``
-  (a disk that hangs, an NFS server gone). That PUT is not answered -- it is not durable --
-  but route queries and GET_KV_CONFIG from other connections are. Once the pipe is read the
-  write goes on and fails (a pipe cannot be ``fsync``-ed): the PUT is answered SYSTEM_ERROR,
-  never SUCCESS for a change that is not on disk, and the next PUT is written. (Written on the
-  reactor thread, as before, the server answered nobody while the write hung.)
+* A write that cannot finish does not stop the server. The KV log's segment is made a named
+  pipe that nobody reads, so the append of the first PUT_KV_CONFIG blocks in ``open()`` (a disk
+  that hangs, an NFS server gone). That PUT is not answered -- it is not durable -- but route
+  queries and GET_KV_CONFIG from other connections are (and do not see it: a change reaches
+  memory once durable). Once the pipe is read the append goes on and fails (a pipe cannot be
+  ``fsync``-ed): the PUT is answered SYSTEM_ERROR, never SUCCESS for a change that is not on
+  disk, it changed nothing, and the next PUT is written (to a new segment). (Written on the
+  reactor thread, as before issue 12, the server answered nobody while the write hung.)
 * A flood: two connections pipeline PUT_KV_CONFIG with 64 KiB values while a third asks for a
-  route again and again. Every put and every query succeeds, and every acknowledged put is in
-  the file (``bench/kv_flood.py`` prints the route latencies, old code against new).
+  route again and again. Every put and every query succeeds, and every acknowledged put is on
+  disk (``bench/kv_flood.py`` prints the route latencies, old code against new).
 """
-import json
 import os
 import socket
 import threading
@@ -38,9 +38,9 @@ def test_a_write_that_cannot_finish_does_not_stop_the_server(tmp_path):
     kv_dir = tmp_path / "kv"
     kv_dir.mkdir()
     kv_path = kv_dir / "kvConfig.json"
-    fifo = kv_dir / ".kvConfig.json.tmp"                 # where the write goes first
-    os.mkfifo(fifo)
+    fifo = kv_dir / "kvConfig.json.log.1"                # where the first append goes
     with running_server(kv_path=str(kv_path)) as server:
+        os.mkfifo(fifo)
         broker = RemotingClient(server.port)
         register(broker)
         writer = RemotingClient(server.port, timeout=30)
@@ -51,20 +51,21 @@ def test_a_write_that_cannot_finish_does_not_stop_the_server(tmp_path):
         for _ in range(20):                              # everyone else is served meanwhile
             assert client.call(105, {"topic": "TopicA"}).code == 0
         got = client.call(101, {"namespace": "ns", "key": "k"})
-        assert (got.code, got.ext_fields) == (0, {"value": "v1"})   # applied in memory
+        assert got.code == 22                            # not in memory before it is durable
         writer.sock.settimeout(0.5)
         with pytest.raises(socket.timeout):              # not durable: not acknowledged
             writer.read_frame()
         with open(fifo, "rb") as pipe:                   # the disk comes back
             written = pipe.read()
-        assert json.loads(written) == {"configTable": {"ns": {"k": "v1"}}}
+        assert written == b'["ns","k","v1"]\n'           # its record
         writer.sock.settimeout(10)
         answer = writer.read_frame()
         assert (answer.opaque, answer.code) == (1, 1), answer
         assert answer.remark.startswith("the KV config could not be written to disk: "), answer
-        assert not fifo.exists()
+        assert client.call(101, {"namespace": "ns", "key": "k"}).code == 22   # refused: no change
         assert _put(writer, "k", "v2").code == 0
-        assert json.loads(kv_path.read_text()) == {"configTable": {"ns": {"k": "v2"}}}
+        os.unlink(fifo)                                  # (only so that it can be read)
+        assert server.kv_table() == {"ns": {"k": "v2"}}
         for c in (broker, writer, client):
             c.close()
 
@@ -118,7 +119,7 @@ def test_route_queries_and_puts_all_succeed_during_a_kv_flood(tmp_path):
             flood.join(60)
             assert flood.codes == [0] * flood.count
         assert queries and set(queries) == {0}
-        table = json.loads(server.kv_path.read_text())["configTable"]["ns"]
+        table = server.kv_table()["ns"]
         for flood in floods:
             for key, value in flood.acked.items():
                 assert table[key] == value               # every acknowledged put is on disk

@@ -22,9 +22,10 @@ pytestmark = pytest.mark.network
 GENUINE, OTHER, OUTSIDE = "127.0.0.1", "127.0.0.2", "127.0.0.3"
 
 
-def _register(client, addr, name="broker-a", broker_id="0", topics=("TopicA", "TopicB")):
+def _register(client, addr, name="broker-a", broker_id="0", topics=("TopicA", "TopicB"),
+              cluster="DefaultCluster"):
     body = register_body(topics, 1)
-    return client.call(103, {"brokerName": name, "brokerAddr": addr, "clusterName": "DefaultCluster",
+    return client.call(103, {"brokerName": name, "brokerAddr": addr, "clusterName": cluster,
                              "haServerAddr": addr, "brokerId": broker_id, "compressed": "false",
                              "bodyCrc32": str(zlib.crc32(body) & 0x7FFFFFFF)}, body, version=413)
 
@@ -83,3 +84,36 @@ def test_a_live_broker_cannot_be_poisoned_from_another_host():
         assert _route_addrs(server.port) == ["127.0.0.2:10911"]
         for client in (attacker, outsider):
             client.close()
+
+
+@pytest.mark.parametrize("profile", ["5.0", "5.3"])
+def test_naming_another_cluster_or_an_unused_id_does_not_free_a_live_identity(profile):
+    """Issue 20, item 1: in 5.x the live table is keyed by (cluster, address), so another
+    cluster + the victim's address, name and an unused id got past the binding: an
+    UNREGISTER_BROKER (id 99) removed the live broker and its topics (5.3), a REGISTER_BROKER
+    (id 1) left its group without a master (5.0, 5.3)."""
+    with running_server(f"--profile={profile}", "-D", "brokerIdentityBinding=true",
+                        "-D", f"brokerAllowNetworks={GENUINE}/32,{OTHER}/32") as server:
+        genuine = RemotingClient(server.port, source=GENUINE)
+        attacker = RemotingClient(server.port, source=OTHER)
+        try:
+            assert _register(genuine, "127.0.0.1:10911").code == 0
+            unregister = attacker.call(104, {"brokerName": "broker-a", "brokerAddr": "127.0.0.1:10911",
+                                             "clusterName": "OtherCluster", "brokerId": "99"})
+            assert unregister.code == 16, unregister
+            assert unregister.remark.startswith("broker address 127.0.0.1:10911 is held by "
+                                                "127.0.0.1 while its registration is live"), unregister
+            no_master = _register(attacker, "127.0.0.1:10911", broker_id="1", cluster="OtherCluster")
+            assert no_master.code == 16, no_master
+            assert _route_addrs(server.port) == ["127.0.0.1:10911"]
+            route = RemotingClient(server.port, source=OUTSIDE)
+            try:
+                answer = route.call(105, {"topic": "TopicA"})
+                assert answer.code == 0, answer
+                data = json.loads(answer.body.decode().replace("{0:", '{"0":'))
+                assert [bd["brokerAddrs"] for bd in data["brokerDatas"]] == [{"0": "127.0.0.1:10911"}]
+            finally:
+                route.close()
+        finally:
+            genuine.close()
+            attacker.close()

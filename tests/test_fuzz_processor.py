@@ -18,7 +18,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 import fuzzharness as fh
-from rocketpy.service.fileio import write_file_java
+from rocketpy.service.fileio import AppendLog, write_file_java
 from rocketpy.namesrv import (Channel, Configuration, DefaultRequestProcessor, KVConfigManager,
                               RouteInfoManager, profile_for)
 from rocketpy.namesrv.acl import AccessControl, Account, parse_networks
@@ -94,7 +94,8 @@ def _processor(tmp_path, profile="5.3"):
         store=write_file_java)
     rim = RouteInfoManager(configuration.namesrv_config, prof)
     queue = []
-    kv = KVConfigManager(configuration.namesrv_config.kv_config_path, store=write_file_java)
+    kv = KVConfigManager(configuration.namesrv_config.kv_config_path, store=write_file_java,
+                         log=AppendLog(configuration.namesrv_config.kv_config_path))
     proc = DefaultRequestProcessor(rim, kv,
                                    submit_unregistration=lambda r: queue.append(r) or True,
                                    profile=prof, configuration=configuration)
@@ -134,6 +135,7 @@ def test_lone_surrogates_never_poison_answers_or_files(tmp_path):
     assert b"bad?" in proc.process(_json_request(206, None), CH, 1000).body
     assert proc.process(_json_request(100, {"namespace": "ns", "key": "k", "value": "v\ud800"}),
                         CH, 1000).code == 0
+    assert proc.kv_config_manager.persist() is True       # the log's record, then the file
     assert json.loads((tmp_path / "kv.json").read_text())["configTable"]["ns"]["k"] == "v?"
     # a config value with a lone surrogate would not read back as itself: refused (issue 12)
     answer = proc.process(_json_request(318, None, b"productEnvName=x\\uD800\n"), CH, 1000)

@@ -116,3 +116,47 @@ def test_hosts_of_departed_connections_are_forgotten():
         assert _register(proc, channel, addr=f"10.1.0.{i}:10911", name=f"b{i}").code == 0
         assert _broker_request(proc, 104, channel, addr=f"10.1.0.{i}:10911", name=f"b{i}").code == 0
     assert len(proc.broker_access._hosts) < 130
+    assert len(proc.broker_access._keys_by_addr) < 130
+
+
+def _cluster_request(proc, code, channel, cluster, addr, name, broker_id, topics=("TopicA", "TopicB")):
+    """A broker request naming ``cluster`` (not the victim's "C")."""
+    body = register_body(topics, 1) if code == 103 else None
+    ext = {"brokerName": name, "brokerAddr": addr, "clusterName": cluster, "haServerAddr": addr,
+           "brokerId": str(broker_id)}
+    if body is not None:
+        ext.update(compressed="false", bodyCrc32=str(zlib.crc32(body) & 0x7FFFFFFF))
+    return proc.process(RemotingCommand.request(code, ext, body, opaque=3,
+                                                version=proc.policies.wire.own_version), channel, 1500)
+
+
+@pytest.mark.parametrize("profile", ["4.9", "5.0", "5.3"])
+def test_identity_binding_holds_whatever_cluster_name_or_id_a_request_names(profile):
+    """Issue 20, item 1: another cluster + the victim's address + name + an unused id slipped
+    past the binding in 5.x (the live table is keyed by (cluster, address) there)."""
+    proc = _processor(profile, brokerIdentityBinding="true")
+    assert _register(proc, GENUINE).code == 0
+    victim = "10.0.0.5:10911"
+    attacks = [(104, "Other", victim, "broker-a", 99),        # unregister: victim gone (5.3)
+               (103, "Other", victim, "broker-a", 1),         # register: group without master
+               (103, "Other", victim, "evil", 0),             # its address in another cluster
+               (103, "Other", "10.0.0.9:10911", "broker-a", 1),   # its name in another cluster
+               (104, "Other", "10.0.0.9:10911", "broker-a", 0),
+               (322, "Other", victim, "broker-a", 99)]
+    if profile != "4.9":   # 4.9.8 has no BROKER_HEARTBEAT
+        attacks.append((904, "Other", victim, "broker-a", 99))
+    for code, cluster, addr, name, broker_id in attacks:
+        answer = _cluster_request(proc, code, OTHER, cluster, addr, name, broker_id)
+        assert answer.code == 16, (code, cluster, addr, name, broker_id, answer)
+        assert "is held by 10.0.0.5" in answer.remark, answer.remark
+    assert _addrs(proc) == {0: "10.0.0.5:10911"}
+    assert sorted(proc.route_info_manager.cluster_addr_table) == ["C"]
+    route = proc.process(RemotingCommand.request(105, {"topic": "TopicA"}, opaque=4, version=479),
+                         OUTSIDE, 3000)
+    assert route.code == 0 and b"10.0.0.5:10911" in route.body
+    assert proc.broker_access.refused["identity"] == len(attacks)
+    # a slave of the group on another host, in the group's cluster, is still welcome
+    assert _cluster_request(proc, 103, OTHER, "C", "10.0.0.9:10911", "broker-a", 1).code == 0
+    assert _addrs(proc) == {0: "10.0.0.5:10911", 1: "10.0.0.9:10911"}
+    # the genuine host may move its own broker (the other host's slave is live: the name is not)
+    assert _cluster_request(proc, 103, GENUINE_AGAIN, "C", victim, "broker-a", 0).code == 0

@@ -7,14 +7,22 @@ import pytest
 
 from rocketpy.namesrv import KVConfigManager
 from rocketpy.namesrv.kvconfig import KVConfigError, KVLimits
+from rocketpy.namesrv.pending import write_now
 from rocketpy.service import fileio
 
 
 def _kv(path, **limits):
-    """A manager writing through the server's store, its file loaded."""
-    kv = KVConfigManager(str(path), store=fileio.write_file_java, limits=KVLimits(**limits))
+    """A manager writing through the server's store and log, its file and log loaded."""
+    kv = KVConfigManager(str(path), store=fileio.write_file_java, limits=KVLimits(**limits),
+                         log=fileio.AppendLog(str(path)))
     kv.load_json(fileio.read_text(str(path)))
+    kv.replay_log()
     return kv
+
+
+def _durable(job):
+    """Run a change's write here, as the writer thread and the answer would."""
+    assert write_now(job) is True
 
 # What a Java 5.x NameServer writes (KVConfigSerializeWrapper.toJson(), HashMap order).
 JAVA_FILE = '{"configTable":{"ORDER_TOPIC_CONFIG":{"TopicA":"broker-a:4"},"anchor_ns":{"k2":"{\\"a\\":1}"}}}'
@@ -46,21 +54,28 @@ def test_broken_file_refuses_to_load(tmp_path):
         _kv(tmp_path / "kv.json")
 
 
-def test_every_change_persists_with_a_bak_of_the_previous_content(tmp_path):
+def test_every_change_is_logged_and_a_persist_writes_the_file_with_a_bak(tmp_path):
     path = tmp_path / "namesrv" / "kvConfig.json"
     kv = _kv(path)
-    kv.put_kv_config("ns", "k1", "v1")()            # each change returns its FileWrite
+    _durable(kv.put_kv_config("ns", "k1", "v1"))     # each change returns its FileWrite
+    assert not path.exists()                          # the log has it
+    assert _kv(path).config_table == {"ns": {"k1": "v1"}}
+    assert kv.persist() is True
     first = path.read_text()
     assert json.loads(first) == {"configTable": {"ns": {"k1": "v1"}}}
     assert not (tmp_path / "namesrv" / "kvConfig.json.bak").exists()
-    kv.put_kv_config("ns", "k2", "v2")()
+    _durable(kv.put_kv_config("ns", "k2", "v2"))
+    assert kv.persist() is True
     assert (tmp_path / "namesrv" / "kvConfig.json.bak").read_text() == first
-    kv.delete_kv_config("ns", "k1")()
+    _durable(kv.delete_kv_config("ns", "k1"))
+    assert _kv(path).config_table == {"ns": {"k2": "v2"}}
+    assert kv.persist() is True
     assert json.loads(path.read_text()) == {"configTable": {"ns": {"k2": "v2"}}}
     # a namespace emptied by deletes stays, as in Java
-    kv.delete_kv_config("ns", "k2")()
+    _durable(kv.delete_kv_config("ns", "k2"))
     assert kv.get_kv_list_by_namespace("ns") == b'{"table":{}}'
     assert _kv(path).config_table == {"ns": {}}
+    assert kv.persist() is True
     assert sorted(p.name for p in path.parent.iterdir()) == ["kvConfig.json", "kvConfig.json.bak"]
 
 
@@ -69,28 +84,33 @@ def test_the_bak_is_the_previous_file_not_a_second_write(tmp_path, monkeypatch):
     persist (Java writes the old content a second time)."""
     path = tmp_path / "kv.json"
     kv = _kv(path)
-    kv.put_kv_config("ns", "k", "v1")()
+    _durable(kv.put_kv_config("ns", "k", "v1"))
+    kv.persist()
     previous = os.stat(path)
+    _durable(kv.put_kv_config("ns", "k", "v2"))
     synced = []
     real_fsync = os.fsync
     monkeypatch.setattr(fileio.os, "fsync", lambda fd: (synced.append(fd), real_fsync(fd)))
-    kv.put_kv_config("ns", "k", "v2")()
+    kv.config_table["ns"]["k"] = "v2"
+    kv.persist()
     assert os.stat(str(path) + ".bak").st_ino == previous.st_ino
-    assert len(synced) == 2                          # the new file and the directory
+    assert len(synced) == 3           # the new file, the directory, the directory after the log
     assert json.loads((tmp_path / "kv.json.bak").read_text())["configTable"]["ns"]["k"] == "v1"
 
 
 def test_the_bak_is_copied_where_there_are_no_hard_links(tmp_path, monkeypatch):
     path = tmp_path / "kv.json"
     kv = _kv(path)
-    kv.put_kv_config("ns", "k", "v1")()
+    _durable(kv.put_kv_config("ns", "k", "v1"))
+    kv.persist()
     first = path.read_bytes()
 
     def no_links(src, dst):
         raise PermissionError("no hard links here")
 
     monkeypatch.setattr(fileio.os, "link", no_links)
-    kv.put_kv_config("ns", "k", "v2")()
+    _durable(kv.put_kv_config("ns", "k", "v2"))
+    kv.persist()
     assert (tmp_path / "kv.json.bak").read_bytes() == first
     assert sorted(p.name for p in tmp_path.iterdir()) == ["kv.json", "kv.json.bak"]
 
@@ -110,10 +130,10 @@ def test_puts_past_a_bound_are_refused_naming_it(tmp_path):
     assert kv.refusal("ns", "k", "v" * 17) == "the value is 17 bytes, over kvConfigMaxValueBytes=16"
     for i in range(3):
         assert kv.refusal("ns", f"k{i}", "v" * 16) is None
-        kv.put_kv_config("ns", f"k{i}", "v" * 16)
+        _durable(kv.put_kv_config("ns", f"k{i}", "v" * 16))
     assert kv.refusal("ns", "k3", "v" * 16).endswith("over kvConfigMaxTotalBytes=100")
     assert kv.refusal("ns", "k0", "w" * 16) is None          # a replacement does not grow it
-    kv.delete_kv_config("ns", "k0")
+    _durable(kv.delete_kv_config("ns", "k0"))
     assert kv.refusal("ns", "k3", "v" * 16) is None
     unbounded = _kv(tmp_path / "kv2.json", max_value_bytes=0, max_total_bytes=0)
     assert unbounded.refusal("ns", "k", "v" * 100_000) is None
@@ -128,7 +148,7 @@ def test_the_total_counts_a_loaded_file(tmp_path):
 def test_output_is_in_java_hashmap_order(tmp_path):
     kv = _kv(tmp_path / "kv.json")
     for key in ("k1", "k2", "k10", "zz", "TopicA"):
-        kv.put_kv_config("ns", key, "v")
+        _durable(kv.put_kv_config("ns", key, "v"))
     body = kv.get_kv_list_by_namespace("ns").decode()
     from rocketpy.remoting.javahash import hashmap_order
     assert list(json.loads(body)["table"]) == hashmap_order(["k1", "k2", "k10", "zz", "TopicA"])
@@ -137,7 +157,8 @@ def test_output_is_in_java_hashmap_order(tmp_path):
 def test_a_crash_before_the_rename_leaves_the_old_file(tmp_path, monkeypatch):
     path = tmp_path / "kv.json"
     kv = _kv(path)
-    kv.put_kv_config("ns", "k", "old")()
+    _durable(kv.put_kv_config("ns", "k", "old"))
+    kv.persist()
     before = path.read_bytes()
 
     def crash(src, dst):
@@ -155,7 +176,8 @@ def test_a_crash_at_any_step_leaves_old_or_new(tmp_path, monkeypatch, crash_at):
     """Kill the write at each os-level step: the file is always the complete old or new text."""
     path = tmp_path / "kv.json"
     kv = _kv(path)
-    kv.put_kv_config("ns", "k", "old")()
+    _durable(kv.put_kv_config("ns", "k", "old"))
+    kv.persist()
     old = path.read_bytes()
     steps = []
     real = {name: getattr(fileio.os, name) for name in ("open", "fsync", "replace", "close", "link")}

@@ -17,8 +17,11 @@ import pytest
 import golden
 import replay
 from rocketpy.namesrv import Channel, DefaultRequestProcessor
-from rocketpy.namesrv.acl import (ACL_CONFIG_KEYS, ADMIN_CODES, AccessControl, AclConfigError, Account,
-                                  calculate_signature, client_address, parse_accounts,
+from rocketpy.namesrv import acl as acl_module
+from rocketpy.namesrv.acl import (ACL_CONFIG_KEYS, ACL_REPLAY_WINDOW, ADMIN_CODES, AccessControl,
+                                  AclConfigError, Account,
+                                  calculate_signature, client_address, describe_code,
+                                  parse_accounts,
                                   parse_networks, sign, signing_content)
 from rocketpy.remoting import RemotingCommand, decode_frame
 
@@ -184,7 +187,7 @@ def test_signed_mqadmin_session_replays_exactly_with_the_guard_on(tmp_path, acco
         # GET_NAMESRV_CONFIG lists the -c file's extra keys, as Java does: here ours
         assert event.request.code == 319 and len(diffs) == 1 and diffs[0].startswith("body"), diffs
         ours = replay.parsed_body(319, answers[id(event.request)].body)
-        assert set(ACL_CONFIG_KEYS) <= set(ours)
+        assert set(ACL_CONFIG_KEYS) - {ACL_REPLAY_WINDOW} <= set(ours)   # the keys it was given
         assert {k: v for k, v in ours.items() if k not in ACL_CONFIG_KEYS} == \
             replay.parsed_body(319, event.expected.body)
     counters = proc.access_control.counters
@@ -273,13 +276,78 @@ def test_network_allow_list(tmp_path):
 
 def test_acl_keys_cannot_change_at_runtime(tmp_path):
     proc = _processor(tmp_path)   # even with access control off
-    for body in (b"aclEnable=false\n", b"adminAllowNetworks=0.0.0.0/0\n", b"aclConfigPath=/tmp/x\n"):
+    for body in (b"aclEnable=false\n", b"adminAllowNetworks=0.0.0.0/0\n", b"aclConfigPath=/tmp/x\n",
+                 b"aclReplayWindowSeconds=0\n"):
         answer = proc.process(RemotingCommand.request(318, None, body, version=479), LOCAL, 1000)
         assert answer.code == 16 and "at runtime" in answer.remark
     update = RemotingCommand.request(318, None, b"clusterTest=false\n", version=479)
     answer = proc.process(update, LOCAL, 1000)
     assert answer.code == 0
-    assert proc.access_control.counters["refused_config_key"] == 3
+    assert proc.access_control.counters["refused_config_key"] == 4
+
+
+# ------------------------------------------------------------------ replays (issue 20)
+
+def _resent(request):
+    """The same bytes again, as a replaying attacker sends them (a new opaque is not signed)."""
+    return RemotingCommand(request.code, request.language, request.version, request.opaque + 1000,
+                           0, None, dict(request.ext_fields), request.body, request.serialize_type)
+
+
+def test_a_captured_signature_verifies_again_unless_the_replay_window_is_on(tmp_path, accounts_file):
+    """Java's hook signs the header's fields, the keys and the body: no time, no nonce. So a
+    captured request passes again (as on a Java broker); with aclReplayWindowSeconds the same
+    signature is refused within the window -- and passes once it is over."""
+    requests = _admin_requests()
+    open_proc = _processor(tmp_path, aclEnable="true", aclConfigPath=accounts_file)
+    proc = _processor(tmp_path, aclEnable="true", aclConfigPath=accounts_file,
+                      aclReplayWindowSeconds="60")
+    for i, request in enumerate(requests):
+        start = (i + 1) * 1_000_000
+        assert open_proc.process(request, LOCAL, start).code != 16
+        assert open_proc.process(_resent(request), LOCAL, start + 1).code != 16   # Java's way
+        assert proc.process(request, LOCAL, start).code != 16
+        replayed = proc.process(_resent(request), REMOTE, start + 59_999)
+        assert (replayed.code, replayed.remark) == (16, (
+            f"The same signed request was accepted 59999 ms ago: refused as a replay (request "
+            f"code {describe_code(request.code)}, aclReplayWindowSeconds=60)"))
+        assert proc.process(_resent(request), LOCAL, start + 60_000).code != 16   # window over
+    counters = proc.access_control.counters
+    assert counters["refused_replay"] == len(requests) and len(requests) >= 6
+    assert open_proc.access_control.counters["refused_replay"] == 0
+
+
+def test_the_replay_window_remembers_a_bounded_number_of_signatures(monkeypatch):
+    monkeypatch.setattr(acl_module, "MAX_REMEMBERED_SIGNATURES", 8)
+    acl = AccessControl(accounts=parse_accounts(STOCK_TOOLS_YML), replay_window_ms=10_000)
+
+    def put(i):
+        fields = sign({"namespace": "ns", "key": f"k{i}", "value": "v"}, None, "rocketmq2", "12345678")
+        return RemotingCommand.request(100, fields, version=479)
+
+    for i in range(8):
+        assert acl.decide(put(i), LOCAL, 1000 + i) is None
+    assert acl.decide(put(8), LOCAL, 1010).startswith("More than 8 signed requests within the "
+                                                      "replay window")
+    assert len(acl._seen) == 8
+    assert acl.decide(put(8), LOCAL, 11_000) is None      # the first has left the window
+    assert len(acl._seen) == 8
+    assert acl.decide(put(9), LOCAL, 20_500) is None      # all but put(8) have
+    assert len(acl._seen) == 2
+
+
+def test_replay_window_settings(tmp_path, accounts_file):
+    assert AccessControl.from_properties({}).replay_window_ms == 0      # off, like Java
+    acl = AccessControl.from_properties({"aclEnable": "true", "aclConfigPath": accounts_file,
+                                         "aclReplayWindowSeconds": "300"})
+    assert acl.replay_window_ms == 300_000
+    for value, problem in (("300", "needs aclEnable=true"), ("-1", "not a number of seconds"),
+                           ("86401", "not a number of seconds"), ("5m", "not a number of seconds")):
+        props = {"aclReplayWindowSeconds": value}
+        if value != "300":
+            props.update(aclEnable="true", aclConfigPath=accounts_file)
+        with pytest.raises(AclConfigError, match=problem):
+            AccessControl.from_properties(props)
 
 
 def test_check_hook_and_default_processor_is_open(tmp_path):
@@ -315,3 +383,26 @@ def test_real_server_reads_the_guard_from_its_config_file(tmp_path):
             assert client.call(105, {"topic": "nope"}).code == 17   # clients unaffected
         finally:
             client.close()
+
+
+@pytest.mark.network
+def test_real_server_refuses_a_replayed_signed_request_within_its_window(tmp_path):
+    import serverproc
+    acl = tmp_path / "plain_acl.yml"
+    acl.write_text(PLAIN_ACL_YML)
+    with serverproc.running_server("-D", "aclEnable=true", "-D", f"aclConfigPath={acl}",
+                                   "-D", "aclReplayWindowSeconds=600", boot_timeout=30) as server:
+        client = serverproc.RemotingClient(server.port, timeout=10)
+        attacker = serverproc.RemotingClient(server.port, timeout=10)
+        try:
+            delete = sign({"namespace": "ns", "key": "k"}, None, "rocketmq2", "12345678")
+            put = sign({"namespace": "ns", "key": "k", "value": "v"}, None, "rocketmq2", "12345678")
+            assert client.call(102, delete).code == 0                 # the admin deletes k
+            assert client.call(100, put).code == 0                    # then puts it back
+            replayed = attacker.call(102, delete)                     # the captured delete again
+            assert replayed.code == 16, replayed
+            assert replayed.remark.startswith("The same signed request was accepted "), replayed
+            assert client.call(101, {"namespace": "ns", "key": "k"}).ext_fields == {"value": "v"}
+        finally:
+            client.close()
+            attacker.close()

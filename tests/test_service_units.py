@@ -1,6 +1,7 @@
 """Services one by one, with fakes and task.Clock: BatchUnregistrationService,
 BrokerHousekeepingService, ScanNotActiveBrokerService, KVConfigService, RemotingServerService."""
 import json
+import os
 
 from twisted.internet import defer, task
 from twisted.internet.testing import MemoryReactorClock
@@ -9,7 +10,8 @@ from zope.interface.verify import verifyObject
 
 from rocketpy.namesrv import Channel
 from rocketpy.namesrv.kvconfig import KVConfigManager
-from rocketpy.service.fileio import write_file_java
+from rocketpy.namesrv.pending import write_now
+from rocketpy.service.fileio import AppendLog, write_file_java
 from rocketpy.service.housekeeping import BrokerHousekeepingService
 from rocketpy.service.kvconfig import MAX_LOGGED_ENTRIES, KVConfigService, kv_config_log_lines
 from rocketpy.service.liveness import ScanNotActiveBrokerService
@@ -165,7 +167,7 @@ class KVConfigServiceTests(SynchronousTestCase):
                          "configTable NS: NS2 Key: k9 Value: v")
 
     def test_the_service_logs_a_bounded_number_of_lines_of_a_huge_table(self):
-        kv = KVConfigManager(self.mktemp(), store=write_file_java)
+        kv = KVConfigManager(self.mktemp())            # in memory
         for i in range(5000):
             kv.put_kv_config("NS", f"k{i}", "v")
         service = KVConfigService(kv, task.Clock(), load=False)
@@ -178,7 +180,7 @@ class KVConfigServiceTests(SynchronousTestCase):
 
     def test_logs_after_a_minute_then_every_ten_and_flushes_on_stop(self):
         path = self.mktemp()
-        kv = KVConfigManager(path, store=write_file_java)
+        kv = KVConfigManager(path, store=write_file_java, log=AppendLog(path))
         kv.config_table = {"NS": {"k": "v"}}
         clock = task.Clock()
         logged = []
@@ -198,8 +200,8 @@ class KVConfigServiceTests(SynchronousTestCase):
 
     def test_the_last_write_goes_through_the_writer(self):
         path = self.mktemp()
-        kv = KVConfigManager(path, store=write_file_java)
-        kv.put_kv_config("NS", "k", "v")
+        kv = KVConfigManager(path, store=write_file_java, log=AppendLog(path))
+        put = kv.put_kv_config("NS", "k", "v")         # not written yet when the stop comes
         submitted = []
         written = defer.Deferred()
         service = KVConfigService(kv, task.Clock(), load=False,
@@ -207,21 +209,78 @@ class KVConfigServiceTests(SynchronousTestCase):
         service.startService()
         stopped = service.stopService()
         self.assertNoResult(stopped)                   # twistd waits for the writer
-        self.assertEqual([job.key for job in submitted], [path])
-        submitted[0]()
+        self.assertEqual([job.key for job in submitted], [path + ".log"])
+        submitted[0]()                                 # its append, then the whole file
         written.callback(None)
         self.successResultOf(stopped)
+        self.assertTrue(put.settle())
         with open(path) as f:
             self.assertEqual(json.load(f), {"configTable": {"NS": {"k": "v"}}})
+        self.assertEqual(AppendLog(path).segments(), [])   # the file holds everything
+
+    def test_compactions_run_on_the_compactor_and_the_stop_waits_for_it(self):
+        path = self.mktemp()
+        kv = KVConfigManager(path, store=write_file_java, log=AppendLog(path))
+        compactor = _StepPool()
+        service = KVConfigService(kv, task.Clock(), load=False, compactor=compactor)
+        service.startService()
+        self.assertTrue(compactor.started)
+        value = "v" * 1000
+        for i in range(80):                            # 80 KB of log: a compaction is due
+            self.assertTrue(write_now(kv.put_kv_config("NS", f"k{i}", value)))
+        self.assertEqual(len(compactor.jobs), 1)       # handed over, not run by the appends
+        self.assertFalse(os.path.exists(path))
+        self.assertEqual(AppendLog(path).segments(), [1, 2])
+        stopped = service.stopService()
+        self.assertNoResult(stopped)                   # waits for the compaction under way
+        compactor.run_all()
+        self.successResultOf(stopped)
+        with open(path) as f:
+            self.assertEqual(len(json.load(f)["configTable"]["NS"]), 80)
+        self.assertEqual(AppendLog(path).segments(), [])
+        self.assertEqual((kv.compactions, kv.compactions_failed), (2, 0))
 
     def test_empty_table_leaves_no_file(self):
         import os
         path = self.mktemp()
-        service = KVConfigService(KVConfigManager(path, store=write_file_java), task.Clock(),
-                                  load=False)
+        service = KVConfigService(KVConfigManager(path, store=write_file_java, log=AppendLog(path)),
+                                  task.Clock(), load=False)
         service.startService()
         service.stopService()
         self.assertFalse(os.path.exists(path))
+
+
+class _StepPool:
+    """A compactor whose jobs run when the test says (a WritePool's interface)."""
+
+    def __init__(self):
+        self.jobs = []
+        self.started = False
+        self._stopped = defer.Deferred()
+
+    def start(self):
+        self.started = True
+
+    def submit(self, job):
+        d = defer.Deferred()
+        self.jobs.append((job, d))
+        return d
+
+    def stop(self):
+        if not self.jobs:
+            return defer.succeed(None)
+        return self._stopped
+
+    def run_all(self):
+        while self.jobs:
+            job, d = self.jobs.pop(0)
+            try:
+                job()
+            except OSError as exc:
+                d.errback(exc)
+            else:
+                d.callback(None)
+        self._stopped.callback(None)
 
 
 class ServerServiceTests(SynchronousTestCase):

@@ -5,7 +5,8 @@ its write is done -- its connection waiting, everyone else served.
 The pool's thread is a stand-in stepped by the test (``ManualThreads``), so every interleaving
 is exact; ``test_real_thread`` runs the real one.
 """
-import json
+import errno
+import os
 import threading
 from pathlib import Path
 
@@ -19,7 +20,7 @@ from rocketpy.namesrv import (Configuration, DefaultRequestProcessor, KVConfigMa
 from rocketpy.namesrv.pending import FileWrite
 from rocketpy.remoting import RemotingCommand
 from rocketpy.remoting.codes import ResponseCode
-from rocketpy.service.fileio import write_file_java
+from rocketpy.service.fileio import AppendLog, read_text, write_file_java
 from rocketpy.transport import RemotingServerFactory, TlsMode
 from rocketpy.transport.offload import WritePool
 from test_transport_offload import answers
@@ -137,7 +138,8 @@ def _processor(tmp):
         {"kvConfigPath": str(tmp / "kv.json")}, config_path=str(tmp / "namesrv.properties"),
         store=write_file_java)
     rim = RouteInfoManager(configuration.namesrv_config)
-    kv = KVConfigManager(configuration.namesrv_config.kv_config_path, store=write_file_java)
+    kv = KVConfigManager(configuration.namesrv_config.kv_config_path, store=write_file_java,
+                         log=AppendLog(configuration.namesrv_config.kv_config_path))
     return DefaultRequestProcessor(rim, kv, configuration=configuration)
 
 
@@ -167,17 +169,22 @@ class WriterTransportTests(SynchronousTestCase):
         return proto, transport
 
     def file(self):
-        return json.loads((self.tmp / "kv.json").read_text())["configTable"]["ns"]
+        """What a restart would load: the file, then the log."""
+        path = str(self.tmp / "kv.json")
+        kv = KVConfigManager(path, store=write_file_java, log=AppendLog(path))
+        kv.load_json(read_text(path))
+        kv.replay_log()
+        return kv.config_table["ns"]
 
     def test_put_answered_once_durable_in_order_others_served(self):
         proto, t = self.connect()
         other, other_t = self.connect()
         proto.dataReceived(_put(1, "a") + _get(2, "a") + _put(3, "b"))
         self.assertEqual(t.value(), b"")                  # nothing before the write is done
-        self.assertFalse((self.tmp / "kv.json").exists())
-        other.dataReceived(_get(7, "a"))                  # the reactor serves everyone else
-        [got] = answers(other_t)
-        self.assertEqual((got.code, got.ext_fields), (0, {"value": "v"}))
+        self.assertFalse((self.tmp / "kv.json.log.1").exists())
+        other.dataReceived(_get(7, "a"))                  # the reactor serves everyone else:
+        [got] = answers(other_t)                          # not yet there (it may be refused)
+        self.assertEqual(got.code, ResponseCode.QUERY_NOT_FOUND)
         self.threads.run_next()
         self.assertEqual(self.file(), {"a": "v"})
         put_a, get_a = answers(t)                         # PUT, then the GET behind it
@@ -200,16 +207,36 @@ class WriterTransportTests(SynchronousTestCase):
         for i, (_, t) in enumerate(conns):
             self.assertEqual([(a.opaque, a.code) for a in answers(t)], [(i, 0)])
 
-    def test_failed_write_answers_system_error(self):
-        (self.tmp / "kv.json").mkdir()                    # the file cannot be replaced
+    def test_failed_write_answers_system_error_and_changes_nothing(self):
         proto, t = self.connect()
-        proto.dataReceived(_put(1, "a") + _get(2, "a"))
+        proto.dataReceived(_put(1, "a", "old"))
         self.threads.run_next()
-        failed, got = answers(t)
-        self.assertEqual(failed.code, ResponseCode.SYSTEM_ERROR)
+        log = self.factory.processor.kv_config_manager.log
+        real_append = log.append
+
+        def disk_full(number, data):
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+        log.append = disk_full
+        t.clear()
+        proto.dataReceived(_put(2, "a", "new") + _put(3, "b") + _get(4, "a") + _get(5, "b"))
+        self.threads.run_next()
+        self.threads.run_next()
+        failed, failed_too, got_a, got_b = answers(t)
+        self.assertEqual((failed.code, failed_too.code), (ResponseCode.SYSTEM_ERROR,) * 2)
         self.assertTrue(failed.remark.startswith("the KV config could not be written to disk: "),
                         failed.remark)
-        self.assertEqual(got.code, 0)                     # in memory, as Java keeps it
+        # Java keeps a change it failed to persist; rocketpy never changed anything
+        self.assertEqual((got_a.code, got_a.ext_fields), (0, {"value": "old"}))
+        self.assertEqual(got_b.code, ResponseCode.QUERY_NOT_FOUND)
+        self.assertEqual(self.file(), {"a": "old"})
+        log.append = real_append                          # the disk is back: so are the puts
+        t.clear()
+        proto.dataReceived(_put(6, "b"))
+        self.threads.run_next()
+        [ok] = answers(t)
+        self.assertEqual(ok.code, 0)
+        self.assertEqual(self.file(), {"a": "old", "b": "v"})
 
     def test_update_namesrv_config_waits_for_its_file(self):
         proto, t = self.connect()

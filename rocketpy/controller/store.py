@@ -1,20 +1,22 @@
 """Controller state layer: the durable form of the replica state (rocketpy's stand-in for the
 DLedger log Java's controller replays at start).
 
-A single controller keeps two files in ``controllerStorePath``: ``events.log``, one JSON line per
-event (:mod:`rocketpy.controller.events`) with its sequence number, and ``replicas.json``, a
-snapshot of the whole state with the sequence number it includes. Every change appends its
-events (and ``fsync``) through the writer thread before the request that made it is answered, so
-a change costs what its events cost, not what the whole state costs; the writer turns the
-appends that wait together into one (group commit: :class:`Journal` hands the newest job every
-event not yet taken). Every :data:`COMPACT_EVENTS` events, and after a failed write, the next
-write is a snapshot instead (atomic replace) followed by an empty log.
+A single controller keeps in ``controllerStorePath`` a snapshot of the whole state,
+``replicas.json``, with the sequence number of the last event it includes, and the events since
+in log segments beside it (``replicas.json.log.<n>``, the KV store's
+:class:`~rocketpy.service.fileio.AppendLog`), one JSON line per event
+(:mod:`rocketpy.controller.events`) with its sequence number. Every change appends its events
+(and ``fsync``) through the writer thread before the request that made it is answered, so a
+change costs what its events cost, not what the whole state costs; the writer turns the appends
+that wait together into one (group commit: :class:`Journal` hands the newest job every event not
+yet taken). Every :data:`COMPACT_EVENTS` events, and after a failed write, the next write is a
+snapshot instead (atomic replace), after which the segments it covers are removed.
 
-A restart loads the snapshot and applies the logged events after its sequence number (a crash
-between the snapshot and the log's truncation leaves events the snapshot has: skipped); a torn
+A restart loads the snapshot and applies the logged events after its sequence number (segments a
+crash left behind a snapshot hold events it has: skipped) and appends to a new segment; a torn
 last line (a crash mid-append, never acknowledged) is dropped. Broker ids and each group's next
 id, masters, epochs and sync state sets come back; who is alive is learnt again from the
-heartbeats. No I/O here: the service passes the functions that write.
+heartbeats. No I/O here: the service passes the log and the function that writes a snapshot.
 """
 import json
 
@@ -22,11 +24,10 @@ from .events import event_from_obj, event_to_obj
 from .replicas import BrokerReplicaInfo, SyncStateInfo, java_set
 
 __all__ = ["Journal", "snapshot_text", "load_snapshot", "load_state", "SnapshotError",
-           "SNAPSHOT_NAME", "LOG_NAME", "COMPACT_EVENTS"]
+           "SNAPSHOT_NAME", "COMPACT_EVENTS"]
 
-#: file names in ``controllerStorePath``
+#: the snapshot's file name in ``controllerStorePath`` (the log segments are beside it)
 SNAPSHOT_NAME = "replicas.json"
-LOG_NAME = "events.log"
 #: events appended before the next write is a snapshot
 COMPACT_EVENTS = 10_000
 _FORMAT = 1
@@ -84,26 +85,26 @@ def load_snapshot(manager, text):
     return seq
 
 
-def load_state(manager, snapshot, log):
-    """Load ``snapshot`` (text or None), then apply ``log``'s events after it; the last
-    sequence number. A last line without its newline (a torn append) is dropped; any other bad
-    line raises SnapshotError."""
+def load_state(manager, snapshot, segments=()):
+    """Load ``snapshot`` (text or None), then apply the events after it of ``segments`` (the
+    log segments' texts, oldest first); the last sequence number. A segment's last line without
+    its newline (a torn append) is dropped; any other bad line raises SnapshotError."""
     seq = load_snapshot(manager, snapshot) if snapshot is not None else 0
-    # the part after the last newline is a torn append, never acknowledged: dropped
-    complete = (log or "").split("\n")[:-1]
-    for number, line in enumerate(complete, 1):
-        if not line.strip():
-            continue
-        try:
-            obj = json.loads(line)
-            line_seq = int(obj["seq"])
-            event = event_from_obj(obj["event"])
-        except (ValueError, KeyError, TypeError) as exc:
-            raise SnapshotError(f"{LOG_NAME} line {number}: {exc}") from None
-        if line_seq <= seq:
-            continue
-        manager.apply_event(event)
-        seq = line_seq
+    for segment, text in enumerate(segments, 1):
+        # the part after the last newline is a torn append, never acknowledged: dropped
+        for number, line in enumerate((text or "").split("\n")[:-1], 1):
+            if not line.strip():
+                continue
+            try:
+                obj = json.loads(line)
+                line_seq = int(obj["seq"])
+                event = event_from_obj(obj["event"])
+            except (ValueError, KeyError, TypeError) as exc:
+                raise SnapshotError(f"log segment {segment} line {number}: {exc}") from None
+            if line_seq <= seq:
+                continue
+            manager.apply_event(event)
+            seq = line_seq
     return seq
 
 
@@ -111,16 +112,20 @@ class Journal:
     """What is still to be written: events since the last job took them, or a whole snapshot.
 
     :param manager: the ReplicasInfoManager (read for snapshots).
-    :param append: ``append(data)``: add bytes to the log durably (writer thread).
-    :param replace: ``replace(data)``: make the snapshot ``data`` and empty the log (writer).
-    :param key: the writer's coalescing key (the log's path)."""
+    :param log: the segments (``append(number, data)``, ``remove_through(number)``: an
+        :class:`~rocketpy.service.fileio.AppendLog`; writer thread).
+    :param replace: ``replace(data)``: make the snapshot file hold ``data`` (writer thread).
+    :param key: the writer's coalescing key (the snapshot's path).
+    :param segment: the segment to append to (a new one at each start)."""
 
-    def __init__(self, manager, append, replace, key, seq=0, compact_events=COMPACT_EVENTS):
+    def __init__(self, manager, log, replace, key, seq=0, segment=1,
+                 compact_events=COMPACT_EVENTS):
         self.manager = manager
-        self._append = append
+        self._log = log
         self._replace = replace
         self.key = key
         self.seq = seq
+        self.segment = segment
         self.compact_events = compact_events
         self._pending = []
         self._logged = 0           # events in the log since the last snapshot
@@ -137,22 +142,26 @@ class Journal:
         return FileWrite(self.key, self._take, self._write)
 
     def _take(self):
-        """On the state's thread: the lines to append, or a snapshot when one is due."""
+        """On the state's thread: the lines to append, or a snapshot when one is due (later
+        events then go to the next segment)."""
         lines, self._pending = self._pending, []
         self._logged += len(lines)
+        segment = self.segment
         if self._broken or self._logged >= self.compact_events:
             self._broken = False
             self._logged = 0
-            return ("snapshot", snapshot_text(self.manager, self.seq).encode("utf-8"))
-        return ("append", "".join(lines).encode("utf-8"))
+            self.segment += 1
+            return ("snapshot", segment, snapshot_text(self.manager, self.seq).encode("utf-8"))
+        return ("append", segment, "".join(lines).encode("utf-8"))
 
     def _write(self, prepared):
-        kind, data = prepared
+        kind, segment, data = prepared
         try:
             if kind == "snapshot":
                 self._replace(data)
+                self._log.remove_through(segment)
             elif data:
-                self._append(data)
+                self._log.append(segment, data)
         except BaseException:
             self._broken = True    # the next write is a whole snapshot
             raise

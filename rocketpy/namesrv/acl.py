@@ -19,6 +19,13 @@ must pass both:
   ``Base64(HmacSHA1(secretKey, extFields values sorted by key, without Signature and
   _UNIQUE_KEY_QUERY, + body))``: :func:`signing_content`.
 
+Replays: the signature covers the header's fields, the keys and the body -- no time and no
+nonce (Java's ``AclClientRPCHook`` signs nothing else), so a captured signed request verifies
+forever, on a Java broker as here. ``aclReplayWindowSeconds`` (off by default) refuses a
+signature already accepted within that many seconds: a replay inside the window, and also a
+genuine client's byte-identical request repeated inside it; a replay after it still passes
+(TLS, which keeps requests from being captured, is the protection against that).
+
 A refusal is ``NO_PERMISSION`` (16) with a remark saying why; a refused oneway is dropped.
 :data:`ADMIN_CODES` are 100, 102, 205, 216, 217, 318 and 327. What brokers and clients need stays
 open, UNREGISTER_BROKER included: a broker sends it unsigned when it shuts down, and whoever can
@@ -47,7 +54,8 @@ __all__ = [
     "ACCESS_KEY", "SECRET_KEY", "SIGNATURE", "SECURITY_TOKEN", "UNIQUE_MSG_QUERY_FLAG",
     "AclConfigError", "Account", "AccessControl", "parse_networks", "client_address",
     "load_accounts", "parse_accounts", "signing_content", "calculate_signature", "sign",
-    "default_acl_config_path", "describe_code", "networks_refusal",
+    "default_acl_config_path", "describe_code", "networks_refusal", "ACL_REPLAY_WINDOW",
+    "MAX_REMEMBERED_SIGNATURES",
 ]
 
 #: Requests that change NameServer state on an operator's behalf (guarded).
@@ -60,7 +68,12 @@ ADMIN_CODES = frozenset(int(c) for c in (
 ADMIN_ALLOW_NETWORKS = "adminAllowNetworks"
 ACL_ENABLE = "aclEnable"
 ACL_CONFIG_PATH = "aclConfigPath"
-ACL_CONFIG_KEYS = (ADMIN_ALLOW_NETWORKS, ACL_ENABLE, ACL_CONFIG_PATH)
+ACL_REPLAY_WINDOW = "aclReplayWindowSeconds"
+ACL_CONFIG_KEYS = (ADMIN_ALLOW_NETWORKS, ACL_ENABLE, ACL_CONFIG_PATH, ACL_REPLAY_WINDOW)
+#: Signatures the replay window remembers at most: past it, signed requests are refused until
+#: the oldest leave the window (only requests that passed the signature check are remembered,
+#: so only an admin can fill it; ~100 bytes each).
+MAX_REMEMBERED_SIGNATURES = 65536
 
 #: ``SessionCredentials`` extFields keys, and ``MixAll.UNIQUE_MSG_QUERY_FLAG`` (added after
 #: signing by the query-message client, so the Java validator leaves it out too).
@@ -292,20 +305,26 @@ class AccessControl:
 
     :param allow_networks: networks administrative requests may come from (empty: any).
     :param accounts: ``{accessKey: Account}`` when signatures are required, else None.
+    :param replay_window_ms: refuse a signature accepted less than this long ago (0: never).
     :param on_refused: optional ``on_refused(code, remote_addr, reason)``, called per refusal
         (for the transport's metrics or an audit log).
     """
 
     def __init__(self, allow_networks=(), accounts=None, *, admin_codes=ADMIN_CODES,
-                 on_refused=None):
+                 on_refused=None, replay_window_ms=0):
         self.allow_networks = tuple(allow_networks)
         self.accounts = None if accounts is None else dict(accounts)
         self.admin_codes = frozenset(admin_codes)
         #: every code :meth:`decide` looks at (the admin codes, and 318 for its own keys)
         self.codes = self.admin_codes | {_UPDATE_NAMESRV_CONFIG}
         self.on_refused = on_refused
+        if replay_window_ms and self.accounts is None:
+            raise AclConfigError(f"{ACL_REPLAY_WINDOW} needs {ACL_ENABLE}=true (it remembers "
+                                 "signatures)")
+        self.replay_window_ms = replay_window_ms
+        self._seen = {}          # signature -> when it was accepted (ms), oldest first
         self.counters = {"checked": 0, "allowed": 0, "refused_network": 0,
-                         "refused_signature": 0, "refused_config_key": 0}
+                         "refused_signature": 0, "refused_config_key": 0, "refused_replay": 0}
 
     @classmethod
     def from_properties(cls, props, **kwargs):
@@ -316,15 +335,20 @@ class AccessControl:
         if str(props.get(ACL_ENABLE, "false")).strip().lower() == "true":
             path = str(props.get(ACL_CONFIG_PATH) or "").strip() or default_acl_config_path()
             accounts = load_accounts(path)
-        return cls(networks, accounts, **kwargs)
+        window = str(props.get(ACL_REPLAY_WINDOW, "0")).strip() or "0"
+        if not window.isdigit() or int(window) > 86400:
+            raise AclConfigError(f"{ACL_REPLAY_WINDOW}: {window!r} is not a number of seconds "
+                                 "from 0 to 86400")
+        return cls(networks, accounts, replay_window_ms=int(window) * 1000, **kwargs)
 
     @property
     def enabled(self):
         """True when some request can be refused for who sent it."""
         return bool(self.allow_networks) or self.accounts is not None
 
-    def decide(self, request, channel):
-        """None when ``request`` from ``channel`` may run, else the refusal remark."""
+    def decide(self, request, channel, now_ms=0):
+        """None when ``request`` from ``channel`` may run at ``now_ms``, else the refusal
+        remark."""
         code = request.code
         if code not in self.codes:
             return None
@@ -349,13 +373,38 @@ class AccessControl:
                 return self._refuse(request, channel, "refused_signature",
                                     f"{why} (request code {describe_code(code)} needs an "
                                     f"admin signature, {ACL_ENABLE}=true)")
+            if self.replay_window_ms:
+                why = self._replay_problem(request.ext_fields[SIGNATURE], now_ms)
+                if why is not None:
+                    return self._refuse(request, channel, "refused_replay",
+                                        f"{why} (request code {describe_code(code)}, "
+                                        f"{ACL_REPLAY_WINDOW}={self.replay_window_ms // 1000})")
         self.counters["allowed"] += 1
         return None
 
-    def check(self, request, channel, *, version=None):
+    def _replay_problem(self, signature, now_ms):
+        """Remember an accepted signature for the window; why it is refused, if it is."""
+        seen = self._seen
+        horizon = now_ms - self.replay_window_ms
+        while seen:
+            oldest = next(iter(seen))
+            if seen[oldest] > horizon:
+                break
+            del seen[oldest]
+        accepted = seen.get(signature)
+        if accepted is not None:
+            return (f"The same signed request was accepted {now_ms - accepted} ms ago: refused "
+                    "as a replay")
+        if len(seen) >= MAX_REMEMBERED_SIGNATURES:
+            return (f"More than {MAX_REMEMBERED_SIGNATURES} signed requests within the replay "
+                    "window")
+        seen[signature] = now_ms
+        return None
+
+    def check(self, request, channel, *, version=None, now_ms=0):
         """The hook form of :meth:`decide`: None (allowed) or the NO_PERMISSION answer
         (``None`` too for a refused oneway request, which gets no answer)."""
-        remark = self.decide(request, channel)
+        remark = self.decide(request, channel, now_ms)
         if remark is None or request.is_oneway:
             return None
         return request.create_response(int(ResponseCode.NO_PERMISSION), remark, version=version)

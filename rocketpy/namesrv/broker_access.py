@@ -9,10 +9,13 @@ NO_PERMISSION and a remark (a oneway is dropped), counted in :attr:`BrokerAccess
 
 * ``brokerAllowNetworks``: the broker requests (103, 104, 217, 322, 904) are served only from
   these networks; clients' reads stay open.
-* ``brokerIdentityBinding=true``: a broker identity -- (name, id) and (cluster, address) -- is
-  bound to the IP whose connection registered it while that registration is live; a broker
-  request for an identity another host holds is refused. A restart on the same host takes it over
-  at once; on another host once the old registration is gone (closed, or expired after 120 s).
+* ``brokerIdentityBinding=true``: a broker identity is bound to the IP whose connection
+  registered it while that registration is live -- its address (in whatever cluster a request
+  names: 5.x keys live brokers by (cluster, address), so naming another cluster must not free
+  it), its (name, id) slot, and its name's cluster (naming the group under another cluster is
+  refused while another host holds a live member). A broker request naming an identity another
+  host holds is refused. A restart on the same host takes it over at once; on another host once
+  the old registration is gone (closed, or expired after 120 s).
 
 It cannot tell a genuine broker from an impostor that gets there first, and the peer address is
 what TCP says; against an attacker on the brokers' network use TLS with client certificates
@@ -72,6 +75,8 @@ class BrokerAccessPolicy:
         #: every code :meth:`decide` looks at (none when both protections are off)
         self.codes = frozenset(codes)
         self._hosts = {}            # channel id -> host of the connection that registered
+        self._keys_by_addr = {}     # broker address -> {live key a registration gave it: None}
+        self._key_count = 0
         self._sweep_at = 64
         #: refusals since start, by reason
         self.refused = {"network": 0, "identity": 0}
@@ -84,7 +89,7 @@ class BrokerAccessPolicy:
         bind = str(props.get(BROKER_IDENTITY_BINDING, "false")).strip().lower() == "true"
         return cls(route_info_manager, networks, bind)
 
-    def decide(self, request, channel):
+    def decide(self, request, channel, now_ms=0):
         """None when ``request`` from ``channel`` may run, else the refusal remark."""
         code = request.code
         if code not in self.codes:
@@ -105,35 +110,71 @@ class BrokerAccessPolicy:
         except RemotingCodecError:
             return None   # the handler answers a malformed header as Java does
         host = _host(channel)
-        rim = self.rim
-        held = []
-        live = rim.broker_live_info(header.cluster_name, header.broker_addr)
-        if live is not None:
-            held.append((live, f"broker address {header.broker_addr} of cluster "
-                               f"{header.cluster_name}"))
-        broker_data = rim.broker_addr_table.get(header.broker_name)
-        if broker_data is not None and header.broker_id is not None:
-            addr = broker_data.broker_addrs.get(header.broker_id)
-            slot = rim.broker_live_info(broker_data.cluster, addr) if addr is not None else None
-            if slot is not None:
-                held.append((slot, f"broker {header.broker_name} id {header.broker_id}"))
-        for holder, what in held:
-            owner = self._hosts.get(holder.channel_id)
+        for live, what in self._held(header):
+            owner = self._hosts.get(live.channel_id)
             if owner is not None and owner != host:
                 self.refused["identity"] += 1
                 return (f"{what} is held by {owner} while its registration is live; refused "
                         f"request code {describe_code(request.code)} from {host} "
                         f"({BROKER_IDENTITY_BINDING})")
         if request.code == _REGISTER:
-            self._note(channel, host)
+            self._note(channel, host, header)
         return None
 
-    def _note(self, channel, host):
-        """Remember the host of a registering connection; forget connections that hold no
-        live entry any more whenever the table has doubled."""
+    def _held(self, header):
+        """``(live entry, what)`` of every live registration ``header`` names: its address in
+        any cluster, the (name, id) slot, and the whole group when it names another cluster."""
+        addr = header.broker_addr
+        for live in self._live_at(addr):
+            yield live, f"broker address {addr}"
+        broker_data = self.rim.broker_addr_table.get(header.broker_name)
+        if broker_data is None:
+            return
+        addrs = broker_data.broker_addrs
+        if header.cluster_name != broker_data.cluster:
+            for member in addrs.values():
+                for live in self._live_at(member):
+                    yield live, (f"broker {header.broker_name} of cluster {broker_data.cluster} "
+                                 f"(named in cluster {header.cluster_name})")
+        elif header.broker_id in addrs:
+            for live in self._live_at(addrs[header.broker_id]):
+                yield live, f"broker {header.broker_name} id {header.broker_id}"
+
+    def _live_at(self, addr):
+        """The live entries of ``addr`` under any cluster (the live keys registrations through
+        this policy created, checked against the live table)."""
+        table = self.rim.broker_live_table
+        for key in self._keys_by_addr.get(addr, ()):
+            live = table.get(key)
+            if live is not None:
+                yield live
+
+    def _note(self, channel, host, header):
+        """Remember the host of a registering connection and the live key its address gets;
+        forget connections and keys that hold no live entry any more whenever either index has
+        doubled since the last sweep."""
         channel_id = getattr(channel, "channel_id", channel)
-        if channel_id not in self._hosts and len(self._hosts) >= self._sweep_at:
-            live = {entry.channel_id for entry in self.rim.broker_live_table.values()}
-            self._hosts = {cid: h for cid, h in self._hosts.items() if cid in live}
-            self._sweep_at = max(64, 2 * len(self._hosts))
+        addr = header.broker_addr
+        key = self.rim.live_key(header.cluster_name, addr)
+        keys = self._keys_by_addr.get(addr)
+        new_key = keys is None or key not in keys
+        if (channel_id not in self._hosts or new_key) and \
+                len(self._hosts) + self._key_count >= self._sweep_at:
+            self._sweep()
         self._hosts[channel_id] = host
+        if new_key:
+            self._keys_by_addr.setdefault(addr, {})[key] = None
+            self._key_count += 1
+
+    def _sweep(self):
+        table = self.rim.broker_live_table
+        live = {entry.channel_id for entry in table.values()}
+        self._hosts = {cid: h for cid, h in self._hosts.items() if cid in live}
+        by_addr = {}
+        for addr, keys in self._keys_by_addr.items():
+            kept = {key: None for key in keys if key in table}
+            if kept:
+                by_addr[addr] = kept
+        self._keys_by_addr = by_addr
+        self._key_count = sum(map(len, by_addr.values()))
+        self._sweep_at = max(64, 2 * (len(self._hosts) + self._key_count))

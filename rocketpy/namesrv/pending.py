@@ -50,14 +50,19 @@ class FileWrite:
     """The work of a :data:`DISK` Pending: make the file ``key`` hold the state as of ``prepare()``
     (a snapshot, on the state's thread) by ``write(prepared)`` (render and store, on any thread).
     Writes of one file queued together are one write (group commit): only the newest is prepared,
-    and its snapshot holds every change the others wait for."""
+    and its snapshot holds every change the others wait for.
 
-    __slots__ = ("key", "prepare", "write")
+    ``settle()``, when set, is called on the state's thread once the write has succeeded or
+    failed, by whoever ran it; it applies what the write made durable (a change that waits for
+    its write before it touches memory) and says whether this job's change holds."""
 
-    def __init__(self, key, prepare, write):
+    __slots__ = ("key", "prepare", "write", "settle")
+
+    def __init__(self, key, prepare, write, settle=None):
         self.key = key
         self.prepare = prepare
         self.write = write
+        self.settle = settle
 
     def __call__(self):
         return self.write(self.prepare())
@@ -71,5 +76,5 @@ def write_now(job):
     try:
         job()
     except OSError:
-        return False
-    return True
+        return job.settle() if job.settle is not None else False
+    return job.settle() if job.settle is not None else True

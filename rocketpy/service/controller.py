@@ -25,13 +25,13 @@ from zope.interface import implementer
 
 from ..controller import ControllerConfiguration, ControllerRequestProcessor
 from ..controller.processor import ADMIN_CODES
-from ..controller.store import LOG_NAME, SNAPSHOT_NAME, Journal, SnapshotError, load_state
+from ..controller.store import SNAPSHOT_NAME, Journal, SnapshotError, load_state
 from ..namesrv.acl import AccessControl, AclConfigError
 from ..transport.client import OnewayNotifier
 from ..transport.factory import RemotingServerFactory
 from ..transport.interfaces import IChannelEventListener
 from ..transport.protocol import format_address
-from .fileio import append_synced, read_text, write_atomic, write_file_java
+from .fileio import AppendLog, read_text, write_atomic, write_file_java
 from .periodic import PeriodicService
 from .server import RemotingServerService
 
@@ -116,26 +116,27 @@ def controller_listen(configuration):
 
 
 class _Store:
-    """The snapshot and the event log in ``controllerStorePath`` (:mod:`rocketpy.controller.store`):
-    loaded at start, written by the writer thread (or here, without one)."""
+    """The snapshot and its log segments in ``controllerStorePath``
+    (:mod:`rocketpy.controller.store`): loaded at start, written by the writer thread (or here,
+    without one)."""
 
     def __init__(self, directory):
         self.snapshot_path = os.path.join(directory, SNAPSHOT_NAME)
-        self.log_path = os.path.join(directory, LOG_NAME)
+        self.log = AppendLog(self.snapshot_path)
 
     def load(self, manager):
-        """Load the state; a :class:`Journal` that continues its log, and whether there was one."""
-        snapshot, log = read_text(self.snapshot_path), read_text(self.log_path)
-        seq = load_state(manager, snapshot, log)
-        journal = Journal(manager, self._append, self._replace, self.log_path, seq)
-        return journal, snapshot is not None or bool(log)
-
-    def _append(self, data):
-        append_synced(self.log_path, data)
+        """Load the state; a :class:`Journal` appending to a new segment, and whether anything
+        was there."""
+        snapshot = read_text(self.snapshot_path)
+        numbers = self.log.segments()
+        texts = [self.log.read(n).decode("utf-8", errors="replace") for n in numbers]
+        seq = load_state(manager, snapshot, texts)
+        journal = Journal(manager, self.log, self._replace, self.snapshot_path, seq,
+                          segment=(numbers[-1] + 1) if numbers else 1)
+        return journal, snapshot is not None or bool(numbers)
 
     def _replace(self, data):
         write_atomic(self.snapshot_path, data)
-        write_atomic(self.log_path, b"")
 
 
 def make_controller_service(configuration, reactor, *, write_pool=None, listen=None,

@@ -15,7 +15,7 @@ import os
 from ..namesrv.javaprops import parse_properties
 
 __all__ = ["write_atomic", "write_file_java", "read_text", "read_bytes", "load_properties",
-           "append_synced"]
+           "AppendLog"]
 
 
 def _temp_name(path):
@@ -111,22 +111,66 @@ def write_file_java(path, text):
     write_atomic(path, text.encode("utf-8", "replace"))  # lone surrogate -> '?', as Java
 
 
-def append_synced(path, data):
-    """Append ``data`` to ``path`` and ``fsync`` it (and the directory, when the file is new):
-    the controller's event log. A crash mid-append leaves at most a torn last line."""
-    path = os.path.abspath(path)
-    directory = os.path.dirname(path)
-    os.makedirs(directory, exist_ok=True)
-    created = not os.path.exists(path)
-    with open(path, "ab") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    if created:
-        _fsync_directory(directory)
-
-
 def load_properties(path):
     """Read a Java ``.properties`` file (ISO-8859-1, as ``Properties.load(InputStream)``)."""
     with open(path, "rb") as f:
         return parse_properties(f.read().decode("latin-1"))
+
+
+class AppendLog:
+    """The KV store's change log beside ``path``: segments ``<path>.log.<n>`` (n = 1, 2, ...),
+    each an append-only file of records. A put appends its record and syncs it (its cost
+    is its own size, not the table's); a compaction rewrites ``path`` and removes the segments
+    it covers. An append that fails (full disk, file size limit) is cut back to where it began,
+    so a refused record leaves nothing behind. Blocking: the writer threads and start-up only."""
+
+    def __init__(self, path):
+        self.path = os.path.abspath(path)
+        self._directory = os.path.dirname(self.path)
+        self._prefix = os.path.basename(self.path) + ".log."
+
+    def segment_path(self, number):
+        return f"{self.path}.log.{number}"
+
+    def segments(self):
+        """The numbers of the segments on disk, oldest first."""
+        try:
+            names = os.listdir(self._directory)
+        except FileNotFoundError:
+            return []
+        prefix = self._prefix
+        return sorted(int(name[len(prefix):]) for name in names
+                      if name.startswith(prefix) and name[len(prefix):].isdigit())
+
+    def read(self, number):
+        return read_bytes(self.segment_path(number)) or b""
+
+    def append(self, number, data):
+        """Append ``data`` to segment ``number`` durably, or raise and leave it as it was."""
+        os.makedirs(self._directory, exist_ok=True)
+        target = self.segment_path(number)
+        fd = os.open(target, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            start = os.fstat(fd).st_size
+            try:
+                view = memoryview(data)
+                while view:
+                    view = view[os.write(fd, view):]
+                os.fsync(fd)
+            except BaseException:
+                try:
+                    os.ftruncate(fd, start)   # frees space: works on a full disk
+                except OSError:
+                    pass
+                raise
+        finally:
+            os.close(fd)
+        if start == 0:   # a new file: its directory entry must be durable too
+            _fsync_directory(self._directory)
+
+    def remove_through(self, number):
+        """Remove the segments up to ``number`` (their changes are in ``path`` now)."""
+        for old in self.segments():
+            if old <= number:
+                _unlink(self.segment_path(old))
+        _fsync_directory(self._directory)

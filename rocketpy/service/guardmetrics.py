@@ -32,8 +32,14 @@ class GuardCollector:
         proc = self.processor
         yield _by("config_update_refusals", "UPDATE_NAMESRV_CONFIG requests refused, by reason.",
                   "reason", proc.config_guard.refused)
+        kv = proc.kv_config_manager
         yield _by("kv_put_refusals", "PUT_KV_CONFIG requests refused by a KV bound.", "bound",
-                  proc.kv_config_manager.refused)
+                  kv.refused)
+        yield CounterMetricFamily(_P + "kv_compactions", "KV log compactions into kvConfig.json.",
+                                  value=kv.compactions)
+        yield CounterMetricFamily(_P + "kv_compaction_failures", "KV log compactions that could "
+                                  "not write kvConfig.json (the log keeps every change).",
+                                  value=kv.compactions_failed)
         bounds = proc.route_bounds
         yield _by("route_bound_refusals", "Registrations refused by a route-state bound.",
                   "bound", bounds.refused)

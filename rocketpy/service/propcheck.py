@@ -157,6 +157,7 @@ def _builtin_specs():
         "brokerIdentityBinding": BOOL,
         "aclEnable": BOOL,
         "aclConfigPath": TEXT,
+        "aclReplayWindowSeconds": _int_spec(0, 86400, "seconds"),
         MAX_TOPICS_KEY: _int_spec(0, _INT_MAX, "a number of topics"),
         # Java system properties mqnamesrv reads
         "rocketmq.home.dir": TEXT, "user.home": TEXT,
@@ -235,6 +236,7 @@ Keys people set most (all of them: -p; their meaning: docs/configuration):
   tls.server.mode                disabled | permissive | enforcing
   adminAllowNetworks             networks allowed to send admin requests and to use --web
   aclEnable, aclConfigPath       require signed admin requests (mqadmin's AccessKey)
+  aclReplayWindowSeconds         refuse a signed admin request seen again within it
   brokerAllowNetworks            networks allowed to register, unregister and heartbeat brokers
   brokerIdentityBinding          a live broker's name, id and address belong to its host
 

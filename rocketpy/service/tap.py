@@ -30,9 +30,9 @@ from ..transport.metrics import ServerMetrics
 from ..transport.offload import DecodePool, WritePool
 from ..transport.tls import TLS_KEYS, TlsMode, TlsSettings, TlsUnavailableError, build_context_factory
 from .allocator import trim_heap, tune_allocator
-from .fileio import load_properties, read_text, write_file_java
+from .fileio import AppendLog, load_properties, read_text, write_file_java
 from .housekeeping import BrokerHousekeepingService
-from .kvconfig import KVConfigService
+from .kvconfig import COMPACTOR_THREAD_NAME, KVConfigService
 from .liveness import ScanNotActiveBrokerService
 from .memory import RouteMemoryService, compact_dicts
 from .propcheck import value_problem
@@ -258,11 +258,16 @@ def makeService(options, reactor=None):
     netty = configuration.netty_server_config
 
     kv = KVConfigManager(namesrv_config.kv_config_path, store=write_file_java,
-                         limits=options.get("kv_limits"))
+                         limits=options.get("kv_limits"),
+                         log=AppendLog(namesrv_config.kv_config_path))
     try:
         kv.load_json(read_text(kv.path))  # a broken file stops the start, as in Java
+        skipped = kv.replay_log()         # then the changes logged since
     except (OSError, KVConfigError) as exc:
         raise StartError(f"cannot load the KV config: {exc}") from None
+    if skipped:
+        log.warn("KV config log: {n} incomplete or unreadable lines skipped (a write cut "
+                 "short by a crash is never acknowledged)", n=skipped)
     # Always there (it connects only when used): RouteInfoManager reads notifyMinBrokerIdChanged
     # on every registration and unregistration, as Java does, so UPDATE_NAMESRV_CONFIG can turn
     # it on at run time.
@@ -322,7 +327,9 @@ def makeService(options, reactor=None):
     if write_pool is not None:
         _Hooks("writer", write_pool.start, write_pool.stop).setServiceParent(top)
     KVConfigService(kv, reactor, load=False,
-                    write=write_pool.submit if write_pool is not None else None).setServiceParent(top)
+                    write=write_pool.submit if write_pool is not None else None,
+                    compactor=WritePool(reactor, name=COMPACTOR_THREAD_NAME) if threads else None
+                    ).setServiceParent(top)
     if options.get("tune-allocator"):   # process-wide: only when asked, when the server starts
         _Hooks("allocator", partial(tune_allocator, options["frame_max_length"])
                ).setServiceParent(top)

@@ -128,7 +128,7 @@ class DefaultRequestProcessor:
         handler = self.handlers.get(code)
         if handler is not None and code in self._guarded:
             for guard in self._guards:
-                refusal = guard.decide(request, channel) if code in guard.codes else None
+                refusal = guard.decide(request, channel, now_ms) if code in guard.codes else None
                 if refusal is not None:
                     log.warning("request %s from %s refused: %s", code,
                                 getattr(channel, "remote_addr", channel), refusal)

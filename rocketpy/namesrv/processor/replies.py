@@ -52,15 +52,27 @@ def durable(write, reply, what):
     """``reply`` once ``write`` (a :class:`~rocketpy.namesrv.pending.FileWrite`, or None for
     nothing to write) is on disk; a write that fails is answered SYSTEM_ERROR naming ``what``
     (Java logs the failed persist and answers SUCCESS: rocketpy does not acknowledge a change
-    it could not make durable; the change stays in memory and goes out with the next write)."""
+    it could not make durable). A write with ``settle`` (the KV store's) changes memory only
+    once durable, so a refused change changes nothing; otherwise the change stays in memory and
+    goes out with the next write."""
     if write is None:
         return reply
+    settle = write.settle
 
-    def failed(exc):
-        why = getattr(exc, "strerror", None) or exc
+    def refused(why):
         return error(ResponseCode.SYSTEM_ERROR, f"{what} could not be written to disk: {why}")
 
-    return Pending(write, lambda _: reply, DISK, failed)
+    def finished(_):
+        if settle is None or settle():
+            return reply
+        return refused("its write failed")
+
+    def failed(exc):
+        if settle is not None and settle():   # its own record was durable before the failure
+            return reply
+        return refused(getattr(exc, "strerror", None) or exc)
+
+    return Pending(write, finished, DISK, failed)
 
 
 @dataclass(slots=True)
