@@ -102,8 +102,17 @@ class ControllerServerService(RemotingServerService):
 
 def controller_configuration(props):
     """The controller's configuration from the NameServer's properties; ValueError names what
-    is missing (the peers, the self id)."""
-    return ControllerConfiguration.from_properties(props, store=write_file_java)
+    is missing (the peers, the self id) or refused: peers besides this controller, which
+    rocketpy cannot join (it has no DLedger), and answering as leader beside them would be a
+    second leader."""
+    configuration = ControllerConfiguration.from_properties(props, store=write_file_java)
+    config = configuration.controller_config
+    others = sorted(set(config.peers()) - {config.controller_d_leger_self_id})
+    if others:
+        raise ValueError(f"controllerDLegerPeers lists other controllers ({', '.join(others)}): "
+                         "rocketpy runs a single controller, list only "
+                         f"{config.controller_d_leger_self_id}")
+    return configuration
 
 
 def controller_listen(configuration):
