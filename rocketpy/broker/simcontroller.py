@@ -37,6 +37,8 @@ REPLICA_INFO_PERIOD = 5.0
 #: what the brokers' heartbeats say their timeout is (``controllerHeartbeatTimeoutMills``)
 HEARTBEAT_TIMEOUT_MS = 10_000
 VERSION = int(MQVersion.V5_3_3)
+#: ids asked for and applied in a row before waiting for the next try
+APPLY_TRIES = 3
 
 
 class _Pushes(Protocol):
@@ -122,10 +124,15 @@ class ControllerMember:
     def join(self):
         broker, stats = self.broker, self.broker.sim.stats
         yield self._call(R.CONTROLLER_GET_METADATA_INFO)
-        while self.controller_id is None and broker.alive:
+        for _ in range(APPLY_TRIES):
+            if self.controller_id is not None or not broker.alive:
+                break
             answer = yield self._call(R.CONTROLLER_GET_NEXT_BROKER_ID,
                                       GetNextBrokerIdRequestHeader(**self.names))
-            next_id = GetNextBrokerIdResponseHeader.from_ext_fields(answer.ext_fields).next_broker_id
+            next_id = GetNextBrokerIdResponseHeader.from_ext_fields(
+                answer.ext_fields, strict=False).next_broker_id
+            if answer.code != RC.SUCCESS or next_id is None:
+                raise ValueError(f"no next broker id: code {answer.code} {answer.remark or ''}")
             check = f"{broker.config.broker_addr};{broker.sim.now_ms()}"
             answer = yield self._call(R.CONTROLLER_APPLY_BROKER_ID, ApplyBrokerIdRequestHeader(
                 applied_broker_id=next_id, register_check_code=check, **self.names))
@@ -133,6 +140,8 @@ class ControllerMember:
                 self.controller_id, self.check_code = next_id, check
             else:
                 stats.counts["controller: broker id race lost"] += 1
+        if self.controller_id is None:
+            raise ValueError("no broker id applied")   # tried again in 5 s
         if not broker.alive:
             return
         answer = yield self._call(R.CONTROLLER_APPLY_BROKER_ID, ApplyBrokerIdRequestHeader(
