@@ -8,7 +8,9 @@ browser test.
 """
 import contextlib
 import json
+import os
 import re
+import socket
 import urllib.error
 import urllib.request
 import zlib
@@ -26,9 +28,9 @@ WEB_LINE = r"rocketpy web endpoint on (http://\S+/)"
 
 
 @contextlib.contextmanager
-def web_server(*args, web="tcp:0:interface=127.0.0.1"):
+def web_server(*args, web="tcp:0:interface=127.0.0.1", env=None):
     """A running server with ``--web``; yields ``(server, base_url)``."""
-    with running_server("--web", web, *args) as server:
+    with running_server("--web", web, *args, env=env) as server:
         line = server.wait_for_log(WEB_LINE, timeout=10)
         yield server, re.search(WEB_LINE, line).group(1)
 
@@ -248,4 +250,53 @@ def test_allow_list_applies_to_the_web_endpoint():
             assert refused.value.code == 403
         server.wait_for_log(r"web: refusing 127\.0\.0\.1: not in adminAllowNetworks")
     with web_server("-D", "adminAllowNetworks=10.0.0.0/8,127.0.0.0/8") as (server, url):
+        assert get(url + "api/summary")[0] == 200
+
+
+def _raw_answer(url, head, body=b""):
+    """The status line answering ``head`` (+ ``body``) sent on a raw socket, read before
+    anything more is sent (the body of a refused request is never awaited)."""
+    host, port = re.match(r"http://([\d.]+):(\d+)/", url).groups()
+    with socket.create_connection((host, int(port)), timeout=10) as sock:
+        sock.sendall(head + body)
+        reply = b""
+        while b"\r\n" not in reply:
+            chunk = sock.recv(4096)
+            if not chunk:
+                break
+            reply += chunk
+        return reply.split(b"\r\n", 1)[0]
+
+
+def _spooled_files(pid, tmpdir):
+    """Files the server has open in ``tmpdir`` (twisted.web's ``TemporaryFile`` is unlinked at
+    once, so only /proc shows it) plus those listed there."""
+    opened = []
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        with contextlib.suppress(OSError):
+            target = os.readlink(f"/proc/{pid}/fd/{fd}")
+            if target.startswith(str(tmpdir)):
+                opened.append(target)
+    return opened + os.listdir(tmpdir)
+
+
+def test_bodies_are_refused_before_anything_is_spooled(tmp_path):
+    # twisted.web spools a body over 100 KB to a temporary file once the headers are in; a peer
+    # outside adminAllowNetworks (and anyone, above MAX_BODY) is answered before that
+    spool = tmp_path / "tmp"
+    spool.mkdir()
+    huge = b"POST /api/kv HTTP/1.1\r\nHost: x\r\nContent-Length: 536870912\r\n\r\n"
+    chunked = b"POST /api/kv HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
+    chunks = b"".join(b"4000\r\n" + b"z" * 0x4000 + b"\r\n" for _ in range(5))
+    with web_server("-D", "adminAllowNetworks=10.0.0.0/8", env={"TMPDIR": str(spool)}) as (server, url):
+        assert _raw_answer(url, huge) == b"HTTP/1.1 403 Forbidden"
+        assert _raw_answer(url, chunked, chunks) == b"HTTP/1.1 403 Forbidden"
+        assert _spooled_files(server.proc.pid, spool) == []
+        server.wait_for_log(r"web: refusing 127\.0\.0\.1: not in adminAllowNetworks")
+    with web_server("-D", "adminAllowNetworks=127.0.0.0/8", env={"TMPDIR": str(spool)}) as (server, url):
+        assert _raw_answer(url, huge) == b"HTTP/1.1 413 Content Too Large"
+        assert _raw_answer(url, chunked, chunks) == b"HTTP/1.1 413 Content Too Large"
+        small = b"POST /api/kv HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\n{}"
+        assert _raw_answer(url, small) == b"HTTP/1.1 405 Method Not Allowed"
+        assert _spooled_files(server.proc.pid, spool) == []
         assert get(url + "api/summary")[0] == 200
