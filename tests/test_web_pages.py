@@ -345,3 +345,21 @@ class OperatorViewTests(SynchronousTestCase):
         self.assertIn('href="/?nosys=1&amp;page=2"', self.server.get("/?nosys=1")[2].decode())
         _, data = self.server.api("topics/TBW102")
         self.assertTrue(data["system"])
+
+
+class AddressServerOptionTests(SynchronousTestCase):
+    def test_nsaddr_values(self):
+        from rocketpy.web.nsaddr import parse_nsaddr
+        self.assertEqual(parse_nsaddr("a:9876; b:9877;"), ("nsaddr", "a:9876;b:9877"))
+        self.assertEqual(parse_nsaddr("nsaddr-unit1=[::1]:9876"), ("nsaddr-unit1", "[::1]:9876"))
+        for bad in ("", "a", "a:x", "a:0", "a b:9876", "u/1=a:9876", "=a:9876", "a:9876;c"):
+            with self.assertRaises(ValueError):
+                parse_nsaddr(bad)
+
+    def test_served_without_the_allow_list_other_paths_guarded(self):
+        server = Server(self, "--nsaddr", "10.0.0.1:9876;10.0.0.2:9876",
+                        "-D", "adminAllowNetworks=10.0.0.0/8")
+        status, headers, body = server.get("/rocketmq/nsaddr")
+        self.assertEqual((status, body), (200, b"10.0.0.1:9876;10.0.0.2:9876\n"))
+        self.assertEqual(server.get("/rocketmq/other")[0], 404)
+        self.assertEqual(server.get("/api/summary")[0], 403)

@@ -300,3 +300,42 @@ def test_bodies_are_refused_before_anything_is_spooled(tmp_path):
         assert _raw_answer(url, small) == b"HTTP/1.1 405 Method Not Allowed"
         assert _spooled_files(server.proc.pid, spool) == []
         assert get(url + "api/summary")[0] == 200
+
+
+def fetch_ns_addr(ws_addr, unit_name=None):
+    """``(status, list)`` as Java's ``DefaultTopAddressing.fetchNSAddr`` gets it: the URL of
+    ``MixAll.getWSAddr`` plus ``-unit?nofix=1``, a plain GET with the headers
+    ``HttpTinyClient`` and ``HttpURLConnection`` send, the body cut at its first line break."""
+    url = ws_addr + (f"-{unit_name}?nofix=1" if unit_name else "")
+    host, port, path = re.match(r"http://([^/:]+):(\d+)(/.*)", url).groups()
+    head = (f"GET {path} HTTP/1.1\r\nClient-Version: V5_3_3\r\n"
+            "Content-Type: application/x-www-form-urlencoded;charset=UTF-8\r\n"
+            "Metaq-Client-RequestTS: 1700000000000\r\nUser-Agent: Java/17.0.9\r\n"
+            f"Host: {host}:{port}\r\nAccept: text/html, image/gif, image/jpeg, *; q=.2, */*; q=.2"
+            "\r\nConnection: keep-alive\r\n\r\n").encode()
+    with socket.create_connection((host, int(port)), timeout=10) as sock:
+        sock.sendall(head)
+        data = b""
+        while b"\r\n\r\n" not in data:
+            data += sock.recv(4096)
+        header, _, body = data.partition(b"\r\n\r\n")
+        length = int(re.search(rb"(?im)^content-length: *(\d+)", header).group(1))
+        while len(body) < length:
+            body += sock.recv(4096)
+    status = int(header.split(b" ")[1])
+    text = body.decode("utf-8").strip()
+    for brk in ("\r", "\n"):          # DefaultTopAddressing.clearNewLine
+        text = text.split(brk, 1)[0]
+    return status, text
+
+
+def test_address_server_answers_as_java_clients_fetch_it():
+    # rocketmq.namesrv.domain=127.0.0.1:PORT: MixAll.getWSAddr() is http://127.0.0.1:PORT/rocketmq/nsaddr
+    with web_server("--nsaddr", "10.0.0.1:9876; 10.0.0.2:9876", "--nsaddr",
+                    "nsaddr-unit1=10.1.0.1:9876", "-D", "adminAllowNetworks=10.0.0.0/8") as (server, url):
+        ws_addr = url + "rocketmq/nsaddr"
+        assert fetch_ns_addr(ws_addr) == (200, "10.0.0.1:9876;10.0.0.2:9876")
+        assert fetch_ns_addr(ws_addr, "unit1") == (200, "10.1.0.1:9876")
+        assert fetch_ns_addr(ws_addr, "unit2")[0] == 404
+        # brokers and clients are rarely admins: the list is open, the rest stays guarded
+        assert _raw_answer(url, b"GET / HTTP/1.1\r\nHost: x\r\n\r\n") == b"HTTP/1.1 403 Forbidden"

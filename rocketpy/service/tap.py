@@ -102,12 +102,26 @@ class Options(usage.Options):
                           "com.rocketmq.remoting.frameMaxLength.")
     opt_D = opt_define
 
+    def opt_nsaddr(self, value):
+        from ..web.nsaddr import parse_nsaddr
+        try:
+            name, addresses = parse_nsaddr(value)
+        except ValueError as exc:
+            raise usage.UsageError(f"--nsaddr={value!r}: {exc}") from None
+        self.setdefault("nsaddr", {})[name] = addresses
+
+    opt_nsaddr.__doc__ = ("With --web, serve this NameServer list to Java brokers and clients "
+                          "at /rocketmq/nsaddr (an address server): --nsaddr 'a:9876;b:9876'; "
+                          "NAME=LIST serves /rocketmq/NAME (e.g. nsaddr-unit1). Repeatable.")
+
     def getUsage(self, width=None):
         from .propcheck import help_epilog
         return super().getUsage(width) + help_epilog()
 
     def postOptions(self):
         self["answerCache"] = not self["no-answer-cache"]
+        if self.get("nsaddr") and not self["web"]:
+            raise StartError("--nsaddr is served on the web endpoint: give --web too")
         try:
             self["profile_obj"] = profile_for(self["profile"])
         except ValueError as exc:
@@ -330,7 +344,7 @@ def makeService(options, reactor=None):
         top.web = make_web_service(
             options["web"], route_info_manager=route, kv_config_manager=kv, factory=factory,
             unregistration=batch, processor=processor, policies=policies, reactor=reactor,
-            listen=options["listen"])
+            listen=options["listen"], nsaddr=options.get("nsaddr"))
         top.web.setServiceParent(top)
         top.web.registry.register(GuardCollector(processor, write_pool, memory))
     top.route_info_manager = route

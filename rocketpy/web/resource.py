@@ -4,7 +4,8 @@ page, ``?q=&page=&per=&refresh=``), ``/metrics`` and ``/api/`` (an index of the 
 Read-only: GET and HEAD only (405 otherwise). :class:`WebSite` refuses (403) clients outside
 ``adminAllowNetworks`` when it is set -- the list that guards the administrative remoting
 requests; clients of a UNIX socket are local and always allowed (the file's permissions guard
-it). Both checks, and the body bound (:data:`MAX_BODY`, 413 above it), are made by the channel
+it), except for the address server's ``/rocketmq/`` (:mod:`~rocketpy.web.nsaddr`), which every
+broker and client must reach and which tells only what they are told anyway. Both checks, and the body bound (:data:`MAX_BODY`, 413 above it), are made by the channel
 as soon as the headers are in, before any body byte is kept: twisted.web's own ``Request``
 spools a body over 100 KB to a temporary file, so a stranger could fill the disk with a body
 that is refused afterwards."""
@@ -20,6 +21,7 @@ from twisted.web.resource import Resource
 from twisted.web.server import Request, Site
 
 from .metrics import MetricsPage
+from .nsaddr import PATH_PREFIX, AddressServer
 from .page import CONTENT_SECURITY_POLICY, page_parameters, render_status_page
 from .state import DEFAULT_LIMIT, MAX_LIMIT
 
@@ -129,13 +131,16 @@ class ApiResource(Resource):
 
 
 class WebRoot(Resource):
-    """The tree: ``/`` status page, ``/metrics``, ``/api/``."""
+    """The tree: ``/`` status page, ``/metrics``, ``/api/``, and ``/rocketmq/`` (the address
+    server) when ``nsaddr`` (``{name: "a:9876;b:9876"}``) is given."""
 
-    def __init__(self, view, registry, reactor=None):
+    def __init__(self, view, registry, reactor=None, nsaddr=None):
         super().__init__()
         self.status = StatusPage(view)
         self.putChild(b"metrics", MetricsPage(registry, reactor))
         self.putChild(b"api", ApiResource(view))
+        if nsaddr:
+            self.putChild(b"rocketmq", AddressServer(nsaddr))
 
     def getChild(self, path, request):
         request.postpath.insert(0, path)
@@ -212,7 +217,8 @@ class _Channel(http.HTTPChannel):
 
     def allHeadersReceived(self):
         site = self.site
-        if not client_allowed(self.transport.getPeer(), site.allow_networks):
+        if not (client_allowed(self.transport.getPeer(), site.allow_networks)
+                or site.open_to_all(self._command, self._path)):
             site.refuse_client(self.transport.getPeer())
             self.refuse(http.FORBIDDEN, b"This client is not in adminAllowNetworks.\n")
             return
@@ -243,6 +249,11 @@ class WebSite(Site):
         self.allow_networks = tuple(allow_networks)
         self.refused = 0
 
+    def open_to_all(self, method, path):
+        """True for a read of the address server, which the allow-list does not guard."""
+        return (method in (b"GET", b"HEAD") and path.startswith(PATH_PREFIX)
+                and getattr(self.resource, "children", {}).get(b"rocketmq") is not None)
+
     def refuse_client(self, address):
         self.refused += 1
         self._logger.warn("web: refusing {client}: not in adminAllowNetworks",
@@ -250,7 +261,8 @@ class WebSite(Site):
 
     def getResourceFor(self, request):
         _common_headers(request)
-        if not client_allowed(request.getClientAddress(), self.allow_networks):
+        if not (client_allowed(request.getClientAddress(), self.allow_networks)
+                or self.open_to_all(request.method, b"/" + b"/".join(request.postpath))):
             self.refuse_client(request.getClientAddress())   # requests not from a _Channel
             return pages.forbidden("Forbidden", "This client is not in adminAllowNetworks.")
         if request.method not in (b"GET", b"HEAD"):

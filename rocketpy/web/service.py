@@ -59,8 +59,9 @@ class WebService(ListeningService):
 
 
 def make_web_service(endpoint, *, route_info_manager, kv_config_manager, factory, unregistration,
-                     processor, policies, reactor, listen=None):
-    """The web service for ``--web endpoint``, reading the given components (tap.makeService)."""
+                     processor, policies, reactor, listen=None, nsaddr=None):
+    """The web service for ``--web endpoint``, reading the given components (tap.makeService);
+    ``nsaddr``: the address server's lists (:mod:`rocketpy.web.nsaddr`)."""
     access = getattr(processor, "access_control", None)
     rates = TrafficRates(factory.metrics, reactor) if factory.metrics is not None else None
     view = NameServerView(
@@ -68,7 +69,7 @@ def make_web_service(endpoint, *, route_info_manager, kv_config_manager, factory
         unregistration=unregistration, metrics=factory.metrics, policies=policies,
         access_control=access, answer_cache=factory.answer_cache, listen=listen, rates=rates)
     registry = build_registry(view)
-    site = WebSite(WebRoot(view, registry, reactor),
+    site = WebSite(WebRoot(view, registry, reactor, nsaddr=nsaddr),
                    allow_networks=getattr(access, "allow_networks", ()) or ())
     service = WebService(endpoint, site, reactor, rates=rates)
     service.view = view
