@@ -316,6 +316,10 @@ def makeService(options, reactor=None):
     interval = policies.liveness.scan_interval_ms(namesrv_config)
 
     top = MultiService()
+    if context is not None and context.watched_paths():   # reload on change, as Java
+        from .tlswatch import TlsFileWatch
+        top.tls_watch = TlsFileWatch(context, reactor)
+        top.tls_watch.setServiceParent(top)
     GracefulExit(reactor).setServiceParent(top)   # SIGTERM: a clean stop, exit status 0
     # Started in this order, stopped in reverse: the server stops listening and closes its
     # connections first, the scan stops, the decode pool finishes what it holds (for nobody),
