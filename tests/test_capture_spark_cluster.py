@@ -18,7 +18,7 @@ from rocketpy.capture import decode_paths
 from extras import require
 from test_capture_spark import FIXTURES, ROOT, _same_rows
 
-require("spark", "pyspark", "pandas", "pyarrow")   # else these fail, never skip
+require("spark", "pyspark", "pandas")   # else these fail, never skip
 pytestmark = pytest.mark.spark
 
 sys.path.insert(0, str(ROOT / "tools"))
