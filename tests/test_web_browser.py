@@ -160,12 +160,13 @@ def test_status_page_in_headless_chromium():
             # the whole registration is on the page: every broker, the first page of topics
             assert tools.js("document.querySelectorAll('tr.broker').length") == len(expected["brokers"]) + 2
             assert tools.js("+document.getElementById('topic-count').dataset.total") == total
+            assert tools.js("+document.getElementById('topic-count').dataset.matched") == N_TOPICS
             assert tools.js("document.querySelectorAll('tr.topic').length") == 100
             assert tools.js("document.getElementById('autobox').hidden") is False   # script ran
 
             # each broker's role in words and its HA address, as the browser shows them
             rows = tools.js("[...document.querySelectorAll('tr.broker')].map(tr => [tr.dataset.addr, "
-                            "tr.querySelector('td.role-cell').innerText, tr.querySelector('td.ha').innerText])")
+                            "tr.querySelector('td.role-cell').textContent, tr.querySelector('td.ha').textContent])")
             roles = {addr: (role, ha) for addr, role, ha in rows}
             for cluster, group, broker_id, addr in expected["brokers"]:
                 assert roles[addr] == ("master" if broker_id == 0 else "slave",
@@ -197,28 +198,30 @@ def test_status_page_in_headless_chromium():
             tools.wait_js(f"+document.getElementById('topic-count').dataset.matched === {len(want)}")
             tools.js("document.getElementById('q').value = ''; "
                      "document.getElementById('filter').requestSubmit()")
-            tools.wait_js(f"+document.getElementById('topic-count').dataset.matched === {total}")
-            assert tools.js("document.querySelector('tr.topic.system td').textContent") == "ClusterC"
-
-            # the system topics toggle: a click, and the server leaves them out
-            tools.js("document.getElementById('nosys').click()")
             tools.wait_js(f"+document.getElementById('topic-count').dataset.matched === {N_TOPICS}")
             assert tools.js("document.querySelectorAll('tr.topic.system').length") == 0
-            assert tools.js("location.search") == "?nosys=1"
 
-            # the pager keeps the toggle
-            tools.js("document.querySelector('a.pg[rel=next]').click()")
+            # the system topics toggle: a click, and the server adds them
+            tools.js("document.getElementById('sys').click()")
+            tools.wait_js(f"+document.getElementById('topic-count').dataset.matched === {total}")
+            assert tools.js("document.querySelector('tr.topic.system td').textContent") == "ClusterC"
+            assert tools.js("location.search") == "?sys=1"
+            tools.js("document.getElementById('sys').click()")
+            tools.wait_js(f"+document.getElementById('topic-count').dataset.matched === {N_TOPICS}")
+
+            # the topics' pager
+            tools.js("document.querySelector('#topics a.pg[rel=next]').click()")
             tools.wait_js("document.getElementById('topic-count').textContent.startsWith('Showing 101')")
             first = tools.js("document.querySelector('tr.topic td').textContent")
             assert first == sorted(topic_names(N_TOPICS))[100]
-            assert tools.js("location.search") == "?nosys=1&page=2"
+            assert tools.js("location.search") == "?page=2"
 
             # back to the filtered view (system topics still hidden) for the screenshot
             tools.js("document.getElementById('q').focus()")
             tools.call("Input.insertText", text="Payments")
             tools.wait_js("document.getElementById('topic-count').textContent.includes('Payments')")
-            assert tools.js("location.search") == "?nosys=1&q=Payments"
-            assert tools.js("document.getElementById('nosys').checked") is True
+            assert tools.js("location.search") == "?q=Payments"
+            assert tools.js("document.getElementById('sys').checked") is False
             shot = tools.call("Page.captureScreenshot", format="png")
             path = ARTIFACTS / "status-page.png"
             path.write_bytes(base64.b64decode(shot["data"]))
