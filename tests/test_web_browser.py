@@ -14,19 +14,21 @@ Chromium missing is a failure, not a skip: install it with ``apt-get install chr
 (tests/install.sh does).
 """
 import base64
+import contextlib
 import itertools
 import json
 import os
 import shutil
 import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
 
 import pytest
 
-from serverproc import RemotingClient
-from test_web_server import populate, register, topic_names, web_server
+from serverproc import REPO_ROOT, RemotingClient
+from test_web_server import get_json, populate, register, topic_names, web_server
 
 pytestmark = pytest.mark.network
 
@@ -248,3 +250,120 @@ def test_status_page_in_headless_chromium():
             for client in clients:
                 client.close()
     assert time.monotonic() - started < 60
+
+
+@contextlib.contextmanager
+def _browser():
+    """A headless chromium's DevTools session on a 1280x1000 window; closed afterwards."""
+    with tempfile.TemporaryDirectory(prefix="rocketpy-chromium-", ignore_cleanup_errors=True) as profile:
+        proc, port = _start_browser(profile)
+        tools = None
+        try:
+            tools = DevTools(_page_target(port))
+            for domain in ("Page", "Runtime", "Log"):
+                tools.call(f"{domain}.enable")
+            tools.call("Emulation.setDeviceMetricsOverride", width=1280, height=1000,
+                       deviceScaleFactor=1, mobile=False)
+            yield tools
+        finally:
+            if tools is not None:
+                tools.close()
+            proc.terminate()
+            try:
+                proc.wait(10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(5)
+
+
+def _screenshot(tools, name):
+    path = ARTIFACTS / name
+    path.write_bytes(base64.b64decode(tools.call("Page.captureScreenshot", format="png")["data"]))
+    assert path.stat().st_size > 10_000
+
+
+#: 2,000 brokers (1,000 groups of a master and a slave) in 4 clusters, 100 topics per group,
+#: each shared by 10 neighbouring groups: 10,000 topics on 10 groups each, plus system topics
+SIM = ["--brokers", "2000", "--replicas", "2", "--clusters", "4", "--topics", "100",
+       "--topic-spread", "10", "--version", "5.3.3", "--no-refresh-metadata", "--ramp", "5",
+       "--duration", "900", "--progress", "0", "--seed", "3"]
+
+
+def test_status_page_at_2000_brokers_and_10000_topics():
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    with web_server() as (server, url):
+        env = dict(os.environ, PYTHONPATH=str(REPO_ROOT))
+        sim = subprocess.Popen([sys.executable, "-m", "rocketpy.broker.simcli", "-n", server.addr,
+                                *SIM], env=env, stdout=subprocess.DEVNULL,
+                               stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL)
+        try:
+            deadline = time.monotonic() + 180
+            summary = {}
+            while time.monotonic() < deadline:
+                summary = get_json(url + "api/summary")
+                if summary["brokers"] == 2000 and summary["topics"] >= 10_000:
+                    break
+                time.sleep(1)
+            assert (summary.get("brokers"), summary.get("brokerGroups")) == (2000, 1000), summary
+            with _browser() as tools:
+                tools.call("Page.navigate", url=url + "?refresh=2")
+                tools.wait_event("Page.loadEventFired", timeout=60)
+
+                # one screenful of cluster counts; the system topics hidden; groups collapsed
+                assert tools.js("document.getElementById('clusters').getBoundingClientRect().bottom") < 1000
+                clusters = tools.js("[...document.querySelectorAll('tr.cluster')].map(tr => "
+                                    "[...tr.children].slice(1, 4).map(td => +td.textContent))")
+                assert len(clusters) == 4
+                assert [sum(c[i] for c in clusters) for i in range(3)] == [1000, 2000, 2000]
+                assert tools.js("+document.getElementById('group-count').dataset.matched") == 1000
+                assert tools.js("document.querySelectorAll('details.group').length") == 50
+                assert tools.js("document.querySelectorAll('details.group[open]').length") == 0
+                names = tools.js("[...document.querySelectorAll('details.group')].map(d => d.dataset.group)")
+                numbers = [int(n.rsplit("-", 1)[1]) for n in names]
+                assert numbers == sorted(numbers), names           # natural order
+                assert tools.js("document.querySelectorAll('tr.topic.system').length") == 0
+                assert tools.js("+document.getElementById('topic-count').dataset.matched") == 10_000
+                assert tools.js("document.querySelectorAll('tr.topic').length") == 100
+                height = tools.js("document.documentElement.scrollHeight")
+                assert height < 20_000, height                     # was ~22,000 px at 200 brokers
+                _screenshot(tools, "status-2000-brokers.png")
+
+                # open a group and a topic's groups; both stay open across refreshes
+                first_group = names[0]
+                tools.js("document.querySelector('details.group summary').click()")
+                tools.js("document.querySelector('#topics td details summary').click()")
+                loaded = tools.js("+(document.body.dataset.loaded || 0)")
+                tools.wait_js(f"+(document.body.dataset.loaded || 0) >= {loaded + 2}", timeout=60)
+                assert tools.js("document.querySelector('details.group').open") is True
+                assert tools.js("document.querySelector('details.group').dataset.group") == first_group
+                assert tools.js("document.querySelector('#topics td details').open") is True
+
+                # a filter, kept (with the opened group) across the refresh
+                tools.js("document.getElementById('q').focus()")
+                tools.call("Input.insertText", text=first_group)
+                tools.wait_js(f"document.getElementById('group-count').textContent.includes('{first_group}')",
+                              timeout=30)
+                loaded = tools.js("+(document.body.dataset.loaded || 0)")
+                tools.wait_js(f"+(document.body.dataset.loaded || 0) >= {loaded + 1}", timeout=60)
+                assert tools.js("document.getElementById('q').value") == first_group
+                assert tools.js("document.querySelector('details.group').open") is True
+                _screenshot(tools, "status-2000-brokers-filtered.png")
+
+                # the groups' pager
+                tools.js("document.getElementById('q').value = ''; "
+                         "document.getElementById('filter').requestSubmit()")
+                tools.wait_js("+document.getElementById('group-count').dataset.matched === 1000", timeout=30)
+                tools.js("document.querySelector('#groups a.pg[rel=next]').click()")
+                tools.wait_js("document.getElementById('group-count').textContent.startsWith('Showing 51')",
+                              timeout=30)
+                assert tools.js("location.search") == "?gpage=2&refresh=2"
+                errors = [e for e in tools.events if e.get("method") == "Runtime.exceptionThrown"
+                          or (e.get("method") == "Log.entryAdded" and e["params"]["entry"]["level"] == "error")]
+                assert not errors, errors
+        finally:
+            sim.terminate()
+            try:
+                sim.wait(30)
+            except subprocess.TimeoutExpired:
+                sim.kill()
+                sim.wait()

@@ -10,7 +10,7 @@ A broker's version and language are those of the latest request on its connectio
 neither). Its role is said in words, as rocketmq-dashboard does: ``master`` (id 0), ``acting
 master`` (the smallest id of a masterless group with acting master on), ``slave``. System topics
 are Java's ``TopicValidator.isSystemTopic`` ones plus the cluster and broker names brokers
-register as topics (GET_SYSTEM_TOPIC_LIST_FROM_NS).
+register as topics (GET_SYSTEM_TOPIC_LIST_FROM_NS) and the clusters' reply topics.
 
 Names are in natural order (``broker-2`` before ``broker-10``: :func:`natural_key`). What a
 page shows is cut on the server: a page of broker groups (:meth:`NameServerView.broker_groups`)
@@ -32,6 +32,8 @@ MAX_LIMIT = 5000
 
 
 _DIGITS = re.compile(r"(\d+)")
+#: Java ``MixAll.REPLY_TOPIC_POSTFIX`` after the cluster name
+_REPLY_SUFFIX = "_REPLY_TOPIC"
 
 
 def natural_key(name):
@@ -297,10 +299,13 @@ class NameServerView:
     # ------------------------------------------------------------------ topics
 
     def is_system_topic(self, topic):
-        """Java's system topics, and the cluster and broker names registered as topics."""
+        """Java's system topics, the cluster and broker names registered as topics, and each
+        cluster's reply topic (``MixAll.getReplyTopic``: ``<cluster>_REPLY_TOPIC``, which every
+        broker creates)."""
         rim = self.route_info_manager
         return (is_system_topic(topic) or topic in rim.cluster_addr_table
-                or topic in rim.broker_addr_table)
+                or topic in rim.broker_addr_table
+                or (topic.endswith(_REPLY_SUFFIX) and topic[:-len(_REPLY_SUFFIX)] in rim.cluster_addr_table))
 
     def topic_names(self, query=None, hide_system=False):
         """Sorted topic names; with ``query``, those whose name or one of whose broker names
