@@ -437,3 +437,41 @@ class ScaleTests(SynchronousTestCase):
         (small, small_calls), (big, big_calls) = measured
         self.assertEqual(small_calls, big_calls)          # one page of groups and topics
         self.assertLess(big / small, 1.05)
+
+
+class PeerComparisonTests(SynchronousTestCase):
+    """compare_digests: the report the status page shows for --peers."""
+
+    @staticmethod
+    def digest(brokers, topics):
+        from types import SimpleNamespace
+        from rocketpy.web.peers import digest
+        table = {}
+        for (cluster, group, broker_id), addr in brokers.items():
+            table.setdefault(group, SimpleNamespace(cluster=cluster, broker_addrs={})).broker_addrs[broker_id] = addr
+        return digest(table, topics)
+
+    def test_agree_and_diverge(self):
+        from rocketpy.web.peers import compare_digests
+        one = self.digest({("C", "broker-a", 0): "10.0.0.1:10911"}, ["T1", "T2"])
+        same = self.digest({("C", "broker-a", 0): "10.0.0.1:10911"}, ["T2", "T1"])
+        report = compare_digests({"a:9876": one, "b:9876": same})
+        self.assertTrue(report["agree"])
+        self.assertEqual((report["brokerDifferences"], report["topicDifferences"]), (0, 0))
+        other = self.digest({("C", "broker-a", 0): "10.0.0.9:10911", ("C", "broker-b", 0): "10.0.0.2:10911"},
+                            ["T1"])
+        report = compare_digests({"a:9876": one, "b:9876": other, "c:9876": "RemotingConnectError: refused"})
+        self.assertFalse(report["agree"])
+        self.assertEqual(report["brokers"], [
+            {"broker": "C/broker-a/0", "addresses": {"a:9876": "10.0.0.1:10911", "b:9876": "10.0.0.9:10911"}},
+            {"broker": "C/broker-b/0", "addresses": {"a:9876": None, "b:9876": "10.0.0.2:10911"}}])
+        self.assertEqual(report["topics"], [{"topic": "T2", "missingOn": ["b:9876"]}])
+        self.assertEqual([r["error"] for r in report["nameservers"]],
+                         [None, None, "RemotingConnectError: refused"])
+        self.assertFalse(compare_digests({"a:9876": one, "c:9876": "timeout"})["agree"])
+
+    def test_differences_listed_are_bounded_and_all_counted(self):
+        from rocketpy.web.peers import compare_digests
+        many = self.digest({}, [f"T{i}" for i in range(1000)])
+        report = compare_digests({"a": many, "b": self.digest({}, [])}, shown=50)
+        self.assertEqual((len(report["topics"]), report["topicDifferences"]), (50, 1000))

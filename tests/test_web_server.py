@@ -11,6 +11,7 @@ import json
 import os
 import re
 import socket
+import time
 import urllib.error
 import urllib.request
 import zlib
@@ -339,3 +340,29 @@ def test_address_server_answers_as_java_clients_fetch_it():
         assert fetch_ns_addr(ws_addr, "unit2")[0] == 404
         # brokers and clients are rarely admins: the list is open, the rest stays guarded
         assert _raw_answer(url, b"GET / HTTP/1.1\r\nHost: x\r\n\r\n") == b"HTTP/1.1 403 Forbidden"
+
+
+def test_status_page_shows_divergence_with_its_peers():
+    # the peer has brokers and topics; this NameServer has just started and knows nothing yet
+    with running_server() as peer:
+        client = RemotingClient(peer.port)
+        register(client, "ClusterA", "broker-a", 0, "127.0.0.1:10911", ["Orders", "Payments"])
+        # 127.0.0.1:1 refuses connections: a peer that cannot be asked is an error, not agreement
+        with web_server("--peers", f"{peer.addr};127.0.0.1:1") as (server, url):
+            deadline = time.monotonic() + 20
+            report = get_json(url + "api/peers")
+            while report["checkedMs"] is None and time.monotonic() < deadline:
+                time.sleep(0.2)
+                report = get_json(url + "api/peers")
+            assert report["agree"] is False
+            assert report["brokers"] == [{"broker": "ClusterA/broker-a/0", "addresses": {
+                "this NameServer": None, peer.addr: "127.0.0.1:10911"}}]
+            assert {t["topic"] for t in report["topics"]} >= {"Orders", "Payments"}
+            assert all(t["missingOn"] == ["this NameServer"] for t in report["topics"])
+            errors = {r["nameserver"]: r["error"] for r in report["nameservers"]}
+            assert errors[peer.addr] is None and errors["this NameServer"] is None
+            assert "127.0.0.1:1" in errors and errors["127.0.0.1:1"]
+            html = get(url)[2].decode()
+            assert 'id="peers-verdict" data-agree="false"' in html
+            assert "The NameServers diverge: 1 broker(s)" in html
+        client.close()

@@ -110,6 +110,16 @@ class Options(usage.Options):
             raise usage.UsageError(f"--nsaddr={value!r}: {exc}") from None
         self.setdefault("nsaddr", {})[name] = addresses
 
+    def opt_peers(self, value):
+        from ..transport.client import namesrv_addr_list
+        try:
+            self["peers"] = namesrv_addr_list(value)
+        except ValueError as exc:
+            raise usage.UsageError(f"--peers={value!r}: {exc}") from None
+
+    opt_peers.__doc__ = ("With --web, compare this NameServer's brokers and topics with these "
+                         "others' every 30 s and show where they diverge: 'a:9876;b:9876'.")
+
     opt_nsaddr.__doc__ = ("With --web, serve this NameServer list to Java brokers and clients "
                           "at /rocketmq/nsaddr (an address server): --nsaddr 'a:9876;b:9876'; "
                           "NAME=LIST serves /rocketmq/NAME (e.g. nsaddr-unit1). Repeatable.")
@@ -120,8 +130,9 @@ class Options(usage.Options):
 
     def postOptions(self):
         self["answerCache"] = not self["no-answer-cache"]
-        if self.get("nsaddr") and not self["web"]:
-            raise StartError("--nsaddr is served on the web endpoint: give --web too")
+        for name in ("nsaddr", "peers"):
+            if self.get(name) and not self["web"]:
+                raise StartError(f"--{name} is shown on the web endpoint: give --web too")
         try:
             self["profile_obj"] = profile_for(self["profile"])
         except ValueError as exc:
@@ -348,7 +359,7 @@ def makeService(options, reactor=None):
         top.web = make_web_service(
             options["web"], route_info_manager=route, kv_config_manager=kv, factory=factory,
             unregistration=batch, processor=processor, policies=policies, reactor=reactor,
-            listen=options["listen"], nsaddr=options.get("nsaddr"))
+            listen=options["listen"], nsaddr=options.get("nsaddr"), peers=options.get("peers"))
         top.web.setServiceParent(top)
         top.web.registry.register(GuardCollector(processor, write_pool, memory))
     top.route_info_manager = route

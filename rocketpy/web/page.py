@@ -92,6 +92,7 @@ footer{color:var(--mut);font-size:12px;padding:0 20px 20px}
 .role-acting{background:#fff1d6;color:#7a4d00}
 .bad{color:var(--bad)}
 tr.system td:first-child::after{content:" system";color:var(--mut);font:12px system-ui,sans-serif}
+.agree{color:var(--ok)}
 details.group{padding:2px 8px;margin:3px 0}
 details.group>summary{display:flex;flex-wrap:wrap;gap:4px 14px;align-items:baseline}
 details.group>summary b{min-width:9em}
@@ -315,6 +316,52 @@ def _clusters(summaries):
     return tags.section(heading, table, id="clusters")
 
 
+def _peers(report):
+    """``--peers``: whether the NameServers agree, one row each, and what differs."""
+    heading = tags.h2("NameServers compared")
+    if report.get("nameservers") is None:
+        return tags.section(heading, tags.p("Not compared yet.", class_="empty"), id="peers")
+    brokers, topics = report["brokerDifferences"], report["topicDifferences"]
+    if report["agree"]:
+        verdict = tags.p("All NameServers agree on brokers and topics.", class_="agree",
+                         id="peers-verdict", **{"data-agree": "true"})
+    else:
+        verdict = tags.p(f"The NameServers diverge: {brokers} broker(s) and {topics} topic(s) "
+                         "differ.", class_="bad", id="peers-verdict", **{"data-agree": "false"})
+    rows = [tags.tr(tags.td(row["nameserver"], class_="mono"),
+                    tags.td(row["hash"] or "", class_="mono"),
+                    tags.td("" if row["brokers"] is None else str(row["brokers"]), class_="num"),
+                    tags.td("" if row["topics"] is None else str(row["topics"]), class_="num"),
+                    tags.td(row["error"] or "", class_="bad"),
+                    class_="peer", **{"data-nameserver": row["nameserver"]})
+            for row in report["nameservers"]]
+    table = tags.table(tags.thead(tags.tr(tags.th("NameServer"), tags.th("Digest"),
+                                          tags.th("Brokers"), tags.th("Topics"), tags.th("Error"))),
+                       tags.tbody(rows), id="peer-table")
+    names = [row["nameserver"] for row in report["nameservers"] if row["error"] is None]
+    details = []
+    if report["brokers"]:
+        details.append(tags.details(
+            tags.summary(f"{brokers} broker(s) differ"),
+            tags.table(tags.thead(tags.tr(tags.th("Cluster/group/id"), [tags.th(n) for n in names])),
+                       tags.tbody([tags.tr(tags.td(d["broker"], class_="mono"),
+                                           [tags.td(d["addresses"].get(n) or "—", class_="mono")
+                                            for n in names], class_="peer-broker")
+                                   for d in report["brokers"]])),
+            id="peers-brokers"))
+    if report["topics"]:
+        details.append(tags.details(
+            tags.summary(f"{topics} topic(s) differ"),
+            tags.table(tags.thead(tags.tr(tags.th("Topic"), tags.th("Missing on"))),
+                       tags.tbody([tags.tr(tags.td(d["topic"], class_="mono"),
+                                           tags.td(", ".join(d["missingOn"])), class_="peer-topic")
+                                   for d in report["topics"]])),
+            id="peers-topics"))
+    when = _muted(f' (compared every {report["intervalSeconds"]:g} s; every route: '
+                  "rocketpy-admin)")
+    return tags.section(heading, verdict, when, table, details, id="peers")
+
+
 def _group_line(group):
     """A broker group's one line: name, cluster, roles, topics, and what is wrong."""
     brokers = group["brokers"]
@@ -518,6 +565,7 @@ def _filter_form(params, refresh):
 
 def _document(view, params):
     summary = view.summary()
+    peers = view.peers()
     refresh = params["refresh"]
     meta = [f'rocketpy {summary["version"]} · answers like RocketMQ {summary["profile"]}']
     if summary["listen"]:
@@ -535,7 +583,8 @@ def _document(view, params):
                    tags.a("Topics", href="#topics"), tags.a("KV config", href="#kv"),
                    tags.a("Metrics", href="/metrics"), tags.a("JSON API", href="/api/"))
     main = Tag("main")(          # not in twisted.web.template's (pre-HTML5) list of tag names
-        _summary(summary), _clusters(view.cluster_summaries()), _groups(view, params),
+        _summary(summary), _clusters(view.cluster_summaries()),
+        _peers(peers) if peers is not None else "", _groups(view, params),
         _traffic(summary.get("traffic")),
         _topics(view, params), _kv(view.kv()),
         tags.p(f'Updated {time.strftime("%H:%M:%S")} (server time {summary["serverTime"]} ms).',

@@ -41,6 +41,7 @@ API_ENDPOINTS = {
                    f"(default {DEFAULT_LIMIT}, at most {MAX_LIMIT})",
     "/api/topics/<topic>": "one topic (404 when it has no route)",
     "/api/kv": "KV config: namespace -> key -> value",
+    "/api/peers": "the latest comparison with the --peers NameServers (404 without --peers)",
     "/api/kv/<namespace>": "one KV namespace",
 }
 
@@ -119,6 +120,11 @@ class ApiResource(Resource):
             if topic is None:
                 return http.NOT_FOUND, {"error": f"no route for topic {'/'.join(rest)!r}"}
             return http.OK, topic
+        if head == "peers" and not rest:
+            peers = view.peers()
+            if peers is None:
+                return http.NOT_FOUND, {"error": "no --peers given"}
+            return http.OK, peers
         if head == "kv":
             kv = view.kv()
             if not rest:

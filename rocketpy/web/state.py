@@ -88,11 +88,12 @@ class NameServerView:
     :param answer_cache: the transport's answer cache or None.
     :param listen: the remoting endpoint description, shown on the page.
     :param rates: a :class:`~rocketpy.web.rates.TrafficRates` or None.
+    :param peer_watch: a :class:`~rocketpy.web.peers.PeerWatch` (``--peers``) or None.
     """
 
     def __init__(self, route_info_manager, kv_config_manager=None, *, clock, connections=None,
                  unregistration=None, metrics=None, policies=None, access_control=None,
-                 answer_cache=None, listen=None, rates=None):
+                 answer_cache=None, listen=None, rates=None, peer_watch=None):
         self.route_info_manager = route_info_manager
         self.kv_config_manager = kv_config_manager
         self.clock = clock
@@ -104,6 +105,7 @@ class NameServerView:
         self.answer_cache = answer_cache
         self.listen = listen
         self.rates = rates
+        self.peer_watch = peer_watch
         self.started = clock.seconds()
         self.version = _rocketpy_version()
 
@@ -358,6 +360,18 @@ class NameServerView:
         return {"query": query or "", "total": len(self.route_info_manager.topic_queue_table),
                 "matched": len(names), "offset": offset, "limit": limit,
                 "topics": [self.topic(t) for t in page]}
+
+    def peers(self):
+        """The latest comparison with the peer NameServers (:mod:`rocketpy.web.peers`):
+        ``None`` without ``--peers``; ``{"checkedMs": None}`` before the first one."""
+        watch = self.peer_watch
+        if watch is None:
+            return None
+        out = {"peers": list(watch.peers), "checkedMs": watch.checked_ms,
+               "intervalSeconds": watch.interval}
+        if watch.report is not None:
+            out.update(watch.report)
+        return out
 
     # ------------------------------------------------------------------ KV config
 
