@@ -10,6 +10,11 @@ artifact (``$ROCKETPY_ARTIFACTS`` or ``tests/artifacts/``). The page must load n
 anywhere but the server and must raise no console error (a Content-Security-Policy violation is
 one).
 
+A second test drives the page at scale: ``rocketpy-brokersim`` registers 2,000 brokers (1,000
+groups in 4 clusters) and 10,000 topics, and the browser checks one screenful of cluster
+counts, groups collapsed in natural order and paged, system topics hidden, and opened sections
+and the filter kept across refreshes (screenshots ``status-2000-brokers*.png``).
+
 Chromium missing is a failure, not a skip: install it with ``apt-get install chromium``
 (tests/install.sh does).
 """
