@@ -281,6 +281,14 @@ def _spooled_files(pid, tmpdir):
     return opened + os.listdir(tmpdir)
 
 
+def _posted(url, size):
+    """The status urllib gets for a POST of ``size`` bytes (it sends the body, then reads)."""
+    request = urllib.request.Request(url + "api/kv", data=b"x" * size, method="POST")
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        urllib.request.urlopen(request, timeout=10)
+    return refused.value.code
+
+
 def test_bodies_are_refused_before_anything_is_spooled(tmp_path):
     # twisted.web spools a body over 100 KB to a temporary file once the headers are in; a peer
     # outside adminAllowNetworks (and anyone, above MAX_BODY) is answered before that
@@ -294,11 +302,13 @@ def test_bodies_are_refused_before_anything_is_spooled(tmp_path):
         assert _raw_answer(url, chunked, chunks) == b"HTTP/1.1 403 Forbidden"
         assert _spooled_files(server.proc.pid, spool) == []
         server.wait_for_log(r"web: refusing 127\.0\.0\.1: not in adminAllowNetworks")
+        assert _posted(url, 4 << 20) == 403      # a client that sends its body first still reads it
     with web_server("-D", "adminAllowNetworks=127.0.0.0/8", env={"TMPDIR": str(spool)}) as (server, url):
         assert _raw_answer(url, huge) == b"HTTP/1.1 413 Content Too Large"
         assert _raw_answer(url, chunked, chunks) == b"HTTP/1.1 413 Content Too Large"
         small = b"POST /api/kv HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\n{}"
         assert _raw_answer(url, small) == b"HTTP/1.1 405 Method Not Allowed"
+        assert _posted(url, 4 << 20) == 413
         assert _spooled_files(server.proc.pid, spool) == []
         assert get(url + "api/summary")[0] == 200
 

@@ -31,6 +31,10 @@ __all__ = ["StatusPage", "ApiResource", "WebRoot", "WebSite", "client_allowed", 
 #: The largest request body kept (in memory; a read-only site needs none): a declared
 #: Content-Length above it, or a chunked body growing past it, is answered 413 and closed.
 MAX_BODY = 64 * 1024
+#: Seconds a refused connection is still read (and what comes discarded) after its answer,
+#: so that a client still sending its body gets the answer, not a reset (nginx's
+#: ``lingering_time`` idea): bandwidth at most, never memory or disk.
+LINGER_SECONDS = 10.0
 
 API_ENDPOINTS = {
     "/api/summary": "server version, profile, uptime and the counts of the status page",
@@ -211,15 +215,22 @@ class _Channel(http.HTTPChannel):
             self.refuse(431, b"A request header is too long.\n")
 
     def refuse(self, code, body):
-        """Answer ``code`` with ``body`` and close; nothing more of this connection is read."""
+        """Answer ``code`` with ``body`` and close. Nothing more is kept: what the peer still
+        sends is read and dropped for :data:`LINGER_SECONDS` at most (after our end is shut),
+        so that the answer is not lost to a reset while its body is on its way."""
         if self._refused:
             return
         self._refused = True
+        self.setTimeout(None)
         self.dataReceived = self.rawDataReceived = self.lineReceived = lambda data: None
         self.transport.write(_status_line(code) + b"\r\ncontent-type: text/plain; "
                              b"charset=utf-8\r\ncontent-length: " + str(len(body)).encode()
                              + b"\r\nconnection: close\r\n\r\n" + body)
-        self.loseConnection()
+        if hasattr(self.transport, "loseWriteConnection"):
+            self.transport.loseWriteConnection()
+            self._abortingCall = self.callLater(LINGER_SECONDS, self.forceAbortClient)
+        else:
+            self.loseConnection()
 
     def allHeadersReceived(self):
         site = self.site
