@@ -405,6 +405,11 @@ class ScaleTests(SynchronousTestCase):
         self.assertIn("Showing 101–120 of 120 broker groups.", last)
         only = server.get("/?q=10.0.7.2")[2].decode()                        # by address
         self.assertEqual(re.findall(r'data-group="([^"]+)"', only), ["broker-7"])
+        _, page = server.api("groups?q=Cluster-1&offset=2&limit=3")
+        self.assertEqual((page["matched"], page["total"]), (60, 120))
+        self.assertEqual([g["brokerName"] for g in page["groups"]], ["broker-5", "broker-7", "broker-9"])
+        self.assertEqual([b["role"] for b in page["groups"][0]["brokers"]], ["master", "slave"])
+        self.assertIn("2 brokers: master, slave", server.get("/?gpage=99")[2].decode())   # clamped
         _, clusters = server.api("clusters")
         self.assertEqual([g["brokerName"] for g in clusters["clusters"][0]["brokerGroups"]][:3],
                          ["broker-0", "broker-2", "broker-4"])

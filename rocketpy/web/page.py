@@ -383,12 +383,13 @@ def _group_line(group):
 
 def _groups(view, params):
     per = GROUPS_PER_PAGE
-    probe = view.broker_groups(params["q"], 0, 1)
-    matched, total = probe["matched"], probe["total"]
+    found = view.broker_groups(params["q"], (params["gpage"] - 1) * per, per)
+    matched, total = found["matched"], found["total"]
     pages = max(1, -(-matched // per))
     page = min(params["gpage"], pages)
-    offset = (page - 1) * per
-    groups = view.broker_groups(params["q"], offset, per)["groups"] if matched else []
+    if page != params["gpage"]:             # past the end: the last page
+        found = view.broker_groups(params["q"], (page - 1) * per, per)
+    offset, groups = found["offset"], found["groups"]
     scope = f' matching “{params["q"]}” ({total} in all)' if params["q"] else ""
     count = tags.p(f"Showing {offset + 1 if groups else 0}–{offset + len(groups)} of {matched} "
                    f"broker groups{scope}.", class_="count", id="group-count",

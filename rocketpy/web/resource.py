@@ -41,6 +41,8 @@ API_ENDPOINTS = {
     "/api/clusters": "clusters -> broker groups -> brokers (address, id, version, data version, "
                      "heartbeat age and timeout, topic count, connection state)",
     "/api/brokers": "every broker address as one flat list",
+    "/api/groups": f"broker groups with their brokers, in natural order; ?q= filter (cluster, "
+                   f"group or address), ?offset=, ?limit= (default {DEFAULT_LIMIT}, at most {MAX_LIMIT})",
     "/api/topics": f"topics with queue data and route; ?q= filter, ?offset=, ?limit= "
                    f"(default {DEFAULT_LIMIT}, at most {MAX_LIMIT})",
     "/api/topics/<topic>": "one topic (404 when it has no route)",
@@ -112,14 +114,15 @@ class ApiResource(Resource):
             return http.OK, {"clusters": view.clusters()}
         if head == "brokers" and not rest:
             return http.OK, {"brokers": view.brokers()}
+        if head in ("topics", "groups") and not rest:
+            try:
+                offset = int(args.get("offset", 0))
+                limit = int(args.get("limit", DEFAULT_LIMIT))
+            except ValueError:
+                return http.BAD_REQUEST, {"error": "offset and limit must be integers"}
+            page = view.topics if head == "topics" else view.broker_groups
+            return http.OK, page(args.get("q"), offset, limit)
         if head == "topics":
-            if not rest:
-                try:
-                    offset = int(args.get("offset", 0))
-                    limit = int(args.get("limit", DEFAULT_LIMIT))
-                except ValueError:
-                    return http.BAD_REQUEST, {"error": "offset and limit must be integers"}
-                return http.OK, view.topics(args.get("q"), offset, limit)
             topic = view.topic("/".join(rest))
             if topic is None:
                 return http.NOT_FOUND, {"error": f"no route for topic {'/'.join(rest)!r}"}
