@@ -418,9 +418,12 @@ class ScaleTests(SynchronousTestCase):
                          ["broker-0", "broker-1", "broker-2"])
 
     def test_a_topic_on_many_groups_is_collapsed_with_a_count(self):
-        server, _ = self.populate(5)
+        server, _ = self.populate(25)
         html = server.get("/?q=Wide")[2].decode()
-        self.assertIn('<details id="tq-Wide"><summary>5 broker groups</summary>', html)
+        self.assertIn('<details id="tq-Wide"><summary>25 broker groups</summary>', html)
+        queue_datas = re.search(r'<details id="tq-Wide">(.*?)</details>', html).group(1)
+        self.assertEqual(queue_datas.count('class="qd"'), 20)          # bounded, and says so
+        self.assertIn('… 5 more in </span><a href="/api/topics/Wide">', queue_datas)
         html = server.get("/?q=Own-1-")[2].decode()
         self.assertNotIn("<details id=\"tq-Own-1-0\"", html)                   # one group: inline
 

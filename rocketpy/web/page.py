@@ -26,7 +26,7 @@ would escape the script's ``<`` and ``&&``)."""
 import base64
 import hashlib
 import time
-from urllib.parse import urlencode
+from urllib.parse import quote, urlencode
 
 from twisted.web.template import Comment, Tag, flatten, tags
 
@@ -41,6 +41,8 @@ DEFAULT_REFRESH = 10
 GROUPS_PER_PAGE = 50
 #: a topic on more broker groups than this shows them collapsed, with a count
 QUEUE_DATAS_INLINE = 3
+#: broker groups listed per topic when opened (all of them are in /api/topics/<topic>)
+QUEUE_DATAS_SHOWN = 20
 #: KV entries shown per namespace (the rest are in /api/kv)
 KV_SHOWN = 500
 #: request codes shown in the traffic table (all of them are in /api/summary)
@@ -461,24 +463,28 @@ def _joined(items, separator):
     return out
 
 
-def _collapsed(items, what, key):
+def _collapsed(items, what, key, topic):
     """``items`` joined by line breaks; past :data:`QUEUE_DATAS_INLINE`, inside a closed
-    ``<details>`` whose line says how many."""
-    joined = _joined(items, tags.br)
+    ``<details>`` whose line says how many, and at most :data:`QUEUE_DATAS_SHOWN` of them."""
     if len(items) <= QUEUE_DATAS_INLINE:
-        return joined
-    return tags.details(tags.summary(f"{len(items)} {what}"), joined, id=key)
+        return _joined(items, tags.br)
+    shown = _joined(items[:QUEUE_DATAS_SHOWN], tags.br)
+    if len(items) > QUEUE_DATAS_SHOWN:
+        href = "/api/topics/" + quote(topic, safe="")
+        shown += [tags.br(), _muted(f"… {len(items) - QUEUE_DATAS_SHOWN} more in "),
+                  tags.a(href, href=href)]
+    return tags.details(tags.summary(f"{len(items)} {what}"), shown, id=key)
 
 
 def _topic_row(topic):
     name = topic["topic"]
     queues = _collapsed([_queue_data(qd) for qd in topic["queueDatas"]], "broker groups",
-                        f"tq-{name}")
+                        f"tq-{name}", name)
     if topic["brokerDatas"]:
         route = _collapsed([[bd["brokerName"], " ", _muted(f'({bd["cluster"]})'), ": ",
                              _joined([_mono(f"{bid}={addr}") for bid, addr in bd["brokerAddrs"].items()],
                                      lambda: ", ")]
-                            for bd in topic["brokerDatas"]], "broker groups", f"tr-{name}")
+                            for bd in topic["brokerDatas"]], "broker groups", f"tr-{name}", name)
     else:
         route = _muted("no route (no broker data)")
     order = topic.get("orderTopicConf")
