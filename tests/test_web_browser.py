@@ -310,6 +310,9 @@ def test_status_page_at_2000_brokers_and_10000_topics():
                     break
                 time.sleep(1)
             assert (summary.get("brokers"), summary.get("brokerGroups")) == (2000, 1000), summary
+            admin = RemotingClient(server.port)
+            assert admin.call(100, {"namespace": "ORDER_TOPIC_CONFIG", "key": "SimTopic-1",
+                                    "value": "broker-0:8;broker-1:8"}).code == 0
             with _browser() as tools:
                 tools.call("Page.navigate", url=url + "?refresh=2")
                 tools.wait_event("Page.loadEventFired", timeout=60)
@@ -337,11 +340,13 @@ def test_status_page_at_2000_brokers_and_10000_topics():
                 first_group = names[0]
                 tools.js("document.querySelector('details.group summary').click()")
                 tools.js("document.querySelector('#topics td details summary').click()")
+                tools.js("document.querySelector('#kv details summary').click()")
                 loaded = tools.js("+(document.body.dataset.loaded || 0)")
                 tools.wait_js(f"+(document.body.dataset.loaded || 0) >= {loaded + 2}", timeout=60)
                 assert tools.js("document.querySelector('details.group').open") is True
                 assert tools.js("document.querySelector('details.group').dataset.group") == first_group
                 assert tools.js("document.querySelector('#topics td details').open") is True
+                assert tools.js("document.querySelector('#kv details').open") is True   # was closed by each refresh
 
                 # a filter, kept (with the opened group) across the refresh
                 tools.js("document.getElementById('q').focus()")
@@ -365,6 +370,7 @@ def test_status_page_at_2000_brokers_and_10000_topics():
                 errors = [e for e in tools.events if e.get("method") == "Runtime.exceptionThrown"
                           or (e.get("method") == "Log.entryAdded" and e["params"]["entry"]["level"] == "error")]
                 assert not errors, errors
+            admin.close()
         finally:
             sim.terminate()
             try:
