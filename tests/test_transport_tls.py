@@ -11,7 +11,7 @@ from twisted.internet.interfaces import IOpenSSLContextFactory
 from zope.interface.verify import verifyObject
 
 from rocketpy.transport.tls import (TlsMode, TlsSettings, TlsUnavailableError,
-                                    build_context_factory)
+                                    build_context_factory, watched_paths)
 
 from OpenSSL import SSL  # twisted[tls]: an install dependency, so a missing one fails
 
@@ -181,15 +181,16 @@ def test_certificate_reload_on_change(tmp_path):
     settings = TlsSettings.from_properties({"tls.test.mode.enable": "false",
                                             "tls.server.certPath": cert,
                                             "tls.server.keyPath": key})
-    factory = build_context_factory(settings)
+    installed = [build_context_factory(settings)]
     clock = Clock()
-    watch = TlsFileWatch(factory, clock)
+    watch = TlsFileWatch(settings, installed.append, clock)
+    current = lambda: installed[-1].getContext()       # noqa: E731  (what a new connection gets)
     errors = []
     observer = lambda event: errors.append(event) if event.get("log_level").name == "error" else None
     globalLogPublisher.addObserver(observer)
     try:
         watch.startService()
-        old_client, old_server = _connected(factory.getContext())
+        old_client, old_server = _connected(current())
         assert _serial(old_client) == _serial_of(cert)
         clock.advance(WATCH_INTERVAL)
         assert watch.reloads == 0            # nothing changed, nothing read
@@ -198,18 +199,18 @@ def test_certificate_reload_on_change(tmp_path):
             open(cert, "wb").write(f.read())
         clock.advance(WATCH_INTERVAL)
         assert (watch.reloads, watch.failures) == (0, 1)
-        assert _serial(_connected(factory.getContext())[0]) != _serial_of(new_cert)
+        assert _serial(_connected(current())[0]) != _serial_of(new_cert)
         with open(new_key, "rb") as f:        # then the key: both in place, reloaded
             open(key, "wb").write(f.read())
         clock.advance(WATCH_INTERVAL)
         assert watch.reloads == 1
-        assert _serial(_connected(factory.getContext())[0]) == _serial_of(new_cert)
+        assert _serial(_connected(current())[0]) == _serial_of(new_cert)
         assert _echo(old_client, old_server, b"still here") == b"still here"
 
         open(cert, "wb").write(b"-----BEGIN CERTIFICATE-----\ngarbage\n")   # a bad new file
         clock.advance(WATCH_INTERVAL)
         assert (watch.reloads, watch.failures) == (1, 2)
-        assert _serial(_connected(factory.getContext())[0]) == _serial_of(new_cert)
+        assert _serial(_connected(current())[0]) == _serial_of(new_cert)
         assert len(errors) == 2 and "keeping the previous certificate" in errors[-1]["log_format"]
         clock.advance(WATCH_INTERVAL)
         assert watch.failures == 2           # logged once per change, not per poll
@@ -218,5 +219,26 @@ def test_certificate_reload_on_change(tmp_path):
         watch.stopService()
 
 
+def test_files_that_did_not_load_at_start_are_watched(tmp_path):
+    from twisted.internet.task import Clock
+    from rocketpy.service.tlswatch import TlsFileWatch, WATCH_INTERVAL
+    settings = TlsSettings.from_properties({"tls.test.mode.enable": "false",
+                                            "tls.server.certPath": str(tmp_path / "server.pem"),
+                                            "tls.server.keyPath": str(tmp_path / "server.key")})
+    with pytest.raises(TlsUnavailableError):
+        build_context_factory(settings)               # nothing there yet: no TLS at start
+    installed = []
+    clock = Clock()
+    watch = TlsFileWatch(settings, installed.append, clock)
+    watch.startService()
+    try:
+        cert, _ = _cert(tmp_path)                     # the files appear
+        clock.advance(WATCH_INTERVAL)
+        assert len(installed) == 1
+        assert _serial(_connected(installed[0].getContext())[0]) == _serial_of(cert)
+    finally:
+        watch.stopService()
+
+
 def test_test_mode_watches_no_file():
-    assert build_context_factory(TlsSettings()).watched_paths() == ()
+    assert watched_paths(TlsSettings()) == ()

@@ -28,7 +28,8 @@ from ..transport.factory import RemotingServerFactory
 from ..transport.limits import LIMIT_KEYS, ServerLimits, raise_open_files_limit
 from ..transport.metrics import ServerMetrics
 from ..transport.offload import DecodePool, WritePool
-from ..transport.tls import TLS_KEYS, TlsMode, TlsSettings, TlsUnavailableError, build_context_factory
+from ..transport.tls import (TLS_KEYS, TlsMode, TlsSettings, TlsUnavailableError,
+                             build_context_factory, watched_paths)
 from .allocator import trim_heap, tune_allocator
 from .fileio import load_properties, read_text, write_file_java
 from .housekeeping import BrokerHousekeepingService
@@ -327,9 +328,10 @@ def makeService(options, reactor=None):
     interval = policies.liveness.scan_interval_ms(namesrv_config)
 
     top = MultiService()
-    if context is not None and context.watched_paths():   # reload on change, as Java
+    if settings.mode is not TlsMode.DISABLED and watched_paths(settings):   # as Java: on change
         from .tlswatch import TlsFileWatch
-        top.tls_watch = TlsFileWatch(context, reactor)
+        install = partial(setattr, factory, "tls_context_factory")   # read per connection
+        top.tls_watch = TlsFileWatch(settings, install, reactor)
         top.tls_watch.setServiceParent(top)
     GracefulExit(reactor).setServiceParent(top)   # SIGTERM: a clean stop, exit status 0
     # Started in this order, stopped in reverse: the server stops listening and closes its

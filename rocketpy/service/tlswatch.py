@@ -3,15 +3,16 @@
 
 The files are polled with ``os.stat`` on the reactor's clock (injectable; a stat of three small
 files is all a tick costs) and read only when one changed: size, modification time, inode or
-presence. Any change rebuilds the context (:meth:`~rocketpy.transport.tls.ServerContextFactory.
-reload`), so new connections use the new files and established ones keep theirs. A context that
-does not build (a half-written file, a key that does not match the certificate) is logged and
-the old one kept; the next change tries again, so writing the certificate and then the key
-reloads once both are in place (Java waits for both to change, and never reloads a renewed
-certificate whose key stayed the same)."""
+presence. Any change builds a new context factory and hands it to ``install`` (which puts it
+where the transport takes it for each new TLS connection), so new connections use the new files
+and established ones keep theirs. A context that does not build (a half-written file, a key that
+does not match the certificate) is logged and the old one kept; the next change tries again, so
+writing the certificate and then the key reloads once both are in place (Java waits for both to
+change, and never reloads a renewed certificate whose key stayed the same). Files that did not
+load at start are watched too: TLS starts working when they are fixed."""
 import os
 
-from ..transport.tls import TlsUnavailableError
+from ..transport.tls import TlsUnavailableError, build_context_factory, watched_paths
 from .periodic import PeriodicService
 
 __all__ = ["TlsFileWatch", "WATCH_INTERVAL"]
@@ -29,14 +30,16 @@ def _signature(path):
 
 
 class TlsFileWatch(PeriodicService):
-    """Reload ``context_factory`` when one of its files changes."""
+    """``install(context_factory)`` a new context built from ``settings`` when one of its
+    files changes."""
 
     name = "tls-file-watch"
 
-    def __init__(self, context_factory, clock, interval=WATCH_INTERVAL):
+    def __init__(self, settings, install, clock, interval=WATCH_INTERVAL):
         super().__init__(interval, clock)
-        self.context_factory = context_factory
-        self.paths = context_factory.watched_paths()
+        self.settings = settings
+        self.install = install
+        self.paths = watched_paths(settings)
         self._seen = self._signatures()
         self.reloads = 0
         self.failures = 0
@@ -51,12 +54,13 @@ class TlsFileWatch(PeriodicService):
         changed = [p for p, a, b in zip(self.paths, self._seen, now) if a != b]
         self._seen = now
         try:
-            self.context_factory.reload()
+            context_factory = build_context_factory(self.settings)
         except TlsUnavailableError as exc:
             self.failures += 1
             self.log.error("TLS files changed ({files}) but do not load, keeping the previous "
                            "certificate: {why}", files=", ".join(changed), why=exc)
             return
+        self.install(context_factory)
         self.reloads += 1
         self.log.info("The TLS certificate and key changed ({files}): new connections use them",
                       files=", ".join(changed))

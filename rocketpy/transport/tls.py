@@ -10,10 +10,10 @@ certificates not verified; otherwise ``tls.server.certPath``/``keyPath``/``keyPa
 PKCS#8 or traditional), ``tls.server.need.client.auth`` and ``tls.server.authClient`` +
 ``trustCertPath``.
 
-The context is reloaded when the certificate, key or trust files change
-(:meth:`ServerContextFactory.reload`, driven by :class:`~rocketpy.service.tlswatch.TlsFileWatch`,
-as Java's ``FileWatchService``): new connections get the new context, established ones keep
-theirs, and a new file that does not load is logged and the old context kept.
+A new context is built when the certificate, key or trust files change
+(:class:`~rocketpy.service.tlswatch.TlsFileWatch`, as Java's ``FileWatchService``): new
+connections get it, established ones keep theirs, and a new file that does not load is logged
+and the old context kept.
 
 pyOpenSSL is optional (``twisted[tls]``): without it ``build_context_factory`` raises
 :class:`TlsUnavailableError`, and a TLS handshake is answered as Java does when its
@@ -26,7 +26,7 @@ from twisted.internet.interfaces import IOpenSSLContextFactory
 from zope.interface import implementer
 
 __all__ = ["TlsMode", "TlsSettings", "TlsUnavailableError", "build_context_factory",
-           "ServerContextFactory", "HANDSHAKE_MAGIC", "TLS_KEYS"]
+           "ServerContextFactory", "watched_paths", "HANDSHAKE_MAGIC", "TLS_KEYS"]
 
 #: First byte of a TLS record carrying a handshake (Java ``TlsModeHandler.HANDSHAKE_MAGIC_CODE``).
 HANDSHAKE_MAGIC = 0x16
@@ -128,35 +128,29 @@ def _load_files(settings):
 
 @implementer(IOpenSSLContextFactory)
 class ServerContextFactory:
-    """The context for ``startTLS`` (Twisted's ``IOpenSSLContextFactory``): the latest one
-    built from ``settings``; ``startTLS`` asks once per connection."""
+    """The context for ``startTLS`` (Twisted's ``IOpenSSLContextFactory``)."""
 
-    def __init__(self, settings):
-        self.settings = settings
-        self._context = _build_context(settings)
+    def __init__(self, context):
+        self._context = context
 
     def getContext(self):
         return self._context
 
-    def reload(self):
-        """Build a context from the files as they are now; TlsUnavailableError (the current
-        context kept) when they do not load or do not match."""
-        self._context = _build_context(self.settings)
 
-    def watched_paths(self):
-        """The files a reload reads (none in test mode: its certificate is made up)."""
-        s = self.settings
-        if s.test_mode:
-            return ()
-        paths = [s.cert_path, s.key_path]
-        if s.auth_client and s.trust_cert_path:
-            paths.append(s.trust_cert_path)
-        return tuple(p for p in paths if p)
+def watched_paths(settings):
+    """The files a context is built from (none in test mode: its certificate is made up)."""
+    if settings.test_mode:
+        return ()
+    paths = [settings.cert_path, settings.key_path]
+    if settings.auth_client and settings.trust_cert_path:
+        paths.append(settings.trust_cert_path)
+    return tuple(p for p in paths if p)
 
 
 def build_context_factory(settings):
-    """A :class:`ServerContextFactory` for ``ITLSTransport.startTLS``, built from ``settings``."""
-    return ServerContextFactory(settings)
+    """A :class:`ServerContextFactory` for ``ITLSTransport.startTLS``, built from ``settings``
+    (the files as they are now); TlsUnavailableError when they do not load or do not match."""
+    return ServerContextFactory(_build_context(settings))
 
 
 def _build_context(settings):
