@@ -5,10 +5,11 @@ Read-only: GET and HEAD only (405 otherwise). :class:`WebSite` refuses (403) cli
 ``adminAllowNetworks`` when it is set -- the list that guards the administrative remoting
 requests; clients of a UNIX socket are local and always allowed (the file's permissions guard
 it), except for the address server's ``/rocketmq/`` (:mod:`~rocketpy.web.nsaddr`), which every
-broker and client must reach and which tells only what they are told anyway. Both checks, and the body bound (:data:`MAX_BODY`, 413 above it), are made by the channel
-as soon as the headers are in, before any body byte is kept: twisted.web's own ``Request``
-spools a body over 100 KB to a temporary file, so a stranger could fill the disk with a body
-that is refused afterwards."""
+broker and client must reach and which tells only what they are told anyway. Both checks, and
+the body bound (:data:`MAX_BODY`, 413 above it), are made by the channel as soon as the headers
+are in, before any body byte is kept: twisted.web's own ``Request`` spools a body over 100 KB
+to a temporary file, so a stranger could fill the disk with a body that is refused
+afterwards."""
 import io
 import ipaddress
 import json
@@ -47,8 +48,8 @@ API_ENDPOINTS = {
                    f"(default {DEFAULT_LIMIT}, at most {MAX_LIMIT})",
     "/api/topics/<topic>": "one topic (404 when it has no route)",
     "/api/kv": "KV config: namespace -> key -> value",
-    "/api/peers": "the latest comparison with the --peers NameServers (404 without --peers)",
     "/api/kv/<namespace>": "one KV namespace",
+    "/api/peers": "the latest comparison with the --peers NameServers (404 without --peers)",
 }
 
 
