@@ -176,6 +176,59 @@ def test_tls_permissive_serves_both_enforcing_refuses_plain():
         assert route_code(server.port, "x") == 17
 
 
+def _served_serial(tls):
+    from cryptography import x509
+    return x509.load_der_x509_certificate(tls.getpeercert(binary_form=True)).serial_number
+
+
+def test_tls_certificate_reloads_for_new_connections(tmp_path):
+    from test_transport_tls import _cert, _serial_of
+    ctx = ssl.create_default_context()
+    ctx.check_hostname = False
+    ctx.verify_mode = ssl.CERT_NONE
+    live, renewed = tmp_path / "live", tmp_path / "renewed"
+    live.mkdir()
+    renewed.mkdir()
+    cert, key = _cert(live)
+    new_cert, new_key = _cert(renewed)
+    request = RemotingCommand.request(105, {"topic": "x"}, opaque=9, version=479).encode()
+    with running_server("-D", "tls.test.mode.enable=false", "-D", f"tls.server.certPath={cert}",
+                        "-D", f"tls.server.keyPath={key}") as server:
+        old = ctx.wrap_socket(socket.create_connection(("127.0.0.1", server.port)))
+        first = _served_serial(old)
+        assert first == _serial_of(cert)
+        os.replace(new_cert, cert)
+        os.replace(new_key, key)
+        server.wait_for_log(r"The TLS certificate and key changed", timeout=10)
+        with ctx.wrap_socket(socket.create_connection(("127.0.0.1", server.port))) as fresh:
+            assert _served_serial(fresh) == _serial_of(cert) != first
+        with old:
+            old.sendall(request)
+            assert b'"opaque":9' in old.recv(65536)     # the old connection still works
+
+
+def test_tls_starts_once_missing_files_appear(tmp_path):
+    from test_transport_tls import _cert, _serial_of
+    ctx = ssl.create_default_context()
+    ctx.check_hostname = False
+    ctx.verify_mode = ssl.CERT_NONE
+    live, ready = tmp_path / "live", tmp_path / "ready"
+    live.mkdir()
+    ready.mkdir()
+    cert, key = live / "server.pem", live / "server.key"
+    with running_server("-D", "tls.test.mode.enable=false", "-D", f"tls.server.certPath={cert}",
+                        "-D", f"tls.server.keyPath={key}") as server:
+        with pytest.raises((ssl.SSLError, ConnectionError, OSError)):
+            with ctx.wrap_socket(socket.create_connection(("127.0.0.1", server.port), timeout=10)):
+                pass
+        new_cert, new_key = _cert(ready)
+        os.replace(new_key, key)
+        os.replace(new_cert, cert)
+        server.wait_for_log(r"The TLS certificate and key changed", timeout=10)
+        with ctx.wrap_socket(socket.create_connection(("127.0.0.1", server.port))) as tls:
+            assert _served_serial(tls) == _serial_of(cert)
+
+
 def test_sigterm_flushes_kv_and_exits_cleanly():
     with running_server() as server:
         admin = RemotingClient(server.port)

@@ -11,7 +11,7 @@ from twisted.internet.interfaces import IOpenSSLContextFactory
 from zope.interface.verify import verifyObject
 
 from rocketpy.transport.tls import (TlsMode, TlsSettings, TlsUnavailableError,
-                                    build_context_factory)
+                                    build_context_factory, watched_paths)
 
 from OpenSSL import SSL  # twisted[tls]: an install dependency, so a missing one fails
 
@@ -128,3 +128,117 @@ def test_auth_client_verifies_against_trust_store(tmp_path):
                            auth_client=True, trust_cert_path=trusted[0])
     assert _handshake(build_context_factory(settings).getContext(), client_cert=trusted)
     assert not _handshake(build_context_factory(settings).getContext(), client_cert=stranger)
+
+
+def _connected(server_ctx):
+    """A client and a server connection, handshaken in memory."""
+    server = SSL.Connection(server_ctx, None)
+    server.set_accept_state()
+    client = SSL.Connection(SSL.Context(SSL.TLS_CLIENT_METHOD), None)
+    client.set_connect_state()
+    for _ in range(20):
+        for conn in (client, server):
+            try:
+                conn.do_handshake()
+            except SSL.WantReadError:
+                pass
+        for a, b in ((client, server), (server, client)):
+            try:
+                b.bio_write(a.bio_read(65536))
+            except SSL.WantReadError:
+                pass
+    return client, server
+
+
+def _echo(client, server, data):
+    client.send(data)
+    server.bio_write(client.bio_read(65536))
+    return server.recv(1024)
+
+
+def _serial(client):
+    return client.get_peer_certificate().get_serial_number()
+
+
+def _serial_of(cert_path):
+    from cryptography import x509
+    with open(cert_path, "rb") as f:
+        return x509.load_pem_x509_certificate(f.read()).serial_number
+
+
+def test_certificate_reload_on_change(tmp_path):
+    # TlsFileWatch polls the files on the reactor's clock; a change gives new connections the
+    # new certificate, established ones keep working, a bad file is logged and the old kept
+    from twisted.internet.task import Clock
+    from twisted.logger import globalLogPublisher
+    from rocketpy.service.tlswatch import TlsFileWatch, WATCH_INTERVAL
+
+    first, second = tmp_path / "first", tmp_path / "second"
+    first.mkdir()
+    second.mkdir()
+    cert, key = _cert(first)
+    new_cert, new_key = _cert(second)
+    settings = TlsSettings.from_properties({"tls.test.mode.enable": "false",
+                                            "tls.server.certPath": cert,
+                                            "tls.server.keyPath": key})
+    installed = [build_context_factory(settings)]
+    clock = Clock()
+    watch = TlsFileWatch(settings, installed.append, clock)
+    current = lambda: installed[-1].getContext()       # noqa: E731  (what a new connection gets)
+    errors = []
+    observer = lambda event: errors.append(event) if event.get("log_level").name == "error" else None
+    globalLogPublisher.addObserver(observer)
+    try:
+        watch.startService()
+        old_client, old_server = _connected(current())
+        assert _serial(old_client) == _serial_of(cert)
+        clock.advance(WATCH_INTERVAL)
+        assert watch.reloads == 0            # nothing changed, nothing read
+
+        with open(new_cert, "rb") as f:       # the certificate first: it does not match the key
+            open(cert, "wb").write(f.read())
+        clock.advance(WATCH_INTERVAL)
+        assert (watch.reloads, watch.failures) == (0, 1)
+        assert _serial(_connected(current())[0]) != _serial_of(new_cert)
+        with open(new_key, "rb") as f:        # then the key: both in place, reloaded
+            open(key, "wb").write(f.read())
+        clock.advance(WATCH_INTERVAL)
+        assert watch.reloads == 1
+        assert _serial(_connected(current())[0]) == _serial_of(new_cert)
+        assert _echo(old_client, old_server, b"still here") == b"still here"
+
+        open(cert, "wb").write(b"-----BEGIN CERTIFICATE-----\ngarbage\n")   # a bad new file
+        clock.advance(WATCH_INTERVAL)
+        assert (watch.reloads, watch.failures) == (1, 2)
+        assert _serial(_connected(current())[0]) == _serial_of(new_cert)
+        assert len(errors) == 2 and "keeping the previous certificate" in errors[-1]["log_format"]
+        clock.advance(WATCH_INTERVAL)
+        assert watch.failures == 2           # logged once per change, not per poll
+    finally:
+        globalLogPublisher.removeObserver(observer)
+        watch.stopService()
+
+
+def test_files_that_did_not_load_at_start_are_watched(tmp_path):
+    from twisted.internet.task import Clock
+    from rocketpy.service.tlswatch import TlsFileWatch, WATCH_INTERVAL
+    settings = TlsSettings.from_properties({"tls.test.mode.enable": "false",
+                                            "tls.server.certPath": str(tmp_path / "server.pem"),
+                                            "tls.server.keyPath": str(tmp_path / "server.key")})
+    with pytest.raises(TlsUnavailableError):
+        build_context_factory(settings)               # nothing there yet: no TLS at start
+    installed = []
+    clock = Clock()
+    watch = TlsFileWatch(settings, installed.append, clock)
+    watch.startService()
+    try:
+        cert, _ = _cert(tmp_path)                     # the files appear
+        clock.advance(WATCH_INTERVAL)
+        assert len(installed) == 1
+        assert _serial(_connected(installed[0].getContext())[0]) == _serial_of(cert)
+    finally:
+        watch.stopService()
+
+
+def test_test_mode_watches_no_file():
+    assert watched_paths(TlsSettings()) == ()

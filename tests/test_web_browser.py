@@ -10,23 +10,30 @@ artifact (``$ROCKETPY_ARTIFACTS`` or ``tests/artifacts/``). The page must load n
 anywhere but the server and must raise no console error (a Content-Security-Policy violation is
 one).
 
+A second test drives the page at scale: ``rocketpy-brokersim`` registers 2,000 brokers (1,000
+groups in 4 clusters) and 10,000 topics, and the browser checks one screenful of cluster
+counts, groups collapsed in natural order and paged, system topics hidden, and opened sections
+and the filter kept across refreshes (screenshots ``status-2000-brokers*.png``).
+
 Chromium missing is a failure, not a skip: install it with ``apt-get install chromium``
 (tests/install.sh does).
 """
 import base64
+import contextlib
 import itertools
 import json
 import os
 import shutil
 import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
 
 import pytest
 
-from serverproc import RemotingClient
-from test_web_server import populate, register, topic_names, web_server
+from serverproc import REPO_ROOT, RemotingClient
+from test_web_server import get_json, populate, register, topic_names, web_server
 
 pytestmark = pytest.mark.network
 
@@ -160,12 +167,13 @@ def test_status_page_in_headless_chromium():
             # the whole registration is on the page: every broker, the first page of topics
             assert tools.js("document.querySelectorAll('tr.broker').length") == len(expected["brokers"]) + 2
             assert tools.js("+document.getElementById('topic-count').dataset.total") == total
+            assert tools.js("+document.getElementById('topic-count').dataset.matched") == N_TOPICS
             assert tools.js("document.querySelectorAll('tr.topic').length") == 100
             assert tools.js("document.getElementById('autobox').hidden") is False   # script ran
 
             # each broker's role in words and its HA address, as the browser shows them
             rows = tools.js("[...document.querySelectorAll('tr.broker')].map(tr => [tr.dataset.addr, "
-                            "tr.querySelector('td.role-cell').innerText, tr.querySelector('td.ha').innerText])")
+                            "tr.querySelector('td.role-cell').textContent, tr.querySelector('td.ha').textContent])")
             roles = {addr: (role, ha) for addr, role, ha in rows}
             for cluster, group, broker_id, addr in expected["brokers"]:
                 assert roles[addr] == ("master" if broker_id == 0 else "slave",
@@ -197,28 +205,30 @@ def test_status_page_in_headless_chromium():
             tools.wait_js(f"+document.getElementById('topic-count').dataset.matched === {len(want)}")
             tools.js("document.getElementById('q').value = ''; "
                      "document.getElementById('filter').requestSubmit()")
-            tools.wait_js(f"+document.getElementById('topic-count').dataset.matched === {total}")
-            assert tools.js("document.querySelector('tr.topic.system td').textContent") == "ClusterC"
-
-            # the system topics toggle: a click, and the server leaves them out
-            tools.js("document.getElementById('nosys').click()")
             tools.wait_js(f"+document.getElementById('topic-count').dataset.matched === {N_TOPICS}")
             assert tools.js("document.querySelectorAll('tr.topic.system').length") == 0
-            assert tools.js("location.search") == "?nosys=1"
 
-            # the pager keeps the toggle
-            tools.js("document.querySelector('a.pg[rel=next]').click()")
+            # the system topics toggle: a click, and the server adds them
+            tools.js("document.getElementById('sys').click()")
+            tools.wait_js(f"+document.getElementById('topic-count').dataset.matched === {total}")
+            assert tools.js("document.querySelector('tr.topic.system td').textContent") == "ClusterC"
+            assert tools.js("location.search") == "?sys=1"
+            tools.js("document.getElementById('sys').click()")
+            tools.wait_js(f"+document.getElementById('topic-count').dataset.matched === {N_TOPICS}")
+
+            # the topics' pager
+            tools.js("document.querySelector('#topics a.pg[rel=next]').click()")
             tools.wait_js("document.getElementById('topic-count').textContent.startsWith('Showing 101')")
             first = tools.js("document.querySelector('tr.topic td').textContent")
             assert first == sorted(topic_names(N_TOPICS))[100]
-            assert tools.js("location.search") == "?nosys=1&page=2"
+            assert tools.js("location.search") == "?page=2"
 
             # back to the filtered view (system topics still hidden) for the screenshot
             tools.js("document.getElementById('q').focus()")
             tools.call("Input.insertText", text="Payments")
             tools.wait_js("document.getElementById('topic-count').textContent.includes('Payments')")
-            assert tools.js("location.search") == "?nosys=1&q=Payments"
-            assert tools.js("document.getElementById('nosys').checked") is True
+            assert tools.js("location.search") == "?q=Payments"
+            assert tools.js("document.getElementById('sys').checked") is False
             shot = tools.call("Page.captureScreenshot", format="png")
             path = ARTIFACTS / "status-page.png"
             path.write_bytes(base64.b64decode(shot["data"]))
@@ -245,3 +255,128 @@ def test_status_page_in_headless_chromium():
             for client in clients:
                 client.close()
     assert time.monotonic() - started < 60
+
+
+@contextlib.contextmanager
+def _browser():
+    """A headless chromium's DevTools session on a 1280x1000 window; closed afterwards."""
+    with tempfile.TemporaryDirectory(prefix="rocketpy-chromium-", ignore_cleanup_errors=True) as profile:
+        proc, port = _start_browser(profile)
+        tools = None
+        try:
+            tools = DevTools(_page_target(port))
+            for domain in ("Page", "Runtime", "Log"):
+                tools.call(f"{domain}.enable")
+            tools.call("Emulation.setDeviceMetricsOverride", width=1280, height=1000,
+                       deviceScaleFactor=1, mobile=False)
+            yield tools
+        finally:
+            if tools is not None:
+                tools.close()
+            proc.terminate()
+            try:
+                proc.wait(10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(5)
+
+
+def _screenshot(tools, name):
+    path = ARTIFACTS / name
+    path.write_bytes(base64.b64decode(tools.call("Page.captureScreenshot", format="png")["data"]))
+    assert path.stat().st_size > 10_000
+
+
+#: 2,000 brokers (1,000 groups of a master and a slave) in 4 clusters, 100 topics per group,
+#: each shared by 10 neighbouring groups: 10,000 topics on 10 groups each, plus system topics
+#: (first registrations spread over 20 s: at 5 s the decode pool sheds enough of them with
+#: SYSTEM_BUSY that a broker may stay out for minutes)
+SIM = ["--brokers", "2000", "--replicas", "2", "--clusters", "4", "--topics", "100",
+       "--topic-spread", "10", "--version", "5.3.3", "--no-refresh-metadata", "--ramp", "20",
+       "--duration", "900", "--progress", "0", "--seed", "3"]
+
+
+def test_status_page_at_2000_brokers_and_10000_topics():
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    with web_server() as (server, url):
+        env = dict(os.environ, PYTHONPATH=str(REPO_ROOT))
+        sim = subprocess.Popen([sys.executable, "-m", "rocketpy.broker.simcli", "-n", server.addr,
+                                *SIM], env=env, stdout=subprocess.DEVNULL,
+                               stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL)
+        try:
+            deadline = time.monotonic() + 180
+            summary = {}
+            while time.monotonic() < deadline:
+                summary = get_json(url + "api/summary")
+                if summary["brokers"] == 2000 and summary["topics"] >= 10_000:
+                    break
+                time.sleep(1)
+            assert (summary.get("brokers"), summary.get("brokerGroups")) == (2000, 1000), summary
+            admin = RemotingClient(server.port)
+            assert admin.call(100, {"namespace": "ORDER_TOPIC_CONFIG", "key": "SimTopic-1",
+                                    "value": "broker-0:8;broker-1:8"}).code == 0
+            with _browser() as tools:
+                tools.call("Page.navigate", url=url + "?refresh=2")
+                tools.wait_event("Page.loadEventFired", timeout=60)
+
+                # one screenful of cluster counts; the system topics hidden; groups collapsed
+                assert tools.js("document.getElementById('clusters').getBoundingClientRect().bottom") < 1000
+                clusters = tools.js("[...document.querySelectorAll('tr.cluster')].map(tr => "
+                                    "[...tr.children].slice(1, 4).map(td => +td.textContent))")
+                assert len(clusters) == 4
+                assert [sum(c[i] for c in clusters) for i in range(3)] == [1000, 2000, 2000]
+                assert tools.js("+document.getElementById('group-count').dataset.matched") == 1000
+                assert tools.js("document.querySelectorAll('details.group').length") == 50
+                assert tools.js("document.querySelectorAll('details.group[open]').length") == 0
+                names = tools.js("[...document.querySelectorAll('details.group')].map(d => d.dataset.group)")
+                numbers = [int(n.rsplit("-", 1)[1]) for n in names]
+                assert numbers == sorted(numbers), names           # natural order
+                assert tools.js("document.querySelectorAll('tr.topic.system').length") == 0
+                assert tools.js("+document.getElementById('topic-count').dataset.matched") == 10_000
+                assert tools.js("document.querySelectorAll('tr.topic').length") == 100
+                height = tools.js("document.documentElement.scrollHeight")
+                assert height < 20_000, height                     # was ~22,000 px at 200 brokers
+                _screenshot(tools, "status-2000-brokers.png")
+
+                # open a group and a topic's groups; both stay open across refreshes
+                first_group = names[0]
+                tools.js("document.querySelector('details.group summary').click()")
+                tools.js("document.querySelector('#topics td details summary').click()")
+                tools.js("document.querySelector('#kv details summary').click()")
+                loaded = tools.js("+(document.body.dataset.loaded || 0)")
+                tools.wait_js(f"+(document.body.dataset.loaded || 0) >= {loaded + 2}", timeout=60)
+                assert tools.js("document.querySelector('details.group').open") is True
+                assert tools.js("document.querySelector('details.group').dataset.group") == first_group
+                assert tools.js("document.querySelector('#topics td details').open") is True
+                assert tools.js("document.querySelector('#kv details').open") is True   # was closed by each refresh
+
+                # a filter, kept (with the opened group) across the refresh
+                tools.js("document.getElementById('q').focus()")
+                tools.call("Input.insertText", text=first_group)
+                tools.wait_js(f"document.getElementById('group-count').textContent.includes('{first_group}')",
+                              timeout=30)
+                loaded = tools.js("+(document.body.dataset.loaded || 0)")
+                tools.wait_js(f"+(document.body.dataset.loaded || 0) >= {loaded + 1}", timeout=60)
+                assert tools.js("document.getElementById('q').value") == first_group
+                assert tools.js("document.querySelector('details.group').open") is True
+                _screenshot(tools, "status-2000-brokers-filtered.png")
+
+                # the groups' pager
+                tools.js("document.getElementById('q').value = ''; "
+                         "document.getElementById('filter').requestSubmit()")
+                tools.wait_js("+document.getElementById('group-count').dataset.matched === 1000", timeout=30)
+                tools.js("document.querySelector('#groups a.pg[rel=next]').click()")
+                tools.wait_js("document.getElementById('group-count').textContent.startsWith('Showing 51')",
+                              timeout=30)
+                assert tools.js("location.search") == "?gpage=2&refresh=2"
+                errors = [e for e in tools.events if e.get("method") == "Runtime.exceptionThrown"
+                          or (e.get("method") == "Log.entryAdded" and e["params"]["entry"]["level"] == "error")]
+                assert not errors, errors
+            admin.close()
+        finally:
+            sim.terminate()
+            try:
+                sim.wait(30)
+            except subprocess.TimeoutExpired:
+                sim.kill()
+                sim.wait()

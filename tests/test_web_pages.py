@@ -172,7 +172,7 @@ class StatusPageTests(SynchronousTestCase):
         self.assertNotIn(b"<img", html)
         self.assertIn(b'&lt;img src=x onerror="alert(1)"&gt;', html)     # text: < and > escaped
         self.assertIn(b'data-addr="10.0.0.9:1"', html)
-        self.assertIn(b"<td rowspan=\"1\">b'\"&lt;</td>", html)
+        self.assertIn(b"<b>b'\"&lt;</b>", html)
         self.assertIn(evil, page_rows(html).topics)
         addr = '10.0.0.7:1"><script>alert(2)</script>'        # into a data- attribute and a cell
         self.server.register(self.server.connect(41005), "C4", "g", 0, addr, ["t1", "t2"])
@@ -330,18 +330,156 @@ class OperatorViewTests(SynchronousTestCase):
                   "C1", "broker-a"]                # the last two: cluster and broker name
         normal = ["Orders", "Payments"]
         self.register("broker-a", 0, "10.0.1.1:10911", system + normal, "10.0.1.1:10912")
-        html = self.server.get("/")[2]
+        html = self.server.get("/?sys=1")[2]
         self.assertEqual(sorted(page_rows(html).topics), sorted(system + normal))
         self.assertIn(b'<tr class="topic system"><td class="mono">TBW102</td>', html)
-        html = self.server.get("/?nosys=1")[2]
+        self.assertIn(b'<input type="checkbox" id="sys" name="sys" value="1" checked="checked" />',
+                      html)
+        html = self.server.get("/")[2]              # hidden by default
         self.assertEqual(page_rows(html).topics, normal)
         text = html.decode()
         self.assertIn("Showing 1–2 of 2 topics without system topics (8 in all).", text)
-        self.assertIn('<input type="checkbox" id="nosys" name="nosys" value="1" checked="checked" />',
-                      text)
-        self.assertEqual(page_rows(self.server.get("/?nosys=1&q=broker-a")[2]).topics, normal)
+        self.assertIn('<input type="checkbox" id="sys" name="sys" value="1" />', text)
+        self.assertEqual(page_rows(self.server.get("/?q=broker-a")[2]).topics, normal)
         many = [f"Topic{i:03d}" for i in range(150)]
         self.register("broker-a", 0, "10.0.1.1:10911", system + many, "10.0.1.1:10912")
-        self.assertIn('href="/?nosys=1&amp;page=2"', self.server.get("/?nosys=1")[2].decode())
+        self.assertIn('href="/?page=2"', self.server.get("/")[2].decode())
+        self.assertIn('href="/?sys=1&amp;page=2"', self.server.get("/?sys=1")[2].decode())
         _, data = self.server.api("topics/TBW102")
         self.assertTrue(data["system"])
+
+
+class AddressServerOptionTests(SynchronousTestCase):
+    def test_nsaddr_values(self):
+        from rocketpy.web.nsaddr import parse_nsaddr
+        self.assertEqual(parse_nsaddr("a:9876; b:9877;"), ("nsaddr", "a:9876;b:9877"))
+        self.assertEqual(parse_nsaddr("nsaddr-unit1=[::1]:9876"), ("nsaddr-unit1", "[::1]:9876"))
+        for bad in ("", "a", "a:x", "a:0", "a b:9876", "u/1=a:9876", "=a:9876", "a:9876;c"):
+            with self.assertRaises(ValueError):
+                parse_nsaddr(bad)
+
+    def test_served_without_the_allow_list_other_paths_guarded(self):
+        server = Server(self, "--nsaddr", "10.0.0.1:9876;10.0.0.2:9876",
+                        "-D", "adminAllowNetworks=10.0.0.0/8")
+        status, headers, body = server.get("/rocketmq/nsaddr")
+        self.assertEqual((status, body), (200, b"10.0.0.1:9876;10.0.0.2:9876\n"))
+        self.assertEqual(server.get("/rocketmq/other")[0], 404)
+        self.assertEqual(server.get("/api/summary")[0], 403)
+
+
+class ScaleTests(SynchronousTestCase):
+    """Thousands of brokers: natural order, one row of counts per cluster, broker groups
+    collapsed and paged, wide topics collapsed, and a page whose size and work do not grow
+    with the state."""
+
+    def populate(self, n_groups, port=43000):
+        server = Server(self)
+        conns = []
+        for g in range(n_groups):
+            cluster = f"Cluster-{g % 2}"
+            for broker_id in (0, 1):
+                proto = server.connect(port + len(conns))
+                conns.append(proto)
+                topics = [f"Own-{g}-{k}" for k in range(3)] + ["Wide"]
+                server.register(proto, cluster, f"broker-{g}", broker_id,
+                                f"10.{g // 250}.{g % 250}.{broker_id + 1}:10911", topics)
+        return server, conns
+
+    def test_natural_order_clusters_collapsed_groups_paged(self):
+        server, _ = self.populate(120)
+        html = server.get("/")[2].decode()
+        groups = re.findall(r'<details class="group" id="[^"]*" data-group="([^"]+)"', html)
+        self.assertEqual(groups[:7], [f"broker-{g}" for g in range(0, 14, 2)])   # cluster by cluster,
+        # and not broker-0, broker-10, broker-100, ... as text sorts them
+        self.assertEqual(len(groups), 50)
+        self.assertIn("Showing 1–50 of 120 broker groups.", html)
+        self.assertIn("2 brokers: master, slave", html)
+        self.assertNotIn("<details class=\"group\" open", html)              # collapsed
+        rows = re.findall(r'<tr class="cluster" data-cluster="([^"]+)"><td>[^<]*</td>'
+                          r'((?:<td class="num">\d+</td>)+)', html)
+        self.assertEqual([(c, re.findall(r">(\d+)<", cells)) for c, cells in rows],
+                         [("Cluster-0", ["60", "120", "120", "0", "0", "0"]),
+                          ("Cluster-1", ["60", "120", "120", "0", "0", "0"])])
+        last = server.get("/?gpage=3")[2].decode()
+        self.assertEqual(re.findall(r'data-group="([^"]+)"', last)[:2], ["broker-81", "broker-83"])
+        self.assertIn("Showing 101–120 of 120 broker groups.", last)
+        only = server.get("/?q=10.0.7.2")[2].decode()                        # by address
+        self.assertEqual(re.findall(r'data-group="([^"]+)"', only), ["broker-7"])
+        _, page = server.api("groups?q=Cluster-1&offset=2&limit=3")
+        self.assertEqual((page["matched"], page["total"]), (60, 120))
+        self.assertEqual([g["brokerName"] for g in page["groups"]], ["broker-5", "broker-7", "broker-9"])
+        self.assertEqual([b["role"] for b in page["groups"][0]["brokers"]], ["master", "slave"])
+        self.assertIn("2 brokers: master, slave", server.get("/?gpage=99")[2].decode())   # clamped
+        _, clusters = server.api("clusters")
+        self.assertEqual([g["brokerName"] for g in clusters["clusters"][0]["brokerGroups"]][:3],
+                         ["broker-0", "broker-2", "broker-4"])
+        _, wide = server.api("topics/Wide")
+        self.assertEqual([q["brokerName"] for q in wide["queueDatas"]][:3],
+                         ["broker-0", "broker-1", "broker-2"])
+
+    def test_a_topic_on_many_groups_is_collapsed_with_a_count(self):
+        server, _ = self.populate(25)
+        html = server.get("/?q=Wide")[2].decode()
+        self.assertIn('<details id="tq-Wide"><summary>25 broker groups</summary>', html)
+        queue_datas = re.search(r'<details id="tq-Wide">(.*?)</details>', html).group(1)
+        self.assertEqual(queue_datas.count('class="qd"'), 20)          # bounded, and says so
+        self.assertIn('… 5 more in </span><a href="/api/topics/Wide">', queue_datas)
+        html = server.get("/?q=Own-1-")[2].decode()
+        self.assertNotIn("<details id=\"tq-Own-1-0\"", html)                   # one group: inline
+
+    def test_page_size_and_work_do_not_grow_with_the_state(self):
+        measured = []
+        for n in (60, 120):
+            server, _ = self.populate(n, port=44000 + n * 4)
+            view = server.top.web.view
+            calls = {"broker": 0, "topic": 0}
+            for name in calls:
+                original = getattr(view, name)
+
+                def counting(*args, _name=name, _original=original, **kwargs):
+                    calls[_name] += 1
+                    return _original(*args, **kwargs)
+                setattr(view, name, counting)
+            html = server.get("/")[2]
+            measured.append((len(html), dict(calls)))
+        (small, small_calls), (big, big_calls) = measured
+        self.assertEqual(small_calls, big_calls)          # one page of groups and topics
+        self.assertLess(big / small, 1.05)
+
+
+class PeerComparisonTests(SynchronousTestCase):
+    """compare_digests: the report the status page shows for --peers."""
+
+    @staticmethod
+    def digest(brokers, topics):
+        from types import SimpleNamespace
+        from rocketpy.web.peers import digest
+        table = {}
+        for (cluster, group, broker_id), addr in brokers.items():
+            table.setdefault(group, SimpleNamespace(cluster=cluster, broker_addrs={})).broker_addrs[broker_id] = addr
+        return digest(table, topics)
+
+    def test_agree_and_diverge(self):
+        from rocketpy.web.peers import compare_digests
+        one = self.digest({("C", "broker-a", 0): "10.0.0.1:10911"}, ["T1", "T2"])
+        same = self.digest({("C", "broker-a", 0): "10.0.0.1:10911"}, ["T2", "T1"])
+        report = compare_digests({"a:9876": one, "b:9876": same})
+        self.assertTrue(report["agree"])
+        self.assertEqual((report["brokerDifferences"], report["topicDifferences"]), (0, 0))
+        other = self.digest({("C", "broker-a", 0): "10.0.0.9:10911", ("C", "broker-b", 0): "10.0.0.2:10911"},
+                            ["T1"])
+        report = compare_digests({"a:9876": one, "b:9876": other, "c:9876": "RemotingConnectError: refused"})
+        self.assertFalse(report["agree"])
+        self.assertEqual(report["brokers"], [
+            {"broker": "C/broker-a/0", "addresses": {"a:9876": "10.0.0.1:10911", "b:9876": "10.0.0.9:10911"}},
+            {"broker": "C/broker-b/0", "addresses": {"a:9876": None, "b:9876": "10.0.0.2:10911"}}])
+        self.assertEqual(report["topics"], [{"topic": "T2", "missingOn": ["b:9876"]}])
+        self.assertEqual([r["error"] for r in report["nameservers"]],
+                         [None, None, "RemotingConnectError: refused"])
+        self.assertFalse(compare_digests({"a:9876": one, "c:9876": "timeout"})["agree"])
+
+    def test_differences_listed_are_bounded_and_all_counted(self):
+        from rocketpy.web.peers import compare_digests
+        many = self.digest({}, [f"T{i}" for i in range(1000)])
+        report = compare_digests({"a": many, "b": self.digest({}, [])}, shown=50)
+        self.assertEqual((len(report["topics"]), report["topicDifferences"]), (50, 1000))

@@ -8,7 +8,10 @@ browser test.
 """
 import contextlib
 import json
+import os
 import re
+import socket
+import time
 import urllib.error
 import urllib.request
 import zlib
@@ -26,9 +29,9 @@ WEB_LINE = r"rocketpy web endpoint on (http://\S+/)"
 
 
 @contextlib.contextmanager
-def web_server(*args, web="tcp:0:interface=127.0.0.1"):
+def web_server(*args, web="tcp:0:interface=127.0.0.1", env=None):
     """A running server with ``--web``; yields ``(server, base_url)``."""
-    with running_server("--web", web, *args) as server:
+    with running_server("--web", web, *args, env=env) as server:
         line = server.wait_for_log(WEB_LINE, timeout=10)
         yield server, re.search(WEB_LINE, line).group(1)
 
@@ -249,3 +252,127 @@ def test_allow_list_applies_to_the_web_endpoint():
         server.wait_for_log(r"web: refusing 127\.0\.0\.1: not in adminAllowNetworks")
     with web_server("-D", "adminAllowNetworks=10.0.0.0/8,127.0.0.0/8") as (server, url):
         assert get(url + "api/summary")[0] == 200
+
+
+def _raw_answer(url, head, body=b""):
+    """The status line answering ``head`` (+ ``body``) sent on a raw socket, read before
+    anything more is sent (the body of a refused request is never awaited)."""
+    host, port = re.match(r"http://([\d.]+):(\d+)/", url).groups()
+    with socket.create_connection((host, int(port)), timeout=10) as sock:
+        sock.sendall(head + body)
+        reply = b""
+        while b"\r\n" not in reply:
+            chunk = sock.recv(4096)
+            if not chunk:
+                break
+            reply += chunk
+        return reply.split(b"\r\n", 1)[0]
+
+
+def _spooled_files(pid, tmpdir):
+    """Files the server has open in ``tmpdir`` (twisted.web's ``TemporaryFile`` is unlinked at
+    once, so only /proc shows it) plus those listed there."""
+    opened = []
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        with contextlib.suppress(OSError):
+            target = os.readlink(f"/proc/{pid}/fd/{fd}")
+            if target.startswith(str(tmpdir)):
+                opened.append(target)
+    return opened + os.listdir(tmpdir)
+
+
+def _posted(url, size):
+    """The status urllib gets for a POST of ``size`` bytes (it sends the body, then reads)."""
+    request = urllib.request.Request(url + "api/kv", data=b"x" * size, method="POST")
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        urllib.request.urlopen(request, timeout=10)
+    return refused.value.code
+
+
+def test_bodies_are_refused_before_anything_is_spooled(tmp_path):
+    # twisted.web spools a body over 100 KB to a temporary file once the headers are in; a peer
+    # outside adminAllowNetworks (and anyone, above MAX_BODY) is answered before that
+    spool = tmp_path / "tmp"
+    spool.mkdir()
+    huge = b"POST /api/kv HTTP/1.1\r\nHost: x\r\nContent-Length: 536870912\r\n\r\n"
+    chunked = b"POST /api/kv HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
+    chunks = b"".join(b"4000\r\n" + b"z" * 0x4000 + b"\r\n" for _ in range(5))
+    with web_server("-D", "adminAllowNetworks=10.0.0.0/8", env={"TMPDIR": str(spool)}) as (server, url):
+        assert _raw_answer(url, huge) == b"HTTP/1.1 403 Forbidden"
+        assert _raw_answer(url, chunked, chunks) == b"HTTP/1.1 403 Forbidden"
+        assert _spooled_files(server.proc.pid, spool) == []
+        server.wait_for_log(r"web: refusing 127\.0\.0\.1: not in adminAllowNetworks")
+        assert _posted(url, 4 << 20) == 403      # a client that sends its body first still reads it
+    with web_server("-D", "adminAllowNetworks=127.0.0.0/8", env={"TMPDIR": str(spool)}) as (server, url):
+        assert _raw_answer(url, huge) == b"HTTP/1.1 413 Content Too Large"
+        assert _raw_answer(url, chunked, chunks) == b"HTTP/1.1 413 Content Too Large"
+        small = b"POST /api/kv HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\n{}"
+        assert _raw_answer(url, small) == b"HTTP/1.1 405 Method Not Allowed"
+        assert _posted(url, 4 << 20) == 413
+        assert _spooled_files(server.proc.pid, spool) == []
+        assert get(url + "api/summary")[0] == 200
+
+
+def fetch_ns_addr(ws_addr, unit_name=None):
+    """``(status, list)`` as Java's ``DefaultTopAddressing.fetchNSAddr`` gets it: the URL of
+    ``MixAll.getWSAddr`` plus ``-unit?nofix=1``, a plain GET with the headers
+    ``HttpTinyClient`` and ``HttpURLConnection`` send, the body cut at its first line break."""
+    url = ws_addr + (f"-{unit_name}?nofix=1" if unit_name else "")
+    host, port, path = re.match(r"http://([^/:]+):(\d+)(/.*)", url).groups()
+    head = (f"GET {path} HTTP/1.1\r\nClient-Version: V5_3_3\r\n"
+            "Content-Type: application/x-www-form-urlencoded;charset=UTF-8\r\n"
+            "Metaq-Client-RequestTS: 1700000000000\r\nUser-Agent: Java/17.0.9\r\n"
+            f"Host: {host}:{port}\r\nAccept: text/html, image/gif, image/jpeg, *; q=.2, */*; q=.2"
+            "\r\nConnection: keep-alive\r\n\r\n").encode()
+    with socket.create_connection((host, int(port)), timeout=10) as sock:
+        sock.sendall(head)
+        data = b""
+        while b"\r\n\r\n" not in data:
+            data += sock.recv(4096)
+        header, _, body = data.partition(b"\r\n\r\n")
+        length = int(re.search(rb"(?im)^content-length: *(\d+)", header).group(1))
+        while len(body) < length:
+            body += sock.recv(4096)
+    status = int(header.split(b" ")[1])
+    text = body.decode("utf-8").strip()
+    for brk in ("\r", "\n"):          # DefaultTopAddressing.clearNewLine
+        text = text.split(brk, 1)[0]
+    return status, text
+
+
+def test_address_server_answers_as_java_clients_fetch_it():
+    # rocketmq.namesrv.domain=127.0.0.1:PORT: MixAll.getWSAddr() is http://127.0.0.1:PORT/rocketmq/nsaddr
+    with web_server("--nsaddr", "10.0.0.1:9876; 10.0.0.2:9876", "--nsaddr",
+                    "nsaddr-unit1=10.1.0.1:9876", "-D", "adminAllowNetworks=10.0.0.0/8") as (server, url):
+        ws_addr = url + "rocketmq/nsaddr"
+        assert fetch_ns_addr(ws_addr) == (200, "10.0.0.1:9876;10.0.0.2:9876")
+        assert fetch_ns_addr(ws_addr, "unit1") == (200, "10.1.0.1:9876")
+        assert fetch_ns_addr(ws_addr, "unit2")[0] == 404
+        # brokers and clients are rarely admins: the list is open, the rest stays guarded
+        assert _raw_answer(url, b"GET / HTTP/1.1\r\nHost: x\r\n\r\n") == b"HTTP/1.1 403 Forbidden"
+
+
+def test_status_page_shows_divergence_with_its_peers():
+    # the peer has brokers and topics; this NameServer has just started and knows nothing yet
+    with running_server() as peer:
+        client = RemotingClient(peer.port)
+        register(client, "ClusterA", "broker-a", 0, "127.0.0.1:10911", ["Orders", "Payments"])
+        # 127.0.0.1:1 refuses connections: a peer that cannot be asked is an error, not agreement
+        with web_server("--peers", f"{peer.addr};127.0.0.1:1") as (server, url):
+            deadline = time.monotonic() + 20
+            report = get_json(url + "api/peers")
+            while report["checkedMs"] is None and time.monotonic() < deadline:
+                time.sleep(0.2)
+                report = get_json(url + "api/peers")
+            assert report["agree"] is False
+            assert report["brokers"] == [{"broker": "ClusterA/broker-a/0", "addresses": {
+                "this NameServer": None, peer.addr: "127.0.0.1:10911"}}]
+            assert {t["topic"] for t in report["topics"]} >= {"Orders", "Payments"}
+            assert all(t["missingOn"] == ["this NameServer"] for t in report["topics"])
+            errors = {r["nameserver"]: r["error"] for r in report["nameservers"]}
+            assert errors[peer.addr] is None and errors["this NameServer"] is None
+            assert "127.0.0.1:1" in errors and errors["127.0.0.1:1"]
+            html = get(url)[2].decode()
+            assert 'id="peers-verdict" data-agree="false"' in html
+            assert "The NameServers diverge: 1 broker(s)" in html
+        client.close()

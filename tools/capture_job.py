@@ -23,7 +23,10 @@ How the work is spread (it follows bytes, not connections: see ``rocketpy.captur
   range boundaries (responses to requests of earlier ranges).  Nothing is shuffled.
 * executors read their byte ranges with Python I/O: local paths directly, other URIs through
   ``pyarrow.fs`` (HDFS, S3, GCS) or ``fsspec``; the job ships the ``rocketpy`` package, compiled
-  core included, to them (``--no-ship-code`` when it is installed there).
+  core included, to them as an archive unpacked in each executor's working directory
+  (``--no-ship-code`` when it is installed there).
+* in local mode the driver (and its UI) listen on 127.0.0.1 unless ``SPARK_LOCAL_IP`` or
+  ``spark.driver.bindAddress``/``spark.driver.host`` say otherwise (:func:`loopback_defaults`).
 * progress (bytes read, tasks per stage) goes to stderr while it runs.
 """
 from __future__ import annotations
@@ -40,7 +43,7 @@ import tempfile
 import threading
 import time
 
-__all__ = ["main", "run", "build_parser"]
+__all__ = ["main", "run", "build_parser", "loopback_defaults"]
 
 try:                                    # run from a source checkout: the repo root holds rocketpy
     import rocketpy
@@ -327,15 +330,18 @@ _SHIPPED: set = set()
 
 def _ship_code(sc):
     """Ship the rocketpy package -- compiled core included, which a zip on the Python path
-    could not load -- as a directory the executors put first on their path."""
+    could not load -- as an archive each executor unpacks into its working directory and puts
+    first on its path (``addFile`` of a directory works in local mode only)."""
     if sc.applicationId in _SHIPPED:
         return
     _SHIPPED.add(sc.applicationId)
     pkg = os.path.dirname(os.path.abspath(rocketpy.__file__))
-    root = os.path.join(tempfile.mkdtemp(prefix="rocketpy-capture-"), SHIPPED_NAME)
-    shutil.copytree(pkg, os.path.join(root, "rocketpy"),
+    staging = tempfile.mkdtemp(prefix="rocketpy-capture-")
+    shutil.copytree(pkg, os.path.join(staging, "code", "rocketpy"),
                     ignore=shutil.ignore_patterns("__pycache__", "*.pyc", "_native"))
-    sc.addFile(root, recursive=True)
+    archive = shutil.make_archive(os.path.join(staging, SHIPPED_NAME), "zip",
+                                  os.path.join(staging, "code"))
+    sc.addArchive(f"{archive}#{SHIPPED_NAME}")
 
 
 class _ProgressDisplay(threading.Thread):
@@ -696,17 +702,47 @@ def _quiet_jvm():
     return level
 
 
+LOOPBACK = "127.0.0.1"
+#: what says where the driver listens; a user who set any of them has chosen
+_ADDRESS_KEYS = ("spark.driver.bindAddress", "spark.driver.host")
+
+
+def loopback_defaults(master, is_set, environ, submitted):
+    """``(environment, settings)`` that keep a ``local[...]`` job on 127.0.0.1 unless the user
+    chose an address (``SPARK_LOCAL_IP``, ``spark.driver.bindAddress`` or ``.host``).
+
+    Spark's own default is the host's external address, and its UI listens on every interface
+    whatever the driver keys say (it binds to ``SPARK_LOCAL_IP`` or ``0.0.0.0``): run with plain
+    python, the JVM is not started yet and ``SPARK_LOCAL_IP`` covers everything; under
+    spark-submit it already runs, so the UI is turned off unless ``spark.ui.enabled`` was set."""
+    if not master.startswith("local") or environ.get("SPARK_LOCAL_IP") \
+            or any(is_set(key) for key in _ADDRESS_KEYS):
+        return {}, {}
+    settings = {key: LOOPBACK for key in _ADDRESS_KEYS}
+    if not submitted:
+        return {"SPARK_LOCAL_IP": LOOPBACK}, settings
+    if not is_set("spark.ui.enabled"):
+        settings["spark.ui.enabled"] = "false"
+    return {}, settings
+
+
 def main(argv=None) -> int:
+    from pyspark import SparkConf
     from pyspark.sql import SparkSession
     args = build_parser().parse_args(argv)
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     builder = (SparkSession.builder.appName("rocketpy-capture")
                .config("spark.ui.showConsoleProgress", "false")     # ours is on stderr
                .config("spark.sql.debug.maxToStringFields", "1000"))
-    if args.master:
-        builder = builder.master(args.master)
-    elif not SUBMITTED:                                   # plain python, not spark-submit
-        builder = builder.master(os.environ.get("MASTER", "local[*]"))
+    master = args.master or (None if SUBMITTED else os.environ.get("MASTER", "local[*]"))
+    if master:                                # else spark-submit's --master
+        builder = builder.master(master)
+    given = SparkConf()                       # under spark-submit: its --master and --conf
+    environ, settings = loopback_defaults(master or given.get("spark.master", "local[*]"),
+                                          given.contains, os.environ, SUBMITTED)
+    os.environ.update(environ)
+    for key, value in settings.items():
+        builder = builder.config(key, value)
     level = _quiet_jvm()
     spark = builder.config("spark.log.level", level).getOrCreate()
     try:

@@ -28,7 +28,8 @@ from ..transport.factory import RemotingServerFactory
 from ..transport.limits import LIMIT_KEYS, ServerLimits, raise_open_files_limit
 from ..transport.metrics import ServerMetrics
 from ..transport.offload import DecodePool, WritePool
-from ..transport.tls import TLS_KEYS, TlsMode, TlsSettings, TlsUnavailableError, build_context_factory
+from ..transport.tls import (TLS_KEYS, TlsMode, TlsSettings, TlsUnavailableError,
+                             build_context_factory, watched_paths)
 from .allocator import trim_heap, tune_allocator
 from .fileio import AppendLog, load_properties, read_text, write_file_java
 from .housekeeping import BrokerHousekeepingService
@@ -102,12 +103,37 @@ class Options(usage.Options):
                           "com.rocketmq.remoting.frameMaxLength.")
     opt_D = opt_define
 
+    def opt_nsaddr(self, value):
+        from ..web.nsaddr import parse_nsaddr
+        try:
+            name, addresses = parse_nsaddr(value)
+        except ValueError as exc:
+            raise usage.UsageError(f"--nsaddr={value!r}: {exc}") from None
+        self.setdefault("nsaddr", {})[name] = addresses
+
+    def opt_peers(self, value):
+        from ..transport.client import namesrv_addr_list
+        try:
+            self["peers"] = namesrv_addr_list(value)
+        except ValueError as exc:
+            raise usage.UsageError(f"--peers={value!r}: {exc}") from None
+
+    opt_peers.__doc__ = ("With --web, compare this NameServer's brokers and topics with these "
+                         "others' every 30 s and show where they diverge: 'a:9876;b:9876'.")
+
+    opt_nsaddr.__doc__ = ("With --web, serve this NameServer list to Java brokers and clients "
+                          "at /rocketmq/nsaddr (an address server): --nsaddr 'a:9876;b:9876'; "
+                          "NAME=LIST serves /rocketmq/NAME (e.g. nsaddr-unit1). Repeatable.")
+
     def getUsage(self, width=None):
         from .propcheck import help_epilog
         return super().getUsage(width) + help_epilog()
 
     def postOptions(self):
         self["answerCache"] = not self["no-answer-cache"]
+        for name in ("nsaddr", "peers"):
+            if self.get(name) and not self["web"]:
+                raise StartError(f"--{name} is shown on the web endpoint: give --web too")
         try:
             self["profile_obj"] = profile_for(self["profile"])
         except ValueError as exc:
@@ -318,6 +344,11 @@ def makeService(options, reactor=None):
     interval = policies.liveness.scan_interval_ms(namesrv_config)
 
     top = MultiService()
+    if settings.mode is not TlsMode.DISABLED and watched_paths(settings):   # as Java: on change
+        from .tlswatch import TlsFileWatch
+        install = partial(setattr, factory, "tls_context_factory")   # read per connection
+        top.tls_watch = TlsFileWatch(settings, install, reactor)
+        top.tls_watch.setServiceParent(top)
     GracefulExit(reactor).setServiceParent(top)   # SIGTERM: a clean stop, exit status 0
     # Started in this order, stopped in reverse: the server stops listening and closes its
     # connections first, the scan stops, the decode pool finishes what it holds (for nobody),
@@ -359,7 +390,7 @@ def makeService(options, reactor=None):
         top.web = make_web_service(
             options["web"], route_info_manager=route, kv_config_manager=kv, factory=factory,
             unregistration=batch, processor=processor, policies=policies, reactor=reactor,
-            listen=options["listen"])
+            listen=options["listen"], nsaddr=options.get("nsaddr"), peers=options.get("peers"))
         top.web.setServiceParent(top)
         top.web.registry.register(GuardCollector(processor, write_pool, memory))
     top.route_info_manager = route

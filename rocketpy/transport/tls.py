@@ -10,6 +10,11 @@ certificates not verified; otherwise ``tls.server.certPath``/``keyPath``/``keyPa
 PKCS#8 or traditional), ``tls.server.need.client.auth`` and ``tls.server.authClient`` +
 ``trustCertPath``.
 
+A new context is built when the certificate, key or trust files change
+(:class:`~rocketpy.service.tlswatch.TlsFileWatch`, as Java's ``FileWatchService``): new
+connections get it, established ones keep theirs, and a new file that does not load is logged
+and the old context kept.
+
 pyOpenSSL is optional (``twisted[tls]``): without it ``build_context_factory`` raises
 :class:`TlsUnavailableError`, and a TLS handshake is answered as Java does when its
 ``sslContext`` is null: the connection is closed and why is logged."""
@@ -21,7 +26,7 @@ from twisted.internet.interfaces import IOpenSSLContextFactory
 from zope.interface import implementer
 
 __all__ = ["TlsMode", "TlsSettings", "TlsUnavailableError", "build_context_factory",
-           "HANDSHAKE_MAGIC", "TLS_KEYS"]
+           "ServerContextFactory", "watched_paths", "HANDSHAKE_MAGIC", "TLS_KEYS"]
 
 #: First byte of a TLS record carrying a handshake (Java ``TlsModeHandler.HANDSHAKE_MAGIC_CODE``).
 HANDSHAKE_MAGIC = 0x16
@@ -122,7 +127,7 @@ def _load_files(settings):
 
 
 @implementer(IOpenSSLContextFactory)
-class _ServerContextFactory:
+class ServerContextFactory:
     """The context for ``startTLS`` (Twisted's ``IOpenSSLContextFactory``)."""
 
     def __init__(self, context):
@@ -132,8 +137,23 @@ class _ServerContextFactory:
         return self._context
 
 
+def watched_paths(settings):
+    """The files a context is built from (none in test mode: its certificate is made up)."""
+    if settings.test_mode:
+        return ()
+    paths = [settings.cert_path, settings.key_path]
+    if settings.auth_client and settings.trust_cert_path:
+        paths.append(settings.trust_cert_path)
+    return tuple(p for p in paths if p)
+
+
 def build_context_factory(settings):
-    """An object with ``getContext()`` for ``ITLSTransport.startTLS``, built from ``settings``."""
+    """A :class:`ServerContextFactory` for ``ITLSTransport.startTLS``, built from ``settings``
+    (the files as they are now); TlsUnavailableError when they do not load or do not match."""
+    return ServerContextFactory(_build_context(settings))
+
+
+def _build_context(settings):
     try:
         from OpenSSL import SSL, crypto
     except ImportError as exc:
@@ -141,13 +161,16 @@ def build_context_factory(settings):
     cert, key = _self_signed() if settings.test_mode else _load_files(settings)
     ctx = SSL.Context(SSL.TLS_SERVER_METHOD)
     ctx.set_min_proto_version(SSL.TLS1_2_VERSION)
-    try:  # pyOpenSSL >= 24.3 takes cryptography objects (and deprecates its own)
-        ctx.use_certificate(cert)
-        ctx.use_privatekey(key)
-    except TypeError:
-        ctx.use_certificate(crypto.X509.from_cryptography(cert))
-        ctx.use_privatekey(crypto.PKey.from_cryptography_key(key))
-    ctx.check_privatekey()
+    try:
+        try:  # pyOpenSSL >= 24.3 takes cryptography objects (and deprecates its own)
+            ctx.use_certificate(cert)
+            ctx.use_privatekey(key)
+        except TypeError:
+            ctx.use_certificate(crypto.X509.from_cryptography(cert))
+            ctx.use_privatekey(crypto.PKey.from_cryptography_key(key))
+        ctx.check_privatekey()
+    except SSL.Error as exc:
+        raise TlsUnavailableError(f"the TLS key does not match the certificate: {exc}") from exc
     auth = "optional" if settings.test_mode else (settings.need_client_auth or "none").strip().lower()
     verify_certs = settings.auth_client and not settings.test_mode
     if verify_certs and settings.trust_cert_path:
@@ -164,4 +187,4 @@ def build_context_factory(settings):
         ctx.set_verify(SSL.VERIFY_PEER | SSL.VERIFY_FAIL_IF_NO_PEER_CERT, _verify)
     elif auth == "optional":
         ctx.set_verify(SSL.VERIFY_PEER, _verify)
-    return _ServerContextFactory(ctx)
+    return ctx

@@ -4,32 +4,45 @@ sent (topic, broker and KV names) is escaped by the template, never formatted in
 
 What an rocketmq-dashboard user looks for: clusters, broker groups, each broker's role in words,
 addresses, version, data version, heartbeat and connection; the last minute's request and error
-rates by code (:mod:`rocketpy.web.rates`); topics with queue data and routes (system topics can
-be hidden); the KV config.
+rates by code (:mod:`rocketpy.web.rates`); topics with queue data and routes (system topics
+hidden unless asked for); the KV config.
+
+Built for thousands of brokers and topics: one row of counts per cluster, then one page of
+broker groups (:data:`GROUPS_PER_PAGE`, natural order, each collapsed into one line with its
+counts) and one page of topics (100; a topic on more than :data:`QUEUE_DATAS_INLINE` groups
+collapsed likewise), both filtered on the server, so the page's size does not grow with the
+state.
 
 One HTML document with inline CSS and JavaScript: it fetches nothing elsewhere and works with
-JavaScript off. The query string (``q`` filter, ``nosys``, ``page``/``per``, ``refresh``) carries
-everything, so every view has a URL and the filter is a plain GET form (a ``<noscript>`` meta
-refresh reloads it). With JavaScript the filter box (debounced), toggle, pager and refresh fetch
-the same URL and swap ``<main>`` in place, keeping the box's focus; ``history.replaceState``
-updates the URL. Only one page of topics (100) is rendered, filtered on the server. The
+JavaScript off. The query string (``q`` filter, ``sys``, ``page``/``per``, ``gpage``,
+``refresh``) carries everything, so every view has a URL and the filter is a plain GET form (a
+``<noscript>`` meta refresh reloads it). With JavaScript the filter box (debounced), toggle,
+pagers and refresh fetch the same URL and swap ``<main>`` in place, keeping the box's focus and
+the sections that were opened (remembered for the tab in ``sessionStorage``);
+``history.replaceState`` updates the URL. The
 Content-Security-Policy allows only this page's inline style and script (by hash) and
 same-origin fetches; those two constants are the only text written without the template (it
 would escape the script's ``<`` and ``&&``)."""
 import base64
 import hashlib
 import time
-from urllib.parse import urlencode
+from urllib.parse import quote, urlencode
 
 from twisted.web.template import Comment, Tag, flatten, tags
 
 from .state import DEFAULT_LIMIT
 
 __all__ = ["render_status_page", "page_parameters", "CONTENT_SECURITY_POLICY", "MAX_PER_PAGE",
-           "DEFAULT_REFRESH"]
+           "DEFAULT_REFRESH", "GROUPS_PER_PAGE", "QUEUE_DATAS_INLINE"]
 
 MAX_PER_PAGE = 1000
 DEFAULT_REFRESH = 10
+#: broker groups per page
+GROUPS_PER_PAGE = 50
+#: a topic on more broker groups than this shows them collapsed, with a count
+QUEUE_DATAS_INLINE = 3
+#: broker groups listed per topic when opened (all of them are in /api/topics/<topic>)
+QUEUE_DATAS_SHOWN = 20
 #: KV entries shown per namespace (the rest are in /api/kv)
 KV_SHOWN = 500
 #: request codes shown in the traffic table (all of them are in /api/summary)
@@ -81,14 +94,30 @@ footer{color:var(--mut);font-size:12px;padding:0 20px 20px}
 .role-acting{background:#fff1d6;color:#7a4d00}
 .bad{color:var(--bad)}
 tr.system td:first-child::after{content:" system";color:var(--mut);font:12px system-ui,sans-serif}
+.agree{color:var(--ok)}
+details.group{padding:2px 8px;margin:3px 0}
+details.group>summary{display:flex;flex-wrap:wrap;gap:4px 14px;align-items:baseline}
+details.group>summary b{min-width:9em}
+details.group table{margin:6px 0}
+td details{border:0;padding:0;margin:0;background:none}
 """.strip()
 
 _JS = """
 (function(){
   var form=document.getElementById('filter'),q=document.getElementById('q'),
       auto=document.getElementById('auto'),status=document.getElementById('status'),
-      content=document.getElementById('content'),nosys=document.getElementById('nosys'),
-      seq=0,debounce=null,pending=0;
+      content=document.getElementById('content'),sys=document.getElementById('sys'),
+      seq=0,debounce=null,pending=0,KEY='rocketpy-open';
+  function opened(){try{return new Set(JSON.parse(sessionStorage.getItem(KEY)||'[]'));}
+    catch(e){return new Set();}}
+  function restore(root){var s=opened();
+    root.querySelectorAll('details[id]').forEach(function(d){if(s.has(d.id))d.open=true;});}
+  document.addEventListener('toggle',function(e){
+    var d=e.target,s=opened();if(!d.id)return;
+    if(d.open)s.add(d.id);else s.delete(d.id);
+    try{sessionStorage.setItem(KEY,JSON.stringify(Array.from(s).slice(-500)));}catch(x){}
+  },true);
+  restore(content);
   var period=parseInt(content.getAttribute('data-refresh'),10)||0;
   document.getElementById('autobox').hidden=!(period>0);
   function here(){return location.pathname+location.search;}
@@ -101,7 +130,7 @@ _JS = """
         if(n!==seq)return;
         var fresh=new DOMParser().parseFromString(text,'text/html').getElementById('content');
         if(!fresh)throw new Error('no content');
-        content.replaceWith(fresh);content=fresh;
+        restore(fresh);content.replaceWith(fresh);content=fresh;
         if(remember)history.replaceState(null,'',href);
         status.textContent='';document.body.setAttribute('data-loaded',String(n));
       })
@@ -111,14 +140,14 @@ _JS = """
   function filtered(){
     var u=new URL(location.href);
     if(q.value)u.searchParams.set('q',q.value);else u.searchParams.delete('q');
-    if(nosys.checked)u.searchParams.set('nosys','1');else u.searchParams.delete('nosys');
-    u.searchParams.delete('page');
+    if(sys.checked)u.searchParams.set('sys','1');else u.searchParams.delete('sys');
+    u.searchParams.delete('page');u.searchParams.delete('gpage');
     return u.pathname+u.search;
   }
   q.addEventListener('input',function(){
     clearTimeout(debounce);debounce=setTimeout(function(){debounce=null;load(filtered(),true);},200);
   });
-  nosys.addEventListener('change',function(){
+  sys.addEventListener('change',function(){
     clearTimeout(debounce);debounce=null;load(filtered(),true);
   });
   form.addEventListener('submit',function(e){
@@ -164,12 +193,13 @@ def _int(value, default, low, high):
 
 
 def page_parameters(args):
-    """``q``, ``nosys``, ``page``, ``per``, ``refresh`` from a ``{name: value}`` query, with
-    defaults."""
+    """``q``, ``sys`` (show system topics), ``page``, ``per``, ``gpage`` (broker groups),
+    ``refresh`` from a ``{name: value}`` query, with defaults."""
     q = (args.get("q") or "").strip()[:200]
     return {"q": q,
-            "nosys": (args.get("nosys") or "").lower() in ("1", "true", "on", "yes"),
+            "sys": (args.get("sys") or "").lower() in ("1", "true", "on", "yes"),
             "page": _int(args.get("page"), 1, 1, 10 ** 9),
+            "gpage": _int(args.get("gpage"), 1, 1, 10 ** 9),
             "per": _int(args.get("per"), DEFAULT_LIMIT, 1, MAX_PER_PAGE),
             "refresh": _int(args.get("refresh"), DEFAULT_REFRESH, 0, 3600)}
 
@@ -179,8 +209,10 @@ def _query(params, **changes):
     items = []
     if merged["q"]:
         items.append(("q", merged["q"]))
-    if merged["nosys"]:
-        items.append(("nosys", 1))
+    if merged["sys"]:
+        items.append(("sys", 1))
+    if merged["gpage"] != 1:
+        items.append(("gpage", merged["gpage"]))
     if merged["page"] != 1:
         items.append(("page", merged["page"]))
     if merged["per"] != DEFAULT_LIMIT:
@@ -263,44 +295,123 @@ def _broker_cells(broker, topic_count):
             tags.td(_broker_state(broker))]
 
 
-_BROKER_COLUMNS = ("Cluster", "Broker group", "Id", "Role", "Address", "HA address", "Version",
-                   "Data version", "Last heartbeat", "Timeout", "Topics", "Connection")
+_BROKER_COLUMNS = ("Id", "Role", "Address", "HA address", "Version", "Data version",
+                   "Last heartbeat", "Timeout", "Topics", "Connection")
+_CLUSTER_COLUMNS = (("brokerGroups", "Broker groups"), ("brokers", "Brokers"), ("live", "Live"),
+                    ("late", "Late"), ("expired", "Expired"), ("noMaster", "Groups without master"))
 
 
-def _clusters(clusters):
-    heading = tags.h2("Clusters, broker groups and brokers")
-    if not clusters:
+def _clusters(summaries):
+    heading = tags.h2("Clusters")
+    if not summaries:
         return tags.section(heading, tags.p("No broker has registered.", class_="empty"),
                             id="clusters")
-    rows = []
-    for cluster in clusters:
-        groups = cluster["brokerGroups"]
-        if not groups:
-            rows.append(tags.tr(tags.td(cluster["cluster"]),
-                                tags.td("no broker group", colspan=str(len(_BROKER_COLUMNS) - 1),
-                                        class_="muted")))
-            continue
-        cluster_cell = tags.td(cluster["cluster"],
-                               rowspan=str(sum(max(1, len(g["brokers"])) for g in groups)))
-        for group in groups:
-            brokers = group["brokers"] or [None]
-            name = [group["brokerName"]]
-            if group["zoneName"]:
-                name += [" ", _muted(f'zone {group["zoneName"]}')]
-            group_cell = tags.td(name, rowspan=str(len(brokers)))
-            for broker in brokers:
-                cells = [c for c in (cluster_cell, group_cell) if c is not None]
-                cluster_cell = group_cell = None
-                if broker is None:
-                    rows.append(tags.tr(cells, tags.td("no address", colspan="8", class_="muted"),
-                                        tags.td(str(group["topicCount"]), class_="num"), tags.td()))
-                    continue
-                rows.append(tags.tr(cells, _broker_cells(broker, group["topicCount"]),
-                                    class_="broker", **{"data-addr": broker["address"],
-                                                        "data-role": broker["role"]}))
-    table = tags.table(tags.thead(tags.tr([tags.th(c) for c in _BROKER_COLUMNS])),
-                       tags.tbody(rows), id="brokers")
+    warn = {"late", "expired", "noMaster"}
+    rows = [tags.tr(tags.td(row["cluster"]),
+                    [tags.td(str(row[key]), class_="num bad" if key in warn and row[key] else "num")
+                     for key, _ in _CLUSTER_COLUMNS],
+                    class_="cluster", **{"data-cluster": row["cluster"]})
+            for row in summaries]
+    table = tags.table(tags.thead(tags.tr(tags.th("Cluster"),
+                                          [tags.th(label) for _, label in _CLUSTER_COLUMNS])),
+                       tags.tbody(rows), id="cluster-table")
     return tags.section(heading, table, id="clusters")
+
+
+def _peers(report):
+    """``--peers``: whether the NameServers agree, one row each, and what differs."""
+    heading = tags.h2("NameServers compared")
+    if report.get("nameservers") is None:
+        return tags.section(heading, tags.p("Not compared yet.", class_="empty"), id="peers")
+    brokers, topics = report["brokerDifferences"], report["topicDifferences"]
+    if report["agree"]:
+        verdict = tags.p("All NameServers agree on brokers and topics.", class_="agree",
+                         id="peers-verdict", **{"data-agree": "true"})
+    else:
+        verdict = tags.p(f"The NameServers diverge: {brokers} broker(s) and {topics} topic(s) "
+                         "differ.", class_="bad", id="peers-verdict", **{"data-agree": "false"})
+    rows = [tags.tr(tags.td(row["nameserver"], class_="mono"),
+                    tags.td(row["hash"] or "", class_="mono"),
+                    tags.td("" if row["brokers"] is None else str(row["brokers"]), class_="num"),
+                    tags.td("" if row["topics"] is None else str(row["topics"]), class_="num"),
+                    tags.td(row["error"] or "", class_="bad"),
+                    class_="peer", **{"data-nameserver": row["nameserver"]})
+            for row in report["nameservers"]]
+    table = tags.table(tags.thead(tags.tr(tags.th("NameServer"), tags.th("Digest"),
+                                          tags.th("Brokers"), tags.th("Topics"), tags.th("Error"))),
+                       tags.tbody(rows), id="peer-table")
+    names = [row["nameserver"] for row in report["nameservers"] if row["error"] is None]
+    details = []
+    if report["brokers"]:
+        details.append(tags.details(
+            tags.summary(f"{brokers} broker(s) differ"),
+            tags.table(tags.thead(tags.tr(tags.th("Cluster/group/id"), [tags.th(n) for n in names])),
+                       tags.tbody([tags.tr(tags.td(d["broker"], class_="mono"),
+                                           [tags.td(d["addresses"].get(n) or "—", class_="mono")
+                                            for n in names], class_="peer-broker")
+                                   for d in report["brokers"]])),
+            id="peers-brokers"))
+    if report["topics"]:
+        details.append(tags.details(
+            tags.summary(f"{topics} topic(s) differ"),
+            tags.table(tags.thead(tags.tr(tags.th("Topic"), tags.th("Missing on"))),
+                       tags.tbody([tags.tr(tags.td(d["topic"], class_="mono"),
+                                           tags.td(", ".join(d["missingOn"])), class_="peer-topic")
+                                   for d in report["topics"]])),
+            id="peers-topics"))
+    when = _muted(f' (compared every {report["intervalSeconds"]:g} s; every route: '
+                  "rocketpy-admin)")
+    return tags.section(heading, verdict, when, table, details, id="peers")
+
+
+def _group_line(group):
+    """A broker group's one line: name, cluster, roles, topics, and what is wrong."""
+    brokers = group["brokers"]
+    roles = {}
+    for broker in brokers:
+        roles[broker["role"]] = roles.get(broker["role"], 0) + 1
+    words = ", ".join(f"{n} {role}" if n > 1 else role for role, n in roles.items()) or "no address"
+    live = sum(1 for b in brokers if b["live"])
+    state = tags.span("all live", class_="st st-open") if brokers and live == len(brokers) else \
+        tags.span(f"{live}/{len(brokers)} live", class_="st st-expired")
+    late = [b for b in brokers if b["live"] and b["secondsSinceHeartbeat"] is not None
+            and b["heartbeatTimeoutSeconds"] and b["secondsSinceHeartbeat"] > b["heartbeatTimeoutSeconds"] / 2]
+    zone = [_muted(f'zone {group["zoneName"]}')] if group["zoneName"] else []
+    return tags.summary(tags.b(group["brokerName"]), _muted(group["cluster"]), zone,
+                        tags.span(f"{len(brokers)} broker{'s' if len(brokers) != 1 else ''}: {words}"),
+                        tags.span(f'{group["topicCount"]} topics'), state,
+                        tags.span(f"{len(late)} late", class_="st st-late") if late else "")
+
+
+def _groups(view, params):
+    per = GROUPS_PER_PAGE
+    found = view.broker_groups(params["q"], (params["gpage"] - 1) * per, per)
+    matched, total = found["matched"], found["total"]
+    pages = max(1, -(-matched // per))
+    page = min(params["gpage"], pages)
+    if page != params["gpage"]:             # past the end: the last page
+        found = view.broker_groups(params["q"], (page - 1) * per, per)
+    offset, groups = found["offset"], found["groups"]
+    scope = f' matching “{params["q"]}” ({total} in all)' if params["q"] else ""
+    count = tags.p(f"Showing {offset + 1 if groups else 0}–{offset + len(groups)} of {matched} "
+                   f"broker groups{scope}.", class_="count", id="group-count",
+                   **{"data-matched": str(matched), "data-total": str(total)})
+    heading = tags.h2("Broker groups and brokers")
+    if not groups:
+        empty = "No broker group matches." if params["q"] else "No broker has registered."
+        return tags.section(heading, count, tags.p(empty, class_="empty"), id="groups")
+    blocks = []
+    for group in groups:
+        rows = [tags.tr(_broker_cells(b, group["topicCount"]), class_="broker",
+                        **{"data-addr": b["address"], "data-role": b["role"]})
+                for b in group["brokers"]]
+        blocks.append(tags.details(
+            _group_line(group),
+            tags.table(tags.thead(tags.tr([tags.th(c) for c in _BROKER_COLUMNS])), tags.tbody(rows)),
+            class_="group", id=f'g-{group["cluster"]}/{group["brokerName"]}',
+            **{"data-group": group["brokerName"]}))
+    pager = _pager(dict(params, gpage=page), matched, per, "gpage")
+    return tags.section(heading, count, pager, blocks, pager.clone(), id="groups")
 
 
 def _traffic(traffic):
@@ -322,18 +433,18 @@ def _traffic(traffic):
     return tags.section(heading, tags.p(what), table, id="traffic")
 
 
-def _pager(params, matched, per):
+def _pager(params, matched, per, key="page"):
     pages = max(1, -(-matched // per))
-    page = min(params["page"], pages)
+    page = min(params[key], pages)
     parts = []
     if page > 1:
-        parts.append(tags.a("« first", class_="pg", href=_query(params, page=1)))
-        parts.append(tags.a("‹ previous", class_="pg", rel="prev", href=_query(params, page=page - 1)))
+        parts.append(tags.a("« first", class_="pg", href=_query(params, **{key: 1})))
+        parts.append(tags.a("‹ previous", class_="pg", rel="prev", href=_query(params, **{key: page - 1})))
     parts.append(tags.span(f"page {page} of {pages}"))
     if page < pages:
-        parts.append(tags.a("next ›", class_="pg", rel="next", href=_query(params, page=page + 1)))
-        parts.append(tags.a("last »", class_="pg", href=_query(params, page=pages)))
-    return tags.nav(parts, class_="pager")
+        parts.append(tags.a("next ›", class_="pg", rel="next", href=_query(params, **{key: page + 1})))
+        parts.append(tags.a("last »", class_="pg", href=_query(params, **{key: pages})))
+    return tags.nav(parts, class_="pager", **{"data-key": key})
 
 
 def _queue_data(qd):
@@ -352,13 +463,28 @@ def _joined(items, separator):
     return out
 
 
+def _collapsed(items, what, key, topic):
+    """``items`` joined by line breaks; past :data:`QUEUE_DATAS_INLINE`, inside a closed
+    ``<details>`` whose line says how many, and at most :data:`QUEUE_DATAS_SHOWN` of them."""
+    if len(items) <= QUEUE_DATAS_INLINE:
+        return _joined(items, tags.br)
+    shown = _joined(items[:QUEUE_DATAS_SHOWN], tags.br)
+    if len(items) > QUEUE_DATAS_SHOWN:
+        href = "/api/topics/" + quote(topic, safe="")
+        shown += [tags.br(), _muted(f"… {len(items) - QUEUE_DATAS_SHOWN} more in "),
+                  tags.a(href, href=href)]
+    return tags.details(tags.summary(f"{len(items)} {what}"), shown, id=key)
+
+
 def _topic_row(topic):
-    queues = _joined([_queue_data(qd) for qd in topic["queueDatas"]], tags.br)
+    name = topic["topic"]
+    queues = _collapsed([_queue_data(qd) for qd in topic["queueDatas"]], "broker groups",
+                        f"tq-{name}", name)
     if topic["brokerDatas"]:
-        route = _joined([[bd["brokerName"], " ", _muted(f'({bd["cluster"]})'), ": ",
-                          _joined([_mono(f"{bid}={addr}") for bid, addr in bd["brokerAddrs"].items()],
-                                  lambda: ", ")]
-                         for bd in topic["brokerDatas"]], tags.br)
+        route = _collapsed([[bd["brokerName"], " ", _muted(f'({bd["cluster"]})'), ": ",
+                             _joined([_mono(f"{bid}={addr}") for bid, addr in bd["brokerAddrs"].items()],
+                                     lambda: ", ")]
+                            for bd in topic["brokerDatas"]], "broker groups", f"tr-{name}", name)
     else:
         route = _muted("no route (no broker data)")
     order = topic.get("orderTopicConf")
@@ -369,7 +495,7 @@ def _topic_row(topic):
 
 def _topics(view, params):
     per = params["per"]
-    names = view.topic_names(params["q"], params["nosys"])
+    names = view.topic_names(params["q"], hide_system=not params["sys"])
     matched = len(names)
     total = view.counts()["topics"]
     pages = max(1, -(-matched // per))
@@ -379,7 +505,7 @@ def _topics(view, params):
     what = []
     if params["q"]:
         what.append(f"matching “{params['q']}”")
-    if params["nosys"]:
+    if not params["sys"]:
         what.append("without system topics")
     scope = f' {", ".join(what)} ({total} in all)' if what else ""
     count = tags.p(f"Showing {offset + 1 if shown else 0}–{offset + len(shown)} of {matched} "
@@ -387,7 +513,7 @@ def _topics(view, params):
                    **{"data-matched": str(matched), "data-total": str(total)})
     heading = tags.h2("Topics")
     if not shown:
-        empty = "No topic matches." if what else "No topic is registered."
+        empty = "No topic matches." if params["q"] or total else "No topic is registered."
         return tags.section(heading, count, tags.p(empty, class_="empty"), id="topics")
     pager = _pager(dict(params, page=page), matched, per)
     table = tags.table(
@@ -414,7 +540,8 @@ def _kv(kv):
             rows.append(tags.tr(tags.td(key, class_="mono"), tags.td(value, class_="mono")))
         blocks.append(tags.details(
             tags.summary(_mono(namespace), " ", _muted(f"({len(entries)} keys)")),
-            tags.table(tags.thead(tags.tr(tags.th("Key"), tags.th("Value"))), tags.tbody(rows))))
+            tags.table(tags.thead(tags.tr(tags.th("Key"), tags.th("Value"))), tags.tbody(rows)),
+            id=f"kv-{namespace}"))
     return tags.section(heading, blocks, id="kv")
 
 
@@ -428,14 +555,14 @@ def _filter_form(params, refresh):
         hidden.append(tags.input(type="hidden", name="per", value=str(params["per"])))
     if params["refresh"] != DEFAULT_REFRESH:
         hidden.append(tags.input(type="hidden", name="refresh", value=str(params["refresh"])))
-    nosys = tags.input(type="checkbox", id="nosys", name="nosys", value="1")
-    if params["nosys"]:
-        nosys(checked="checked")
+    show = tags.input(type="checkbox", id="sys", name="sys", value="1")
+    if params["sys"]:
+        show(checked="checked")
     return tags.form(
-        tags.label("Filter topics", for_="q"),
+        tags.label("Filter", for_="q"),
         tags.input(id="q", name="q", type="search", value=params["q"],
-                   placeholder="topic or broker name", autocomplete="off", spellcheck="false"),
-        tags.label(nosys, " hide system topics", for_="nosys", class_="toggle"),
+                   placeholder="topic, broker or address", autocomplete="off", spellcheck="false"),
+        tags.label(show, " show system topics", for_="sys", class_="toggle"),
         hidden, tags.button("Filter", type="submit"),
         tags.label(tags.input(type="checkbox", id="auto", checked="checked"),
                    f" refresh every {refresh} s", class_="auto", id="autobox", hidden="hidden"),
@@ -445,6 +572,7 @@ def _filter_form(params, refresh):
 
 def _document(view, params):
     summary = view.summary()
+    peers = view.peers()
     refresh = params["refresh"]
     meta = [f'rocketpy {summary["version"]} · answers like RocketMQ {summary["profile"]}']
     if summary["listen"]:
@@ -457,11 +585,14 @@ def _document(view, params):
         tags.link(rel="icon", href=_FAVICON),
         tags.noscript(tags.meta(**{"http-equiv": "refresh", "content": str(refresh)})) if refresh else "",
         tags.style(Comment(_CSS_MARK)))
-    nav = tags.nav(tags.a("Brokers", href="#clusters"), tags.a("Traffic", href="#traffic"),
+    nav = tags.nav(tags.a("Clusters", href="#clusters"), tags.a("Brokers", href="#groups"),
+                   tags.a("Traffic", href="#traffic"),
                    tags.a("Topics", href="#topics"), tags.a("KV config", href="#kv"),
                    tags.a("Metrics", href="/metrics"), tags.a("JSON API", href="/api/"))
     main = Tag("main")(          # not in twisted.web.template's (pre-HTML5) list of tag names
-        _summary(summary), _clusters(view.clusters()), _traffic(summary.get("traffic")),
+        _summary(summary), _clusters(view.cluster_summaries()),
+        _peers(peers) if peers is not None else "", _groups(view, params),
+        _traffic(summary.get("traffic")),
         _topics(view, params), _kv(view.kv()),
         tags.p(f'Updated {time.strftime("%H:%M:%S")} (server time {summary["serverTime"]} ms).',
                class_="muted", id="updated"),

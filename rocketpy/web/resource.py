@@ -4,7 +4,13 @@ page, ``?q=&page=&per=&refresh=``), ``/metrics`` and ``/api/`` (an index of the 
 Read-only: GET and HEAD only (405 otherwise). :class:`WebSite` refuses (403) clients outside
 ``adminAllowNetworks`` when it is set -- the list that guards the administrative remoting
 requests; clients of a UNIX socket are local and always allowed (the file's permissions guard
-it)."""
+it), except for the address server's ``/rocketmq/`` (:mod:`~rocketpy.web.nsaddr`), which every
+broker and client must reach and which tells only what they are told anyway. Both checks, and
+the body bound (:data:`MAX_BODY`, 413 above it), are made by the channel as soon as the headers
+are in, before any body byte is kept: twisted.web's own ``Request`` spools a body over 100 KB
+to a temporary file, so a stranger could fill the disk with a body that is refused
+afterwards."""
+import io
 import ipaddress
 import json
 from urllib.parse import unquote
@@ -13,24 +19,37 @@ from twisted.logger import Logger
 from twisted.web import http
 from twisted.web import pages
 from twisted.web.resource import Resource
-from twisted.web.server import Site
+from twisted.web.server import Request, Site
 
 from .metrics import MetricsPage
+from .nsaddr import PATH_PREFIX, AddressServer
 from .page import CONTENT_SECURITY_POLICY, page_parameters, render_status_page
 from .state import DEFAULT_LIMIT, MAX_LIMIT
 
-__all__ = ["StatusPage", "ApiResource", "WebRoot", "WebSite", "client_allowed", "API_ENDPOINTS"]
+__all__ = ["StatusPage", "ApiResource", "WebRoot", "WebSite", "client_allowed", "API_ENDPOINTS",
+           "MAX_BODY"]
+
+#: The largest request body kept (in memory; a read-only site needs none): a declared
+#: Content-Length above it, or a chunked body growing past it, is answered 413 and closed.
+MAX_BODY = 64 * 1024
+#: Seconds a refused connection is still read (and what comes discarded) after its answer,
+#: so that a client still sending its body gets the answer, not a reset (nginx's
+#: ``lingering_time`` idea): bandwidth at most, never memory or disk.
+LINGER_SECONDS = 10.0
 
 API_ENDPOINTS = {
     "/api/summary": "server version, profile, uptime and the counts of the status page",
     "/api/clusters": "clusters -> broker groups -> brokers (address, id, version, data version, "
                      "heartbeat age and timeout, topic count, connection state)",
     "/api/brokers": "every broker address as one flat list",
+    "/api/groups": f"broker groups with their brokers, in natural order; ?q= filter (cluster, "
+                   f"group or address), ?offset=, ?limit= (default {DEFAULT_LIMIT}, at most {MAX_LIMIT})",
     "/api/topics": f"topics with queue data and route; ?q= filter, ?offset=, ?limit= "
                    f"(default {DEFAULT_LIMIT}, at most {MAX_LIMIT})",
     "/api/topics/<topic>": "one topic (404 when it has no route)",
     "/api/kv": "KV config: namespace -> key -> value",
     "/api/kv/<namespace>": "one KV namespace",
+    "/api/peers": "the latest comparison with the --peers NameServers (404 without --peers)",
 }
 
 
@@ -96,18 +115,24 @@ class ApiResource(Resource):
             return http.OK, {"clusters": view.clusters()}
         if head == "brokers" and not rest:
             return http.OK, {"brokers": view.brokers()}
+        if head in ("topics", "groups") and not rest:
+            try:
+                offset = int(args.get("offset", 0))
+                limit = int(args.get("limit", DEFAULT_LIMIT))
+            except ValueError:
+                return http.BAD_REQUEST, {"error": "offset and limit must be integers"}
+            page = view.topics if head == "topics" else view.broker_groups
+            return http.OK, page(args.get("q"), offset, limit)
         if head == "topics":
-            if not rest:
-                try:
-                    offset = int(args.get("offset", 0))
-                    limit = int(args.get("limit", DEFAULT_LIMIT))
-                except ValueError:
-                    return http.BAD_REQUEST, {"error": "offset and limit must be integers"}
-                return http.OK, view.topics(args.get("q"), offset, limit)
             topic = view.topic("/".join(rest))
             if topic is None:
                 return http.NOT_FOUND, {"error": f"no route for topic {'/'.join(rest)!r}"}
             return http.OK, topic
+        if head == "peers" and not rest:
+            peers = view.peers()
+            if peers is None:
+                return http.NOT_FOUND, {"error": "no --peers given"}
+            return http.OK, peers
         if head == "kv":
             kv = view.kv()
             if not rest:
@@ -120,13 +145,16 @@ class ApiResource(Resource):
 
 
 class WebRoot(Resource):
-    """The tree: ``/`` status page, ``/metrics``, ``/api/``."""
+    """The tree: ``/`` status page, ``/metrics``, ``/api/``, and ``/rocketmq/`` (the address
+    server) when ``nsaddr`` (``{name: "a:9876;b:9876"}``) is given."""
 
-    def __init__(self, view, registry, reactor=None):
+    def __init__(self, view, registry, reactor=None, nsaddr=None):
         super().__init__()
         self.status = StatusPage(view)
         self.putChild(b"metrics", MetricsPage(registry, reactor))
         self.putChild(b"api", ApiResource(view))
+        if nsaddr:
+            self.putChild(b"rocketmq", AddressServer(nsaddr))
 
     def getChild(self, path, request):
         request.postpath.insert(0, path)
@@ -150,28 +178,90 @@ def client_allowed(address, networks):
     return any(ip in net for net in networks if net.version == ip.version)
 
 
+_REASONS = {414: b"URI Too Long", 413: b"Content Too Large", 431: b"Request Header Fields Too Large"}
+
+
+def _status_line(code):
+    return b"HTTP/1.1 %d %s" % (code, _REASONS.get(code) or http.RESPONSES[code])
+
+
+class _BoundedRequest(Request):
+    """twisted.web's request with its body in memory, at most :data:`MAX_BODY` bytes (the
+    channel refuses a larger declared length; a chunked body is cut here)."""
+
+    def gotLength(self, length):
+        self.content = io.BytesIO()
+        self._body_size = 0
+
+    def handleContentChunk(self, data):
+        self._body_size += len(data)
+        if self._body_size > MAX_BODY:
+            self.channel.refuse(http.REQUEST_ENTITY_TOO_LARGE, b"The request body is too large.\n")
+            return
+        self.content.write(data)
+
+
 class _Channel(http.HTTPChannel):
-    """twisted.web's channel, except that a line over its limit (16 KiB) is answered instead
-    of dropping the connection: 414 URI Too Long for a request line, 431 for a header."""
+    """twisted.web's channel, except that:
+
+    - a line over its limit (16 KiB) is answered instead of dropping the connection: 414 URI
+      Too Long for a request line, 431 for a header;
+    - once the headers are in, and before any body byte is read, a peer outside the allow-list
+      gets 403 and a declared body over :data:`MAX_BODY` 413 (then the connection closes)."""
+
+    _refused = False
 
     def lineLengthExceeded(self, line):
         first = self._receivedHeaderSize == 0   # nothing of this request's head seen yet
-        status = b"414 URI Too Long" if first else b"431 Request Header Fields Too Large"
-        body = (b"The request line is too long.\n" if first
-                else b"A request header is too long.\n")
-        self.transport.write(b"HTTP/1.1 " + status + b"\r\ncontent-type: text/plain; "
+        if first:
+            self.refuse(http.REQUEST_URI_TOO_LONG, b"The request line is too long.\n")
+        else:
+            self.refuse(431, b"A request header is too long.\n")
+
+    def refuse(self, code, body):
+        """Answer ``code`` with ``body`` and close. Nothing more is kept: what the peer still
+        sends is read and dropped for :data:`LINGER_SECONDS` at most (after our end is shut),
+        so that the answer is not lost to a reset while its body is on its way."""
+        if self._refused:
+            return
+        self._refused = True
+        self.setTimeout(None)
+        self.dataReceived = self.rawDataReceived = self.lineReceived = lambda data: None
+        self.transport.write(_status_line(code) + b"\r\ncontent-type: text/plain; "
                              b"charset=utf-8\r\ncontent-length: " + str(len(body)).encode()
                              + b"\r\nconnection: close\r\n\r\n" + body)
-        self.loseConnection()
+        if hasattr(self.transport, "loseWriteConnection"):
+            self.transport.loseWriteConnection()
+            self._abortingCall = self.callLater(LINGER_SECONDS, self.forceAbortClient)
+        else:
+            self.loseConnection()
+
+    def allHeadersReceived(self):
+        site = self.site
+        if not (client_allowed(self.transport.getPeer(), site.allow_networks)
+                or site.open_to_all(self._command, self._path)):
+            site.refuse_client(self.transport.getPeer())
+            self.refuse(http.FORBIDDEN, b"This client is not in adminAllowNetworks.\n")
+            return
+        if self.length is not None and self.length > MAX_BODY:
+            self.refuse(http.REQUEST_ENTITY_TOO_LARGE, b"The request body is too large.\n")
+            return
+        super().allHeadersReceived()
+
+    def allContentReceived(self):
+        if not self._refused:
+            super().allContentReceived()
 
 
 class WebSite(Site):
     """A ``Site`` that honours the allow-list, sets the common headers and logs only refusals
     and errors (a scrape every 15 s and a page refreshing every 10 s would drown the log).
-    An oversized request line gets 414, not a dropped connection (:class:`_Channel`)."""
+    An oversized request line gets 414, not a dropped connection, and out-of-list peers and
+    large bodies are refused before the body is read (:class:`_Channel`)."""
 
     _logger = Logger()
     protocol = _Channel
+    requestFactory = _BoundedRequest
 
     def __init__(self, resource, allow_networks=(), **kwargs):
         kwargs.setdefault("timeout", 60)
@@ -180,12 +270,21 @@ class WebSite(Site):
         self.allow_networks = tuple(allow_networks)
         self.refused = 0
 
+    def open_to_all(self, method, path):
+        """True for a read of the address server, which the allow-list does not guard."""
+        return (method in (b"GET", b"HEAD") and path.startswith(PATH_PREFIX)
+                and getattr(self.resource, "children", {}).get(b"rocketmq") is not None)
+
+    def refuse_client(self, address):
+        self.refused += 1
+        self._logger.warn("web: refusing {client}: not in adminAllowNetworks",
+                          client=getattr(address, "host", "?"))
+
     def getResourceFor(self, request):
         _common_headers(request)
-        if not client_allowed(request.getClientAddress(), self.allow_networks):
-            self.refused += 1
-            self._logger.warn("web: refusing {client}: not in adminAllowNetworks",
-                          client=getattr(request.getClientAddress(), "host", "?"))
+        if not (client_allowed(request.getClientAddress(), self.allow_networks)
+                or self.open_to_all(request.method, b"/" + b"/".join(request.postpath))):
+            self.refuse_client(request.getClientAddress())   # requests not from a _Channel
             return pages.forbidden("Forbidden", "This client is not in adminAllowNetworks.")
         if request.method not in (b"GET", b"HEAD"):
             return _ReadOnly()

@@ -21,15 +21,18 @@ class WebService(ListeningService):
 
     name = "web"
 
-    def __init__(self, endpoint, site, reactor, description=None, rates=None):
+    def __init__(self, endpoint, site, reactor, description=None, rates=None, peer_watch=None):
         super().__init__(endpoint, site, reactor, description)
         self.site = site
         self.url = None
         self.rates = rates
+        self.peer_watch = peer_watch
         self._sampling = None
 
     def startService(self):
         super().startService()
+        if self.peer_watch is not None:
+            self.peer_watch.startService()
         if self.rates is not None:      # the status page's rates of the last minute
             self._sampling = task.LoopingCall(self.rates.sample)
             self._sampling.clock = self.reactor
@@ -50,6 +53,8 @@ class WebService(ListeningService):
 
     def stopService(self):
         super().stopService()
+        if self.peer_watch is not None and self.peer_watch.running:
+            self.peer_watch.stopService()
         if self._sampling is not None and self._sampling.running:
             self._sampling.stop()
         port, self.port = self.port, None
@@ -59,18 +64,26 @@ class WebService(ListeningService):
 
 
 def make_web_service(endpoint, *, route_info_manager, kv_config_manager, factory, unregistration,
-                     processor, policies, reactor, listen=None):
-    """The web service for ``--web endpoint``, reading the given components (tap.makeService)."""
+                     processor, policies, reactor, listen=None, nsaddr=None, peers=None):
+    """The web service for ``--web endpoint``, reading the given components (tap.makeService);
+    ``nsaddr``: the address server's lists (:mod:`rocketpy.web.nsaddr`); ``peers``: the other
+    NameServers to compare with (:mod:`rocketpy.web.peers`)."""
+    peer_watch = None
+    if peers:
+        from ..transport.client import RemotingClient
+        from .peers import PeerWatch
+        peer_watch = PeerWatch(peers, route_info_manager, RemotingClient(reactor), reactor)
     access = getattr(processor, "access_control", None)
     rates = TrafficRates(factory.metrics, reactor) if factory.metrics is not None else None
     view = NameServerView(
         route_info_manager, kv_config_manager, clock=reactor, connections=factory.connections,
         unregistration=unregistration, metrics=factory.metrics, policies=policies,
-        access_control=access, answer_cache=factory.answer_cache, listen=listen, rates=rates)
+        access_control=access, answer_cache=factory.answer_cache, listen=listen, rates=rates,
+        peer_watch=peer_watch)
     registry = build_registry(view)
-    site = WebSite(WebRoot(view, registry, reactor),
+    site = WebSite(WebRoot(view, registry, reactor, nsaddr=nsaddr),
                    allow_networks=getattr(access, "allow_networks", ()) or ())
-    service = WebService(endpoint, site, reactor, rates=rates)
+    service = WebService(endpoint, site, reactor, rates=rates, peer_watch=peer_watch)
     service.view = view
     service.registry = registry
     return service

@@ -10,18 +10,36 @@ A broker's version and language are those of the latest request on its connectio
 neither). Its role is said in words, as rocketmq-dashboard does: ``master`` (id 0), ``acting
 master`` (the smallest id of a masterless group with acting master on), ``slave``. System topics
 are Java's ``TopicValidator.isSystemTopic`` ones plus the cluster and broker names brokers
-register as topics (GET_SYSTEM_TOPIC_LIST_FROM_NS)."""
+register as topics (GET_SYSTEM_TOPIC_LIST_FROM_NS) and the clusters' reply topics.
+
+Names are in natural order (``broker-2`` before ``broker-10``: :func:`natural_key`). What a
+page shows is cut on the server: a page of broker groups (:meth:`NameServerView.broker_groups`)
+and of topics, and per-cluster counts (:meth:`NameServerView.cluster_summaries`) in one pass
+over the brokers, so a page costs the same at 20 or 2,000 brokers."""
+import re
 import time
 
 from ..namesrv.model import (MASTER_ID, ORDER_TOPIC_CONFIG, PERM_INHERIT, PERM_READ, PERM_WRITE,
                              is_system_topic)
 from ..remoting.codes import language_name, version_name
 
-__all__ = ["NameServerView", "perm_text", "broker_role", "DEFAULT_LIMIT", "MAX_LIMIT"]
+__all__ = ["NameServerView", "perm_text", "broker_role", "natural_key", "DEFAULT_LIMIT",
+           "MAX_LIMIT"]
 
 #: Topics per page / API call unless asked otherwise, and the most one call returns.
 DEFAULT_LIMIT = 100
 MAX_LIMIT = 5000
+
+
+_DIGITS = re.compile(r"(\d+)")
+#: Java ``MixAll.REPLY_TOPIC_POSTFIX`` after the cluster name
+_REPLY_SUFFIX = "_REPLY_TOPIC"
+
+
+def natural_key(name):
+    """Sort key putting ``broker-2`` before ``broker-10`` (digit runs compare as numbers)."""
+    parts = _DIGITS.split(name)
+    return tuple((0, int(p), p) if i % 2 else (1, p.lower(), p) for i, p in enumerate(parts))
 
 
 def perm_text(perm):
@@ -70,11 +88,12 @@ class NameServerView:
     :param answer_cache: the transport's answer cache or None.
     :param listen: the remoting endpoint description, shown on the page.
     :param rates: a :class:`~rocketpy.web.rates.TrafficRates` or None.
+    :param peer_watch: a :class:`~rocketpy.web.peers.PeerWatch` (``--peers``) or None.
     """
 
     def __init__(self, route_info_manager, kv_config_manager=None, *, clock, connections=None,
                  unregistration=None, metrics=None, policies=None, access_control=None,
-                 answer_cache=None, listen=None, rates=None):
+                 answer_cache=None, listen=None, rates=None, peer_watch=None):
         self.route_info_manager = route_info_manager
         self.kv_config_manager = kv_config_manager
         self.clock = clock
@@ -86,6 +105,7 @@ class NameServerView:
         self.answer_cache = answer_cache
         self.listen = listen
         self.rates = rates
+        self.peer_watch = peer_watch
         self.started = clock.seconds()
         self.version = _rocketpy_version()
 
@@ -177,27 +197,95 @@ class NameServerView:
                 out["language"] = language_name(language) or str(language)
         return out
 
+    def _group(self, cluster, name, data, topic_counts, now_ms):
+        return {"brokerName": name, "cluster": data.cluster, "zoneName": data.zone_name,
+                "enableActingMaster": data.enable_acting_master,
+                "topicCount": topic_counts.get(name, 0),
+                "brokers": [self.broker(cluster, bid, data.broker_addrs[bid],
+                                        broker_role(bid, data.broker_addrs,
+                                                    data.enable_acting_master), now_ms)
+                            for bid in sorted(data.broker_addrs)]}
+
     def clusters(self):
-        """Clusters -> broker groups -> brokers, names sorted."""
+        """Clusters -> broker groups -> brokers, names in natural order."""
         rim = self.route_info_manager
         now_ms = self.now_ms()
         topic_counts = self._topic_counts()
         out = []
-        for cluster in sorted(rim.cluster_addr_table):
+        for cluster in sorted(rim.cluster_addr_table, key=natural_key):
             groups = []
-            for name in sorted(rim.cluster_addr_table[cluster]):
+            for name in sorted(rim.cluster_addr_table[cluster], key=natural_key):
+                data = rim.broker_addr_table.get(name)
+                if data is not None:
+                    groups.append(self._group(cluster, name, data, topic_counts, now_ms))
+            out.append({"cluster": cluster, "brokerGroups": groups})
+        return out
+
+    def _group_names(self, query=None):
+        """``[(cluster, group)]`` in natural order; with ``query``, those whose cluster, group
+        name or one of whose addresses contains it (case-insensitive)."""
+        rim = self.route_info_manager
+        q = (query or "").lower()
+        out = []
+        for cluster in sorted(rim.cluster_addr_table, key=natural_key):
+            for name in sorted(rim.cluster_addr_table[cluster], key=natural_key):
                 data = rim.broker_addr_table.get(name)
                 if data is None:
                     continue
-                groups.append({
-                    "brokerName": name, "cluster": data.cluster, "zoneName": data.zone_name,
-                    "enableActingMaster": data.enable_acting_master,
-                    "topicCount": topic_counts.get(name, 0),
-                    "brokers": [self.broker(cluster, bid, data.broker_addrs[bid],
-                                            broker_role(bid, data.broker_addrs,
-                                                        data.enable_acting_master), now_ms)
-                                for bid in sorted(data.broker_addrs)]})
-            out.append({"cluster": cluster, "brokerGroups": groups})
+                if q and not (q in cluster.lower() or q in name.lower()
+                              or any(q in a.lower() for a in data.broker_addrs.values())):
+                    continue
+                out.append((cluster, name))
+        return out
+
+    def broker_groups(self, query=None, offset=0, limit=DEFAULT_LIMIT):
+        """A page of broker groups: ``{"total", "matched", "offset", "limit", "groups"}``."""
+        rim = self.route_info_manager
+        names = self._group_names(query)
+        offset = max(0, int(offset))
+        limit = max(1, min(int(limit), MAX_LIMIT))
+        page = names[offset:offset + limit]
+        now_ms = self.now_ms()
+        wanted = {name for _, name in page}
+        counts = {}
+        for queue_map in rim.topic_queue_table.values():   # only the page's groups are counted
+            small, big = (queue_map, wanted) if len(queue_map) < len(wanted) else (wanted, queue_map)
+            for name in small:
+                if name in big:
+                    counts[name] = counts.get(name, 0) + 1
+        return {"query": query or "", "total": len(rim.broker_addr_table), "matched": len(names),
+                "offset": offset, "limit": limit,
+                "groups": [self._group(c, n, rim.broker_addr_table[n], counts, now_ms)
+                           for c, n in page]}
+
+    def cluster_summaries(self):
+        """Per cluster, counts only: broker groups, brokers, live, late (past half their
+        timeout), expired, groups without a master; one pass over the brokers."""
+        rim = self.route_info_manager
+        now_ms = self.now_ms()
+        out = []
+        for cluster in sorted(rim.cluster_addr_table, key=natural_key):
+            row = {"cluster": cluster, "brokerGroups": 0, "brokers": 0, "live": 0, "late": 0,
+                   "expired": 0, "noMaster": 0}
+            for name in rim.cluster_addr_table[cluster]:
+                data = rim.broker_addr_table.get(name)
+                if data is None:
+                    continue
+                row["brokerGroups"] += 1
+                if MASTER_ID not in data.broker_addrs:
+                    row["noMaster"] += 1
+                for addr in data.broker_addrs.values():
+                    row["brokers"] += 1
+                    live = self._live(cluster, addr)
+                    if live is None:
+                        continue
+                    row["live"] += 1
+                    age, timeout = now_ms - live.last_update_ms, live.heartbeat_timeout_ms
+                    if timeout and age > timeout:
+                        row["expired"] += 1
+                    elif timeout and age > timeout / 2:
+                        row["late"] += 1
+            out.append(row)
         return out
 
     def brokers(self):
@@ -213,10 +301,13 @@ class NameServerView:
     # ------------------------------------------------------------------ topics
 
     def is_system_topic(self, topic):
-        """Java's system topics, and the cluster and broker names registered as topics."""
+        """Java's system topics, the cluster and broker names registered as topics, and each
+        cluster's reply topic (``MixAll.getReplyTopic``: ``<cluster>_REPLY_TOPIC``, which every
+        broker creates)."""
         rim = self.route_info_manager
         return (is_system_topic(topic) or topic in rim.cluster_addr_table
-                or topic in rim.broker_addr_table)
+                or topic in rim.broker_addr_table
+                or (topic.endswith(_REPLY_SUFFIX) and topic[:-len(_REPLY_SUFFIX)] in rim.cluster_addr_table))
 
     def topic_names(self, query=None, hide_system=False):
         """Sorted topic names; with ``query``, those whose name or one of whose broker names
@@ -239,12 +330,12 @@ class NameServerView:
         queue_datas = [{"brokerName": qd.broker_name, "readQueueNums": qd.read_queue_nums,
                         "writeQueueNums": qd.write_queue_nums, "perm": qd.perm,
                         "permText": perm_text(qd.perm), "topicSysFlag": qd.topic_sys_flag}
-                       for _, qd in sorted(queue_map.items())]
+                       for _, qd in sorted(queue_map.items(), key=lambda kv: natural_key(kv[0]))]
         route = rim.pickup_topic_route_data(name)
         broker_datas = []
         filters = {}
         if route is not None:
-            for bd in sorted(route.broker_datas, key=lambda b: b.broker_name):
+            for bd in sorted(route.broker_datas, key=lambda b: natural_key(b.broker_name)):
                 broker_datas.append({"cluster": bd.cluster, "brokerName": bd.broker_name,
                                      "brokerAddrs": {str(k): v for k, v in sorted(bd.broker_addrs.items())},
                                      "zoneName": bd.zone_name,
@@ -269,6 +360,18 @@ class NameServerView:
         return {"query": query or "", "total": len(self.route_info_manager.topic_queue_table),
                 "matched": len(names), "offset": offset, "limit": limit,
                 "topics": [self.topic(t) for t in page]}
+
+    def peers(self):
+        """The latest comparison with the peer NameServers (:mod:`rocketpy.web.peers`):
+        ``None`` without ``--peers``; ``{"checkedMs": None}`` before the first one."""
+        watch = self.peer_watch
+        if watch is None:
+            return None
+        out = {"peers": list(watch.peers), "checkedMs": watch.checked_ms,
+               "intervalSeconds": watch.interval}
+        if watch.report is not None:
+            out.update(watch.report)
+        return out
 
     # ------------------------------------------------------------------ KV config
 
