@@ -15,7 +15,7 @@ import io
 import pytest
 from twisted.internet.testing import MemoryReactorClock
 
-from clientsim import Peer, drive
+from clientsim import Peer, accept, drive
 from controller_replay import controller_streams
 from rocketpy.admin.cli import run
 from rocketpy.remoting import RemotingCommand, decode_frame
@@ -130,3 +130,21 @@ def test_get_broker_epoch_asks_the_nameserver_then_each_broker():
         "\n#clusterName\tDefaultCluster\n#brokerName\tbroker-a\n#brokerAddr\t127.0.0.1:50911"
         "\n#brokerId\t1\n#Epoch: EpochEntry{epoch=1, startOffset=0, endOffset=100}"
         "\n#Epoch: EpochEntry{epoch=3, startOffset=100, endOffset=250}\n"), err.getvalue()
+
+
+def test_interval_repeats_until_interrupted():
+    """``getSyncStateSet -i 2``: the metadata and the sync state data again every 2 s."""
+    exchanges = _recorded(5)
+    answers = {r.code: a for r, a in exchanges}
+    peer = Peer(auto=lambda r: RemotingCommand(answers[r.code].code, ext_fields=answers[
+        r.code].ext_fields, body=answers[r.code].body, version=479))
+    reactor = MemoryReactorClock()
+    out, err = io.StringIO(), io.StringIO()
+    d = run(COMMANDS[5] + ["-i", "2"] + KEYS, reactor=reactor, stdout=out, stderr=err)
+    _, pump = accept(reactor, peer)
+    for _ in range(4):
+        for _ in range(20):
+            pump.pump()
+        reactor.advance(2)
+    assert [r.code for r in peer.requests] == [1005, 1006] * 4
+    assert out.getvalue().count("#brokerName\tbroker-a") == 4 and not d.called

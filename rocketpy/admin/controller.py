@@ -9,9 +9,8 @@ change or read a group's state first ask the given controller for its metadata
 get/updateControllerConfig go to each address of ``-a`` directly. Requests carry 5.3.3's version
 (479) whatever ``--remotingVersion`` says: mqadmin 4.9 has no controller commands.
 """
-import time
-
 from twisted.internet.defer import inlineCallbacks
+from twisted.internet.task import deferLater
 
 from ..namesrv.javaprops import body_to_properties, format_properties
 from ..remoting.bodies import BrokerMemberGroup, BrokerReplicasInfo, EpochEntryCache
@@ -33,6 +32,26 @@ VERSION = int(MQVersion.V5_3_3)
 _ADDRESS = Option("a", "controllerAddress", True, True, "the address of controller")
 _ADDRESS_LIST = Option("a", "controllerAddress", True, True,
                        "Controller address list, eg: 192.168.0.1:9878;192.168.0.2:9878")
+
+
+_INTERVAL = Option("i", "interval", True, False, "the interval(second) of get info")
+
+
+@inlineCallbacks
+def _repeat(admin, args, out, once):
+    """mqadmin's ``-i SECONDS``: run ``once`` again every interval (3 when empty), until
+    interrupted; without ``-i`` once."""
+    if args.interval is None:
+        yield once()
+        return
+    text = args.interval.strip()
+    if text and (not text.isdigit() or int(text) < 1):
+        raise ValueError(f"-i: {args.interval!r} is not a number of seconds")
+    seconds = int(text) if text else 3
+    while True:
+        yield once()
+        out.flush()
+        yield deferLater(admin.client.clock, seconds, lambda: None)
 
 
 def _failed(answer, addr):
@@ -121,9 +140,9 @@ class ControllerAdmin:
         yield self._call(leader, self._request(RequestCode.CLEAN_BROKER_DATA, header))
 
 
-def _now_ms(_client):
-    """``invokeTime``: the header's ``System.currentTimeMillis()`` default."""
-    return int(time.time() * 1000)
+def _now_ms(client):
+    """``invokeTime``: the header's ``System.currentTimeMillis()`` default (the client's clock)."""
+    return int(client.clock.seconds() * 1000)
 
 
 def _json_string(text):
@@ -197,10 +216,13 @@ class GetSyncStateSet(_ControllerCommand):
     name = "getSyncStateSet"
     description = "Fetch syncStateSet for target brokers."
     options = (_ADDRESS, Option("c", "clusterName", True, False, "which cluster"),
-               Option("b", "brokerName", True, False, "which broker to fetch"))
+               Option("b", "brokerName", True, False, "which broker to fetch"), _INTERVAL)
+
+    def run(self, admin, args, out):
+        return _repeat(admin, args, out, lambda: self._once(admin, args, out))
 
     @inlineCallbacks
-    def run(self, admin, args, out):
+    def _once(self, admin, args, out):
         addr = args.controllerAddress.split(";")[0]
         if args.brokerName:
             names = [args.brokerName]
@@ -295,10 +317,13 @@ class GetBrokerEpoch(SubCommand):
     name = "getBrokerEpoch"
     description = "Fetch broker epoch entries."
     options = (Option("c", "clusterName", True, False, "which cluster"),
-               Option("b", "brokerName", True, False, "which broker to fetch"))
+               Option("b", "brokerName", True, False, "which broker to fetch"), _INTERVAL)
+
+    def run(self, admin, args, out):
+        return _repeat(admin, args, out, lambda: self._once(admin, args, out))
 
     @inlineCallbacks
-    def run(self, admin, args, out):
+    def _once(self, admin, args, out):
         from .api import MQAdmin
         lookup = MQAdmin(admin.client, admin.namesrv_addrs, version=VERSION,
                          serialize_type=admin.serialize_type, timeout=admin.timeout)
