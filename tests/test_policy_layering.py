@@ -20,7 +20,7 @@ POLICY_MODULES = {"rocketpy/namesrv/profile.py", "rocketpy/namesrv/policy.py"}
 #: what a profile says (``name`` is too common a word to tell a read apart; policies carry it)
 PROFILE_FIELDS = {f.name for f in dataclasses.fields(BehaviourProfile)} - {"name"}
 #: header keys and body properties the codec declares, less plain English words that name other
-#: things as well (a KV ``key``, a config ``namespace``...)
+#: things as well (a KV ``key``, a config ``namespace``, the web option ``peers``...)
 WIRE_NAMES = ({spec.wire for cls in vars(headers).values()
                if isinstance(cls, type) and issubclass(cls, headers.CommandHeader)
                for spec in cls.FIELDS}
@@ -28,7 +28,7 @@ WIRE_NAMES = ({spec.wire for cls in vars(headers).values()
                  if isinstance(cls, type) and issubclass(cls, bodies.JsonBean)
                  for prop in cls.PROPS}) - {
     "topic", "key", "value", "namespace", "cluster", "table", "keys", "scope", "epoch", "dirty",
-    "order", "perm", "gen", "bname", "counter", "timestamp", "changed"}
+    "order", "perm", "gen", "bname", "counter", "timestamp", "changed", "peers"}
 #: the layers that must reach the wire through the codec
 WIRE_FREE = ("rocketpy/namesrv", "rocketpy/transport", "rocketpy/service")
 
