@@ -22,7 +22,7 @@ each stream's first and last frame lie, which the job checks against the neighbo
 """
 from __future__ import annotations
 
-from collections import Counter
+from collections import Counter, OrderedDict
 from typing import NamedTuple
 
 from .framing import FrameExtractor
@@ -36,6 +36,11 @@ __all__ = ["Connection", "CaptureDecoder", "Stats", "RangePlan", "DirStart",
            "starts_new_connection"]
 
 MAX_PENDING_REQUESTS = 1 << 16
+#: live connections a whole-capture decode keeps (half-open ones cost ~2.5 KB each)
+MAX_CONNECTIONS = 100_000
+#: bytes all live connections may hold between them: segments waiting behind a hole and
+#: unfinished frames (one connection alone is bounded by its own limits, ~100 MiB)
+MAX_BUFFERED_BYTES = 256 << 20
 
 
 class Stats(dict):
@@ -125,6 +130,10 @@ class Connection:
         # reading ahead: where each direction's last hole closed (a response that came while
         # it was open waited there for its request, as ``held`` does)
         self.drained: list = [None, None]
+
+    def buffered(self) -> int:
+        """Bytes this connection holds: segments behind a hole and unfinished frames."""
+        return sum(dd.reasm.pending_bytes + len(dd.frames.buf) for dd in self.dirs)
 
     def segment(self, d: int, seg, ts: int) -> None:
         if self.decoder.reading_ahead:
@@ -270,12 +279,18 @@ class CaptureDecoder:
     ``ports``: only TCP segments with a source or destination port in this set (default: all;
     RocketMQ is recognised by content).  Connections that closed (FIN both ways, or RST) are
     finished once they have been quiet for ``linger_ns`` of capture time, so memory follows the
-    number of open connections, not the capture size.  ``file`` names the capture the next
-    packets come from (:meth:`begin_file` switches it, for a rotated set read as one capture).
+    number of open connections, not the capture size.  That number is bounded too (as
+    Suricata's flow manager bounds its flow table): past ``max_connections`` live connections,
+    or ``max_buffered_bytes`` held by all of them together, the connection that has been idle
+    longest is finished as if the capture ended for it (counted as ``evicted_connections``);
+    its later packets, if any, start a new one.  ``file`` names the capture the next packets
+    come from (:meth:`begin_file` switches it, for a rotated set read as one capture).
     """
 
     def __init__(self, file: str | None = None, ports=None, stats: Stats | None = None,
-                 linger_ns: int = 2_000_000_000, plan: RangePlan | None = None, **options):
+                 linger_ns: int = 2_000_000_000, plan: RangePlan | None = None,
+                 max_connections: int = MAX_CONNECTIONS,
+                 max_buffered_bytes: int = MAX_BUFFERED_BYTES, **options):
         self.file = file
         self.file_index = 0
         self.ports = frozenset(ports) if ports else None
@@ -285,6 +300,12 @@ class CaptureDecoder:
         self.generation: Counter = Counter()
         self.options = options
         self.linger_ns = linger_ns
+        self.max_connections = max(1, max_connections)
+        self.max_buffered_bytes = max_buffered_bytes
+        # whole-capture mode: live connections, least recently active first, and what they hold
+        self.active: OrderedDict = OrderedDict()    # Connection -> bytes it held when last seen
+        self.buffered = 0
+        self.peak_connections = self.peak_buffered = 0    # the most they ever were
         self._next_sweep = 0
         self._packets_since_sweep = 0
         self.plan = plan
@@ -333,13 +354,36 @@ class CaptureDecoder:
             if conn.settled:
                 self.unsettled.discard(conn)
             return
+        if self.plan is None:
+            self._account(conn)
+            self.active.move_to_end(conn)
         self._packets_since_sweep += 1
         # sweeping walks every open connection: amortise it over at least as many packets
         if (self._packets_since_sweep >= 4096 and ts >= self._next_sweep
                 and self._packets_since_sweep >= len(self.flows)):
             self.sweep(ts)
+        if self.plan is None:
+            while self.buffered > self.max_buffered_bytes and next(iter(self.active)) is not conn:
+                self._evict()
+            self.peak_buffered = max(self.peak_buffered, self.buffered)
+
+    def _account(self, conn) -> None:
+        """Whole-capture mode: note what ``conn`` holds now."""
+        b = conn.buffered()
+        self.buffered += b - self.active.get(conn, 0)
+        self.active[conn] = b
+
+    def _evict(self) -> None:
+        """Finish the connection idle longest, as if the capture ended for it."""
+        conn = next(iter(self.active))
+        self.stats.count("evicted_connections")
+        conn.finish()
+        self._drop(conn)
 
     def _new(self, key, seg, conn_id: str | None = None):
+        if self.plan is None:
+            while len(self.active) >= self.max_connections:
+                self._evict()
         src, sport, dst, dport = key
         if conn_id is None:
             lo, hi = sorted(((src, sport), (dst, dport)))
@@ -350,9 +394,12 @@ class CaptureDecoder:
         # a SYN+ACK seen first means the other side opened the connection
         if seg.flags & SYN and seg.flags & ACK:
             key = (dst, dport, src, sport)
-        self._add(key, Connection(key, conn_id, self))
+        conn = Connection(key, conn_id, self)
+        self._add(key, conn)
         if self.plan is None:
             self.stats.count("connections")
+            self.active[conn] = 0
+            self.peak_connections = max(self.peak_connections, len(self.active))
         return self.flows[(src, sport, dst, dport)]
 
     def _add(self, key, conn) -> None:
@@ -360,6 +407,7 @@ class CaptureDecoder:
         self.flows[(key[2], key[3], key[0], key[1])] = (conn, 1)
 
     def _drop(self, conn):
+        self.buffered -= self.active.pop(conn, 0)
         k = conn.key
         for kk in (k, (k[2], k[3], k[0], k[1])):
             if self.flows.get(kk, (None,))[0] is conn:
@@ -378,6 +426,8 @@ class CaptureDecoder:
                 dd.reasm.tick(ts)
             conn._flush(0)
             conn._flush(1)
+            if self.plan is None:
+                self._account(conn)
             if conn.closed and ts - conn.last_ts > self.linger_ns and self.plan is None:
                 done.append(conn)
         for conn in done:
@@ -391,6 +441,8 @@ class CaptureDecoder:
                 seen.add(id(conn))
                 conn.finish()
         self.flows.clear()
+        self.active.clear()
+        self.buffered = 0
 
     # ---- byte ranges ----------------------------------------------------------------------
 

@@ -771,7 +771,41 @@ static int conn_segment(Decoder *dec, conn_t *c, int d, const segment_t *s, int6
 
 /* ======================================================== the decoder */
 
+static void lru_unlink(Decoder *dec, conn_t *c) {
+    if (c->lprev)
+        c->lprev->lnext = c->lnext;
+    else
+        dec->lru_first = c->lnext;
+    if (c->lnext)
+        c->lnext->lprev = c->lprev;
+    else
+        dec->lru_last = c->lprev;
+}
+
+static void lru_append(Decoder *dec, conn_t *c) {
+    c->lnext = NULL;
+    c->lprev = dec->lru_last;
+    if (dec->lru_last)
+        dec->lru_last->lnext = c;
+    else
+        dec->lru_first = c;
+    dec->lru_last = c;
+}
+
+/* CaptureDecoder._account: note what the connection holds now */
+static void account(Decoder *dec, conn_t *c) {
+    int64_t b = 0;
+    for (int d = 0; d < 2; d++)
+        b += c->dirs[d].reasm.pending_bytes + (int64_t)buf_len(&c->dirs[d].fr.buf);
+    dec->buffered += b - c->buffered;
+    c->buffered = b;
+}
+
 static void link_conn(Decoder *dec, conn_t *c) {
+    lru_append(dec, c);
+    dec->n_live++;
+    if (dec->n_live > dec->peak_live)
+        dec->peak_live = dec->n_live;
     c->born = dec->born++;
     c->prev = dec->last;
     c->next = NULL;
@@ -844,6 +878,9 @@ static void unwatch(Decoder *dec, conn_t *c) {
 
 static void drop_conn(Decoder *dec, conn_t *c) {
     unwatch(dec, c);
+    lru_unlink(dec, c);
+    dec->n_live--;
+    dec->buffered -= c->buffered;
     if (dec->recent == c)
         dec->recent = NULL;
     hent_t *e = htab_get(&dec->flows, c->key, c->klen);
@@ -867,10 +904,23 @@ static void drop_conn(Decoder *dec, conn_t *c) {
     conn_release(dec, c);
 }
 
+/* CaptureDecoder._evict: finish the connection idle longest, as if the capture ended for it */
+static int evict(Decoder *dec) {
+    conn_t *c = dec->lru_first;
+    dec->st.v[ST_EVICTED]++;
+    if (conn_finish(dec, c, c->last_ts) < 0)
+        return -1;
+    drop_conn(dec, c);
+    return 0;
+}
+
 /* CaptureDecoder._new: a connection for the segment's 4-tuple; its entry in *out */
 static hent_t *new_conn(Decoder *dec, const uint8_t *key, size_t klen, const segment_t *s,
                         const char *id, size_t id_len) {
     char base[200], idbuf[220];
+    while (!dec->has_plan && dec->n_live >= dec->max_connections)
+        if (evict(dec) < 0)
+            return NULL;
     if (!id) {
         int alen = key[0];
         const uint8_t *src = key + 1, *dst = key + 3 + alen;
@@ -942,6 +992,8 @@ static int sweep(Decoder *dec, int64_t ts) {
                 return -1;
         if (conn_flush(dec, c, 0) < 0 || conn_flush(dec, c, 1) < 0)
             return -1;
+        if (!dec->has_plan)
+            account(dec, c);
     }
     for (size_t i = 0; !dec->has_plan && i < n; i++) {
         conn_t *c = w[i];
@@ -1124,12 +1176,24 @@ static int segment(Decoder *dec, const segment_t *s, int64_t ts, int64_t offset)
         }
         return 0;
     }
+    if (!dec->has_plan) {
+        account(dec, c);
+        lru_unlink(dec, c);
+        lru_append(dec, c);
+    }
     dec->packets_since_sweep++;
     /* the reference's schedule (its sweep walks every open connection, amortised over at least
      * as many packets); ours walks the watched ones at the same moments */
     if (dec->packets_since_sweep >= 4096 && ts >= dec->next_sweep
-        && dec->packets_since_sweep >= (int64_t)dec->n_flows)
-        return sweep(dec, ts);
+        && dec->packets_since_sweep >= (int64_t)dec->n_flows && sweep(dec, ts) < 0)
+        return -1;
+    if (!dec->has_plan) {
+        while (dec->buffered > dec->max_buffered_bytes && dec->lru_first != c)
+            if (evict(dec) < 0)
+                return -1;
+        if (dec->buffered > dec->peak_buffered)
+            dec->peak_buffered = dec->buffered;
+    }
     return 0;
 }
 
@@ -1182,6 +1246,8 @@ int decoder_finish(Decoder *dec) {
         conn_free(c);
     }
     dec->last = NULL;
+    dec->lru_first = dec->lru_last = NULL;
+    dec->n_live = dec->buffered = 0;
     dec->watch = NULL;
     dec->recent = NULL;
     htab_clear(&dec->flows);
@@ -1197,6 +1263,8 @@ void decoder_clear(Decoder *dec) {
         conn_free(c);
     }
     dec->last = NULL;
+    dec->lru_first = dec->lru_last = NULL;
+    dec->n_live = dec->buffered = 0;
     dec->watch = NULL;
     dec->recent = NULL;
     free_spare(dec);

@@ -46,6 +46,8 @@ typedef struct conn_s {
     uint64_t born;                /* place in that order */
     int watched;                  /* on the sweep's list: closed, or bytes behind a hole */
     struct conn_s *wprev, *wnext;
+    struct conn_s *lprev, *lnext; /* every connection, least recently active first */
+    int64_t buffered;             /* bytes it held when last seen (Connection.buffered) */
 } conn_t;
 
 typedef struct {
@@ -64,6 +66,9 @@ typedef struct {
     int64_t batch_rows;
     uint8_t *ports;            /* bitmap of 65536 ports, NULL: every port */
     int64_t abandon_after, max_pending_bytes, hole_timeout_ns, linger_ns;
+    int64_t max_connections, max_buffered_bytes;
+    conn_t *lru_first, *lru_last;  /* CaptureDecoder.active */
+    int64_t n_live, buffered, peak_live, peak_buffered;
     htab_t flows;              /* flow key -> conn (ptr), direction (value) */
     size_t n_flows;
     conn_t *first, *last;

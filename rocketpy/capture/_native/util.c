@@ -5,7 +5,7 @@ const char *const STAT_NAMES[ST_COUNT] = {
     "non_ip", "truncated_headers", "non_tcp", "ip_fragments", "retransmitted_bytes", "gaps",
     "gap_bytes", "snaplen_cut_bytes", "skipped_bytes", "resyncs", "damaged_frames",
     "connections", "rocketmq_connections", "truncated_records", "packets", "captured_bytes",
-    "readahead_exhausted", "unplanned_packets",
+    "readahead_exhausted", "unplanned_packets", "evicted_connections",
 };
 
 config_t CFG;
