@@ -27,7 +27,7 @@ from typing import NamedTuple
 
 from .framing import FrameExtractor
 from .layers import ACK, FIN, RST, SYN, decode_tcp, format_endpoint
-from .reassembly import Reassembler
+from .reassembly import MAX_PENDING_SEGMENTS, Reassembler
 from rocketpy.remoting import codes
 
 from .rows import frame_row
@@ -101,6 +101,8 @@ class _Direction:
         self.frames = FrameExtractor(stats, abandon_after=options.get("abandon_after", 17 << 20))
         self.reasm = Reassembler(self.frames, stats,
                                  max_pending_bytes=options.get("max_pending_bytes", 32 << 20),
+                                 max_pending_segments=options.get("max_pending_segments",
+                                                                  MAX_PENDING_SEGMENTS),
                                  hole_timeout_ns=options.get("hole_timeout_ns", 10_000_000_000))
         self.endpoint_src = src
         self.endpoint_dst = dst

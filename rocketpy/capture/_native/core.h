@@ -40,6 +40,7 @@
 #define REORDER_NS 100000000LL
 #define DEFAULT_ABANDON_AFTER (17LL << 20)
 #define DEFAULT_MAX_PENDING_BYTES (32LL << 20)
+#define DEFAULT_MAX_PENDING_SEGMENTS 32768LL
 #define DEFAULT_HOLE_TIMEOUT_NS 10000000000LL
 #define DEFAULT_LINGER_NS 2000000000LL
 #define DEFAULT_MAX_CONNECTIONS 100000LL
@@ -206,6 +207,8 @@ typedef struct {
     int has_ext;
     kv_t *ext;
     size_t n_ext, cap_ext;
+    uint32_t *kidx;            /* extFields keys -> 1 + entry, once there are many (has_key) */
+    size_t cap_kidx, n_kidx;   /* n_kidx: entries indexed so far */
     buf_t text;                /* decoded strings live here */
 } header_t;
 

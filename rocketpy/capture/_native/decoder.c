@@ -484,7 +484,7 @@ static int release_held(Decoder *dec, conn_t *c) {
         if (req_pop(&c->requests[1 - h.d], h.row.opaque, &code, &ts)) {
             pair_response(&h.row, code, ts);
             res = emit(dec, &h.row);
-        } else if (c->dirs[1 - h.d].reasm.n_pending) {
+        } else if (c->dirs[1 - h.d].reasm.pending.n) {
             c->held[keep++] = h;
             continue;
         } else {
@@ -518,7 +518,7 @@ static int conn_flush(Decoder *dec, conn_t *c, int d) {
             if (req_pop(theirs, r.opaque, &code, &ts)) {
                 pair_response(&r, code, ts);
                 res = emit(dec, &r);
-            } else if (c->dirs[1 - d].reasm.n_pending) {
+            } else if (c->dirs[1 - d].reasm.pending.n) {
                 res = hold(dec, c, &r, d);   /* its request may sit behind a hole in the other direction */
             } else {
                 res = unanswering(dec, c, &r, d, dec->pos_file, dec->pos_off);
@@ -612,10 +612,7 @@ static void conn_release(Decoder *dec, conn_t *c) {
     for (int d = 0; d < 2; d++) {
         reasm_t *r = &c->dirs[d].reasm;
         framer_t *f = &c->dirs[d].fr;
-        for (size_t i = 0; i < r->n_pending; i++)
-            PyMem_RawFree(r->pending[i].data);
-        r->n_pending = 0;
-        keep_few((void **)&r->pending, &r->cap_pending, sizeof *r->pending);
+        reasm_release(r, MAX_KEPT);
         keep_small(&f->buf);
         keep_small(&f->arena);
         keep_few((void **)&f->out, &f->cap_out, sizeof *f->out);
@@ -667,7 +664,8 @@ static conn_t *conn_new(Decoder *dec, const uint8_t *key, size_t klen, const cha
     c->ep_len[1] = lb;
     for (int d = 0; d < 2; d++) {
         framer_init(&c->dirs[d].fr, &dec->st, &dec->scratch, dec->abandon_after);
-        reasm_init(&c->dirs[d].reasm, &c->dirs[d].fr, &dec->st, dec->max_pending_bytes, dec->hole_timeout_ns);
+        reasm_init(&c->dirs[d].reasm, &c->dirs[d].fr, &dec->st, dec->max_pending_bytes,
+                   dec->max_pending_segments, dec->hole_timeout_ns);
     }
     return c;
 }
@@ -729,7 +727,7 @@ static int conn_segment_(Decoder *dec, conn_t *c, int d, const segment_t *s, int
     }
     if (s->flags & TH_ACK) {
         reasm_t *other = &c->dirs[1 - d].reasm;
-        if (other->n_pending) {
+        if (other->pending.n) {
             if (reasm_acked(other, s->ack, ts) < 0 || conn_flush(dec, c, 1 - d) < 0)
                 return -1;
         }
@@ -757,11 +755,11 @@ static int conn_segment_(Decoder *dec, conn_t *c, int d, const segment_t *s, int
 static int conn_segment(Decoder *dec, conn_t *c, int d, const segment_t *s, int64_t ts) {
     if (!dec->reading_ahead)
         return conn_segment_(dec, c, d, s, ts);
-    int waiting[2] = {c->dirs[0].reasm.n_pending > 0, c->dirs[1].reasm.n_pending > 0};
+    int waiting[2] = {c->dirs[0].reasm.pending.n > 0, c->dirs[1].reasm.pending.n > 0};
     if (conn_segment_(dec, c, d, s, ts) < 0)
         return -1;
     for (int k = 0; k < 2; k++)
-        if (waiting[k] && !c->dirs[k].reasm.n_pending) {
+        if (waiting[k] && !c->dirs[k].reasm.pending.n) {
             c->has_drained[k] = 1;
             c->drained_file[k] = dec->pos_file;
             c->drained_off[k] = dec->pos_off;
@@ -847,7 +845,7 @@ static int add_conn(Decoder *dec, conn_t *c) {
 
 /* what only a sweep would act on: a closed connection's linger, a hole's timeout, rows waiting */
 static int needs_watch(const conn_t *c) {
-    return c->closed || c->dirs[0].reasm.n_pending || c->dirs[1].reasm.n_pending || c->n_held
+    return c->closed || c->dirs[0].reasm.pending.n || c->dirs[1].reasm.pending.n || c->n_held
            || c->dirs[0].fr.n_out || c->dirs[1].fr.n_out;
 }
 

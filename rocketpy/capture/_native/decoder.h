@@ -65,7 +65,7 @@ typedef struct {
     PyObject *batches;         /* list of finished column sets */
     int64_t batch_rows;
     uint8_t *ports;            /* bitmap of 65536 ports, NULL: every port */
-    int64_t abandon_after, max_pending_bytes, hole_timeout_ns, linger_ns;
+    int64_t abandon_after, max_pending_bytes, max_pending_segments, hole_timeout_ns, linger_ns;
     int64_t max_connections, max_buffered_bytes;
     conn_t *lru_first, *lru_last;  /* CaptureDecoder.active */
     int64_t n_live, buffered, peak_live, peak_buffered;

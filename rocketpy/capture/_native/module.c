@@ -133,12 +133,12 @@ int ports_bitmap(PyObject *ports, uint8_t **out) {
 static int Decoder_init(Decoder *self, PyObject *args, PyObject *kw) {
     static char *kwlist[] = {"ports", "batch_rows", "abandon_after", "max_pending_bytes",
                              "hole_timeout_ns", "linger_ns", "max_connections",
-                             "max_buffered_bytes", NULL};
+                             "max_buffered_bytes", "max_pending_segments", NULL};
     PyObject *ports = Py_None;
     long long batch_rows = 16384, abandon_after = DEFAULT_ABANDON_AFTER;
     long long max_pending = DEFAULT_MAX_PENDING_BYTES, hole_timeout = DEFAULT_HOLE_TIMEOUT_NS;
     long long linger = DEFAULT_LINGER_NS, max_connections = DEFAULT_MAX_CONNECTIONS;
-    long long max_buffered = DEFAULT_MAX_BUFFERED_BYTES;
+    long long max_buffered = DEFAULT_MAX_BUFFERED_BYTES, max_segments = DEFAULT_MAX_PENDING_SEGMENTS;
     if (!CFG.header_fallback) {
         PyErr_SetString(PyExc_RuntimeError, "rocketpy.capture._native.configure() was not called");
         return -1;
@@ -147,9 +147,9 @@ static int Decoder_init(Decoder *self, PyObject *args, PyObject *kw) {
         PyErr_SetString(PyExc_RuntimeError, "a Decoder is initialised once");
         return -1;
     }
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "|OLLLLLLL", kwlist, &ports, &batch_rows,
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "|OLLLLLLLL", kwlist, &ports, &batch_rows,
                                      &abandon_after, &max_pending, &hole_timeout, &linger,
-                                     &max_connections, &max_buffered))
+                                     &max_connections, &max_buffered, &max_segments))
         return -1;
     self->batch_rows = batch_rows > 0 ? batch_rows : 16384;
     self->abandon_after = abandon_after;
@@ -158,6 +158,7 @@ static int Decoder_init(Decoder *self, PyObject *args, PyObject *kw) {
     self->linger_ns = linger;
     self->max_connections = max_connections > 0 ? max_connections : 1;
     self->max_buffered_bytes = max_buffered;
+    self->max_pending_segments = max_segments;
     self->end = -1;
     if (ports_bitmap(ports, &self->ports) < 0)
         return -1;
@@ -579,12 +580,12 @@ PyMODINIT_FUNC PyInit__native(void) {
     if (!layout || PyModule_AddObject(m, "LAYOUT", layout) < 0)
         return NULL;
     PyObject *limits = Py_BuildValue(
-        "{s:i,s:i,s:i,s:L,s:L,s:L,s:L,s:L,s:L,s:L}", "MAX_HUNT_HEADER", MAX_HUNT_HEADER,
+        "{s:i,s:i,s:i,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:L}", "MAX_HUNT_HEADER", MAX_HUNT_HEADER,
         "MAX_PENDING_REQUESTS", MAX_PENDING_REQUESTS, "MAX_RECORD", MAX_RECORD, "REORDER_NS",
         REORDER_NS, "ABANDON_AFTER", DEFAULT_ABANDON_AFTER, "MAX_PENDING_BYTES",
         DEFAULT_MAX_PENDING_BYTES, "HOLE_TIMEOUT_NS", DEFAULT_HOLE_TIMEOUT_NS, "LINGER_NS",
         DEFAULT_LINGER_NS, "MAX_CONNECTIONS", DEFAULT_MAX_CONNECTIONS, "MAX_BUFFERED_BYTES",
-        DEFAULT_MAX_BUFFERED_BYTES);
+        DEFAULT_MAX_BUFFERED_BYTES, "MAX_PENDING_SEGMENTS", DEFAULT_MAX_PENDING_SEGMENTS);
     if (!limits || PyModule_AddObject(m, "LIMITS", limits) < 0)
         return NULL;
     PyObject *markers = summary_markers();
