@@ -8,14 +8,18 @@ O(n); the complexity tests decode them at growing sizes, the ASan fuzz harness m
   last-first (a store of waiting segments scanned for the next one is quadratic when drained);
 * ``many_holes(n)``: ``n`` one-byte segments, every other byte lost, acknowledged by the peer as
   they come (finding the first waiting segment by scan on each ack and each skipped hole is
-  quadratic).
+  quadratic);
+* ``held_responses(n)``: the server's first segment is lost, its ``n`` requests wait behind the
+  hole while the client's ``n`` responses come, each held until its request arrives (releasing
+  held responses by scanning them all on each packet is quadratic); then the hole fills.
 """
 from __future__ import annotations
 
 import capture_synth as cs
 from rocketpy.remoting import RemotingCommand
 
-__all__ = ["ext_fields_json", "ext_fields_binary", "reversed_segments", "many_holes", "SHAPES"]
+__all__ = ["ext_fields_json", "ext_fields_binary", "reversed_segments", "many_holes",
+           "held_responses", "SHAPES"]
 
 CLIENT, SERVER = ("10.0.0.1", 40000), ("10.0.0.2", 9876)
 T0 = 1_700_000_000_000_000_000
@@ -67,5 +71,30 @@ def many_holes(n: int) -> bytes:
     return _pcap(out)
 
 
+def held_responses(n: int) -> bytes:
+    segs = cs.conversation([], client=CLIENT, server=SERVER, close=False, t0_ns=T0)
+    cseq, sseq = segs[0].seq + 1, segs[1].seq + 1
+    ts = segs[-1].ts_ns
+    requests = [RemotingCommand.request(105, ext_fields={"topic": "t"}, opaque=i) for i in range(n)]
+    server = []
+    for r in requests:
+        frame = r.encode()
+        server.append(cs.Seg(0, *SERVER, *CLIENT, sseq & 0xFFFFFFFF, cseq, cs.ACK | cs.PSH, frame))
+        sseq += len(frame)
+    client = []
+    for r in requests:
+        frame = r.create_response(0).encode()
+        # the client acknowledges nothing past the hole: it stays open, never doomed
+        client.append(cs.Seg(0, *CLIENT, *SERVER, cseq & 0xFFFFFFFF, server[0].seq, cs.ACK | cs.PSH,
+                             frame))
+        cseq += len(frame)
+    for s in server[1:] + client + server[:1]:
+        ts += 1_000
+        s.ts_ns = ts
+        segs.append(s)
+    return _pcap(segs)
+
+
 SHAPES = {"ext_fields_json": ext_fields_json, "ext_fields_binary": ext_fields_binary,
-          "reversed_segments": reversed_segments, "many_holes": many_holes}
+          "reversed_segments": reversed_segments, "many_holes": many_holes,
+          "held_responses": held_responses}

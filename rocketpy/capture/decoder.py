@@ -22,7 +22,7 @@ each stream's first and last frame lie, which the job checks against the neighbo
 """
 from __future__ import annotations
 
-from collections import Counter, OrderedDict
+from collections import Counter, OrderedDict, deque
 from typing import NamedTuple
 
 from .framing import FrameExtractor
@@ -124,8 +124,14 @@ class Connection:
         self.dirs = (_Direction(stats, a, b, options), _Direction(stats, b, a, options))
         # per direction: opaque -> (code, ts_ns, position of the packet that completed it)
         self.requests: tuple[dict, dict] = ({}, {})
-        # responses waiting for a hole to settle: (row, direction, where it completed)
-        self.held: list[tuple[dict, int, tuple]] = []
+        # responses waiting for a hole to settle, in the order they came:
+        # number -> (row, direction, where it completed)
+        self.held: dict[int, tuple[dict, int, tuple]] = {}
+        self._held_count = 0
+        # per direction of the held responses: opaque -> their numbers, first first; and the
+        # ones whose request has just arrived (so a release touches only what it can release)
+        self._held_by: tuple[dict, dict] = ({}, {})
+        self._woken: set = set()
         self.last_ts = 0
         self.closed = False
         self.isn: list[int | None] = [None, None]
@@ -182,9 +188,9 @@ class Connection:
         if self.decoder.plan is not None:
             self.decoder.hand_over(self)
             return
-        for row, *_ in self.held:
+        for row, *_ in self.held.values():
             self.out.append(row)
-        self.held = []
+        self._clear_held()
         unanswered = self.stats.setdefault("unanswered_requests", {})
         for table in self.requests:
             for code, *_ in table.values():
@@ -232,7 +238,7 @@ class Connection:
                         self.out.append(row)
                     elif self.dirs[1 - d].reasm.pending:
                         # its request may sit behind a hole in the other direction
-                        self.held.append((row, d, self.decoder.pos))
+                        self._hold(row, d)
                     else:
                         self._unanswering(row, d, self.decoder.pos)
                 elif not row["is_oneway"]:
@@ -241,24 +247,51 @@ class Connection:
                         un = self.stats.setdefault("unanswered_requests", {})
                         un[code] = un.get(code, 0) + 1
                     mine[opaque] = (row["code"], row["ts_ns"], self.decoder.pos)
+                    waiting = self._held_by[1 - d].get(opaque)
+                    if waiting:
+                        self._woken.add(waiting[0])
                     self.out.append(row)
                 else:
                     self.out.append(row)
         if self.held:
             self._release_held()
 
+    def _hold(self, row: dict, d: int) -> None:
+        k = self._held_count
+        self._held_count += 1
+        self.held[k] = (row, d, self.decoder.pos)
+        self._held_by[d].setdefault(row["opaque"], deque()).append(k)
+
+    def _clear_held(self) -> None:
+        self.held = {}
+        self._held_by = ({}, {})
+        self._woken = set()
+
     def _release_held(self) -> None:
-        keep = []
-        for row, d, pos in self.held:
+        """Pair or let go, in the order they came, the held responses whose request arrived
+        (only the first of several with one opaque can pair) and those of a direction whose
+        other direction has no hole any more; the others stay held.  It never looks at the
+        others, so holding n responses costs O(n log n) however often this runs."""
+        todo = self._woken
+        self._woken = set()
+        for d in (0, 1):
+            if self._held_by[d] and not self.dirs[1 - d].reasm.pending:
+                todo.update(k for ks in self._held_by[d].values() for k in ks)
+        for k in sorted(todo):
+            row, d, pos = self.held[k]
             req = self.requests[1 - d].pop(row["opaque"], None)
             if req is not None:
                 self._pair(row, req)
                 self.out.append(row)
             elif self.dirs[1 - d].reasm.pending:
-                keep.append((row, d, pos))
+                continue
             else:
                 self._unanswering(row, d, pos)
-        self.held = keep
+            del self.held[k]
+            ks = self._held_by[d][row["opaque"]]
+            ks.popleft()                    # it was the first of its opaque
+            if not ks:
+                del self._held_by[d][row["opaque"]]
 
     def _unanswering(self, row: dict, d: int, pos: tuple) -> None:
         """A response with no request in sight: on a byte range, its request may be in an
@@ -517,8 +550,8 @@ class CaptureDecoder:
         e = self.edge(conn)
         if not conn.settled:
             self.stats.count("readahead_exhausted")
-        e["responses"].extend(conn.held)
-        conn.held = []
+        e["responses"].extend(conn.held.values())
+        conn._clear_held()
         for d, table in enumerate(conn.requests):
             e["pending"][d].extend((opaque, *req, conn.drained[d]) for opaque, req in table.items())
             table.clear()

@@ -233,6 +233,113 @@ static int emit(Decoder *dec, const row_t *r) {
     return 0;
 }
 
+/* ---- held responses (Connection.held, _held_by, _woken): a release touches only the ones it
+ * can release, so holding n responses costs O(n log n) however often releases run */
+
+static void held_key(uint8_t k[5], int d, int32_t opaque) {
+    k[0] = (uint8_t)d;
+    memcpy(k + 1, &opaque, 4);
+}
+
+/* chain held[i] (the newest) behind its direction and opaque: 0, or -1 (set) */
+static int held_link(conn_t *c, size_t i) {
+    held_t *h = &c->held[i];
+    uint8_t k[5];
+    held_key(k, h->d, h->row.opaque);
+    hent_t *e = htab_put(&c->held_by, k, sizeof k);
+    if (!e)
+        return -1;
+    h->next_same = 0;
+    if (!e->ptr) {
+        e->ptr = c;
+        e->value = (int64_t)((uint64_t)(i + 1) | (uint64_t)(i + 1) << 32);
+    } else {
+        c->held[((uint64_t)e->value >> 32) - 1].next_same = i + 1;
+        e->value = (int64_t)(((uint64_t)e->value & 0xFFFFFFFFu) | (uint64_t)(i + 1) << 32);
+    }
+    int d = h->d;
+    h->dnext = 0;
+    h->dprev = c->held_last[d];
+    if (c->held_last[d])
+        c->held[c->held_last[d] - 1].dnext = i + 1;
+    else
+        c->held_first[d] = i + 1;
+    c->held_last[d] = i + 1;
+    return 0;
+}
+
+static int pick(conn_t *c, size_t i) {
+    if (c->held[i].todo)
+        return 0;
+    if (GROW(c->todo, c->cap_todo, c->n_todo, 8) < 0)
+        return -1;
+    c->todo[c->n_todo++] = i;
+    c->held[i].todo = 1;
+    return 0;
+}
+
+/* a request with this opaque arrived in direction d: the first response held for it may pair */
+static int wake(conn_t *c, int d, int32_t opaque) {
+    if (!c->live_held[1 - d])
+        return 0;
+    uint8_t k[5];
+    held_key(k, 1 - d, opaque);
+    hent_t *e = htab_get(&c->held_by, k, sizeof k);
+    return e ? pick(c, ((uint64_t)e->value & 0xFFFFFFFFu) - 1) : 0;
+}
+
+/* held[i], the first of its direction and opaque, is released */
+static void unhold(conn_t *c, size_t i) {
+    held_t *h = &c->held[i];
+    uint8_t k[5];
+    held_key(k, h->d, h->row.opaque);
+    hent_t *e = htab_get(&c->held_by, k, sizeof k);
+    if (h->next_same)
+        e->value = (int64_t)((uint64_t)h->next_same | ((uint64_t)e->value & ~(uint64_t)0xFFFFFFFFu));
+    else
+        htab_del(&c->held_by, e);
+    if (h->dprev)
+        c->held[h->dprev - 1].dnext = h->dnext;
+    else
+        c->held_first[h->d] = h->dnext;
+    if (h->dnext)
+        c->held[h->dnext - 1].dprev = h->dprev;
+    else
+        c->held_last[h->d] = h->dprev;
+    PyMem_RawFree(h->blob);
+    h->blob = NULL;
+    h->alive = 0;
+    c->live_held[h->d]--;
+    c->dead_held++;
+}
+
+/* drop the released entries once they outnumber the held ones (relinking the rest) */
+static int held_compact(conn_t *c) {
+    if (c->dead_held <= 16 || c->dead_held <= c->live_held[0] + c->live_held[1])
+        return 0;
+    size_t n = 0;
+    for (size_t i = 0; i < c->n_held; i++)
+        if (c->held[i].alive)
+            c->held[n++] = c->held[i];
+    c->n_held = n;
+    c->dead_held = 0;
+    htab_clear(&c->held_by);
+    c->held_first[0] = c->held_first[1] = c->held_last[0] = c->held_last[1] = 0;
+    for (size_t i = 0; i < n; i++)
+        if (held_link(c, i) < 0)
+            return -1;
+    return 0;
+}
+
+/* every held response gone (finished or handed over); their blobs freed */
+static void held_clear(conn_t *c) {
+    for (size_t i = 0; i < c->n_held; i++)
+        PyMem_RawFree(c->held[i].blob);
+    c->n_held = c->live_held[0] = c->live_held[1] = c->dead_held = c->n_todo = 0;
+    c->held_first[0] = c->held_first[1] = c->held_last[0] = c->held_last[1] = 0;
+    htab_clear(&c->held_by);
+}
+
 /* a row's strings copied into one blob (a held response outlives its frame) */
 static int hold(Decoder *dec, conn_t *c, const row_t *r, int d) {
     str_t *fields[] = {(str_t *)&r->file, (str_t *)&r->src, (str_t *)&r->dst, (str_t *)&r->conn,
@@ -277,7 +384,10 @@ static int hold(Decoder *dec, conn_t *c, const row_t *r, int d) {
         p += r->ext[i].value.n;
     }
     h->row.ext = ext;
-    return 0;
+    h->alive = 1;
+    h->todo = 0;
+    c->live_held[d]++;
+    return held_link(c, c->n_held - 1);
 }
 
 static PyObject *text(str_t s) {
@@ -375,17 +485,19 @@ static int hand_over_(Decoder *dec, conn_t *c) {
         dec->st.v[ST_READAHEAD_EXHAUSTED]++;
     PyObject *responses = PyDict_GetItemString(e, "responses");
     for (size_t i = 0; i < c->n_held; i++) {
+        if (!c->held[i].alive)
+            continue;
         PyObject *row = row_dict(&c->held[i].row);
         PyObject *item = row ? Py_BuildValue("(Ni(LL))", row, c->held[i].d, (long long)c->held[i].pos_file,
                                              (long long)c->held[i].pos_off) : NULL;
         int r = item ? PyList_Append(responses, item) : -1;
         Py_XDECREF(item);
-        PyMem_RawFree(c->held[i].blob);
-        c->held[i].blob = NULL;
-        if (r < 0)
+        if (r < 0) {
+            held_clear(c);
             return -1;
+        }
     }
-    c->n_held = 0;
+    held_clear(c);
     PyObject *pending = PyDict_GetItemString(e, "pending");
     for (int d = 0; d < 2; d++) {
         reqmap_t *m = &c->requests[d];
@@ -474,32 +586,41 @@ static int unanswering(Decoder *dec, conn_t *c, const row_t *r, int d, int64_t p
     return emit(dec, r);
 }
 
+static int by_index(const void *a, const void *b) {
+    size_t x = *(const size_t *)a, y = *(const size_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* Connection._release_held: the picked ones, and every one of a direction whose other direction
+ * has no hole any more, in the order they came */
 static int release_held(Decoder *dec, conn_t *c) {
-    size_t keep = 0, n = c->n_held;
-    for (size_t i = 0; i < n; i++) {
-        held_t h = c->held[i];
+    for (int d = 0; d < 2; d++)
+        if (c->live_held[d] && !c->dirs[1 - d].reasm.pending.n)
+            for (size_t l = c->held_first[d]; l; l = c->held[l - 1].dnext)
+                if (pick(c, l - 1) < 0)
+                    return -1;
+    size_t n = c->n_todo;
+    c->n_todo = 0;
+    qsort(c->todo, n, sizeof *c->todo, by_index);
+    int res = 0;
+    for (size_t j = 0; j < n; j++) {
+        held_t *h = &c->held[c->todo[j]];
+        h->todo = 0;
+        if (res < 0)
+            continue;
         int32_t code;
         int64_t ts;
-        int res = 0;
-        if (req_pop(&c->requests[1 - h.d], h.row.opaque, &code, &ts)) {
-            pair_response(&h.row, code, ts);
-            res = emit(dec, &h.row);
-        } else if (c->dirs[1 - h.d].reasm.pending.n) {
-            c->held[keep++] = h;
+        if (req_pop(&c->requests[1 - h->d], h->row.opaque, &code, &ts)) {
+            pair_response(&h->row, code, ts);
+            res = emit(dec, &h->row);
+        } else if (c->dirs[1 - h->d].reasm.pending.n) {
             continue;
         } else {
-            res = unanswering(dec, c, &h.row, h.d, h.pos_file, h.pos_off);
+            res = unanswering(dec, c, &h->row, h->d, h->pos_file, h->pos_off);
         }
-        PyMem_RawFree(h.blob);
-        if (res < 0) {
-            for (size_t j = i + 1; j < n; j++)
-                c->held[keep++] = c->held[j];
-            c->n_held = keep;
-            return -1;
-        }
+        unhold(c, c->todo[j]);
     }
-    c->n_held = keep;
-    return 0;
+    return res < 0 ? -1 : held_compact(c);
 }
 
 static int conn_flush(Decoder *dec, conn_t *c, int d) {
@@ -534,6 +655,8 @@ static int conn_flush(Decoder *dec, conn_t *c, int d) {
             }
             res = req_set(mine, r.opaque, r.code, r.ts_ns, dec->pos_file, dec->pos_off);
             if (!res)
+                res = wake(c, d, r.opaque);
+            if (!res)
                 res = emit(dec, &r);
         } else {
             res = emit(dec, &r);
@@ -542,7 +665,7 @@ static int conn_flush(Decoder *dec, conn_t *c, int d) {
             return -1;
     }
     framer_reset_out(f);
-    if (c->n_held)
+    if (c->live_held[0] || c->live_held[1])
         return release_held(dec, c);
     return 0;
 }
@@ -572,6 +695,8 @@ static conn_t *conn_alloc(Decoder *dec) {
     c->conn_id_cap = keep.conn_id_cap;
     c->held = keep.held;
     c->cap_held = keep.cap_held;
+    c->todo = keep.todo;
+    c->cap_todo = keep.cap_todo;
     for (int d = 0; d < 2; d++) {
         c->dirs[d] = keep.dirs[d];     /* conn_new's framer_init and reasm_init scrub them */
         reqmap_t *m = &c->requests[d], *km = &keep.requests[d];
@@ -605,10 +730,10 @@ static void conn_release(Decoder *dec, conn_t *c) {
         conn_free(c);
         return;
     }
-    for (size_t i = 0; i < c->n_held; i++)
-        PyMem_RawFree(c->held[i].blob);
-    c->n_held = 0;
+    held_clear(c);
+    htab_free(&c->held_by);
     keep_few((void **)&c->held, &c->cap_held, sizeof *c->held);
+    keep_few((void **)&c->todo, &c->cap_todo, sizeof *c->todo);
     for (int d = 0; d < 2; d++) {
         reasm_t *r = &c->dirs[d].reasm;
         framer_t *f = &c->dirs[d].fr;
@@ -676,9 +801,10 @@ static void conn_free(conn_t *c) {
         framer_free(&c->dirs[d].fr);
         req_free(&c->requests[d]);
     }
-    for (size_t i = 0; i < c->n_held; i++)
-        PyMem_RawFree(c->held[i].blob);
+    held_clear(c);
+    htab_free(&c->held_by);
     PyMem_RawFree(c->held);
+    PyMem_RawFree(c->todo);
     PyMem_RawFree(c->conn_id);
     PyMem_RawFree(c);
 }
@@ -693,15 +819,12 @@ static int conn_finish(Decoder *dec, conn_t *c, int64_t ts) {
     if (dec->has_plan)
         return hand_over(dec, c);
     for (size_t i = 0; i < c->n_held; i++) {
-        int r = emit(dec, &c->held[i].row);
-        PyMem_RawFree(c->held[i].blob);
-        c->held[i].blob = NULL;
-        if (r < 0) {
-            c->n_held = 0;
+        if (c->held[i].alive && emit(dec, &c->held[i].row) < 0) {
+            held_clear(c);
             return -1;
         }
     }
-    c->n_held = 0;
+    held_clear(c);
     dec->st.unanswered_touched = 1;
     for (int d = 0; d < 2; d++) {
         reqmap_t *m = &c->requests[d];
@@ -845,7 +968,8 @@ static int add_conn(Decoder *dec, conn_t *c) {
 
 /* what only a sweep would act on: a closed connection's linger, a hole's timeout, rows waiting */
 static int needs_watch(const conn_t *c) {
-    return c->closed || c->dirs[0].reasm.pending.n || c->dirs[1].reasm.pending.n || c->n_held
+    return c->closed || c->dirs[0].reasm.pending.n || c->dirs[1].reasm.pending.n
+           || c->live_held[0] || c->live_held[1]
            || c->dirs[0].fr.n_out || c->dirs[1].fr.n_out;
 }
 
