@@ -18,18 +18,29 @@
 #include <stdint.h>
 #include <string.h>
 
-/* ---- frame layout (rocketpy.remoting.layout) ------------------------------------------------ */
+/* ---- frame layout (rocketpy.remoting.layout) ------------------------------------------------
+ * Every offset and size the core reads a frame with is named here, and only here:
+ * tests/test_layout_single_source.py reads this block and holds each value to layout.py's, and
+ * fails on a frame read by a literal offset in the core's frame code. */
 #define LENGTH_SIZE 4
 #define PREFIX_SIZE 8
+#define TYPE_AT 4                  /* the serialize type; the header length is the 24 bits after it */
+#define HEADER_LENGTH_MASK 0xFFFFFF
+#define JSON_HEADER_START 0x7B     /* '{': the first byte of a JSON header */
 #define MAX_FRAME_LENGTH (16 * 1024 * 1024)
 #define SER_JSON 0
 #define SER_ROCKETMQ 1
 #define RMQ_FIXED_SIZE 17          /* code i16, language i8, version i16, opaque i32, flag i32, remark len u32 */
 #define RMQ_MIN_HEADER 21          /* ... plus the extFields length u32 */
-#define RMQ_FLAG_AT 9
+#define RMQ_CODE_AT 0
 #define RMQ_LANGUAGE_AT 2
+#define RMQ_VERSION_AT 3
+#define RMQ_OPAQUE_AT 5
+#define RMQ_FLAG_AT 9
+#define RMQ_REMARK_LENGTH_AT 13
 #define RMQ_MAX_LANGUAGE 30        /* the highest language code a frame start is believed with */
 #define MAX_HUNT_HEADER (1 << 20)
+/* (end of the frame layout) */
 
 /* ---- capture records (rocketpy.capture.readers) -------------------------------------------- */
 #define MAX_RECORD (1 << 20)
@@ -111,6 +122,13 @@ static inline uint16_t rd16(const uint8_t *p, int be) { return be ? rd16be(p) : 
 static inline uint32_t rd32(const uint8_t *p, int be) { return be ? rd32be(p) : rd32le(p); }
 static inline uint64_t rd64(const uint8_t *p, int be) {
     return be ? ((uint64_t)rd32be(p) << 32 | rd32be(p + 4)) : ((uint64_t)rd32le(p + 4) << 32 | rd32le(p));
+}
+
+/* ---- reading a frame's prefix: its whole length, serialize type and header length */
+static inline int64_t frame_total(const uint8_t *f) { return (int64_t)rd32be(f) + LENGTH_SIZE; }
+static inline int frame_type(const uint8_t *f) { return f[TYPE_AT]; }
+static inline int64_t frame_header_length(const uint8_t *f) {
+    return rd32be(f + TYPE_AT) & HEADER_LENGTH_MASK;
 }
 
 /* ---- statistics (the keys of rocketpy.capture.decoder.Stats) ------------------------------- */

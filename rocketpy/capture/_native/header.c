@@ -147,12 +147,12 @@ static str_t language_column(header_t *h, int64_t value) {
 static int decode_rocketmq(const uint8_t *p, size_t n, header_t *h) {
     if (n < RMQ_FIXED_SIZE)
         return 0;
-    h->code = (int16_t)rd16be(p);
-    int8_t language = (int8_t)p[2];
-    h->version = (int16_t)rd16be(p + 3);
-    h->opaque = (int32_t)rd32be(p + 5);
-    h->flag = (int32_t)rd32be(p + 9);
-    uint64_t remark_len = rd32be(p + 13), pos = RMQ_FIXED_SIZE;
+    h->code = (int16_t)rd16be(p + RMQ_CODE_AT);
+    int8_t language = (int8_t)p[RMQ_LANGUAGE_AT];
+    h->version = (int16_t)rd16be(p + RMQ_VERSION_AT);
+    h->opaque = (int32_t)rd32be(p + RMQ_OPAQUE_AT);
+    h->flag = (int32_t)rd32be(p + RMQ_FLAG_AT);
+    uint64_t remark_len = rd32be(p + RMQ_REMARK_LENGTH_AT), pos = RMQ_FIXED_SIZE;
     if (pos + remark_len > n || !utf8_valid(p + pos, (size_t)remark_len))
         return 0;
     if (buf_reserve(&h->text, n + 32) < 0)
