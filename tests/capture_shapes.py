@@ -11,7 +11,9 @@ O(n); the complexity tests decode them at growing sizes, the ASan fuzz harness m
   quadratic);
 * ``held_responses(n)``: the server's first segment is lost, its ``n`` requests wait behind the
   hole while the client's ``n`` responses come, each held until its request arrives (releasing
-  held responses by scanning them all on each packet is quadratic); then the hole fills.
+  held responses by scanning them all on each packet is quadratic); then the hole fills;
+* ``unanswered_codes(n)``: ``n`` requests, each with its own request code, never answered (a
+  count per code kept in a list scanned per request is quadratic).
 """
 from __future__ import annotations
 
@@ -19,7 +21,7 @@ import capture_synth as cs
 from rocketpy.remoting import RemotingCommand
 
 __all__ = ["ext_fields_json", "ext_fields_binary", "reversed_segments", "many_holes",
-           "held_responses", "SHAPES"]
+           "held_responses", "unanswered_codes", "SHAPES"]
 
 CLIENT, SERVER = ("10.0.0.1", 40000), ("10.0.0.2", 9876)
 T0 = 1_700_000_000_000_000_000
@@ -95,6 +97,12 @@ def held_responses(n: int) -> bytes:
     return _pcap(segs)
 
 
+def unanswered_codes(n: int) -> bytes:
+    frames = [(0, RemotingCommand.request(100_000 + i, opaque=i).encode()) for i in range(n)]
+    return _pcap(cs.conversation(frames, client=CLIENT, server=SERVER, mss=1460, acks=False,
+                                 coalesce=True))
+
+
 SHAPES = {"ext_fields_json": ext_fields_json, "ext_fields_binary": ext_fields_binary,
           "reversed_segments": reversed_segments, "many_holes": many_holes,
-          "held_responses": held_responses}
+          "held_responses": held_responses, "unanswered_codes": unanswered_codes}

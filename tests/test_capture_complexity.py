@@ -43,7 +43,8 @@ def cpu(cls, data: bytes, tries: int = 5) -> float:
 EXPECTED = {"ext_fields_json": (1, 0, 0), "ext_fields_binary": (1, 0, 0),
             "reversed_segments": (0, 1, 8),              # one hole, all waiting behind it
             "many_holes": (0, 500, 16 + 499 * 8),        # a hole before each segment
-            "held_responses": (1000, 0, 0)}              # the hole filled: every pair found
+            "held_responses": (1000, 0, 0),              # the hole filled: every pair found
+            "unanswered_codes": (500, 0, 0)}
 
 
 @pytest.mark.parametrize("shape", sorted(shapes.SHAPES))
@@ -60,6 +61,8 @@ def test_cost_grows_linearly(shape, name):
         assert [len(r["ext_fields"]) for r in rows] == [500]
     if shape == "held_responses":
         assert sum(r["request_code"] == 105 for r in rows) == 500
+    if shape == "unanswered_codes":
+        assert len(want_stats["unanswered_requests"]) == 500
     n = SIZES[name]
     small, big = shapes.SHAPES[shape](n), shapes.SHAPES[shape](4 * n)
     growth = cpu(cls, big) / max(cpu(cls, small), 1e-6)

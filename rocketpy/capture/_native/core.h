@@ -143,8 +143,10 @@ extern const char *const STAT_NAMES[ST_COUNT];
 typedef struct {
     int64_t v[ST_COUNT];
     int unanswered_touched;
-    int64_t *unanswered;       /* pairs (code, count) */
+    int64_t *unanswered;       /* pairs (code, count), in the order the codes came */
     size_t n_unanswered, cap_unanswered;
+    uint32_t *uidx;            /* code -> 1 + pair (codes are a stranger's: any int32) */
+    size_t cap_uidx;
 } stats_t;
 
 int stats_unanswered(stats_t *st, int32_t code);
