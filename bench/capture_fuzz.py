@@ -3,15 +3,18 @@
 Builds ``rocketpy.capture._native`` with ``-fsanitize=address`` into a scratch copy of the
 package, then runs a fuzz loop in a Python with libasan preloaded: random bytes, mutated genuine
 captures (bit flips, interesting integers at random offsets, absurd record/block/IP/TCP/frame
-lengths, splices), truncated files, and synthetic conversations carrying the codec fuzz
-harness's hostile frames -- each decoded whole, decoded as byte ranges (plan scan, range decode
+lengths, splices), truncated files, synthetic conversations carrying the codec fuzz harness's
+hostile frames, and the hostile shapes of tests/capture_shapes.py (many extFields keys, segments
+last-first, a hole before every segment) -- each decoded whole (sometimes with tiny connection,
+buffer and waiting-segment bounds, so eviction and the bounds' paths run too), decoded as byte ranges (plan scan, range decode
 with read-ahead), and written as JSON Lines.  A CaptureFormatError is an expected outcome; any
 other exception is a finding, and an out-of-bounds access or a crash is caught by ASan (the
 input that did it is kept).  With ``--differential N``, every Nth input is also decoded by the
-pure-Python reference and the rows must be equal.  Prints the number of inputs.  Not a test;
-tests/test_capture_fuzz.py runs a few seconds of it.
+pure-Python reference and the rows must be equal.  Prints the number of inputs.  Runs for
+``--seconds`` or, with ``--inputs N``, exactly N inputs (what a test runs: the same inputs however
+busy the machine is).  Not a test; tests/test_capture_fuzz.py runs a fixed few hundred inputs.
 
-    python bench/capture_fuzz.py [--seconds 300] [--seed 1] [--differential 50] [--keep DIR]
+    python bench/capture_fuzz.py [--seconds 300 | --inputs N] [--seed 1] [--differential 50] [--keep DIR]
 """
 from __future__ import annotations
 
@@ -61,10 +64,13 @@ INTERESTING = [0, 1, 7, 8, 12, 20, 21, 0x7F, 0x80, 0xFF, 0x100, 0x7FFF, 0x8000, 
 
 
 def corpus():
-    """Genuine captures and synthetic ones (pcap, pcapng, link types, hostile frames)."""
+    """Genuine captures and synthetic ones (pcap, pcapng, link types, hostile frames, hostile
+    shapes)."""
+    import capture_shapes
     import capture_synth as cs
     from fuzzharness import Mutator, corpus as frames
     out = [p.read_bytes() for p in sorted(FIXTURES.glob("*.pcap"))]
+    out += [shape(n) for shape in capture_shapes.SHAPES.values() for n in (20, 300)]
     rng = random.Random(0)
     genuine = frames()
     mutator = Mutator(rng, genuine)
@@ -124,8 +130,13 @@ def run_one(data: bytes, engines, checks: dict) -> None:
         return
     rng = random.Random(len(data))
     ports = [9876] if rng.random() < 0.1 else None
+    bounds = {}
+    if rng.random() < 0.3:          # tiny bounds: evictions and early skipped holes
+        bounds = {"max_connections": rng.choice((1, 2, 5)),
+                  "max_buffered_bytes": rng.choice((0, 100, 5000, 1 << 30)),
+                  "max_pending_segments": rng.choice((0, 1, 3, 1 << 20))}
     for cls in engines:
-        dec = cls(ports=ports)
+        dec = cls(ports=ports, **bounds)
         f = io.BytesIO(data)
         f.seek(info.data_offset)
         batches = []
@@ -166,7 +177,8 @@ def run_one(data: bytes, engines, checks: dict) -> None:
             list(dec.finish())
 
 
-def fuzz_loop(seconds: float, seed: int, differential: int, keep: str) -> None:
+def fuzz_loop(seconds: float, seed: int, differential: int, keep: str, inputs: int = 0) -> None:
+    """Runs ``inputs`` inputs when it is set, else for ``seconds``."""
     from rocketpy.capture import engine
     assert engine.NATIVE is not None, "the compiled decoder did not load"
     rng = random.Random(seed)
@@ -174,8 +186,9 @@ def fuzz_loop(seconds: float, seed: int, differential: int, keep: str) -> None:
     checks = {"format_errors": 0}
     n = diffs = 0
     current = os.path.join(keep, "current-input")
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
+    started = time.monotonic()
+    deadline = started + seconds
+    while n < inputs if inputs else time.monotonic() < deadline:
         r = rng.random()
         if r < 0.1:
             data = random_capture(rng)
@@ -209,7 +222,7 @@ def fuzz_loop(seconds: float, seed: int, differential: int, keep: str) -> None:
             diffs += 1
         n += 1
     os.unlink(current)
-    print(f"capture_fuzz: {n} inputs in {seconds:.0f} s under AddressSanitizer, no finding "
+    print(f"capture_fuzz: {n} inputs in {time.monotonic() - started:.0f} s under AddressSanitizer, no finding "
           f"({checks['format_errors']} refused as not a capture, {diffs} also checked against "
           "the pure-Python decoder)", flush=True)
 
@@ -217,6 +230,8 @@ def fuzz_loop(seconds: float, seed: int, differential: int, keep: str) -> None:
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--seconds", type=float, default=300)
+    p.add_argument("--inputs", type=int, default=0,
+                   help="run exactly this many inputs instead of --seconds")
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--differential", type=int, default=50,
                    help="check every Nth input against the pure-Python decoder (0: never)")
@@ -224,7 +239,7 @@ def main(argv=None):
     p.add_argument("--inner", action="store_true", help=argparse.SUPPRESS)
     a = p.parse_args(argv)
     if a.inner:
-        fuzz_loop(a.seconds, a.seed, a.differential, a.keep)
+        fuzz_loop(a.seconds, a.seed, a.differential, a.keep, a.inputs)
         return 0
     work = Path(tempfile.mkdtemp(prefix="rocketpy-asan-"))
     keep = Path(a.keep or work / "findings")
@@ -232,6 +247,7 @@ def main(argv=None):
     try:
         pkg = build_asan(work)
         out = subprocess.run([sys.executable, __file__, "--inner", "--seconds", str(a.seconds),
+                              "--inputs", str(a.inputs),
                               "--seed", str(a.seed), "--differential", str(a.differential),
                               "--keep", str(keep)], env=asan_env(pkg), cwd=work)
         if out.returncode:
