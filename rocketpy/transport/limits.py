@@ -36,7 +36,6 @@ Every refused connection, bad frame, shed request, drop and expiry is logged onc
 :class:`~rocketpy.transport.metrics.ServerMetrics`."""
 import dataclasses
 import resource
-import socket
 from time import perf_counter
 
 from twisted.internet.protocol import Protocol
@@ -49,7 +48,7 @@ from ..remoting.layout import frames_at_least, peek_request
 
 __all__ = ["ServerLimits", "LoadGovernor", "RefusedConnection", "overload_answer", "LIMIT_KEYS",
            "TROUBLE_EVENTS", "NOT_SHED",
-           "trouble", "raise_open_files_limit", "peer_gone"]
+           "trouble", "raise_open_files_limit"]
 
 log = Logger()
 
@@ -156,21 +155,6 @@ class RefusedConnection(Protocol):
 
     def connectionMade(self):
         self.transport.abortConnection()
-
-
-def peer_gone(transport):
-    """True when a TCP peer has reset or closed the connection (with nothing unread before the
-    end). A queued connection is not read, so without this look (``MSG_PEEK``: nothing consumed)
-    a flooder that went away would hold its slot until its buffered requests were all served."""
-    sock = getattr(transport, "socket", None)
-    if not isinstance(sock, socket.socket):
-        return False
-    try:
-        return sock.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT) == b""
-    except (BlockingIOError, InterruptedError):
-        return False
-    except OSError:
-        return True
 
 
 def trouble(logger, event, peer, reason, format, level=LogLevel.warn, **fields):
@@ -417,7 +401,7 @@ class LoadGovernor:
         self._start_turn()
         for i, proto in enumerate(waiting):
             if self._turn_left <= 0 or self.timer() - self._turn_started > self._turn_seconds:
-                queue = dict.fromkeys(p for p in waiting[i:] if not p.closing)
+                queue = dict.fromkeys(p for p in waiting[i:] if not p.is_closing())
                 queue.update(self._queue)
                 self._queue = queue
                 break
