@@ -21,9 +21,11 @@ Throttled connections wait in one queue; each turn resumes them in order while i
 each with a quantum of ``max(fair share, serverRequestsPerTurn / queue length)``. A read holding
 more than its fair share while the budget is spent (a flood starting) is shed and queued at once.
 So a light client is served in the first turn its request is read, flooders share the rest round
-robin, and a turn costs about ``serverTurnMillis`` plus the light clients' requests. Before
-resuming a queued connection the governor peeks at its socket (``MSG_PEEK``), so a peer that has
-gone is dropped instead of served what it left behind.
+robin, and a turn costs about ``serverTurnMillis`` plus the light clients' requests. The
+governor sees a connection only through
+:class:`~rocketpy.transport.interfaces.IGovernedConnection`; a queued connection, resumed,
+peeks at its socket first (``MSG_PEEK``), so a peer that reset is dropped instead of served what
+it left behind (one that half-closed is still answered).
 
 Other limits: ``serverMaxConnections`` (Java has none), ``serverMaxPendingFrameBytes`` (partly
 received large frames, all connections together: 16 MiB frames trickled in by thousands of peers

@@ -89,16 +89,19 @@ class TransportTuning:
             self._sized.bufferSize = self._usual
 
     def peer_gone(self):
-        """True when a TCP peer has reset or closed the connection (with nothing unread before
-        the end). A throttled connection is not read, so without this look (``MSG_PEEK``: nothing
-        consumed) a flooder that went away would hold its slot until its buffered requests were
-        all served."""
+        """True when a TCP peer has reset the connection. A throttled connection is not read, so
+        without this look (``MSG_PEEK``: nothing consumed) a flooder that went away would hold
+        its slot until its buffered requests were all served. An end of stream is *not* gone:
+        a peer that shut only its sending side (``shutdown(SHUT_WR)``) still wants the answers
+        to what it sent, and the reactor reads the end and drains the connection
+        (``readConnectionLost``); one that closed for good answers our next write with a reset."""
         sock = self.handle(self._transport)
         if sock is None:
             return False
         try:
-            return sock.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT) == b""
+            sock.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT)
         except (BlockingIOError, InterruptedError):
             return False
         except OSError:
             return True
+        return False
