@@ -1,12 +1,13 @@
 """Transport layer: one server connection (Java ``NettyRemotingServer``'s channel pipeline:
 ``HandshakeHandler``, ``TlsModeHandler``, ``NettyDecoder``, ``IdleStateHandler``,
-``NettyConnectManageHandler``, ``NettyServerHandler``). One small protocol does the same jobs:
+``NettyConnectManageHandler``, ``NettyServerHandler``). The protocol ties small parts together,
+each written once: its states and pause reasons (:mod:`~rocketpy.transport.connstate`), the TLS
+sniffer (:mod:`~rocketpy.transport.sniff`), the frame receiver
+(:mod:`~rocketpy.transport.receiver`) and the adapter for Twisted internals
+(:mod:`~rocketpy.transport.tuning`). What it does itself:
 
 * TLS mode on the first byte (0x16, a handshake): start TLS or refuse, per ``tls.server.mode``.
-* Framing with one copy: a partial frame's chunks are joined once it is complete (a 1.5 MB
-  registration costs one join, not a reallocation per read), and while a big frame is incomplete
-  the socket is read in pieces as big as what is missing (up to ``READ_AHEAD_MAX``). A length
-  over the limit closes the connection before any of that frame is buffered.
+* A length over the limit closes the connection before any of that frame is buffered.
 * Requests are answered in arrival order, one ``writeSequence`` per read (Java may answer
   pipelined requests out of order; in order is one of the orders it can produce). A Deferred
   answer is written when it fires.
@@ -18,8 +19,9 @@
   connection gone by then gets nothing (its registration is not applied; a write still happens).
   A full decode pool answers SYSTEM_BUSY; a lane without a pool runs at once.
 * Flow control (Java turns auto-read off in ``channelWritabilityChanged``): the protocol is a
-  streaming producer for its transport; paused past the high water mark, it neither reads nor
-  serves buffered frames, so a client that never reads costs at most one read's answers.
+  streaming producer for its transport; paused for any reason (the peer not reading past the
+  high-water mark, the turn's budget spent, work on a pool), it neither reads nor serves
+  buffered frames, so a client that never reads costs at most one read's answers.
 * A frame that does not decode is logged and closes that one connection (as ``NettyDecoder``).
 * Idle (``IdleStateHandler`` ``ALL_IDLE``, ``serverChannelMaxIdleTimeSeconds``) closes the
   connection and reports ``idle``, then ``close``.
