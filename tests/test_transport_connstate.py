@@ -112,32 +112,32 @@ class TransitionTableTests(SynchronousTestCase):
         says, with the effect that state has on the transport."""
         # sniffing --plain--> open: served
         _, proto, t = connect()
-        self.assertEqual(proto._state.state, SNIFFING)
+        self.assertEqual(proto.state, SNIFFING)
         proto.dataReceived(request(1))
-        self.assertEqual((proto._state.state, opaques(t)), (OPEN, [1]))
+        self.assertEqual((proto.state, opaques(t)), (OPEN, [1]))
         # open --read_closed--> draining --(nothing left)--> closing
         proto.readConnectionLost()
-        self.assertEqual(proto._state.state, CLOSING)
+        self.assertEqual(proto.state, CLOSING)
         self.assertTrue(t.disconnecting)
         # closing --lost--> closed
         proto.connectionLost(Failure(ConnectionDone()))
-        self.assertEqual(proto._state.state, CLOSED)
+        self.assertEqual(proto.state, CLOSED)
         proto.close("again")  # closed --close--> closed: nothing happens
-        self.assertEqual(proto._state.state, CLOSED)
+        self.assertEqual(proto.state, CLOSED)
         # sniffing --tls--> open: the peeked bytes go to the TLS layer
         tls = TlsCapable()
         _, proto, _ = connect(tls, tls_mode=TlsMode.PERMISSIVE, tls_context_factory=object())
         proto.dataReceived(HELLO)
-        self.assertEqual((proto._state.state, tls.tls_fed), (OPEN, [HELLO]))
+        self.assertEqual((proto.state, tls.tls_fed), (OPEN, [HELLO]))
         # sniffing --refused--> closing
         _, proto, t = connect(tls_mode=TlsMode.ENFORCING)
         proto.dataReceived(request(2))
-        self.assertEqual(proto._state.state, CLOSING)
+        self.assertEqual(proto.state, CLOSING)
         self.assertTrue(t.disconnecting)
         # sniffing --lost--> closed
         _, proto, _ = connect()
         proto.connectionLost(Failure(ConnectionDone()))
-        self.assertEqual(proto._state.state, CLOSED)
+        self.assertEqual(proto.state, CLOSED)
 
 
 # -- pause reasons ---------------------------------------------------------------------------

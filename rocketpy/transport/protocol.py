@@ -114,6 +114,11 @@ class RemotingServerProtocol(Protocol):
     # -- what others read --------------------------------------------------------------------
 
     @property
+    def state(self):
+        """Where the connection is in :data:`~rocketpy.transport.connstate.TRANSITIONS`."""
+        return self._state.state
+
+    @property
     def closing(self):
         """Closed by us or gone: nothing more is read, served or written."""
         return self._state.closing
