@@ -23,7 +23,7 @@ from rocketpy.transport.connstate import (CLOSED, CLOSING, DECODE, DRAINING, EVE
                                           OVERLOAD, PAUSE_REASONS, SNIFFING, STATES, TRANSITIONS,
                                           ConnectionState, PauseReasons)
 from rocketpy.transport.interfaces import IGovernedConnection
-from rocketpy.transport.limits import ServerLimits
+from rocketpy.transport.limits import LoadGovernor, ServerLimits
 from rocketpy.transport.sniff import PLAIN, TLS, Refusal, sniff, start_tls
 from rocketpy.transport.tuning import READ_AHEAD_MAX, TransportTuning
 
@@ -280,6 +280,35 @@ class GovernedConnectionTests(SynchronousTestCase):
         verifyObject(IGovernedConnection, proto)
         self.assertEqual(sorted(IGovernedConnection.names()),
                          ["is_closing", "remote_addr", "unthrottle"])
+
+    def test_the_governor_needs_nothing_else(self):
+        """Connections that provide only the interface go through turns and the queue."""
+        clock = task.Clock()
+        governor = LoadGovernor(ServerLimits(requests_per_turn=2, fair_requests_per_turn=1),
+                                clock)
+        governor.timer = lambda: 0.0
+
+        @implementer(IGovernedConnection)
+        class Bare:
+            __slots__ = ("remote_addr", "turns", "closed")
+
+            def __init__(self, name, closed=False):
+                self.remote_addr, self.turns, self.closed = name, 0, closed
+
+            def unthrottle(self):
+                self.turns += 1
+                governor.spent(self, 2, 0)  # its quantum uses up the turn
+
+            def is_closing(self):
+                return self.closed
+
+        conns = [Bare("a"), Bare("b"), Bare("c", closed=True), Bare("d")]
+        for conn in conns:
+            verifyObject(IGovernedConnection, conn)
+            governor.throttle(conn)
+        clock.advance(0)  # one turn each (each uses it up), in order; the closing one dropped
+        self.assertEqual([c.turns for c in conns], [1, 1, 0, 1])
+        self.assertEqual(governor.turns, 4)
 
     def _throttled(self, sock):
         clock = task.Clock()
