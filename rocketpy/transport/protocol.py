@@ -241,6 +241,7 @@ class RemotingServerProtocol(Protocol):
     # -- pausing: one set of reasons -----------------------------------------------------------
 
     def _paused_for(self, reason):
+        """Stop reading for ``reason`` (the transport is told at the first reason only)."""
         if self._pause.pause(reason) and not self.closing:
             self.transport.pauseProducing()
 
