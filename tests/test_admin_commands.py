@@ -4,11 +4,14 @@ one-line errors, ACL keys from tools.yml, and the choice among several NameServe
 The NameServer is the replay peer of ``test_admin_requests`` (genuine answers); the layouts are
 spelled out here from the Java format strings they come from.
 """
+import io
 import json
+
+from twisted.internet.testing import MemoryReactorClock
 
 from test_admin_requests import (KEYS, NAMESRV, FakeBroker, ReplayNameServer, genuine, key,
                                  run_admin)
-from clientsim import Peer
+from clientsim import Peer, drive
 from rocketpy.admin.cli import run
 
 
@@ -216,6 +219,8 @@ def test_usage_errors_are_one_line_and_status_1(capsys):
 def test_help(capsys):
     assert run([]) == 0
     listing = capsys.readouterr().out
+    for flag in ("-h", "--help", "help"):  # was "The sub command --help not exist."
+        assert run([flag]) == 0 and capsys.readouterr().out == listing
     assert listing.startswith("The most commonly used rocketpy-admin commands are:\n")
     assert "   clusterList          List all of clusters\n" in listing
     assert run(["help", "topicRoute"]) == 0
@@ -252,3 +257,73 @@ def test_rocketmq_serialize_env(monkeypatch):
     monkeypatch.setenv("ROCKETMQ_SERIALIZE_TYPE", "XML")
     assert run(["topicList", "-n", NAMESRV]) == 1
 
+
+
+def cluster_info(brokers, cluster="DefaultCluster"):
+    """GET_BROKER_CLUSTER_INFO's body listing ``{broker name: address}`` as masters of ``cluster``."""
+    from rocketpy.remoting.bodies import BrokerData, ClusterInfo
+    return ClusterInfo(
+        broker_addr_table={name: BrokerData(broker_addrs={0: addr}, broker_name=name, cluster=cluster)
+                           for name, addr in brokers.items()},
+        cluster_addr_table={cluster: list(brokers)}).to_json()
+
+
+class CountingReactor(MemoryReactorClock):
+    """Records, at each connection it is asked to open, how many broker connections the
+    client holds open or opening (the file descriptors a real run would take)."""
+
+    def __init__(self):
+        super().__init__()
+        self.most = 0
+
+    def connectTCP(self, host, port, factory, timeout=30, bindAddress=None):
+        held = sum(1 for h, p, f, *_ in self.tcpClients
+                   if f"{h}:{p}" != NAMESRV and not f.channel.closed)
+        self.most = max(self.most, held + 1)
+        return super().connectTCP(host, port, factory, timeout, bindAddress)
+
+
+def test_cluster_list_asks_at_most_concurrency_brokers_at_once():
+    brokers = {f"broker-{i}": f"127.0.0.2:{20000 + i}" for i in range(80)}
+    body = cluster_info(brokers)
+    namesrv = Peer(auto=lambda r: r.create_response(0, body=body))
+
+    def peer_for(host, port):
+        return namesrv if f"{host}:{port}" == NAMESRV else FakeBroker()
+    for argv, bound in (([], 32), (["--concurrency", "4"], 4)):  # all 80 at once before
+        reactor, out, err = CountingReactor(), io.StringIO(), io.StringIO()
+        d = run(["clusterList", "-n", NAMESRV] + argv, reactor=reactor, stdout=out, stderr=err)
+        drive(reactor, d, peer_for)
+        assert (d.result, err.getvalue()) == (0, "")
+        rows = out.getvalue().splitlines()
+        assert len(rows) == 81 and all("1.50(null,nullms)" in row for row in rows[1:])
+        assert reactor.most == bound and len(reactor.tcpClients) == 81
+    assert run(["clusterList", "-n", NAMESRV, "--concurrency", "0"]) == 1
+
+
+ESC = "\x1b]0;owned\x07\x1b[2J"
+
+
+def test_names_with_control_characters_are_escaped_in_text_not_in_json():
+    brokers = {f"b{ESC}\u202e": "127.0.0.2:20000"}
+    body = cluster_info(brokers, cluster=f"c\n{ESC}")
+    namesrv = Peer(auto=lambda r: r.create_response(0, body=body))
+
+    def peer_for(host, port):
+        return namesrv if f"{host}:{port}" == NAMESRV else FakeBroker()
+    status, out, err = run_admin(["clusterList", "-n", NAMESRV], peer_for)
+    assert status == 0 and "\x1b" not in out and "\u202e" not in out and len(out.splitlines()) == 2
+    assert out.splitlines()[1].startswith("c\\x0a\\x1b]0;owned\\x07\\x1b[2J  b\\x1b]0;owned\\x07"
+                                          "\\x1b[2J\\u202e ")
+    status, out, err = run_admin(["clusterList", "-n", NAMESRV, "--json"], peer_for)
+    assert json.loads(out)[0]["brokerName"] == f"b{ESC}\u202e"
+
+    # an error remark from the wire is escaped too, and a route's pretty JSON keeps its layout
+    namesrv.auto = lambda r: r.create_response(17, remark=f"no topic {ESC}")
+    status, out, err = run_admin(["topicRoute", "-t", "T", "-n", NAMESRV], peer_for)
+    assert status == 1 and err.count("\n") == 1 and "\x1b" not in err and "\\x1b[2J" in err
+    route = ('{"brokerDatas":[{"brokerAddrs":{0:"127.0.0.2:20000"},"brokerName":"b\u202e",'
+             '"cluster":"c"}],"queueDatas":[]}').encode()
+    namesrv.auto = lambda r: r.create_response(0, body=route)
+    status, out, err = run_admin(["topicRoute", "-t", "T", "-n", NAMESRV], peer_for)
+    assert status == 0 and '\n\t\t\t"brokerName":"b\\u202e",\n' in out

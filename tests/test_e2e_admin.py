@@ -44,6 +44,21 @@ def admin(*argv, env=None):
     return proc.returncode, proc.stdout, proc.stderr
 
 
+def test_a_command_failing_before_its_first_request_exits_with_one_line():
+    # the reactor was stopped before it ran: the error line, then a hang (and ReactorNotRunning)
+    for argv, message in [
+        (["updateOrderConf", "-t", "T", "-m", "bogus"], "unknown method 'bogus': put, get or delete"),
+        (["updateOrderConf", "-t", "T", "-m", "put"], "please set orderConf with option -v."),
+        (["clusterList", "-i", "abc"], "-i: 'abc' is not a number of seconds"),
+        (["clusterList", "-i", "0"], "-i: '0' is not a number of seconds"),
+        (["clusterList", "-i", "-5"], "-i: '-5' is not a number of seconds")]:
+        proc = subprocess.run([sys.executable, "-m", "rocketpy.admin.cli", *argv, "-n", "127.0.0.1:1"],
+                              env=dict(os.environ, PYTHONPATH=str(REPO_ROOT)), capture_output=True,
+                              text=True, timeout=30, stdin=subprocess.DEVNULL)
+        assert (proc.returncode, proc.stdout) == (1, ""), argv
+        assert proc.stderr == f"rocketpy-admin {argv[0]}: {message}\n", argv
+
+
 def register(port, broker_addr, topics=("TopicA", "TopicB")):
     conn = RemotingClient(port)
     body = register_body(topics, queues=4)
