@@ -75,8 +75,12 @@ class MQAdmin:
                                        serialize_type=self.serialize_type)
 
     @inlineCallbacks
-    def _any(self, request):
-        """Ask one NameServer; the successful answer (else RemotingCommandError)."""
+    def _any(self, request, at=None):
+        """Ask one NameServer (``at``, else any); the successful answer (else
+        RemotingCommandError)."""
+        if at is not None:
+            answer = yield self._call(at, request)
+            return answer
         addr, answer = yield self.client.invoke_any(self.namesrv_addrs, request, self.timeout)
         return check_response(answer, addr)
 
@@ -99,22 +103,25 @@ class MQAdmin:
     # -- cluster and routes ----------------------------------------------------------------------
 
     @inlineCallbacks
-    def examine_broker_cluster_info(self):
-        """GET_BROKER_CLUSTER_INFO: a :class:`~rocketpy.remoting.bodies.ClusterInfo`."""
-        answer = yield self._any(self._request(RequestCode.GET_BROKER_CLUSTER_INFO))
+    def examine_broker_cluster_info(self, at=None):
+        """GET_BROKER_CLUSTER_INFO (of the NameServer ``at``, else of any): a
+        :class:`~rocketpy.remoting.bodies.ClusterInfo`."""
+        answer = yield self._any(self._request(RequestCode.GET_BROKER_CLUSTER_INFO), at)
         return ClusterInfo.from_json(answer.body)
 
     @inlineCallbacks
-    def examine_topic_route_info(self, topic):
-        """GET_ROUTEINFO_BY_TOPIC: a :class:`~rocketpy.remoting.bodies.TopicRouteData`."""
+    def examine_topic_route_info(self, topic, at=None):
+        """GET_ROUTEINFO_BY_TOPIC (of ``at``, else of any NameServer): a
+        :class:`~rocketpy.remoting.bodies.TopicRouteData`."""
         answer = yield self._any(self._request(RequestCode.GET_ROUTEINFO_BY_TOPIC,
-                                               GetRouteInfoRequestHeader(topic=topic)))
+                                               GetRouteInfoRequestHeader(topic=topic)), at)
         return TopicRouteData.from_json(answer.body)
 
     @inlineCallbacks
-    def fetch_all_topic_list(self):
-        """GET_ALL_TOPIC_LIST_FROM_NAMESERVER: a :class:`~rocketpy.remoting.bodies.TopicList`."""
-        answer = yield self._any(self._request(RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER))
+    def fetch_all_topic_list(self, at=None):
+        """GET_ALL_TOPIC_LIST_FROM_NAMESERVER (of ``at``, else of any NameServer): a
+        :class:`~rocketpy.remoting.bodies.TopicList`."""
+        answer = yield self._any(self._request(RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER), at)
         return TopicList.from_json(answer.body)
 
     @inlineCallbacks

@@ -16,6 +16,7 @@ from ..remoting import fastjson
 from ..remoting.bodies import java_view
 from ..remoting.javahash import concurrent_hashmap_order, hashmap_order, hashmap_ordered
 from .api import ORDER_TOPIC_CONFIG, cluster_of
+from .consistency import SECTIONS, compare_nameservers
 
 __all__ = ["SubCommand", "Option", "Output", "COMMANDS", "find_command", "printable"]
 
@@ -513,11 +514,51 @@ class AddWritePerm(_WritePerm):
         return admin.add_write_perm_of_broker(addr, broker)
 
 
-#: In mqadmin's help order.
+class CompareNamesrv(SubCommand):
+    """rocketpy's (mqadmin has none): whether the NameServers of ``-n`` hold the same clusters,
+    brokers and routes (:func:`~rocketpy.admin.consistency.compare_nameservers`): a digest
+    row per NameServer, then each item that differs with its value on each; an unreadable
+    NameServer or any difference fails the command."""
+
+    name = "compareNamesrv"
+    description = "Compare clusters, brokers and topic routes across the name servers of -n."
+    HEAD = "%-24s %9s %9s %9s  %-12s  %-12s  %-12s%n"
+
+    @inlineCallbacks
+    def run(self, admin, args, out):
+        comparison = yield compare_nameservers(admin)
+        out.data = comparison.to_json()
+        out.printf(self.HEAD, "#NameServer", "#Clusters", "#Brokers", "#Topics", "#ClustersSum",
+                   "#BrokersSum", "#TopicsSum")
+        for view in comparison.views:
+            if view.error is not None:
+                out.printf("%-24s %s%n", view.addr, "unreadable")
+                out.errors.append(f"{view.addr}: {view.error}")
+                continue
+            digests = view.digests()
+            out.printf(self.HEAD, view.addr, *(len(getattr(view, s)) for _, s in SECTIONS),
+                       *(digests[s] for _, s in SECTIONS))
+        width = max(len(view.addr) for view in comparison.views)
+        for difference in comparison.differences:
+            out.printf("%s %s differs:%n", difference.kind, difference.name)
+            for addr, text in difference.values.items():
+                out.printf(f"  %-{width}s  %s%n", addr, "(absent)" if text is None else text)
+        counts = {}
+        for difference in comparison.differences:
+            counts[difference.kind] = counts.get(difference.kind, 0) + 1
+        if counts:
+            summary = ", ".join(f"{n} {kind}{'s' if n > 1 else ''}" for kind, n in counts.items())
+            out.printf("%d NameServers diverge: %s differ.%n", len(comparison.views), summary)
+            out.errors.append(f"the NameServers diverge: {summary} differ")
+        elif not out.errors:
+            out.printf("%d NameServers agree.%n", len(comparison.views))
+
+
+#: In mqadmin's help order (rocketpy's own last).
 COMMANDS = (TopicRoute(), TopicClusterList(), DeleteTopic(), ClusterList(), TopicList(),
             UpdateKvConfig(), DeleteKvConfig(), GetKvConfig(), GetKvListByNamespace(),
             WipeWritePerm(), AddWritePerm(), UpdateOrderConf(), GetNamesrvConfig(),
-            UpdateNamesrvConfig())
+            UpdateNamesrvConfig(), CompareNamesrv())
 
 
 def find_command(name):
