@@ -12,7 +12,7 @@ from functools import partial
 
 from twisted.application.service import MultiService, Service
 from twisted.internet.interfaces import IReactorFromThreads
-from twisted.logger import Logger
+from twisted.logger import Logger, LogLevel
 from twisted.python import usage
 
 from ..namesrv.config import Configuration
@@ -34,6 +34,7 @@ from .fileio import load_properties, read_text, write_file_java
 from .housekeeping import BrokerHousekeepingService
 from .kvconfig import KVConfigService
 from .liveness import ScanNotActiveBrokerService
+from .loglevel import LogLevelService, log_level
 from .memory import RouteMemoryService, compact_dicts
 from .propcheck import value_problem
 from .startup import GracefulExit, StartError
@@ -85,16 +86,30 @@ class Options(usage.Options):
                                      "~/namesrv/kvConfig.json)."],
         ["profile", None, "5.3", "Which Java NameServer to answer like, byte for byte: 4.9 "
                                  "(4.9.x), 5.0 (5.0.0) or 5.3 (5.1 and later)."],
+        ["logLevel", None, "info", "The least severe log lines written: debug (adds a line per "
+                                   "connection opened and closed), info, warn, error or "
+                                   "critical."],
     ]
 
     def __init__(self):
         super().__init__()
         self["define"] = {}
 
+    def opt_version(self):
+        """Print rocketpy's version (and Twisted's, Python's) and exit."""
+        import platform
+
+        import twisted
+
+        from .. import __version__
+        sys.stdout.write(f"rocketpy {__version__} (Twisted {twisted.__version__}, "
+                         f"Python {platform.python_version()})\n")
+        sys.exit(0)
+
     def opt_define(self, value):
         key, sep, val = value.partition("=")
-        if not sep or not key.strip():
-            raise usage.UsageError(f"-D wants key=value, got {value!r}")
+        if not sep or not key.strip():   # one line, not the whole usage before it
+            raise StartError(f"-D wants key=value, got {value!r}")
         self["define"][key.strip()] = val
 
     opt_define.__doc__ = ("Set one property after the config file, e.g. -D listenPort=9877 "
@@ -108,6 +123,10 @@ class Options(usage.Options):
 
     def postOptions(self):
         self["answerCache"] = not self["no-answer-cache"]
+        try:
+            self["log_level"] = log_level(self["logLevel"])
+        except ValueError as exc:
+            raise StartError(str(exc)) from None
         try:
             self["profile_obj"] = profile_for(self["profile"])
         except ValueError as exc:
@@ -129,6 +148,7 @@ class Options(usage.Options):
             configuration.namesrv_config.kv_config_path = self["kvConfigPath"]
         self["configuration"] = configuration
         self["tls"] = _tls_settings(props)
+        self["explicit_max_connections"] = "serverMaxConnections" in props
         try:
             self["limits"] = ServerLimits.from_properties(props)
             self["kv_limits"] = KVLimits.from_properties(props)
@@ -298,10 +318,12 @@ def makeService(options, reactor=None):
         limits=options.get("limits"), metrics=metrics, decode_pool=decode_pool,
         write_pool=write_pool)
     if factory.governor.limits.max_connections:  # one descriptor per connection, and some spare
-        raise_open_files_limit(factory.governor.limits.max_connections + 256)
+        raise_open_files_limit(factory.governor.limits.max_connections + 256,
+                               required=options.get("explicit_max_connections", True))
     interval = policies.liveness.scan_interval_ms(namesrv_config)
 
     top = MultiService()
+    LogLevelService(options.get("log_level", LogLevel.info), reactor).setServiceParent(top)
     GracefulExit(reactor).setServiceParent(top)   # SIGTERM: a clean stop, exit status 0
     # Started in this order, stopped in reverse: the server stops listening and closes its
     # connections first, the scan stops, the decode pool finishes what it holds (for nobody),
@@ -333,6 +355,7 @@ def makeService(options, reactor=None):
             listen=options["listen"])
         top.web.setServiceParent(top)
         top.web.registry.register(GuardCollector(processor, write_pool, memory))
+    _Hooks("boot-line", server.announce).setServiceParent(top)   # once every listener is bound
     top.route_info_manager = route
     top.processor = processor
     top.memory = memory
