@@ -14,8 +14,9 @@ from twisted.trial.unittest import SynchronousTestCase
 from twisted.python.failure import Failure
 
 from rocketpy.admin.api import MQAdmin
-from rocketpy.broker.sim import BrokerSim, SimOptions, percentile
-from rocketpy.broker.simcli import build_parser, format_report, options_from_args, _OptionError
+from rocketpy.broker.sim import BrokerSim, SimOptions, describe_difference, percentile
+from rocketpy.broker.simcli import (build_parser, failure_lines, format_report, options_from_args,
+                                    _OptionError)
 from rocketpy.remoting.codes import MQVersion
 from rocketpy.remoting import RemotingCommand
 from rocketpy.remoting.headers import UnRegisterBrokerRequestHeader
@@ -160,8 +161,8 @@ class SimTests(SynchronousTestCase):
         self.assertEqual(answer.code, 0)
         world.run(0.1)
         problems = world.wait(sim.verify(settle=0.0))
-        self.assertTrue(any(p.startswith(NAMESRVS[1]) and "cluster table differs" in p
-                            for p in problems), problems)
+        self.assertIn(f"{NAMESRVS[1]}: cluster table differs: missing broker-0", problems)
+        self.assertIn(f"{NAMESRVS[1]}: route of TBW102 differs: missing broker-0", problems)
         self.assertFalse(any(p.startswith(NAMESRVS[0]) for p in problems), problems)
 
     def test_no_force_asks_query_data_version_and_registers_only_on_change(self):
@@ -206,6 +207,21 @@ class SimTests(SynchronousTestCase):
         self.assertGreater(rows[NAMESRVS[0]]["ok"], 0)
         self.assertEqual(rows["127.0.0.1:1"]["ok"], 0)
         self.assertGreater(sim.stats.errors["registration: connect"], 0)
+        [line] = failure_lines(sim, None)   # the simulator's exit status is 1
+        self.assertRegex(line, r"^\d+ of \d+ registrations failed \(last error: 127\.0\.0\.1:1: "
+                               r"connect to 127\.0\.0\.1:1 failed")
+        self.assertEqual(failure_lines(sim, ["x", "y"])[1],
+                         "verify found 2 differences between the NameServers and the brokers up")
+
+
+def test_verify_differences_name_the_members():
+    # was "route of Dual-0 has ['broker-0'], expected ['broker-0']": same names, other members
+    assert describe_difference({"broker-0": {0: "a:1"}}, {"broker-0": {0: "a:1", 1: "a:3"}}) == \
+        "broker-0 has {0=a:1} where {0=a:1, 1=a:3}"
+    have = {f"b{i}": {0: "x"} for i in range(8)}
+    want = {f"w{i}": {0: "x"} for i in range(2)}
+    assert describe_difference(have, want, at_most=3) == \
+        "missing w0, w1; unexpected b0, b1, b2 and 5 more"
 
 
 def test_percentile_nearest_rank():
