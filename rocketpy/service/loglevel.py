@@ -3,8 +3,9 @@
 twistd writes every event it is given, debug ones included, and a busy NameServer's log was
 mostly the per-connection debug lines (``channelActive``/``channelInactive``). twistd sets up its
 observers (stdout, ``--logfile``, ``--syslog``) itself, after the service tree is made and before
-it starts; so when the tree starts, each of them is wrapped in a level filter, and unwrapped
-again once it has stopped (after the reactor's shutdown when it runs: connections still close
+it starts; so when the reactor runs the started tree, each of them is wrapped in a level
+filter (a reactor that never runs, in tests, changes nothing), and unwrapped again once the tree
+has stopped (after the reactor's shutdown when it runs: connections still close
 while the tree stops, and their debug lines stay out)."""
 from twisted.application.service import Service
 from twisted.logger import (FilteringLogObserver, LogLevel, LogLevelFilterPredicate,
@@ -38,7 +39,11 @@ class LogLevelService(Service):
 
     def startService(self):
         super().startService()
-        if self.level is LogLevel.debug:
+        if self.level is not LogLevel.debug:   # once twistd's observers are all there
+            self.reactor.callWhenRunning(self._wrap)
+
+    def _wrap(self):
+        if not self.running:
             return
         predicate = LogLevelFilterPredicate(defaultLogLevel=self.level)
         for observer in list(self.publisher._observers):   # twistd's: no public list of them
