@@ -327,3 +327,25 @@ def test_names_with_control_characters_are_escaped_in_text_not_in_json():
     namesrv.auto = lambda r: r.create_response(0, body=route)
     status, out, err = run_admin(["topicRoute", "-t", "T", "-n", NAMESRV], peer_for)
     assert status == 0 and '\n\t\t\t"brokerName":"b\\u202e",\n' in out
+
+
+def test_a_moved_broker_is_one_difference_not_one_per_topic():
+    from rocketpy.admin.consistency import compare_views, view_of
+    from rocketpy.remoting.bodies import ClusterInfo, TopicRouteData
+
+    def view(addr, broker_addr):
+        info = ClusterInfo.from_json(cluster_info({"broker-a": broker_addr}))
+        route = TopicRouteData.from_json(
+            b'{"brokerDatas":[{"brokerAddrs":{0:"' + broker_addr.encode() + b'"},"brokerName":'
+            b'"broker-a","cluster":"DefaultCluster"}],"queueDatas":[{"brokerName":"broker-a",'
+            b'"perm":6,"readQueueNums":8,"writeQueueNums":8,"topicSysFlag":0}]}')
+        return view_of(addr, info, {f"T{i}": route for i in range(100)} | {"Gone": None})
+
+    same = compare_views([view("ns1", "10.0.0.1:10911"), view("ns2", "10.0.0.1:10911")])
+    assert same.consistent and same.views[0].digests() == same.views[1].digests()
+    moved = compare_views([view("ns1", "10.0.0.1:10911"), view("ns2", "10.0.0.2:10911")])
+    assert not moved.consistent
+    assert [(d.kind, d.name, d.values) for d in moved.differences] == [
+        ("broker", "broker-a", {"ns1": "cluster DefaultCluster 0=10.0.0.1:10911",
+                                "ns2": "cluster DefaultCluster 0=10.0.0.2:10911"})]
+    assert moved.views[0].topics["T0"] == "broker-a r8 w8 p6" and moved.views[0].topics["Gone"] is None

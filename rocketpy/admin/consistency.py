@@ -3,7 +3,8 @@ registrations and restarts leave them with different brokers and routes (apache/
 #9411, where the advice is "a monitor tool to compare the routing table of each topic").
 
 :func:`namesrv_view` reads what one NameServer holds -- its cluster table, its broker table and
-the route of every topic it lists -- as one canonical text per item; :func:`compare_views`
+the route of every topic it lists -- as one canonical text per item (:func:`view_of`, also for
+tables read some other way); :func:`compare_views`
 digests and compares such views; :func:`compare_nameservers` does both for every address of an
 :class:`~rocketpy.admin.api.MQAdmin` (``rocketpy-admin compareNamesrv``, and the status page,
 given its peers)."""
@@ -16,8 +17,8 @@ from twisted.internet.defer import DeferredList, DeferredSemaphore, inlineCallba
 from ..remoting.codes import ResponseCode
 from ..transport.client import RemotingCommandError
 
-__all__ = ["NamesrvView", "Difference", "Comparison", "SECTIONS", "namesrv_view", "compare_views",
-           "compare_nameservers"]
+__all__ = ["NamesrvView", "Difference", "Comparison", "SECTIONS", "namesrv_view", "view_of",
+           "compare_views", "compare_nameservers"]
 
 #: (item kind, :class:`NamesrvView` attribute), in the order they are compared and printed.
 SECTIONS = (("cluster", "clusters"), ("broker", "brokers"), ("topic", "topics"))
@@ -106,29 +107,41 @@ def route_text(route):
 def namesrv_view(admin, addr):
     """Read the NameServer ``addr``: cluster info, the topic list, then every listed topic's
     route (``admin.concurrency`` at a time, on the one connection)."""
-    view = NamesrvView(addr)
     try:
         info = yield admin.examine_broker_cluster_info(at=addr)
         listed = yield admin.fetch_all_topic_list(at=addr)
     except Exception as exc:  # any failure: this NameServer could not be read
-        view.error = _one_line(exc)
-        return view
-    view.clusters = {name: cluster_text(brokers)
-                     for name, brokers in (info.cluster_addr_table or {}).items()}
-    view.brokers = {name: broker_text(broker)
-                    for name, broker in (info.broker_addr_table or {}).items()}
+        return NamesrvView(addr, error=_one_line(exc))
     topics = list(dict.fromkeys(listed.topic_list or ()))
     semaphore = DeferredSemaphore(admin.concurrency)
     results = yield DeferredList([semaphore.run(admin.examine_topic_route_info, topic, at=addr)
                                   for topic in topics], consumeErrors=True)
+    routes, error = {}, None
     for topic, (ok, result) in zip(topics, results):
         if ok:
-            view.topics[topic] = route_text(result)
+            routes[topic] = result
         elif result.check(RemotingCommandError) and result.value.code == ResponseCode.TOPIC_NOT_EXIST:
-            view.topics[topic] = None  # listed, but no route (no queue data left)
-        elif view.error is None:
-            view.error = f"route of {topic}: {_one_line(result.value)}"
+            routes[topic] = None  # listed, but no route (no queue data left)
+        elif error is None:
+            error = f"route of {topic}: {_one_line(result.value)}"
+    view = view_of(addr, info, routes)
+    view.error = error
     return view
+
+
+def view_of(addr, info, routes):
+    """The :class:`NamesrvView` of a NameServer's ``info`` (a
+    :class:`~rocketpy.remoting.bodies.ClusterInfo`) and ``routes`` (``{topic:
+    TopicRouteData, or None for a listed topic without a route}``), however they were read:
+    over the wire, or from a server's own tables (the status page's side of a comparison)."""
+    return NamesrvView(
+        addr,
+        clusters={name: cluster_text(brokers)
+                  for name, brokers in (info.cluster_addr_table or {}).items()},
+        brokers={name: broker_text(broker)
+                 for name, broker in (info.broker_addr_table or {}).items()},
+        topics={topic: None if route is None else route_text(route)
+                for topic, route in routes.items()})
 
 
 def compare_views(views):
