@@ -209,7 +209,8 @@ def _execute(command, args, settings, reactor, stdout, stderr):
     def failed(failure):
         if not args.json:
             stdout.write(out.text)
-        stderr.write(f"{PROG} {command.name}: {printable(' '.join(failure.getErrorMessage().split()))}\n")
+        message = " ".join(failure.getErrorMessage().split())
+        stderr.write(f"{PROG} {command.name}: {printable(message)}\n")
         status.append(1)
 
     def finish(_):

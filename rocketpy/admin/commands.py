@@ -241,7 +241,8 @@ class TopicRoute(SubCommand):
         route = yield admin.examine_topic_route_info(args.topic)
         out.data = fastjson.loads(fastjson.dumps(java_view(route, admin.version), standard=True))
         if not args.list:
-            out.print_layout(fastjson.dumps(java_view(route, admin.version), pretty=True).decode() + "\n")
+            pretty = fastjson.dumps(java_view(route, admin.version), pretty=True).decode()
+            out.print_layout(pretty + "\n")
             return
         queues = {q.broker_name: q for q in route.queue_datas or []}
         out.printf(self.FORMAT, "#ClusterName", "#BrokerName", "#BrokerAddrs", "#ReadQueue",

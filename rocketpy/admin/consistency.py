@@ -120,7 +120,8 @@ def namesrv_view(admin, addr):
     for topic, (ok, result) in zip(topics, results):
         if ok:
             routes[topic] = result
-        elif result.check(RemotingCommandError) and result.value.code == ResponseCode.TOPIC_NOT_EXIST:
+        elif (result.check(RemotingCommandError)
+              and result.value.code == ResponseCode.TOPIC_NOT_EXIST):
             routes[topic] = None  # listed, but no route (no queue data left)
         elif error is None:
             error = f"route of {topic}: {_one_line(result.value)}"

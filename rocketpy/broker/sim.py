@@ -527,8 +527,8 @@ class BrokerSim:
                     int(RequestCode.GET_BROKER_CLUSTER_INFO), version=self.release.version), 10.0)
                 info = ClusterInfo.from_json(answer.body)
                 # this simulator's groups only: another one may share the NameServer
-                seen = {name: dict(b.broker_addrs or {}) for name, b in (info.broker_addr_table or {}).items()
-                        if name in own}
+                seen = {name: dict(b.broker_addrs or {})
+                        for name, b in (info.broker_addr_table or {}).items() if name in own}
                 if seen != expected_members:
                     problems.append(f"{addr}: cluster table differs: "
                                     f"{describe_difference(seen, expected_members)}")
@@ -543,8 +543,8 @@ class BrokerSim:
                             problems.append(f"{addr}: no route for {topic} (code {answer.code})")
                         continue
                     route = TopicRouteData.from_json(answer.body)
-                    have = {b.broker_name: dict(b.broker_addrs or {}) for b in route.broker_datas or []
-                            if b.broker_name in own}
+                    have = {b.broker_name: dict(b.broker_addrs or {})
+                            for b in route.broker_datas or [] if b.broker_name in own}
                     want = {name: expected_members[name] for name in topics[topic]
                             if (addr, name) in self.routable}
                     if have != want:

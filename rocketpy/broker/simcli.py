@@ -158,8 +158,9 @@ def failure_lines(sim, problems):
     lines = []
     failed = sum(n for kind, n in sim.stats.errors.items() if kind.startswith("registration:"))
     if failed:
-        lines.append(f"{failed} of {sim.stats.counts['registrations'] * len(sim.options.namesrv_addrs)}"
-                     f" registrations failed (last error: {sim.stats.last_error})")
+        sent = sim.stats.counts["registrations"] * len(sim.options.namesrv_addrs)
+        lines.append(f"{failed} of {sent} registrations failed (last error: "
+                     f"{sim.stats.last_error})")
     if problems:
         lines.append(f"verify found {len(problems)} differences between the NameServers and "
                      "the brokers up")

@@ -3,8 +3,9 @@ and the boot line of ``NamesrvStartup.createAndStartNamesrvController``).
 
 Once listening (failing loudly, :mod:`rocketpy.service.listening`) and told every other listener
 is bound (:meth:`RemotingServerService.announce`), it logs Java's line, ``The Name Server boot
-success. serializeType=JSON, address 0.0.0.0:9876``, with the address actually bound. Stopping closes every connection (their close events still reach the housekeeping
-service); the returned Deferred fires when they are gone, or after ``close_timeout``."""
+success. serializeType=JSON, address 0.0.0.0:9876``, with the address actually bound.
+Stopping closes every connection (their close events still reach the housekeeping service);
+the returned Deferred fires when they are gone, or after ``close_timeout``."""
 from twisted.internet import defer
 
 from ..transport.protocol import format_address
