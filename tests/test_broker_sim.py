@@ -197,6 +197,26 @@ class SimTests(SynchronousTestCase):
         route = world.route(NAMESRVS[0], "TBW102")
         self.assertEqual(sorted(b.zone_name for b in route.broker_datas), ["zone-0", "zone-1"])
 
+    def test_listening_brokers_and_a_restart_whose_port_is_taken(self):
+        from twisted.internet.error import CannotListenError
+        world = World(self)
+        sim = BrokerSim(world.reactor, options(brokers=2, replicas=1, clusters=1, listen=True))
+        sim.start()
+        world.run(1.5)
+        self.assertEqual([(port, interface) for port, _, _, interface in world.reactor.tcpServers[-2:]],
+                         [(20911, "127.0.0.1"), (20913, "127.0.0.1")])
+        broker = sim.brokers[0]
+        broker.kill()
+        self.assertIsNone(broker.port)
+
+        def taken(port, factory, backlog=50, interface=""):
+            raise CannotListenError(interface, port, OSError("Address already in use"))
+        world.reactor.listenTCP = taken
+        sim._back(broker)   # was an unhandled error in a DelayedCall
+        self.assertFalse(broker.alive)
+        self.assertEqual(sim.stats.errors["restart: listen"], 1)
+        self.assertIn("127.0.0.1:20911: Couldn't listen on 127.0.0.1:20911", sim.stats.last_error)
+
     def test_a_dead_nameserver_is_counted_not_fatal(self):
         world = World(self)
         sim = BrokerSim(world.reactor, options(brokers=2, replicas=1, clusters=1,

@@ -197,3 +197,17 @@ def test_two_simulators_keep_apart_and_failures_exit_1():
     [line] = err.splitlines()
     assert line.startswith("rocketpy-brokersim: ") and " registrations failed (last error: " \
         "127.0.0.1:1: connect to 127.0.0.1:1 failed" in line
+
+
+def test_a_listen_port_in_use_is_one_line_and_status_1():
+    import socket
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        sim = _simulator("127.0.0.1:1", "--brokers", "1", "--base-port", str(port), "--listen",
+                         "--duration", "5", "--progress", "0")
+        out, err = sim.communicate(timeout=60)
+    assert sim.returncode == 1
+    assert err.startswith(f"rocketpy-brokersim: Couldn't listen on 127.0.0.1:{port}: ")
+    assert len(err.splitlines()) == 1, err

@@ -32,6 +32,7 @@ import dataclasses
 import random
 
 from twisted.internet.defer import DeferredList, inlineCallbacks
+from twisted.internet.error import CannotListenError
 from twisted.internet.task import LoopingCall, deferLater
 
 from ..remoting.bodies import ClusterInfo, TopicConfig, TopicRouteData
@@ -197,10 +198,11 @@ class SimulatedBroker:
         self.api = BrokerOuterAPI(self.client, sim.release, sim.options.serialize_type)
         self.boot_ms = sim.now_ms()
         if sim.options.listen:   # a port in use fails here, before anything registers
-            self.server = RemotingServerFactory(BrokerRequestProcessor(self), clock=sim.clock,
-                                                idle_seconds=0)
-            self.port = sim.reactor.listenTCP(self.config.listen_port, self.server,
+            server = RemotingServerFactory(BrokerRequestProcessor(self), clock=sim.clock,
+                                           idle_seconds=0)
+            self.port = sim.reactor.listenTCP(self.config.listen_port, server,
                                               interface=self.config.broker_ip1)
+            self.server = server
         self.alive = True
         self._later(delay, self._first)
 
@@ -470,7 +472,12 @@ class BrokerSim:
 
     def _back(self, broker):
         self._down.pop(broker.index, None)
-        broker.start(0.0)
+        try:
+            broker.start(0.0)
+        except CannotListenError as exc:   # --listen: its port was taken meanwhile; stays down
+            broker.client.shutdown()
+            self.stats.errors["restart: listen"] += 1
+            self.stats.last_error = f"{broker.config.broker_addr}: {' '.join(str(exc).split())}"
 
     def stop_churn(self):
         """No more churn events; brokers that are down stay down."""
