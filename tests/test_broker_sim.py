@@ -19,6 +19,7 @@ from rocketpy.broker.simcli import (build_parser, failure_lines, format_report, 
                                     _OptionError)
 from rocketpy.remoting.codes import MQVersion
 from rocketpy.remoting import RemotingCommand
+from rocketpy.remoting.bodies import KVTable
 from rocketpy.remoting.headers import UnRegisterBrokerRequestHeader
 from rocketpy.service.tap import Options, makeService
 from rocketpy.transport.client import RemotingClient
@@ -53,6 +54,9 @@ class World:
             host, port, factory, _, _ = self.reactor.tcpClients[self.accepted]
             self.accepted += 1
             top = self.servers.get(f"{host}:{port}")
+            listening = {f"{i}:{p}": f for p, f, _, i in self.reactor.tcpServers if i}
+            if top is None and f"{host}:{port}" in listening:   # a --listen simulated broker
+                top = type("Listening", (), {"factory": listening[f"{host}:{port}"]})
             if top is None:  # nobody listens there
                 factory.clientConnectionFailed(None, Failure(ConnectionRefusedError()))
                 continue
@@ -216,6 +220,39 @@ class SimTests(SynchronousTestCase):
         self.assertFalse(broker.alive)
         self.assertEqual(sim.stats.errors["restart: listen"], 1)
         self.assertIn("127.0.0.1:20911: Couldn't listen on 127.0.0.1:20911", sim.stats.last_error)
+
+    def test_listening_brokers_answer_the_broker_side_admin_requests(self):
+        from rocketpy.broker.answers import SLAVE_REMARK
+        world = World(self)
+        sim = BrokerSim(world.reactor, options(brokers=2, replicas=2, clusters=1, listen=True))
+        sim.start()
+        world.run(1.5)
+        master, slave = (b.config.broker_addr for b in sim.brokers)
+        client = RemotingClient(world.reactor)
+
+        def ask(addr, code, fields=None):
+            return world.wait(client.invoke(addr, RemotingCommand.request(code, fields, version=409)))
+        runtime = ask(master, 28)
+        self.assertEqual(runtime.code, 0)
+        self.assertEqual(KVTable.from_json(runtime.body).table["brokerVersionDesc"], "V4_9_8")
+        create = {"topic": "Created", "defaultTopic": "TBW102", "readQueueNums": "2",
+                  "writeQueueNums": "2", "perm": "6", "topicFilterType": "SINGLE_TAG",
+                  "topicSysFlag": "0", "order": "false"}
+        self.assertEqual((ask(slave, 17, create).code, ask(slave, 17, create).remark),
+                         (1, SLAVE_REMARK))
+        self.assertEqual(ask(master, 17, create).code, 0)
+        world.run(0.2)   # registered at once, not a period later
+        for addr in NAMESRVS:
+            route = world.route(addr, "Created")
+            self.assertEqual([(q.broker_name, q.read_queue_nums) for q in route.queue_datas],
+                             [("broker-0", 2)])
+        self.assertEqual(ask(master, 17, dict(create, topicFilterType="NO")).remark,
+                         "topicFilterType = [NO] value invalid")
+        self.assertEqual(ask(master, 300, {"topic": "Created"}).body, b'{"groupList":[]}')
+        self.assertEqual(ask(master, 215, {"topic": "Created"}).code, 0)
+        self.assertNotIn("Created", sim.brokers[0].manager)
+        unknown = ask(master, 999)
+        self.assertEqual((unknown.code, unknown.remark), (3, " request type 999 not supported"))
 
     def test_a_dead_nameserver_is_counted_not_fatal(self):
         world = World(self)

@@ -348,6 +348,12 @@ class SimulatedBroker:
         if self.manager.delete_topic(name, self.sim.now_ms()) and self.is_master:
             self.sim.group_topics[self.config.broker_name].discard(name)
 
+    def update_topic(self, topic):
+        """UPDATE_AND_CREATE_TOPIC: ``topic`` (a TopicConfig) into the table, registered at once."""
+        self.manager.update_topic(topic, self.sim.now_ms())
+        self.sim.group_topics[self.config.broker_name].add(topic.topic_name)
+        return self.register()
+
     def create_topic(self):
         """``updateTopic`` on this broker: a new topic, registered at once."""
         name = f"ChurnTopic-{self.config.broker_name}-{len(self.manager)}"
