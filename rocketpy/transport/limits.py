@@ -126,10 +126,11 @@ class ServerLimits:
         return cls(**values)
 
 
-def raise_open_files_limit(wanted):
+def raise_open_files_limit(wanted, required=True):
     """Raise the soft RLIMIT_NOFILE towards ``wanted`` (at most the hard limit), logged; returns
     ``(old soft, new soft)``. The usual soft limit (1,024) would make ``accept`` fail long before
-    ``serverMaxConnections``."""
+    ``serverMaxConnections``. Falling short is a warning when ``wanted`` was ``required`` (a
+    configured serverMaxConnections), else an info line (the default's, on every boot)."""
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     if soft == resource.RLIM_INFINITY or (soft >= wanted):
         return soft, soft
@@ -145,7 +146,8 @@ def raise_open_files_limit(wanted):
             log.info("open files limit raised from {soft} to {target} (hard limit {hard})",
                      soft=soft, target=target, hard=hard)
     if target < wanted:
-        log.warn("open files limit {limit} (hard {hard}) is below serverMaxConnections + margin "
+        log.emit(LogLevel.warn if required else LogLevel.info,
+                 "open files limit {limit} (hard {hard}) is below serverMaxConnections + margin "
                  "({wanted}): connections past it fail at accept", limit=target, hard=hard,
                  wanted=wanted)
     return soft, target
