@@ -3,8 +3,10 @@
 Builds ``rocketpy.capture._native`` with ``-fsanitize=address`` into a scratch copy of the
 package, then runs a fuzz loop in a Python with libasan preloaded: random bytes, mutated genuine
 captures (bit flips, interesting integers at random offsets, absurd record/block/IP/TCP/frame
-lengths, splices), truncated files, and synthetic conversations carrying the codec fuzz
-harness's hostile frames -- each decoded whole, decoded as byte ranges (plan scan, range decode
+lengths, splices), truncated files, synthetic conversations carrying the codec fuzz harness's
+hostile frames, and the hostile shapes of tests/capture_shapes.py (many extFields keys, segments
+last-first, a hole before every segment) -- each decoded whole (sometimes with tiny connection,
+buffer and waiting-segment bounds, so eviction and the bounds' paths run too), decoded as byte ranges (plan scan, range decode
 with read-ahead), and written as JSON Lines.  A CaptureFormatError is an expected outcome; any
 other exception is a finding, and an out-of-bounds access or a crash is caught by ASan (the
 input that did it is kept).  With ``--differential N``, every Nth input is also decoded by the
@@ -62,10 +64,13 @@ INTERESTING = [0, 1, 7, 8, 12, 20, 21, 0x7F, 0x80, 0xFF, 0x100, 0x7FFF, 0x8000, 
 
 
 def corpus():
-    """Genuine captures and synthetic ones (pcap, pcapng, link types, hostile frames)."""
+    """Genuine captures and synthetic ones (pcap, pcapng, link types, hostile frames, hostile
+    shapes)."""
+    import capture_shapes
     import capture_synth as cs
     from fuzzharness import Mutator, corpus as frames
     out = [p.read_bytes() for p in sorted(FIXTURES.glob("*.pcap"))]
+    out += [shape(n) for shape in capture_shapes.SHAPES.values() for n in (20, 300)]
     rng = random.Random(0)
     genuine = frames()
     mutator = Mutator(rng, genuine)
@@ -125,8 +130,13 @@ def run_one(data: bytes, engines, checks: dict) -> None:
         return
     rng = random.Random(len(data))
     ports = [9876] if rng.random() < 0.1 else None
+    bounds = {}
+    if rng.random() < 0.3:          # tiny bounds: evictions and early skipped holes
+        bounds = {"max_connections": rng.choice((1, 2, 5)),
+                  "max_buffered_bytes": rng.choice((0, 100, 5000, 1 << 30)),
+                  "max_pending_segments": rng.choice((0, 1, 3, 1 << 20))}
     for cls in engines:
-        dec = cls(ports=ports)
+        dec = cls(ports=ports, **bounds)
         f = io.BytesIO(data)
         f.seek(info.data_offset)
         batches = []

@@ -9,6 +9,7 @@ cd "$(dirname "$0")/.."
 export DEBIAN_FRONTEND=noninteractive PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_ROOT_USER_ACTION=ignore
 
 fail() { echo "tests/install.sh: $*" >&2; exit 1; }
+step() { echo "tests/install.sh: $*"; }   # one line per step: some take minutes
 
 if ! python3 - <<'PY'
 import os, sys, sysconfig
@@ -32,8 +33,12 @@ if ((${#missing[@]})); then
     else
         fail "installing ${missing[*]} with apt-get needs root: run it as root or install them first"
     fi
+    step "installing ${missing[*]} with apt-get (minutes on a fresh machine)"
     "${as_root[@]}" apt-get update -qq
     "${as_root[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
+step "installing rocketpy with its test, spark and clients extras into $(command -v python3) with pip (pyspark alone is ~300 MB)"
 python3 -m pip install -q -e '.[test,spark,clients]' --config-settings editable_mode=compat
+step "installing the JS client (tests/clients) with npm ci"
 (cd tests/clients && npm ci --no-audit --no-fund --loglevel=error)
+step "done"

@@ -4,11 +4,14 @@ one-line errors, ACL keys from tools.yml, and the choice among several NameServe
 The NameServer is the replay peer of ``test_admin_requests`` (genuine answers); the layouts are
 spelled out here from the Java format strings they come from.
 """
+import io
 import json
+
+from twisted.internet.testing import MemoryReactorClock
 
 from test_admin_requests import (KEYS, NAMESRV, FakeBroker, ReplayNameServer, genuine, key,
                                  run_admin)
-from clientsim import Peer
+from clientsim import Peer, drive
 from rocketpy.admin.cli import run
 
 
@@ -216,6 +219,8 @@ def test_usage_errors_are_one_line_and_status_1(capsys):
 def test_help(capsys):
     assert run([]) == 0
     listing = capsys.readouterr().out
+    for flag in ("-h", "--help", "help"):  # was "The sub command --help not exist."
+        assert run([flag]) == 0 and capsys.readouterr().out == listing
     assert listing.startswith("The most commonly used rocketpy-admin commands are:\n")
     assert "   clusterList          List all of clusters\n" in listing
     assert run(["help", "topicRoute"]) == 0
@@ -252,3 +257,95 @@ def test_rocketmq_serialize_env(monkeypatch):
     monkeypatch.setenv("ROCKETMQ_SERIALIZE_TYPE", "XML")
     assert run(["topicList", "-n", NAMESRV]) == 1
 
+
+
+def cluster_info(brokers, cluster="DefaultCluster"):
+    """GET_BROKER_CLUSTER_INFO's body listing ``{broker name: address}`` as masters of ``cluster``."""
+    from rocketpy.remoting.bodies import BrokerData, ClusterInfo
+    return ClusterInfo(
+        broker_addr_table={name: BrokerData(broker_addrs={0: addr}, broker_name=name, cluster=cluster)
+                           for name, addr in brokers.items()},
+        cluster_addr_table={cluster: list(brokers)}).to_json()
+
+
+class CountingReactor(MemoryReactorClock):
+    """Records, at each connection it is asked to open, how many broker connections the
+    client holds open or opening (the file descriptors a real run would take)."""
+
+    def __init__(self):
+        super().__init__()
+        self.most = 0
+
+    def connectTCP(self, host, port, factory, timeout=30, bindAddress=None):
+        held = sum(1 for h, p, f, *_ in self.tcpClients
+                   if f"{h}:{p}" != NAMESRV and not f.channel.closed)
+        self.most = max(self.most, held + 1)
+        return super().connectTCP(host, port, factory, timeout, bindAddress)
+
+
+def test_cluster_list_asks_at_most_concurrency_brokers_at_once():
+    brokers = {f"broker-{i}": f"127.0.0.2:{20000 + i}" for i in range(80)}
+    body = cluster_info(brokers)
+    namesrv = Peer(auto=lambda r: r.create_response(0, body=body))
+
+    def peer_for(host, port):
+        return namesrv if f"{host}:{port}" == NAMESRV else FakeBroker()
+    for argv, bound in (([], 32), (["--concurrency", "4"], 4)):  # all 80 at once before
+        reactor, out, err = CountingReactor(), io.StringIO(), io.StringIO()
+        d = run(["clusterList", "-n", NAMESRV] + argv, reactor=reactor, stdout=out, stderr=err)
+        drive(reactor, d, peer_for)
+        assert (d.result, err.getvalue()) == (0, "")
+        rows = out.getvalue().splitlines()
+        assert len(rows) == 81 and all("1.50(null,nullms)" in row for row in rows[1:])
+        assert reactor.most == bound and len(reactor.tcpClients) == 81
+    assert run(["clusterList", "-n", NAMESRV, "--concurrency", "0"]) == 1
+
+
+ESC = "\x1b]0;owned\x07\x1b[2J"
+
+
+def test_names_with_control_characters_are_escaped_in_text_not_in_json():
+    brokers = {f"b{ESC}\u202e": "127.0.0.2:20000"}
+    body = cluster_info(brokers, cluster=f"c\n{ESC}")
+    namesrv = Peer(auto=lambda r: r.create_response(0, body=body))
+
+    def peer_for(host, port):
+        return namesrv if f"{host}:{port}" == NAMESRV else FakeBroker()
+    status, out, err = run_admin(["clusterList", "-n", NAMESRV], peer_for)
+    assert status == 0 and "\x1b" not in out and "\u202e" not in out and len(out.splitlines()) == 2
+    assert out.splitlines()[1].startswith("c\\x0a\\x1b]0;owned\\x07\\x1b[2J  b\\x1b]0;owned\\x07"
+                                          "\\x1b[2J\\u202e ")
+    status, out, err = run_admin(["clusterList", "-n", NAMESRV, "--json"], peer_for)
+    assert json.loads(out)[0]["brokerName"] == f"b{ESC}\u202e"
+
+    # an error remark from the wire is escaped too, and a route's pretty JSON keeps its layout
+    namesrv.auto = lambda r: r.create_response(17, remark=f"no topic {ESC}")
+    status, out, err = run_admin(["topicRoute", "-t", "T", "-n", NAMESRV], peer_for)
+    assert status == 1 and err.count("\n") == 1 and "\x1b" not in err and "\\x1b[2J" in err
+    route = ('{"brokerDatas":[{"brokerAddrs":{0:"127.0.0.2:20000"},"brokerName":"b\u202e",'
+             '"cluster":"c"}],"queueDatas":[]}').encode()
+    namesrv.auto = lambda r: r.create_response(0, body=route)
+    status, out, err = run_admin(["topicRoute", "-t", "T", "-n", NAMESRV], peer_for)
+    assert status == 0 and '\n\t\t\t"brokerName":"b\\u202e",\n' in out
+
+
+def test_a_moved_broker_is_one_difference_not_one_per_topic():
+    from rocketpy.admin.consistency import compare_views, view_of
+    from rocketpy.remoting.bodies import ClusterInfo, TopicRouteData
+
+    def view(addr, broker_addr):
+        info = ClusterInfo.from_json(cluster_info({"broker-a": broker_addr}))
+        route = TopicRouteData.from_json(
+            b'{"brokerDatas":[{"brokerAddrs":{0:"' + broker_addr.encode() + b'"},"brokerName":'
+            b'"broker-a","cluster":"DefaultCluster"}],"queueDatas":[{"brokerName":"broker-a",'
+            b'"perm":6,"readQueueNums":8,"writeQueueNums":8,"topicSysFlag":0}]}')
+        return view_of(addr, info, {f"T{i}": route for i in range(100)} | {"Gone": None})
+
+    same = compare_views([view("ns1", "10.0.0.1:10911"), view("ns2", "10.0.0.1:10911")])
+    assert same.consistent and same.views[0].digests() == same.views[1].digests()
+    moved = compare_views([view("ns1", "10.0.0.1:10911"), view("ns2", "10.0.0.2:10911")])
+    assert not moved.consistent
+    assert [(d.kind, d.name, d.values) for d in moved.differences] == [
+        ("broker", "broker-a", {"ns1": "cluster DefaultCluster 0=10.0.0.1:10911",
+                                "ns2": "cluster DefaultCluster 0=10.0.0.2:10911"})]
+    assert moved.views[0].topics["T0"] == "broker-a r8 w8 p6" and moved.views[0].topics["Gone"] is None

@@ -14,10 +14,12 @@ from twisted.trial.unittest import SynchronousTestCase
 from twisted.python.failure import Failure
 
 from rocketpy.admin.api import MQAdmin
-from rocketpy.broker.sim import BrokerSim, SimOptions, percentile
-from rocketpy.broker.simcli import build_parser, format_report, options_from_args, _OptionError
+from rocketpy.broker.sim import BrokerSim, SimOptions, describe_difference, percentile
+from rocketpy.broker.simcli import (build_parser, failure_lines, format_report, options_from_args,
+                                    _OptionError)
 from rocketpy.remoting.codes import MQVersion
 from rocketpy.remoting import RemotingCommand
+from rocketpy.remoting.bodies import KVTable
 from rocketpy.remoting.headers import UnRegisterBrokerRequestHeader
 from rocketpy.service.tap import Options, makeService
 from rocketpy.transport.client import RemotingClient
@@ -52,6 +54,9 @@ class World:
             host, port, factory, _, _ = self.reactor.tcpClients[self.accepted]
             self.accepted += 1
             top = self.servers.get(f"{host}:{port}")
+            listening = {f"{i}:{p}": f for p, f, _, i in self.reactor.tcpServers if i}
+            if top is None and f"{host}:{port}" in listening:   # a --listen simulated broker
+                top = type("Listening", (), {"factory": listening[f"{host}:{port}"]})
             if top is None:  # nobody listens there
                 factory.clientConnectionFailed(None, Failure(ConnectionRefusedError()))
                 continue
@@ -160,8 +165,8 @@ class SimTests(SynchronousTestCase):
         self.assertEqual(answer.code, 0)
         world.run(0.1)
         problems = world.wait(sim.verify(settle=0.0))
-        self.assertTrue(any(p.startswith(NAMESRVS[1]) and "cluster table differs" in p
-                            for p in problems), problems)
+        self.assertIn(f"{NAMESRVS[1]}: cluster table differs: missing broker-0", problems)
+        self.assertIn(f"{NAMESRVS[1]}: route of TBW102 differs: missing broker-0", problems)
         self.assertFalse(any(p.startswith(NAMESRVS[0]) for p in problems), problems)
 
     def test_no_force_asks_query_data_version_and_registers_only_on_change(self):
@@ -196,6 +201,59 @@ class SimTests(SynchronousTestCase):
         route = world.route(NAMESRVS[0], "TBW102")
         self.assertEqual(sorted(b.zone_name for b in route.broker_datas), ["zone-0", "zone-1"])
 
+    def test_listening_brokers_and_a_restart_whose_port_is_taken(self):
+        from twisted.internet.error import CannotListenError
+        world = World(self)
+        sim = BrokerSim(world.reactor, options(brokers=2, replicas=1, clusters=1, listen=True))
+        sim.start()
+        world.run(1.5)
+        self.assertEqual([(port, interface) for port, _, _, interface in world.reactor.tcpServers[-2:]],
+                         [(20911, "127.0.0.1"), (20913, "127.0.0.1")])
+        broker = sim.brokers[0]
+        broker.kill()
+        self.assertIsNone(broker.port)
+
+        def taken(port, factory, backlog=50, interface=""):
+            raise CannotListenError(interface, port, OSError("Address already in use"))
+        world.reactor.listenTCP = taken
+        sim._back(broker)   # was an unhandled error in a DelayedCall
+        self.assertFalse(broker.alive)
+        self.assertEqual(sim.stats.errors["restart: listen"], 1)
+        self.assertIn("127.0.0.1:20911: Couldn't listen on 127.0.0.1:20911", sim.stats.last_error)
+
+    def test_listening_brokers_answer_the_broker_side_admin_requests(self):
+        from rocketpy.broker.answers import SLAVE_REMARK
+        world = World(self)
+        sim = BrokerSim(world.reactor, options(brokers=2, replicas=2, clusters=1, listen=True))
+        sim.start()
+        world.run(1.5)
+        master, slave = (b.config.broker_addr for b in sim.brokers)
+        client = RemotingClient(world.reactor)
+
+        def ask(addr, code, fields=None):
+            return world.wait(client.invoke(addr, RemotingCommand.request(code, fields, version=409)))
+        runtime = ask(master, 28)
+        self.assertEqual(runtime.code, 0)
+        self.assertEqual(KVTable.from_json(runtime.body).table["brokerVersionDesc"], "V4_9_8")
+        create = {"topic": "Created", "defaultTopic": "TBW102", "readQueueNums": "2",
+                  "writeQueueNums": "2", "perm": "6", "topicFilterType": "SINGLE_TAG",
+                  "topicSysFlag": "0", "order": "false"}
+        self.assertEqual((ask(slave, 17, create).code, ask(slave, 17, create).remark),
+                         (1, SLAVE_REMARK))
+        self.assertEqual(ask(master, 17, create).code, 0)
+        world.run(0.2)   # registered at once, not a period later
+        for addr in NAMESRVS:
+            route = world.route(addr, "Created")
+            self.assertEqual([(q.broker_name, q.read_queue_nums) for q in route.queue_datas],
+                             [("broker-0", 2)])
+        self.assertEqual(ask(master, 17, dict(create, topicFilterType="NO")).remark,
+                         "topicFilterType = [NO] value invalid")
+        self.assertEqual(ask(master, 300, {"topic": "Created"}).body, b'{"groupList":[]}')
+        self.assertEqual(ask(master, 215, {"topic": "Created"}).code, 0)
+        self.assertNotIn("Created", sim.brokers[0].manager)
+        unknown = ask(master, 999)
+        self.assertEqual((unknown.code, unknown.remark), (3, " request type 999 not supported"))
+
     def test_a_dead_nameserver_is_counted_not_fatal(self):
         world = World(self)
         sim = BrokerSim(world.reactor, options(brokers=2, replicas=1, clusters=1,
@@ -206,6 +264,21 @@ class SimTests(SynchronousTestCase):
         self.assertGreater(rows[NAMESRVS[0]]["ok"], 0)
         self.assertEqual(rows["127.0.0.1:1"]["ok"], 0)
         self.assertGreater(sim.stats.errors["registration: connect"], 0)
+        [line] = failure_lines(sim, None)   # the simulator's exit status is 1
+        self.assertRegex(line, r"^\d+ of \d+ registrations failed \(last error: 127\.0\.0\.1:1: "
+                               r"connect to 127\.0\.0\.1:1 failed")
+        self.assertEqual(failure_lines(sim, ["x", "y"])[1],
+                         "verify found 2 differences between the NameServers and the brokers up")
+
+
+def test_verify_differences_name_the_members():
+    # was "route of Dual-0 has ['broker-0'], expected ['broker-0']": same names, other members
+    assert describe_difference({"broker-0": {0: "a:1"}}, {"broker-0": {0: "a:1", 1: "a:3"}}) == \
+        "broker-0 has {0=a:1} where {0=a:1, 1=a:3}"
+    have = {f"b{i}": {0: "x"} for i in range(8)}
+    want = {f"w{i}": {0: "x"} for i in range(2)}
+    assert describe_difference(have, want, at_most=3) == \
+        "missing w0, w1; unexpected b0, b1, b2 and 5 more"
 
 
 def test_percentile_nearest_rank():

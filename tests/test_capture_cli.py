@@ -165,7 +165,8 @@ def test_plots_without_matplotlib_name_the_extra(tmp_path):
     out = _cli(PROBE, "--plots", tmp_path / "p", pre=block)
     assert out.returncode == 2 and out.stdout == ""
     assert out.stderr == ("rocketpy-capture: --plots needs matplotlib, from the plots extra: "
-                          "pip install 'rocketpy[plots]'\n")
+                          "pip install -e '.[plots]' in the rocketpy checkout (the PyPI package "
+                          "named rocketpy is another project)\n")
 
 
 def test_a_plots_directory_that_cannot_be_made_fails_before_decoding(tmp_path):
@@ -232,6 +233,18 @@ def test_pull_statuses_are_not_error_responses(tmp_path, capsys):
     assert "11 PULL_MESSAGE -> 2 SYSTEM_BUSY: 1" in err
     assert "PULL_NOT_FOUND:" not in err and "PULL_OFFSET_MOVED:" not in err
     assert err.count("11 PULL_MESSAGE -> ") == 1
+
+
+def test_an_empty_directory_is_one_line_and_a_failure(tmp_path):
+    (tmp_path / "notes.txt").write_text("not a capture\n")   # exited 0 silently
+    out = _cli(tmp_path, "--format", "json")
+    assert (out.returncode, out.stdout) == (2, "")
+    assert out.stderr == f"rocketpy-capture: no capture files (pcap, pcapng, gzip) in {tmp_path}\n"
+
+
+def test_rate_plot_x_axis_is_a_date_not_epoch_seconds():
+    from rocketpy.capture.plots import rate_axis_label
+    assert rate_axis_label(1700000000.0) == "seconds since 2023-11-14 22:13:20 UTC"
 
 
 def test_rate_plot_shows_idle_seconds_as_zero():

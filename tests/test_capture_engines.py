@@ -379,8 +379,11 @@ def test_the_compiled_limits_and_defaults_are_the_reference_s():
         "REORDER_NS": default(reassembly.Reassembler, "reorder_ns"),
         "ABANDON_AFTER": default(framing.FrameExtractor, "abandon_after"),
         "MAX_PENDING_BYTES": default(reassembly.Reassembler, "max_pending_bytes"),
+        "MAX_PENDING_SEGMENTS": default(reassembly.Reassembler, "max_pending_segments"),
         "HOLE_TIMEOUT_NS": default(reassembly.Reassembler, "hole_timeout_ns"),
         "LINGER_NS": default(decoder.CaptureDecoder, "linger_ns"),
+        "MAX_CONNECTIONS": default(decoder.CaptureDecoder, "max_connections"),
+        "MAX_BUFFERED_BYTES": default(decoder.CaptureDecoder, "max_buffered_bytes"),
     }
 
 

@@ -137,3 +137,49 @@ def test_bad_value_stops_the_start_before_listening(tmp_path):
     assert proc.stderr == (f"rocketnamesrv: serverSocketBacklog='lots' in {conf}: expected "
                            "an integer >= 1\n")                # one line: no --help, no traceback
     assert "boot success" not in output and "web endpoint on" not in output
+
+
+# ------------------------------------------------------------------ issue 24.7
+
+def test_version_is_rocketpys():
+    import rocketpy
+    proc = _run("--version")
+    assert proc.returncode == 0 and proc.stdout.startswith(f"rocketpy {rocketpy.__version__} (Twisted ")
+
+
+def test_a_malformed_define_is_one_line():
+    proc = _run("-D", "foo")   # was 60 lines of usage before the error
+    assert (proc.returncode, proc.stdout) == (1, "")
+    assert proc.stderr == "rocketnamesrv: -D wants key=value, got 'foo'\n"
+    proc = _run("--logLevel=loud")
+    assert proc.stderr == ("rocketnamesrv: --logLevel='loud': one of debug, info, warn, error, "
+                           "critical\n")
+
+
+def test_boot_line_only_once_every_listener_is_bound():
+    import socket
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        proc = _run("--listen=tcp:0:interface=127.0.0.1", f"--web=tcp:{port}:interface=127.0.0.1")
+    assert proc.returncode == 1
+    assert "boot success" not in proc.stdout + proc.stderr
+    assert f"rocketnamesrv: cannot listen on tcp:{port}:interface=127.0.0.1: " in proc.stdout
+
+
+def test_log_level_quiets_the_per_connection_lines_and_the_default_boot_warns_of_nothing():
+    with running_server() as server:   # defaults: info and above
+        conn = RemotingClient(server.port)
+        conn.call(206, {})   # GET_ALL_TOPIC_LIST_FROM_NAMESERVER
+        conn.close()
+        server.stop()
+        text = server.log_text()
+    assert "The Name Server boot success" in text and "Server Shut Down." in text
+    assert "channelActive" not in text and "channelInactive" not in text
+    assert "#warn]" not in text, text   # the open files limit is no warning unless configured
+    with running_server("--logLevel=debug") as server:
+        conn = RemotingClient(server.port)
+        conn.call(206, {})
+        conn.close()
+        server.wait_for_log(r"NETTY SERVER PIPELINE: channelInactive")

@@ -44,10 +44,25 @@ def admin(*argv, env=None):
     return proc.returncode, proc.stdout, proc.stderr
 
 
-def register(port, broker_addr, topics=("TopicA", "TopicB")):
+def test_a_command_failing_before_its_first_request_exits_with_one_line():
+    # the reactor was stopped before it ran: the error line, then a hang (and ReactorNotRunning)
+    for argv, message in [
+        (["updateOrderConf", "-t", "T", "-m", "bogus"], "unknown method 'bogus': put, get or delete"),
+        (["updateOrderConf", "-t", "T", "-m", "put"], "please set orderConf with option -v."),
+        (["clusterList", "-i", "abc"], "-i: 'abc' is not a number of seconds"),
+        (["clusterList", "-i", "0"], "-i: '0' is not a number of seconds"),
+        (["clusterList", "-i", "-5"], "-i: '-5' is not a number of seconds")]:
+        proc = subprocess.run([sys.executable, "-m", "rocketpy.admin.cli", *argv, "-n", "127.0.0.1:1"],
+                              env=dict(os.environ, PYTHONPATH=str(REPO_ROOT)), capture_output=True,
+                              text=True, timeout=30, stdin=subprocess.DEVNULL)
+        assert (proc.returncode, proc.stdout) == (1, ""), argv
+        assert proc.stderr == f"rocketpy-admin {argv[0]}: {message}\n", argv
+
+
+def register(port, broker_addr, topics=("TopicA", "TopicB"), broker_name="broker-a"):
     conn = RemotingClient(port)
     body = register_body(topics, queues=4)
-    answer = conn.call(103, {"brokerName": "broker-a", "brokerAddr": broker_addr,
+    answer = conn.call(103, {"brokerName": broker_name, "brokerAddr": broker_addr,
                              "clusterName": "DefaultCluster", "haServerAddr": "127.0.0.1:10912",
                              "brokerId": "0", "compressed": "false",
                              "bodyCrc32": str(zlib.crc32(body) & 0x7FFFFFFF)}, body, version=409)
@@ -165,3 +180,53 @@ def test_acl_signing(tmp_path):
         (home / "conf" / "tools.yml").write_text("accessKey: rocketmq2\nsecretKey: 12345678\n")
         assert admin("deleteKvConfig", "-s", "ns", "-k", "k", *n,
                      env={"ROCKETMQ_HOME": str(home)})[0] == 0
+
+
+def test_compare_namesrv_finds_where_two_nameservers_diverge():
+    with running_server() as one, running_server() as two:
+        n = ["-n", f"{one.addr};{two.addr}"]
+        conns = [register(server.port, "127.0.0.1:30911") for server in (one, two)]
+        status, out, err = admin("compareNamesrv", *n)
+        assert (status, err) == (0, "")
+        head, row_one, row_two, verdict = out.splitlines()
+        assert row_one.split()[1:] == row_two.split()[1:] and row_one.split()[1:4] == ["1", "1", "2"]
+        assert verdict == "2 NameServers agree."
+
+        # broker-b registers with the first NameServer only (a partial registration)
+        conns.append(register(one.port, "127.0.0.1:30921", ("TopicB", "TopicC"), "broker-b"))
+        status, out, err = admin("compareNamesrv", *n)
+        assert status == 1
+        assert err == ("rocketpy-admin compareNamesrv: the NameServers diverge: 1 cluster, "
+                       "1 broker, 2 topics differ\n")
+        lines = out.splitlines()
+        assert lines[1].split()[1:4] == ["1", "2", "3"] and lines[2].split()[1:4] == ["1", "1", "2"]
+        width = max(len(one.addr), len(two.addr))
+        assert lines[3:] == [
+            "cluster DefaultCluster differs:",
+            f"  {one.addr:<{width}}  broker-a broker-b",
+            f"  {two.addr:<{width}}  broker-a",
+            "broker broker-b differs:",
+            f"  {one.addr:<{width}}  cluster DefaultCluster 0=127.0.0.1:30921",
+            f"  {two.addr:<{width}}  (absent)",
+            "topic TopicB differs:",
+            f"  {one.addr:<{width}}  broker-a r4 w4 p6; broker-b r4 w4 p6",
+            f"  {two.addr:<{width}}  broker-a r4 w4 p6",
+            "topic TopicC differs:",
+            f"  {one.addr:<{width}}  broker-b r4 w4 p6",
+            f"  {two.addr:<{width}}  (absent)",
+            "2 NameServers diverge: 1 cluster, 1 broker, 2 topics differ."]
+
+        status, out, _ = admin("compareNamesrv", *n, "--json")
+        result = json.loads(out)
+        assert status == 1 and result["consistent"] is False
+        assert [(d["kind"], d["name"]) for d in result["differences"]] == [
+            ("cluster", "DefaultCluster"), ("broker", "broker-b"), ("topic", "TopicB"),
+            ("topic", "TopicC")]
+        assert result["differences"][3]["values"] == {one.addr: "broker-b r4 w4 p6", two.addr: None}
+
+        # a NameServer that cannot be read is one error line and fails the command
+        status, out, err = admin("compareNamesrv", "-n", f"{one.addr};127.0.0.1:1")
+        assert status == 1 and out.splitlines()[2] == f"{'127.0.0.1:1':<24} unreadable"
+        assert err.startswith("rocketpy-admin compareNamesrv: 127.0.0.1:1: connect to 127.0.0.1:1")
+        for conn in conns:
+            conn.close()

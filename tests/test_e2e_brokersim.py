@@ -77,3 +77,137 @@ def test_200_brokers_two_nameservers_churn_then_consistent():
         assert "[    2.0s] live" in err
         for server in (one, two):  # the brokers unregistered when the simulation ended
             assert cluster_members(server.port) == {}
+
+
+def _free_base_port(brokers):
+    """A port p with p, p+2, ... free on 127.0.0.1 (the brokers' listen ports), as far as a
+    bind now can tell."""
+    import socket
+    for _ in range(50):
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            base = probe.getsockname()[1]
+        if base + 2 * brokers > 65535:
+            continue
+        socks = []
+        try:
+            for i in range(brokers):
+                s = socket.socket()
+                socks.append(s)
+                s.bind(("127.0.0.1", base + 2 * i))
+            return base
+        except OSError:
+            continue
+        finally:
+            for s in socks:
+                s.close()
+    raise AssertionError("no free run of ports")
+
+
+def _admin(*argv):
+    proc = subprocess.run([sys.executable, "-m", "rocketpy.admin.cli", *argv], capture_output=True,
+                          text=True, timeout=60, stdin=subprocess.DEVNULL,
+                          env=dict(os.environ, PYTHONPATH=str(REPO_ROOT)))
+    return proc.returncode, proc.stdout, proc.stderr
+
+
+def _simulator(addr, *args):
+    return subprocess.Popen([sys.executable, "-m", "rocketpy.broker.simcli", "-n", addr, *args],
+                            env=dict(os.environ, PYTHONPATH=str(REPO_ROOT)), stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL)
+
+
+def _wait_members(port, names, timeout=15.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        members = cluster_members(port)
+        if names <= set(members):
+            return members
+        time.sleep(0.2)
+    raise AssertionError(f"{sorted(names)} not all registered: {sorted(cluster_members(port))}")
+
+
+def test_listening_brokers_answer_cluster_list_delete_topic_and_topic_list():
+    """``--listen``: clusterList, deleteTopic and topicList -c succeed against a simulated
+    cluster (before: every broker request refused, one error line per broker, status 1)."""
+    with running_server() as server:
+        base = _free_base_port(4)
+        sim = _simulator(server.addr, "--brokers", "4", "--replicas", "2", "--topics", "3",
+                         "--period", "2", "--ramp", "0", "--duration", "20", "--progress", "0",
+                         "--base-port", str(base), "--listen")
+        try:
+            _wait_members(server.port, {"broker-0", "broker-1"})
+            n = ["-n", server.addr]
+            status, out, err = _admin("clusterList", *n)
+            assert (status, err) == (0, ""), err
+            rows = [line.split() for line in out.splitlines()[1:]]
+            assert sorted((r[1], r[2], r[3], r[4]) for r in rows) == [
+                (f"broker-{g}", str(i), f"127.0.0.1:{base + 2 * (2 * g + i)}", "V4_9_8")
+                for g in (0, 1) for i in (0, 1)]
+            status, out, err = _admin("topicList", "-c", *n)
+            assert (status, err) == (0, "")
+            assert any(line.split()[:2] == ["DefaultCluster", "SimTopic-0"] for line in out.splitlines())
+            status, out, err = _admin("deleteTopic", "-t", "SimTopic-0", "-c", "DefaultCluster", *n)
+            assert (status, err) == (0, ""), err
+            assert out == ("delete topic [SimTopic-0] from cluster [DefaultCluster] success.\n"
+                           "delete topic [SimTopic-0] from NameServer success.\n")
+            time.sleep(4.5)   # two registration periods: the master no longer registers it
+            assert route_codes(server.port, ["SimTopic-0", "SimTopic-1"]) == {
+                "SimTopic-0": 17, "SimTopic-1": 0}
+            sim.send_signal(__import__("signal").SIGINT)
+            out, err = sim.communicate(timeout=60)
+        finally:
+            if sim.poll() is None:
+                sim.kill()
+                sim.wait()
+        assert sim.returncode == 0, err[-2000:]
+        # the brokers stopped listening with the simulator
+        status, _, err = _admin("clusterList", "-n", server.addr)
+        assert status == 0 and err == ""
+
+
+def test_two_simulators_keep_apart_and_failures_exit_1():
+    with running_server() as server:
+        first_base, second_base = 21911, 22911   # addresses only: nothing listens
+        first = _simulator(server.addr, "--brokers", "2", "--topics", "2", "--period", "1",
+                           "--ramp", "0", "--duration", "6", "--progress", "0", "--base-port",
+                           str(first_base), "--verify", "--settle", "0.5")
+        second = _simulator(server.addr, "--brokers", "2", "--topics", "2", "--period", "1",
+                            "--ramp", "0", "--duration", "6", "--progress", "0", "--base-port",
+                            str(second_base), "--broker-prefix", "other-", "--verify",
+                            "--settle", "0.5")
+        try:
+            members = _wait_members(server.port, {"broker-0", "broker-1", "other-0", "other-1"})
+            assert members["other-0"] == {0: f"127.0.0.1:{second_base}"}
+            results = [p.communicate(timeout=60) for p in (first, second)]
+        finally:
+            for p in (first, second):
+                if p.poll() is None:
+                    p.kill()
+                    p.wait()
+        for p, (out, err) in zip((first, second), results):
+            assert p.returncode == 0, err[-2000:]
+            assert "verify: consistent (2 brokers up" in out
+
+    # nothing listens at the NameServer's address: every registration fails, status 1
+    sim = _simulator("127.0.0.1:1", "--brokers", "2", "--period", "1", "--ramp", "0",
+                     "--duration", "2", "--progress", "0")
+    out, err = sim.communicate(timeout=60)
+    assert sim.returncode == 1
+    [line] = err.splitlines()
+    assert line.startswith("rocketpy-brokersim: ") and " registrations failed (last error: " \
+        "127.0.0.1:1: connect to 127.0.0.1:1 failed" in line
+
+
+def test_a_listen_port_in_use_is_one_line_and_status_1():
+    import socket
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        sim = _simulator("127.0.0.1:1", "--brokers", "1", "--base-port", str(port), "--listen",
+                         "--duration", "5", "--progress", "0")
+        out, err = sim.communicate(timeout=60)
+    assert sim.returncode == 1
+    assert err.startswith(f"rocketpy-brokersim: Couldn't listen on 127.0.0.1:{port}: ")
+    assert len(err.splitlines()) == 1, err

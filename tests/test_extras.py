@@ -130,3 +130,20 @@ def test_install_script_names_what_it_needs_before_touching_anything(tmp_path):
     assert no_root.returncode == 1
     assert no_root.stderr.strip() == ("tests/install.sh: installing tshark chromium with apt-get "
                                       "needs root: run it as root or install them first")
+
+
+def test_install_script_says_what_it_does_one_line_per_step(tmp_path):
+    """Each long step (apt-get, pip, npm) is announced before it runs: the script was silent
+    for minutes."""
+    ran = tmp_path / "ran"
+    log = f"echo \"$0 $*\" >>{ran}"
+    proc = _install(_fake_bin(tmp_path, python3=f"cat >/dev/null; {log}", id="echo 0",
+                              npm=log, **{"apt-get": log}))
+    assert proc.returncode == 0, proc.stderr
+    steps = proc.stdout.splitlines()
+    assert [line.split(" with ")[0] for line in steps] == [
+        "tests/install.sh: installing tshark chromium",
+        "tests/install.sh: installing rocketpy",
+        "tests/install.sh: installing the JS client (tests/clients)",
+        "tests/install.sh: done"]
+    assert len(ran.read_text().splitlines()) == 5  # apt-get twice, python3 twice, npm once

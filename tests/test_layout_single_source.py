@@ -1,10 +1,13 @@
 """One source of truth for the frame layout: outside the codec, no module of rocketpy or tools/
 reads or writes integers in bytes by hand (``int.from_bytes``, ``.to_bytes``, ``struct``); they
 call :mod:`rocketpy.remoting.layout`. The packet layers of the capture reader (pcap records,
-link, IP and TCP headers) are not frames and are the only other modules allowed to.  (The
-compiled capture core restates the layout in C; tests/test_capture_engines.py proves it equal,
-column by column, and checks its constants against the codec's.)"""
+link, IP and TCP headers) are not frames and are the only other modules allowed to.  The
+compiled capture core restates the layout in C, once: the frame-layout block of its core.h,
+which this test holds to layout.py, and which its frame code (framing, header reading, rows)
+must use instead of literal offsets (tests/test_capture_engines.py proves its rows equal,
+column by column)."""
 import ast
+import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -70,3 +73,61 @@ def test_the_check_catches_a_hand_sliced_prefix():
     assert sorted(layout_size_uses("from rocketpy.remoting.layout import PREFIX_SIZE\n"
                                    "header = frame[PREFIX_SIZE:]\n")) == [
         (1, "PREFIX_SIZE"), (2, "PREFIX_SIZE")]
+
+
+NATIVE = ROOT / "rocketpy" / "capture" / "_native"
+#: the core's frame code: where a frame's bytes are read
+FRAME_CODE = ("stream.c", "header.c", "decoder.c")
+
+
+def c_layout_block(text):
+    """``{name: value}`` of the ``#define`` lines of core.h's frame-layout block."""
+    block = text.split("---- frame layout", 1)[1].split("(end of the frame layout)", 1)[0]
+    return {m[1]: eval(m[2], {}) for m in re.finditer(r"^#define (\w+) ([^/\n]+)", block, re.M)}
+
+
+def layout_in_c():
+    """What core.h's names must be, from the codec's schema."""
+    from rocketpy.remoting import layout
+    fields = layout.ROCKETMQ_FIELDS
+    return {
+        "LENGTH_SIZE": layout.LENGTH_SIZE, "PREFIX_SIZE": layout.PREFIX_SIZE,
+        "TYPE_AT": layout._TYPE_AT, "HEADER_LENGTH_MASK": layout._HEADER_LENGTH_MASK,
+        "JSON_HEADER_START": ord("{"),           # plausible_prefix's check of a JSON header
+        "MAX_FRAME_LENGTH": layout.DEFAULT_MAX_FRAME_LENGTH,
+        "SER_JSON": layout.JSON, "SER_ROCKETMQ": layout.ROCKETMQ,
+        "RMQ_FIXED_SIZE": layout.ROCKETMQ_FIXED.size, "RMQ_MIN_HEADER": layout.ROCKETMQ_MIN_HEADER,
+        "RMQ_CODE_AT": fields["code"][0], "RMQ_LANGUAGE_AT": fields["language"][0],
+        "RMQ_VERSION_AT": fields["version"][0], "RMQ_OPAQUE_AT": fields["opaque"][0],
+        "RMQ_FLAG_AT": fields["flag"][0], "RMQ_REMARK_LENGTH_AT": layout.ROCKETMQ_FIXED.size - 4,
+        "RMQ_MAX_LANGUAGE": layout.MAX_LANGUAGE,
+        "MAX_HUNT_HEADER": __import__("rocketpy.capture.framing", fromlist=["x"])._MAX_HUNT_HEADER,
+    }
+
+
+def test_the_compiled_core_states_the_layout_once_as_the_codec_does():
+    assert c_layout_block((NATIVE / "core.h").read_text()) == layout_in_c()
+    for name in FRAME_CODE:
+        assert "#define" not in "".join(
+            line for line in (NATIVE / name).read_text().splitlines(True)
+            if any(k in line for k in layout_in_c())), name
+
+
+#: a frame read at a literal offset, or its literal bytes: ``b[4]``, ``rd32be(data + 4)``,
+#: ``d[pos + 8]``, ``0x7B``, ``& 0xFFFFFF`` (not a declaration's ``char a[80], b[80]``)
+LITERAL_READ = re.compile(r"(?<!, )\b(b|d|data)\[(\w+ \+ )*\d+\]|rd(16|32)be\((b|d|p|data)( \+ \w+)* \+ \d+\)"
+                          r"|0x7B|0xFFFFFF\b")
+
+
+def literal_reads(text):
+    return [(i, line.strip()) for i, line in enumerate(text.splitlines(), 1)
+            if LITERAL_READ.search(line.split("/*")[0])]
+
+
+def test_the_compiled_core_reads_no_frame_at_a_literal_offset():
+    assert {name: literal_reads((NATIVE / name).read_text()) for name in FRAME_CODE} == {
+        name: [] for name in FRAME_CODE}
+    # (and the check sees one)
+    assert [n for n, _ in literal_reads("int t = b[4];\nint x = b[TYPE_AT];\n"
+                                        "h = rd32be(data + 4) & 0xFFFFFF;\n"
+                                        "v = rd16be(p + RMQ_VERSION_AT);\nif (d[pos + 8] == 0x7B)\n")] == [1, 3, 5]

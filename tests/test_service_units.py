@@ -338,7 +338,7 @@ class InterfaceTests(SynchronousTestCase):
             names.add(service.name)
         self.assertEqual(names, {"batch-unregistration", "kv-config", "scan-not-active-broker",
                                  "route-memory", "remoting-server", "graceful-exit",
-                                 "oneway-notifier"})
+                                 "oneway-notifier", "log-level", "boot-line"})
 
 
 class AllocatorOptionTests(SynchronousTestCase):

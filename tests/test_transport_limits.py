@@ -11,7 +11,7 @@ import resource
 from twisted.internet import task
 from twisted.internet.error import ConnectionDone
 from twisted.internet.testing import StringTransport
-from twisted.logger import Logger
+from twisted.logger import Logger, LogLevel
 from twisted.python.failure import Failure
 from twisted.trial.unittest import SynchronousTestCase
 
@@ -569,5 +569,8 @@ class OpenFilesTests(SynchronousTestCase):
                 old, new = raise_open_files_limit(hard + 1)
                 self.assertEqual(new, hard)
                 self.assertIn("below", events[-1]["log_format"])
+                self.assertEqual(events[-1]["log_level"], LogLevel.warn)
+                raise_open_files_limit(hard + 1, required=False)   # the default's: no warning
+                self.assertEqual(events[-1]["log_level"], LogLevel.info)
         finally:
             resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))

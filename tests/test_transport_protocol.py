@@ -252,7 +252,7 @@ class BadInputTests(SynchronousTestCase):
         proto.dataReceived(request(opaque=1) + (2000).to_bytes(4, "big"))
         self.assertEqual([a.opaque for a in answers(t)], [1])
         self.assertTrue(t.disconnecting)
-        self.assertEqual(proto._chunks, [])
+        self.assertFalse(proto._frames.holding)  # nothing of it is kept
         proto.dataReceived(b"y" * 5000)  # ignored once closing
         self.assertEqual(len(h.processor.seen), 1)
 

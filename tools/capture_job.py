@@ -656,10 +656,9 @@ def _summary(table, stats) -> dict:
 def _plots(spark, table, out_dir, console):
     from pyspark.sql import Window
     from pyspark.sql import functions as F
-    from rocketpy.capture.plots import plot_latency, plot_rate, plots_available
+    from rocketpy.capture.plots import PLOTS_HINT, plot_latency, plot_rate, plots_available
     if not plots_available():
-        console.line("[capture_job] --plots needs matplotlib, from the plots extra: "
-                     "pip install 'rocketpy[plots]'")
+        console.line(f"[capture_job] {PLOTS_HINT}")
         return
     local = out_dir[5:] if out_dir.startswith("file:") else out_dir
     if "://" in local:

@@ -12,7 +12,7 @@ and DELETE_TOPIC_IN_BROKER to brokers. An error code fails with
 :class:`~rocketpy.transport.client.RemotingCommandError` ("CODE: 17 DESC: ...")."""
 import random
 
-from twisted.internet.defer import DeferredList, inlineCallbacks
+from twisted.internet.defer import DeferredList, DeferredSemaphore, inlineCallbacks
 
 from ..namesrv.javaprops import body_to_properties, format_properties
 from ..remoting.bodies import ClusterInfo, GroupList, KVTable, TopicList, TopicRouteData
@@ -29,10 +29,15 @@ from ..remoting.headers import (AddWritePermOfBrokerRequestHeader,
 from ..remoting.javahash import hashmap_order
 from ..transport.client import check_response
 
-__all__ = ["MQAdmin", "ADMIN_TIMEOUT", "ORDER_TOPIC_CONFIG", "MASTER_ID", "select_broker_addr"]
+__all__ = ["MQAdmin", "ADMIN_TIMEOUT", "BROKER_CONCURRENCY", "ORDER_TOPIC_CONFIG", "MASTER_ID",
+           "select_broker_addr"]
 
 #: ``DefaultMQAdminExt.timeoutMillis``
 ADMIN_TIMEOUT = 5.0
+#: Brokers asked at once by :meth:`MQAdmin.fetch_broker_runtime_stats_of` (each connection is
+#: closed once answered, so about twice this bounds the descriptors a 20,000-broker cluster
+#: takes: a closed connection's goes on the reactor's next turn).
+BROKER_CONCURRENCY = 32
 #: ``NamesrvUtil.NAMESPACE_ORDER_TOPIC_CONFIG``
 ORDER_TOPIC_CONFIG = "ORDER_TOPIC_CONFIG"
 #: ``MixAll.MASTER_ID``
@@ -50,10 +55,15 @@ def select_broker_addr(broker_data, rng=random):
 class MQAdmin:
     """Administrative calls against ``namesrv_addrs`` (mqadmin's ``-n "a;b"``), through ``client``
     (with the ACL signing hook when keys are configured), every request carrying ``version``
-    (mqadmin 4.9.8: 409) in ``serialize_type`` headers (Java ``rocketmq.serialize.type``)."""
+    (mqadmin 4.9.8: 409) in ``serialize_type`` headers (Java ``rocketmq.serialize.type``);
+    at most ``concurrency`` brokers are asked at once."""
 
     def __init__(self, client, namesrv_addrs, *, version=MQVersion.V4_9_8,
-                 serialize_type=SerializeType.JSON, timeout=ADMIN_TIMEOUT):
+                 serialize_type=SerializeType.JSON, timeout=ADMIN_TIMEOUT,
+                 concurrency=BROKER_CONCURRENCY):
+        if concurrency < 1:
+            raise ValueError(f"concurrency {concurrency} is not a positive number")
+        self.concurrency = concurrency
         self.client = client
         self.namesrv_addrs = list(namesrv_addrs)
         self.version = int(version)
@@ -66,8 +76,12 @@ class MQAdmin:
                                        serialize_type=self.serialize_type)
 
     @inlineCallbacks
-    def _any(self, request):
-        """Ask one NameServer; the successful answer (else RemotingCommandError)."""
+    def _any(self, request, at=None):
+        """Ask one NameServer (``at``, else any); the successful answer (else
+        RemotingCommandError)."""
+        if at is not None:
+            answer = yield self._call(at, request)
+            return answer
         addr, answer = yield self.client.invoke_any(self.namesrv_addrs, request, self.timeout)
         return check_response(answer, addr)
 
@@ -90,22 +104,25 @@ class MQAdmin:
     # -- cluster and routes ----------------------------------------------------------------------
 
     @inlineCallbacks
-    def examine_broker_cluster_info(self):
-        """GET_BROKER_CLUSTER_INFO: a :class:`~rocketpy.remoting.bodies.ClusterInfo`."""
-        answer = yield self._any(self._request(RequestCode.GET_BROKER_CLUSTER_INFO))
+    def examine_broker_cluster_info(self, at=None):
+        """GET_BROKER_CLUSTER_INFO (of the NameServer ``at``, else of any): a
+        :class:`~rocketpy.remoting.bodies.ClusterInfo`."""
+        answer = yield self._any(self._request(RequestCode.GET_BROKER_CLUSTER_INFO), at)
         return ClusterInfo.from_json(answer.body)
 
     @inlineCallbacks
-    def examine_topic_route_info(self, topic):
-        """GET_ROUTEINFO_BY_TOPIC: a :class:`~rocketpy.remoting.bodies.TopicRouteData`."""
+    def examine_topic_route_info(self, topic, at=None):
+        """GET_ROUTEINFO_BY_TOPIC (of ``at``, else of any NameServer): a
+        :class:`~rocketpy.remoting.bodies.TopicRouteData`."""
         answer = yield self._any(self._request(RequestCode.GET_ROUTEINFO_BY_TOPIC,
-                                               GetRouteInfoRequestHeader(topic=topic)))
+                                               GetRouteInfoRequestHeader(topic=topic)), at)
         return TopicRouteData.from_json(answer.body)
 
     @inlineCallbacks
-    def fetch_all_topic_list(self):
-        """GET_ALL_TOPIC_LIST_FROM_NAMESERVER: a :class:`~rocketpy.remoting.bodies.TopicList`."""
-        answer = yield self._any(self._request(RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER))
+    def fetch_all_topic_list(self, at=None):
+        """GET_ALL_TOPIC_LIST_FROM_NAMESERVER (of ``at``, else of any NameServer): a
+        :class:`~rocketpy.remoting.bodies.TopicList`."""
+        answer = yield self._any(self._request(RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER), at)
         return TopicList.from_json(answer.body)
 
     @inlineCallbacks
@@ -211,6 +228,19 @@ class MQAdmin:
         """GET_BROKER_RUNTIME_INFO to a broker: its statistics, a :class:`KVTable`."""
         answer = yield self._call(broker_addr, self._request(RequestCode.GET_BROKER_RUNTIME_INFO))
         return KVTable.from_json(answer.body)
+
+    def fetch_broker_runtime_stats_of(self, broker_addrs):
+        """:meth:`fetch_broker_runtime_stats` of every address, at most ``concurrency`` at once,
+        each broker's connection closed once it answered; a Deferred of ``[(ok, KVTable or
+        Failure)]`` in the order given (a DeferredList's)."""
+        semaphore = DeferredSemaphore(self.concurrency)
+
+        def ask(addr):
+            d = self.fetch_broker_runtime_stats(addr)
+            if addr not in self.namesrv_addrs:
+                d.addBoth(lambda result: (self.client.close_channel(addr), result)[1])
+            return d
+        return DeferredList([semaphore.run(ask, addr) for addr in broker_addrs], consumeErrors=True)
 
     @inlineCallbacks
     def query_topic_consume_by_who(self, topic):

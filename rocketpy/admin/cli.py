@@ -12,6 +12,8 @@ is the output. rocketpy adds, on every command:
 * ``--accessKey``/``--secretKey``: sign requests with these keys (RocketMQ ACL,
   ``AclClientRPCHook``); without them the keys come from ``$ROCKETMQ_HOME/conf/tools.yml`` as
   mqadmin reads them, and without that nothing is signed;
+* ``--concurrency``: how many brokers ``clusterList`` asks at once (default 32), each
+  connection closed once answered;
 * ``--remotingVersion``: the ``version`` the requests carry (default 4.9.8's 409, mqadmin
   4.9.8's; ``5.0.0`` or ``413`` to speak like mqadmin 5.0.0, whose route output then also has
   5.x's fields).
@@ -59,6 +61,7 @@ def _parser(command):
     parser.add_argument("--accessKey", dest="access_key")
     parser.add_argument("--secretKey", dest="secret_key")
     parser.add_argument("--remotingVersion", dest="remoting_version")
+    parser.add_argument("--concurrency", dest="concurrency")
     return parser, options
 
 
@@ -74,7 +77,8 @@ def _help_text(command, options):
     width = max(len(h) for h in heads) + 3
     for head, option in zip(heads, ordered):
         lines.append(f"{head:<{width}}{option.description}")
-    lines.append("rocketpy extras: --json, --accessKey <ak> --secretKey <sk>, --remotingVersion <v>")
+    lines.append("rocketpy extras: --json, --accessKey <ak> --secretKey <sk>, --remotingVersion <v>,"
+                 " --concurrency <n>")
     return "\n".join(lines) + "\n"
 
 
@@ -106,6 +110,15 @@ def _version(text):
     return ordinal
 
 
+def _concurrency(text):
+    from .api import BROKER_CONCURRENCY
+    if text is None:
+        return BROKER_CONCURRENCY
+    if not text.strip().isdigit() or int(text) < 1:
+        raise _UsageError(f"--concurrency: {text.strip()!r} is not a positive number")
+    return int(text)
+
+
 def _serialize_type():
     from ..remoting.codes import SerializeType
     name = os.environ.get("ROCKETMQ_SERIALIZE_TYPE", "JSON").strip().upper() or "JSON"
@@ -128,7 +141,7 @@ def run(argv, reactor=None, stdout=None, stderr=None):
     stdout = stdout or sys.stdout
     stderr = stderr or sys.stderr
     from .commands import find_command
-    if not argv:
+    if not argv or argv[0] in ("-h", "--help", "help") and len(argv) == 1:
         stdout.write(_command_list())
         return 0
     if argv[0] == "help" and len(argv) == 2:
@@ -160,26 +173,30 @@ def run(argv, reactor=None, stdout=None, stderr=None):
         given = args.namesrvAddr is not None or os.environ.get("NAMESRV_ADDR")
         addrs = _namesrv_addrs(args) if needs_namesrv or given else []
         version = _version(args.remoting_version)
+        concurrency = _concurrency(args.concurrency)
         serialize_type = _serialize_type()
         hook = _hook(args)
     except _UsageError as exc:
         stderr.write(f"{PROG} {command.name}: {exc}\n")
         return 1
-    return _execute(command, args, addrs, version, serialize_type, hook, reactor, stdout, stderr)
+    return _execute(command, args, (addrs, version, serialize_type, hook, concurrency), reactor,
+                    stdout, stderr)
 
 
-def _execute(command, args, addrs, version, serialize_type, hook, reactor, stdout, stderr):
+def _execute(command, args, settings, reactor, stdout, stderr):
     from twisted.internet.defer import maybeDeferred
 
     from ..transport.client import RemotingClient
     from .api import MQAdmin
-    from .commands import Output
+    from .commands import Output, printable
 
     own_reactor = reactor is None
     if own_reactor:
         from twisted.internet import reactor
+    addrs, version, serialize_type, hook, concurrency = settings
     client = RemotingClient(reactor, rpc_hook=hook)
-    admin = MQAdmin(client, addrs, version=version, serialize_type=serialize_type)
+    admin = MQAdmin(client, addrs, version=version, serialize_type=serialize_type,
+                    concurrency=concurrency)
     out = Output(sink=stdout.write)
     status = []
 
@@ -189,13 +206,14 @@ def _execute(command, args, addrs, version, serialize_type, hook, reactor, stdou
         else:
             stdout.write(out.text)
         for error in out.errors:
-            stderr.write(f"{PROG} {command.name}: {error}\n")
+            stderr.write(f"{PROG} {command.name}: {printable(error)}\n")
         status.append(1 if out.errors else 0)
 
     def failed(failure):
         if not args.json:
             stdout.write(out.text)
-        stderr.write(f"{PROG} {command.name}: {' '.join(failure.getErrorMessage().split())}\n")
+        message = " ".join(failure.getErrorMessage().split())
+        stderr.write(f"{PROG} {command.name}: {printable(message)}\n")
         status.append(1)
 
     def finish(_):
@@ -203,12 +221,17 @@ def _execute(command, args, addrs, version, serialize_type, hook, reactor, stdou
         client.shutdown()
         return status[0]
 
-    d = maybeDeferred(command.run, admin, args, out)
-    d.addCallbacks(done, failed)
-    d.addCallback(finish)
-    if not own_reactor:
+    def start():
+        d = maybeDeferred(command.run, admin, args, out)
+        d.addCallbacks(done, failed)
+        d.addCallback(finish)
         return d
-    d.addBoth(lambda _: reactor.stop())
+
+    if not own_reactor:
+        return start()
+    # started once the reactor runs, so a command failing before its first request (a bad
+    # option value) stops a running reactor instead of hanging
+    reactor.callWhenRunning(lambda: start().addBoth(lambda _: reactor.stop()))
     reactor.run()
     return status[0] if status else 1
 

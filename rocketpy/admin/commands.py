@@ -7,16 +7,18 @@ missing final newlines of ``updateOrderConf``), a ``data`` value for ``--json``,
 error. Where mqadmin prints a stack trace and carries on, the line is printed as mqadmin prints
 it, the error recorded in ``Output.errors``, and the command ends with a non-zero status."""
 import dataclasses
+import re
 
-from twisted.internet.defer import DeferredList, inlineCallbacks
+from twisted.internet.defer import inlineCallbacks
 from twisted.internet.task import deferLater
 
 from ..remoting import fastjson
 from ..remoting.bodies import java_view
 from ..remoting.javahash import concurrent_hashmap_order, hashmap_order, hashmap_ordered
 from .api import ORDER_TOPIC_CONFIG, cluster_of
+from .consistency import SECTIONS, compare_nameservers
 
-__all__ = ["SubCommand", "Option", "Output", "COMMANDS", "find_command"]
+__all__ = ["SubCommand", "Option", "Output", "COMMANDS", "find_command", "printable"]
 
 #: ``MixAll.RETRY_GROUP_TOPIC_PREFIX``, ``MixAll.DLQ_GROUP_TOPIC_PREFIX``
 RETRY_PREFIX, DLQ_PREFIX = "%RETRY%", "%DLQ%"
@@ -41,6 +43,24 @@ NAMESPACE = Option("s", "namespace", True, True, "set the namespace")
 KEY = Option("k", "key", True, True, "set the key name")
 
 
+#: What a terminal acts on rather than shows: C0, DEL, C1 (a lone 0x9b is a CSI to some
+#: terminals) and the bidirectional overrides and isolates that reorder what is shown.
+_UNPRINTABLE = re.compile("[\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+
+
+def printable(text, keep=""):
+    """``text`` with every character a terminal would act on (escape sequences, line breaks,
+    bidi overrides; all but those in ``keep``) written as ``\\xNN``/``\\uNNNN``: names come from
+    the wire (any peer may register a broker called ``"\\x1b]0;..."``), text output must not let
+    them drive the terminal or forge lines. ``--json`` escapes them its own way."""
+    def escape(match):
+        ch = match.group()
+        if ch in keep:
+            return ch
+        return f"\\x{ord(ch):02x}" if ord(ch) < 0x100 else f"\\u{ord(ch):04x}"
+    return _UNPRINTABLE.sub(escape, text)
+
+
 class Output:
     """What a command produced: ``text`` (mqadmin's), ``data`` (``--json``), ``errors``."""
 
@@ -57,8 +77,14 @@ class Output:
             self.parts = []
 
     def printf(self, fmt, *args):
-        """Java ``System.out.printf`` of a format using ``%s %d %-Ns %N.Mf %n``."""
-        self.parts.append(fmt.replace("%n", "\n") % tuple(_java(a) for a in args))
+        """Java ``System.out.printf`` of a format using ``%s %d %-Ns %N.Mf %n``, every string
+        argument :func:`printable`."""
+        self.parts.append(fmt.replace("%n", "\n") % tuple(
+            printable(a) if isinstance(a, str) else a for a in map(_java, args)))
+
+    def print_layout(self, text):
+        """``text`` whose line breaks and tabs are its layout (a pretty JSON document)."""
+        self.parts.append(printable(text, keep="\n\t"))
 
     @property
     def text(self):
@@ -103,7 +129,8 @@ class SubCommand:
 
 class ClusterList(SubCommand):
     """``ClusterListSubCommand``: brokers by cluster, with statistics asked of each broker
-    (GET_BROKER_RUNTIME_INFO, all at once here, one by one in mqadmin). ``-c`` is 5.x's."""
+    (GET_BROKER_RUNTIME_INFO, ``--concurrency`` at a time here, one by one in mqadmin). ``-c``
+    is 5.x's."""
 
     name = "clusterList"
     description = "List all of clusters"
@@ -142,8 +169,7 @@ class ClusterList(SubCommand):
                     continue
                 for broker_id, addr in hashmap_ordered(broker.broker_addrs or {}).items():
                     rows.append((cluster, broker_name, broker_id, addr))
-        stats = yield DeferredList([admin.fetch_broker_runtime_stats(addr) for *_, addr in rows],
-                                   consumeErrors=True)
+        stats = yield admin.fetch_broker_runtime_stats_of([addr for *_, addr in rows])
         now_ms = int(admin.client.clock.seconds() * 1000)
         out.data = []
         if args.moreStats:
@@ -215,7 +241,8 @@ class TopicRoute(SubCommand):
         route = yield admin.examine_topic_route_info(args.topic)
         out.data = fastjson.loads(fastjson.dumps(java_view(route, admin.version), standard=True))
         if not args.list:
-            out.printf("%s%n", fastjson.dumps(java_view(route, admin.version), pretty=True).decode())
+            pretty = fastjson.dumps(java_view(route, admin.version), pretty=True).decode()
+            out.print_layout(pretty + "\n")
             return
         queues = {q.broker_name: q for q in route.queue_datas or []}
         out.printf(self.FORMAT, "#ClusterName", "#BrokerName", "#BrokerAddrs", "#ReadQueue",
@@ -488,11 +515,51 @@ class AddWritePerm(_WritePerm):
         return admin.add_write_perm_of_broker(addr, broker)
 
 
-#: In mqadmin's help order.
+class CompareNamesrv(SubCommand):
+    """rocketpy's (mqadmin has none): whether the NameServers of ``-n`` hold the same clusters,
+    brokers and routes (:func:`~rocketpy.admin.consistency.compare_nameservers`): a digest
+    row per NameServer, then each item that differs with its value on each; an unreadable
+    NameServer or any difference fails the command."""
+
+    name = "compareNamesrv"
+    description = "Compare clusters, brokers and topic routes across the name servers of -n."
+    HEAD = "%-24s %9s %9s %9s  %-12s  %-12s  %-12s%n"
+
+    @inlineCallbacks
+    def run(self, admin, args, out):
+        comparison = yield compare_nameservers(admin)
+        out.data = comparison.to_json()
+        out.printf(self.HEAD, "#NameServer", "#Clusters", "#Brokers", "#Topics", "#ClustersSum",
+                   "#BrokersSum", "#TopicsSum")
+        for view in comparison.views:
+            if view.error is not None:
+                out.printf("%-24s %s%n", view.addr, "unreadable")
+                out.errors.append(f"{view.addr}: {view.error}")
+                continue
+            digests = view.digests()
+            out.printf(self.HEAD, view.addr, *(len(getattr(view, s)) for _, s in SECTIONS),
+                       *(digests[s] for _, s in SECTIONS))
+        width = max(len(view.addr) for view in comparison.views)
+        for difference in comparison.differences:
+            out.printf("%s %s differs:%n", difference.kind, difference.name)
+            for addr, text in difference.values.items():
+                out.printf(f"  %-{width}s  %s%n", addr, "(absent)" if text is None else text)
+        counts = {}
+        for difference in comparison.differences:
+            counts[difference.kind] = counts.get(difference.kind, 0) + 1
+        if counts:
+            summary = ", ".join(f"{n} {kind}{'s' if n > 1 else ''}" for kind, n in counts.items())
+            out.printf("%d NameServers diverge: %s differ.%n", len(comparison.views), summary)
+            out.errors.append(f"the NameServers diverge: {summary} differ")
+        elif not out.errors:
+            out.printf("%d NameServers agree.%n", len(comparison.views))
+
+
+#: In mqadmin's help order (rocketpy's own last).
 COMMANDS = (TopicRoute(), TopicClusterList(), DeleteTopic(), ClusterList(), TopicList(),
             UpdateKvConfig(), DeleteKvConfig(), GetKvConfig(), GetKvListByNamespace(),
             WipeWritePerm(), AddWritePerm(), UpdateOrderConf(), GetNamesrvConfig(),
-            UpdateNamesrvConfig())
+            UpdateNamesrvConfig(), CompareNamesrv())
 
 
 def _all_commands():

@@ -17,6 +17,11 @@ Brokers form groups of ``replicas`` (brokerId 0 the master) over ``clusters`` cl
 ``zones`` zones (``__ZONE_NAME``, as a broker-side RPC hook adds it); each group hosts ``topics``
 topics shared by ``topic_spread`` neighbouring groups, plus a broker's system topics.
 
+With ``listen`` each broker also listens on its own address while it is up and answers what
+admin tools ask brokers (:mod:`rocketpy.broker.answers`). Broker names are ``broker_prefix``
+and the group number, so two simulators against one NameServer keep apart with different
+prefixes (and base ports).
+
 Churn (``churn`` a minute): kill a broker (back after ``down`` s), restart one gracefully, or
 create a topic on a master (registered at once, as ``updateTopic`` does). :meth:`BrokerSim.verify`
 stops the churn and checks every NameServer's cluster table and routes against the brokers up.
@@ -27,6 +32,7 @@ import dataclasses
 import random
 
 from twisted.internet.defer import DeferredList, inlineCallbacks
+from twisted.internet.error import CannotListenError
 from twisted.internet.task import LoopingCall, deferLater
 
 from ..remoting.bodies import ClusterInfo, TopicConfig, TopicRouteData
@@ -34,10 +40,13 @@ from ..remoting.codes import MQVersion, RequestCode, ResponseCode, SerializeType
 from ..remoting.command import RemotingCommand
 from ..remoting.headers import ZONE_NAME, GetRouteInfoRequestHeader
 from ..transport.client import RemotingClient, RemotingCommandError
+from ..transport.factory import RemotingServerFactory
+from .answers import BrokerRequestProcessor
 from .outer_api import BrokerConfig, BrokerOuterAPI, BrokerRelease
 from .topics import TopicConfigManager
 
-__all__ = ["SimOptions", "BrokerSim", "SimulatedBroker", "SimStats", "percentile"]
+__all__ = ["SimOptions", "BrokerSim", "SimulatedBroker", "SimStats", "percentile",
+           "describe_difference"]
 
 #: ``refreshMetadata`` period of a 5.x broker
 REFRESH_METADATA_PERIOD = 5.0
@@ -55,6 +64,8 @@ class SimOptions:
     zones: int = 0
     topic_spread: int = 1
     topic_prefix: str = "SimTopic-"
+    broker_prefix: str = "broker-"
+    listen: bool = False                  # listen on each broker's address and answer there
     version: int = MQVersion.V4_9_8
     serialize_type: int = SerializeType.JSON
     compressed: bool = False
@@ -122,6 +133,29 @@ class SimStats:
         return out
 
 
+def _members(members):
+    return "{" + ", ".join(f"{i}={a}" for i, a in sorted(members.items())) + "}"
+
+
+def describe_difference(have, want, at_most=5):
+    """What ``have`` (``{broker name: {id: address}}``, a NameServer's) lacks, has too many of,
+    and holds with other members than ``want``, the first ``at_most`` of each, naming the
+    members: ``missing broker-3; unexpected broker-9; broker-0 has {0=a} where {0=a, 1=b}``."""
+    parts = []
+    missing = sorted(set(want) - set(have))
+    extra = sorted(set(have) - set(want))
+    other = sorted(n for n in set(have) & set(want) if have[n] != want[n])
+    for label, names in (("missing", missing), ("unexpected", extra)):
+        if names:
+            more = f" and {len(names) - at_most} more" if len(names) > at_most else ""
+            parts.append(f"{label} {', '.join(names[:at_most])}{more}")
+    for name in other[:at_most]:
+        parts.append(f"{name} has {_members(have[name])} where {_members(want[name])}")
+    if len(other) > at_most:
+        parts.append(f"{len(other) - at_most} more with other members")
+    return "; ".join(parts)
+
+
 def _zone_hook(zone):
     """The RPC hook a zoned deployment gives its brokers: ``__ZONE_NAME`` on every request."""
     def hook(addr, request):
@@ -144,6 +178,9 @@ class SimulatedBroker:
         self.alive = False
         self.client = None
         self.api = None
+        self.port = None             # the listening port, with ``listen``
+        self.server = None
+        self.boot_ms = None
         self._timers = []
         self._loops = []
         self._registering = False
@@ -162,6 +199,13 @@ class SimulatedBroker:
         hook = _zone_hook(self.zone) if self.zone is not None else None
         self.client = RemotingClient(sim.reactor, clock=sim.clock, rpc_hook=hook)
         self.api = BrokerOuterAPI(self.client, sim.release, sim.options.serialize_type)
+        self.boot_ms = sim.now_ms()
+        if sim.options.listen:   # a port in use fails here, before anything registers
+            server = RemotingServerFactory(BrokerRequestProcessor(self), clock=sim.clock,
+                                           idle_seconds=0)
+            self.port = sim.reactor.listenTCP(self.config.listen_port, server,
+                                              interface=self.config.broker_ip1)
+            self.server = server
         self.alive = True
         self._later(delay, self._first)
 
@@ -201,6 +245,10 @@ class SimulatedBroker:
     def _halt_and_forget(self):
         self._halt()
         self.sim.member_down(self)
+        if self.port is not None:   # what asked this broker is cut off, as by a dead process
+            self.port.stopListening()
+            self.server.close_all()
+            self.port = self.server = None
 
     def kill(self):
         """Drop every connection without a word (the NameServer sees them close)."""
@@ -302,6 +350,17 @@ class SimulatedBroker:
         d.addErrback(lambda f: self.sim.stats.failure("(any)", f, "refreshMetadata"))
         return d
 
+    def delete_topic(self, name):
+        """DELETE_TOPIC_IN_BROKER: the topic leaves the table (and the next registration)."""
+        if self.manager.delete_topic(name, self.sim.now_ms()) and self.is_master:
+            self.sim.group_topics[self.config.broker_name].discard(name)
+
+    def update_topic(self, topic):
+        """UPDATE_AND_CREATE_TOPIC: ``topic`` (a TopicConfig) into the table, registered at once."""
+        self.manager.update_topic(topic, self.sim.now_ms())
+        self.sim.group_topics[self.config.broker_name].add(topic.topic_name)
+        return self.register()
+
     def create_topic(self):
         """``updateTopic`` on this broker: a new topic, registered at once."""
         name = f"ChurnTopic-{self.config.broker_name}-{len(self.manager)}"
@@ -359,7 +418,7 @@ class BrokerSim:
         for i in range(o.brokers):
             group, broker_id = divmod(i, o.replicas)
             cluster = "DefaultCluster" if o.clusters == 1 else f"SimCluster-{group % o.clusters}"
-            name = f"broker-{group}"
+            name = f"{o.broker_prefix}{group}"
             config = BrokerConfig(
                 broker_cluster_name=cluster, broker_name=name, broker_id=broker_id,
                 broker_ip1=o.broker_host, listen_port=o.base_port + 2 * i,
@@ -431,7 +490,12 @@ class BrokerSim:
 
     def _back(self, broker):
         self._down.pop(broker.index, None)
-        broker.start(0.0)
+        try:
+            broker.start(0.0)
+        except CannotListenError as exc:   # --listen: its port was taken meanwhile; stays down
+            broker.client.shutdown()
+            self.stats.errors["restart: listen"] += 1
+            self.stats.last_error = f"{broker.config.broker_addr}: {' '.join(str(exc).split())}"
 
     def stop_churn(self):
         """No more churn events; brokers that are down stay down."""
@@ -481,6 +545,7 @@ class BrokerSim:
             for topic in self.group_topics[name]:
                 topics[topic].add(name)
         checked = sorted(topics)
+        own = set(self.group_topics)
         if len(checked) > max_topics:
             checked = sorted(self.rng.sample(checked, max_topics))
         try:
@@ -488,14 +553,12 @@ class BrokerSim:
                 answer = yield client.invoke(addr, RemotingCommand.request(
                     int(RequestCode.GET_BROKER_CLUSTER_INFO), version=self.release.version), 10.0)
                 info = ClusterInfo.from_json(answer.body)
-                seen = {name: dict(b.broker_addrs or {}) for name, b in (info.broker_addr_table or {}).items()}
+                # this simulator's groups only: another one may share the NameServer
+                seen = {name: dict(b.broker_addrs or {})
+                        for name, b in (info.broker_addr_table or {}).items() if name in own}
                 if seen != expected_members:
-                    missing = sorted(set(expected_members) - set(seen))
-                    extra = sorted(set(seen) - set(expected_members))
-                    differ = sorted(n for n in set(seen) & set(expected_members)
-                                    if seen[n] != expected_members[n])
-                    problems.append(f"{addr}: cluster table differs (missing {missing[:5]}, "
-                                    f"unexpected {extra[:5]}, other members {differ[:5]})")
+                    problems.append(f"{addr}: cluster table differs: "
+                                    f"{describe_difference(seen, expected_members)}")
                 for topic in checked:
                     request = RemotingCommand.request(
                         int(RequestCode.GET_ROUTEINFO_BY_TOPIC),
@@ -507,12 +570,13 @@ class BrokerSim:
                             problems.append(f"{addr}: no route for {topic} (code {answer.code})")
                         continue
                     route = TopicRouteData.from_json(answer.body)
-                    have = {b.broker_name: dict(b.broker_addrs or {}) for b in route.broker_datas or []}
+                    have = {b.broker_name: dict(b.broker_addrs or {})
+                            for b in route.broker_datas or [] if b.broker_name in own}
                     want = {name: expected_members[name] for name in topics[topic]
                             if (addr, name) in self.routable}
                     if have != want:
-                        problems.append(f"{addr}: route of {topic} has {sorted(have)}, "
-                                        f"expected {sorted(want)}")
+                        problems.append(f"{addr}: route of {topic} differs: "
+                                        f"{describe_difference(have, want)}")
             if self.options.controller_addr:
                 problems += yield self._verify_controller(client)
         finally:

@@ -8,15 +8,16 @@ While it runs it prints a progress line every ``--progress`` seconds on stderr; 
 summary on stdout (``--json`` for a JSON report): per NameServer the registrations answered and
 failed, latency p50/p99/max and rate, then the counts (registrations, QUERY_DATA_VERSION,
 heartbeats, churn events) and errors by kind. ``--verify`` checks, after the churn, that every
-NameServer's cluster table and routes match the brokers that are up; exit status 1 when they do
-not or when an option is wrong, 0 otherwise. Ctrl-C stops it early (brokers unregister).
+NameServer's cluster table and routes match the brokers that are up. Exit status 1 when a
+registration failed, when ``--verify`` found a difference, or when an option is wrong (one line
+on stderr each), 0 otherwise. Ctrl-C stops it early (brokers unregister).
 """
 import argparse
 import json
 import os
 import sys
 
-__all__ = ["main", "build_parser", "options_from_args", "format_report"]
+__all__ = ["main", "build_parser", "options_from_args", "format_report", "failure_lines"]
 
 PROG = "rocketpy-brokersim"
 
@@ -33,6 +34,8 @@ def build_parser():
     a("--zones", type=int, default=0, help="zones (a __ZONE_NAME per group; read by 5.x NameServers)")
     a("--topic-spread", type=int, default=1, help="neighbouring groups sharing each topic")
     a("--topic-prefix", default="SimTopic-", help="topic names: PREFIX0, PREFIX1, ... (default SimTopic-)")
+    a("--broker-prefix", default="broker-", help="broker names: PREFIX0, PREFIX1, ... (default "
+      "broker-); two simulators against one NameServer need different ones, and --base-port")
     a("--version", default="4.9.8", help="broker release to speak as: 4.9.8, 5.0.0, 5.3.3, ...")
     a("--serialize", default="JSON", choices=("JSON", "ROCKETMQ"), help="header encoding")
     a("--compressed", action="store_true", help="compressedRegister=true")
@@ -58,6 +61,8 @@ def build_parser():
     a("--settle", type=float, default=2.0, help="seconds between the last churn and --verify")
     a("--host", default="127.0.0.1", help="the brokers' address (brokerIP1)")
     a("--base-port", type=int, default=20911, help="listenPort of the first broker (then +2 each)")
+    a("--listen", action="store_true", help="brokers listen on their addresses and answer "
+      "clusterList's, deleteTopic's and topicList -c's requests")
     a("--timeout", type=float, help="registration timeout, seconds (default: the release's)")
     a("--seed", type=int, help="random seed (jitter, ramp, churn)")
     a("--controller", metavar="HOST:PORT",
@@ -96,6 +101,11 @@ def options_from_args(args):
         raise _OptionError("--jitter must be in [0, 1)")
     if min(args.churn, args.churn_after, args.down, args.zones, args.settle) < 0:
         raise _OptionError("--churn, --churn-after, --down, --zones and --settle cannot be negative")
+    if not args.broker_prefix.strip() or not args.topic_prefix.strip():
+        raise _OptionError("--broker-prefix and --topic-prefix cannot be empty")
+    if not (0 < args.base_port and args.base_port + 2 * args.brokers <= 65536):
+        raise _OptionError(f"--base-port {args.base_port}: the brokers' ports would not fit "
+                           "in 1..65535")
     if (args.acting_master or args.broker_heartbeat) and ordinal < MQVersion.V5_0_0:
         raise _OptionError("--acting-master and --broker-heartbeat need a 5.x --version")
     if args.controller is not None:
@@ -109,7 +119,8 @@ def options_from_args(args):
     return SimOptions(
         namesrv_addrs=addrs, brokers=args.brokers, topics=args.topics, clusters=args.clusters,
         replicas=args.replicas, zones=args.zones, topic_spread=args.topic_spread,
-        topic_prefix=args.topic_prefix, version=ordinal,
+        topic_prefix=args.topic_prefix, broker_prefix=args.broker_prefix.strip(),
+        listen=args.listen, version=ordinal,
         serialize_type=SerializeType[args.serialize], compressed=args.compressed,
         force_register=not args.no_force, period=args.period, jitter=args.jitter, ramp=args.ramp,
         acting_master=args.acting_master or args.broker_heartbeat,
@@ -150,6 +161,21 @@ def format_report(report, problems=None):
                          f"{verified.get('topics')} topics, on each of "
                          f"{len(report['namesrv'])} NameServer(s))")
     return "\n".join(lines) + "\n"
+
+
+def failure_lines(sim, problems):
+    """One line per reason to end with status 1: registrations that failed, a verify that found
+    differences."""
+    lines = []
+    failed = sum(n for kind, n in sim.stats.errors.items() if kind.startswith("registration:"))
+    if failed:
+        sent = sim.stats.counts["registrations"] * len(sim.options.namesrv_addrs)
+        lines.append(f"{failed} of {sent} registrations failed (last error: "
+                     f"{sim.stats.last_error})")
+    if problems:
+        lines.append(f"verify found {len(problems)} differences between the NameServers and "
+                     "the brokers up")
+    return lines
 
 
 def main(argv=None):
@@ -196,6 +222,9 @@ def main(argv=None):
                     outcome["status"] = 1
             outcome["stopping"] = True
             yield sim.stop()
+            for line in failure_lines(sim, outcome["problems"]):
+                sys.stderr.write(f"{PROG}: {line}\n")
+                outcome["status"] = 1
         except Exception as exc:  # a bug or an unexpected failure: one line, status 1
             sys.stderr.write(f"{PROG}: {' '.join(str(exc).split())}\n")
             outcome["status"] = 1

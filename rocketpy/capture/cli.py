@@ -234,10 +234,9 @@ def _main(argv) -> int:
     if not args.output and sys.stdout is None:
         return _fail("standard output is closed: give --output FILE")
     if args.plots:
-        from .plots import plots_available
+        from .plots import PLOTS_HINT, plots_available
         if not plots_available():
-            return _fail("--plots needs matplotlib, from the plots extra: "
-                         "pip install 'rocketpy[plots]'")
+            return _fail(PLOTS_HINT)
         try:                         # before decoding: a bad directory fails at once
             os.makedirs(args.plots, exist_ok=True)
         except OSError as exc:
@@ -250,9 +249,11 @@ def _main(argv) -> int:
     from .source import expand_inputs
     from .summary import SummaryBuilder, format_summary
     try:
-        expand_inputs(args.inputs)
+        found = expand_inputs(args.inputs)
     except FileNotFoundError as exc:
         return _fail(f"no such file or directory: {exc}")
+    if not found:   # e.g. an empty directory: nothing to decode is not a success
+        return _fail(f"no capture files (pcap, pcapng, gzip) in {' '.join(args.inputs)}")
     stats = Stats()
     errors: list = []
     summary = SummaryBuilder()

@@ -22,12 +22,12 @@ each stream's first and last frame lie, which the job checks against the neighbo
 """
 from __future__ import annotations
 
-from collections import Counter
+from collections import Counter, OrderedDict, deque
 from typing import NamedTuple
 
 from .framing import FrameExtractor
 from .layers import ACK, FIN, RST, SYN, decode_tcp, format_endpoint
-from .reassembly import Reassembler
+from .reassembly import MAX_PENDING_SEGMENTS, Reassembler
 from rocketpy.remoting import codes
 
 from .rows import frame_row
@@ -36,6 +36,11 @@ __all__ = ["Connection", "CaptureDecoder", "Stats", "RangePlan", "DirStart",
            "starts_new_connection"]
 
 MAX_PENDING_REQUESTS = 1 << 16
+#: live connections a whole-capture decode keeps (half-open ones cost ~2.5 KB each)
+MAX_CONNECTIONS = 100_000
+#: bytes all live connections may hold between them: segments waiting behind a hole and
+#: unfinished frames (one connection alone is bounded by its own limits, ~100 MiB)
+MAX_BUFFERED_BYTES = 256 << 20
 
 
 class Stats(dict):
@@ -96,6 +101,8 @@ class _Direction:
         self.frames = FrameExtractor(stats, abandon_after=options.get("abandon_after", 17 << 20))
         self.reasm = Reassembler(self.frames, stats,
                                  max_pending_bytes=options.get("max_pending_bytes", 32 << 20),
+                                 max_pending_segments=options.get("max_pending_segments",
+                                                                  MAX_PENDING_SEGMENTS),
                                  hole_timeout_ns=options.get("hole_timeout_ns", 10_000_000_000))
         self.endpoint_src = src
         self.endpoint_dst = dst
@@ -117,14 +124,24 @@ class Connection:
         self.dirs = (_Direction(stats, a, b, options), _Direction(stats, b, a, options))
         # per direction: opaque -> (code, ts_ns, position of the packet that completed it)
         self.requests: tuple[dict, dict] = ({}, {})
-        # responses waiting for a hole to settle: (row, direction, where it completed)
-        self.held: list[tuple[dict, int, tuple]] = []
+        # responses waiting for a hole to settle, in the order they came:
+        # number -> (row, direction, where it completed)
+        self.held: dict[int, tuple[dict, int, tuple]] = {}
+        self._held_count = 0
+        # per direction of the held responses: opaque -> their numbers, first first; and the
+        # ones whose request has just arrived (so a release touches only what it can release)
+        self._held_by: tuple[dict, dict] = ({}, {})
+        self._woken: set = set()
         self.last_ts = 0
         self.closed = False
         self.isn: list[int | None] = [None, None]
         # reading ahead: where each direction's last hole closed (a response that came while
         # it was open waited there for its request, as ``held`` does)
         self.drained: list = [None, None]
+
+    def buffered(self) -> int:
+        """Bytes this connection holds: segments behind a hole and unfinished frames."""
+        return sum(dd.reasm.pending_bytes + len(dd.frames.buf) for dd in self.dirs)
 
     def segment(self, d: int, seg, ts: int) -> None:
         if self.decoder.reading_ahead:
@@ -171,9 +188,9 @@ class Connection:
         if self.decoder.plan is not None:
             self.decoder.hand_over(self)
             return
-        for row, *_ in self.held:
+        for row, *_ in self.held.values():
             self.out.append(row)
-        self.held = []
+        self._clear_held()
         unanswered = self.stats.setdefault("unanswered_requests", {})
         for table in self.requests:
             for code, *_ in table.values():
@@ -221,7 +238,7 @@ class Connection:
                         self.out.append(row)
                     elif self.dirs[1 - d].reasm.pending:
                         # its request may sit behind a hole in the other direction
-                        self.held.append((row, d, self.decoder.pos))
+                        self._hold(row, d)
                     else:
                         self._unanswering(row, d, self.decoder.pos)
                 elif not row["is_oneway"]:
@@ -230,24 +247,51 @@ class Connection:
                         un = self.stats.setdefault("unanswered_requests", {})
                         un[code] = un.get(code, 0) + 1
                     mine[opaque] = (row["code"], row["ts_ns"], self.decoder.pos)
+                    waiting = self._held_by[1 - d].get(opaque)
+                    if waiting:
+                        self._woken.add(waiting[0])
                     self.out.append(row)
                 else:
                     self.out.append(row)
         if self.held:
             self._release_held()
 
+    def _hold(self, row: dict, d: int) -> None:
+        k = self._held_count
+        self._held_count += 1
+        self.held[k] = (row, d, self.decoder.pos)
+        self._held_by[d].setdefault(row["opaque"], deque()).append(k)
+
+    def _clear_held(self) -> None:
+        self.held = {}
+        self._held_by = ({}, {})
+        self._woken = set()
+
     def _release_held(self) -> None:
-        keep = []
-        for row, d, pos in self.held:
+        """Pair or let go, in the order they came, the held responses whose request arrived
+        (only the first of several with one opaque can pair) and those of a direction whose
+        other direction has no hole any more; the others stay held.  It never looks at the
+        others, so holding n responses costs O(n log n) however often this runs."""
+        todo = self._woken
+        self._woken = set()
+        for d in (0, 1):
+            if self._held_by[d] and not self.dirs[1 - d].reasm.pending:
+                todo.update(k for ks in self._held_by[d].values() for k in ks)
+        for k in sorted(todo):
+            row, d, pos = self.held[k]
             req = self.requests[1 - d].pop(row["opaque"], None)
             if req is not None:
                 self._pair(row, req)
                 self.out.append(row)
             elif self.dirs[1 - d].reasm.pending:
-                keep.append((row, d, pos))
+                continue
             else:
                 self._unanswering(row, d, pos)
-        self.held = keep
+            del self.held[k]
+            ks = self._held_by[d][row["opaque"]]
+            ks.popleft()                    # it was the first of its opaque
+            if not ks:
+                del self._held_by[d][row["opaque"]]
 
     def _unanswering(self, row: dict, d: int, pos: tuple) -> None:
         """A response with no request in sight: on a byte range, its request may be in an
@@ -270,12 +314,18 @@ class CaptureDecoder:
     ``ports``: only TCP segments with a source or destination port in this set (default: all;
     RocketMQ is recognised by content).  Connections that closed (FIN both ways, or RST) are
     finished once they have been quiet for ``linger_ns`` of capture time, so memory follows the
-    number of open connections, not the capture size.  ``file`` names the capture the next
-    packets come from (:meth:`begin_file` switches it, for a rotated set read as one capture).
+    number of open connections, not the capture size.  That number is bounded too (as
+    Suricata's flow manager bounds its flow table): past ``max_connections`` live connections,
+    or ``max_buffered_bytes`` held by all of them together, the connection that has been idle
+    longest is finished as if the capture ended for it (counted as ``evicted_connections``);
+    its later packets, if any, start a new one.  ``file`` names the capture the next packets
+    come from (:meth:`begin_file` switches it, for a rotated set read as one capture).
     """
 
     def __init__(self, file: str | None = None, ports=None, stats: Stats | None = None,
-                 linger_ns: int = 2_000_000_000, plan: RangePlan | None = None, **options):
+                 linger_ns: int = 2_000_000_000, plan: RangePlan | None = None,
+                 max_connections: int = MAX_CONNECTIONS,
+                 max_buffered_bytes: int = MAX_BUFFERED_BYTES, **options):
         self.file = file
         self.file_index = 0
         self.ports = frozenset(ports) if ports else None
@@ -285,6 +335,12 @@ class CaptureDecoder:
         self.generation: Counter = Counter()
         self.options = options
         self.linger_ns = linger_ns
+        self.max_connections = max(1, max_connections)
+        self.max_buffered_bytes = max_buffered_bytes
+        # whole-capture mode: live connections, least recently active first, and what they hold
+        self.active: OrderedDict = OrderedDict()    # Connection -> bytes it held when last seen
+        self.buffered = 0
+        self.peak_connections = self.peak_buffered = 0    # the most they ever were
         self._next_sweep = 0
         self._packets_since_sweep = 0
         self.plan = plan
@@ -333,13 +389,36 @@ class CaptureDecoder:
             if conn.settled:
                 self.unsettled.discard(conn)
             return
+        if self.plan is None:
+            self._account(conn)
+            self.active.move_to_end(conn)
         self._packets_since_sweep += 1
         # sweeping walks every open connection: amortise it over at least as many packets
         if (self._packets_since_sweep >= 4096 and ts >= self._next_sweep
                 and self._packets_since_sweep >= len(self.flows)):
             self.sweep(ts)
+        if self.plan is None:
+            while self.buffered > self.max_buffered_bytes and next(iter(self.active)) is not conn:
+                self._evict()
+            self.peak_buffered = max(self.peak_buffered, self.buffered)
+
+    def _account(self, conn) -> None:
+        """Whole-capture mode: note what ``conn`` holds now."""
+        b = conn.buffered()
+        self.buffered += b - self.active.get(conn, 0)
+        self.active[conn] = b
+
+    def _evict(self) -> None:
+        """Finish the connection idle longest, as if the capture ended for it."""
+        conn = next(iter(self.active))
+        self.stats.count("evicted_connections")
+        conn.finish()
+        self._drop(conn)
 
     def _new(self, key, seg, conn_id: str | None = None):
+        if self.plan is None:
+            while len(self.active) >= self.max_connections:
+                self._evict()
         src, sport, dst, dport = key
         if conn_id is None:
             lo, hi = sorted(((src, sport), (dst, dport)))
@@ -350,9 +429,12 @@ class CaptureDecoder:
         # a SYN+ACK seen first means the other side opened the connection
         if seg.flags & SYN and seg.flags & ACK:
             key = (dst, dport, src, sport)
-        self._add(key, Connection(key, conn_id, self))
+        conn = Connection(key, conn_id, self)
+        self._add(key, conn)
         if self.plan is None:
             self.stats.count("connections")
+            self.active[conn] = 0
+            self.peak_connections = max(self.peak_connections, len(self.active))
         return self.flows[(src, sport, dst, dport)]
 
     def _add(self, key, conn) -> None:
@@ -360,6 +442,7 @@ class CaptureDecoder:
         self.flows[(key[2], key[3], key[0], key[1])] = (conn, 1)
 
     def _drop(self, conn):
+        self.buffered -= self.active.pop(conn, 0)
         k = conn.key
         for kk in (k, (k[2], k[3], k[0], k[1])):
             if self.flows.get(kk, (None,))[0] is conn:
@@ -378,6 +461,8 @@ class CaptureDecoder:
                 dd.reasm.tick(ts)
             conn._flush(0)
             conn._flush(1)
+            if self.plan is None:
+                self._account(conn)
             if conn.closed and ts - conn.last_ts > self.linger_ns and self.plan is None:
                 done.append(conn)
         for conn in done:
@@ -391,6 +476,8 @@ class CaptureDecoder:
                 seen.add(id(conn))
                 conn.finish()
         self.flows.clear()
+        self.active.clear()
+        self.buffered = 0
 
     # ---- byte ranges ----------------------------------------------------------------------
 
@@ -463,8 +550,8 @@ class CaptureDecoder:
         e = self.edge(conn)
         if not conn.settled:
             self.stats.count("readahead_exhausted")
-        e["responses"].extend(conn.held)
-        conn.held = []
+        e["responses"].extend(conn.held.values())
+        conn._clear_held()
         for d, table in enumerate(conn.requests):
             e["pending"][d].extend((opaque, *req, conn.drained[d]) for opaque, req in table.items())
             table.clear()

@@ -230,6 +230,10 @@ class NativeBatchDecoder:
     def unsettled(self) -> int:
         return self._d.unsettled
 
+    @property
+    def table(self) -> dict:
+        return self._d.table
+
 
 def native_scan_range(f: BinaryIO, info: CaptureInfo, start: int | None, end: int, ports=None,
                       linger_ns: int = 2_000_000_000) -> dict:

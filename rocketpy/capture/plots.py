@@ -10,7 +10,12 @@ import math
 
 from rocketpy.remoting import codes
 
-__all__ = ["plot_latency", "plot_rate", "rate_series", "plots_available"]
+__all__ = ["plot_latency", "plot_rate", "rate_series", "rate_axis_label", "plots_available",
+           "PLOTS_HINT"]
+
+#: How to get matplotlib: the extra from a checkout (on PyPI, "rocketpy" is another project).
+PLOTS_HINT = ("--plots needs matplotlib, from the plots extra: pip install -e '.[plots]' in the "
+              "rocketpy checkout (the PyPI package named rocketpy is another project)")
 
 
 def plots_available() -> bool:
@@ -54,6 +59,14 @@ def plot_latency(latency_by_code: dict, path: str, max_codes: int = 12) -> str:
     return path
 
 
+def rate_axis_label(t0: float) -> str:
+    """The rate plot's x axis: seconds since the first request, that moment as a UTC date
+    (``seconds since 2023-11-14 22:13:20 UTC``), not a raw epoch number."""
+    import datetime
+    start = datetime.datetime.fromtimestamp(t0, datetime.timezone.utc)
+    return f"seconds since {start:%Y-%m-%d %H:%M:%S} UTC"
+
+
 def rate_series(series: dict, t0: float, t1: float, bucket_s: float, points: int = 1000):
     """``(x, requests/s)`` from t0 to t1 for one code's {bucket start: count}: buckets without a
     request are zero (an idle second is a rate of 0, not a line drawn across it), and long
@@ -80,7 +93,7 @@ def plot_rate(rate: dict, path: str, bucket_s: float = 1.0, max_codes: int = 8) 
     for code, series in top:
         xs, ys = rate_series(series, t0, t1, bucket_s)
         ax.plot(xs, ys, label=_label(code), marker=".", linewidth=1)
-    ax.set_xlabel(f"seconds since {t0:.0f} (epoch)")
+    ax.set_xlabel(rate_axis_label(t0))
     ax.set_ylabel("requests / s")
     ax.set_title("RocketMQ request rate")
     if top:

@@ -12,8 +12,8 @@ What it copes with, and how:
 * lost segments (dropped by the capture, so never retransmitted): a hole is declared lost
   ``reorder_ns`` after the peer acknowledged data beyond it (it has the bytes, nobody will
   resend them; the delay tolerates captures that reorder packets slightly), when the hole is
-  older than ``hole_timeout_ns`` of capture time, when more than ``max_pending_bytes`` wait
-  behind it, or at the end of the stream.  The sink is told the exact gap size, and the data
+  older than ``hole_timeout_ns`` of capture time, when more than ``max_pending_bytes`` or
+  ``max_pending_segments`` wait behind it, or at the end of the stream.  The sink is told the exact gap size, and the data
   behind a lost hole keeps its own capture time (it reached the receiver then); data behind a
   hole filled by a retransmission gets the retransmission's time, when the receiver got it;
 * captures starting mid-stream: without a SYN the first segment seen starts the stream;
@@ -25,13 +25,22 @@ What it copes with, and how:
   next range's bytes, and no retransmission: the packets it reads ahead are the next range's,
   which counts them.
 
-Sequence numbers are compared modulo 2**32 relative to the next expected byte.
+Sequence numbers are compared modulo 2**32 relative to the next expected byte.  Segments waiting
+behind a hole are kept by their place in the stream (a 64-bit position that never wraps) in a
+heap, so finding the first one and draining them in stream order costs O(log n) each, whatever
+order a stranger sends them in (Suricata keeps them in a tree, ``src/stream-tcp-list.c``).  When
+several waiting segments start at or before the next expected byte, the one starting first is
+delivered first; the rest is trimmed as a retransmission.
 """
 from __future__ import annotations
 
-__all__ = ["Reassembler"]
+from heapq import heappop, heappush
+
+__all__ = ["Reassembler", "MAX_PENDING_SEGMENTS"]
 
 _MASK = 0xFFFFFFFF
+#: segments one direction keeps behind a hole (32 MiB of full-sized ones is ~23,000)
+MAX_PENDING_SEGMENTS = 32768
 
 
 def _rel(a: int, b: int) -> int:
@@ -45,16 +54,21 @@ class Reassembler:
     ``gap(nbytes, ts_ns)`` calls in stream order, until its ``settled`` says it wants no more
     (a byte range's stream reached the next range's part)."""
 
-    __slots__ = ("sink", "next", "pending", "pending_bytes", "hole_since", "syn_seen",
-                 "max_pending_bytes", "hole_timeout_ns", "stats", "closed", "doomed_at",
-                 "reorder_ns", "ceiling")
+    __slots__ = ("sink", "next", "at", "pending", "order", "pending_bytes", "hole_since",
+                 "syn_seen", "max_pending_bytes", "max_pending_segments", "hole_timeout_ns",
+                 "stats", "closed", "doomed_at", "reorder_ns", "ceiling")
 
     def __init__(self, sink, stats: dict, max_pending_bytes: int = 32 << 20,
-                 hole_timeout_ns: int = 10_000_000_000, reorder_ns: int = 100_000_000):
+                 hole_timeout_ns: int = 10_000_000_000, reorder_ns: int = 100_000_000,
+                 max_pending_segments: int = MAX_PENDING_SEGMENTS):
         self.sink = sink
         self.next: int | None = None
-        self.pending: dict[int, tuple[bytes, int, int]] = {}   # seq -> (payload, missing, ts)
+        self.at = 0            # the next expected byte's place in the stream (never wraps)
+        # place -> (payload, missing, ts), and the places in a heap (the first one on top)
+        self.pending: dict[int, tuple[bytes, int, int]] = {}
+        self.order: list[int] = []
         self.pending_bytes = 0
+        self.max_pending_segments = max_pending_segments
         self.hole_since = 0
         self.syn_seen = False
         self.closed = False
@@ -89,6 +103,7 @@ class Reassembler:
             self.next = nxt = seq
         if seq == nxt and not self.pending:         # the common case: in order, nothing waiting
             self.next = (nxt + n) & _MASK
+            self.at += n
             self._deliver(payload, missing, ts)
             return
         rel = _rel(seq, nxt)
@@ -100,24 +115,28 @@ class Reassembler:
             seq, rel, n = nxt, 0, n + rel
         if rel == 0:
             self.next = (nxt + n) & _MASK
+            self.at += n
             self._deliver(payload, missing, ts)
             self._drain(ts)
             self.doomed_at = None
             if self.pending:
                 self.hole_since = ts
         else:
-            old = self.pending.get(seq)
+            place = self.at + rel
+            old = self.pending.get(place)
             if old is None or len(old[0]) + old[1] < n:
                 if old is not None:
                     self.pending_bytes -= len(old[0]) + old[1]
                 else:
                     if not self.pending:
                         self.hole_since = ts
-                self.pending[seq] = (payload, missing, ts)
+                    heappush(self.order, place)
+                self.pending[place] = (payload, missing, ts)
                 self.pending_bytes += n
             else:
                 self._retransmitted(n)
-            if self.pending_bytes > self.max_pending_bytes:
+            if (self.pending_bytes > self.max_pending_bytes
+                    or len(self.pending) > self.max_pending_segments):
                 self.skip_hole(ts)
             else:
                 self.tick(ts)
@@ -125,8 +144,7 @@ class Reassembler:
     def acked(self, ack: int, ts: int) -> None:
         """The peer acknowledged ``ack``: a hole it has acknowledged past can never fill."""
         if self.pending and self.doomed_at is None and _rel(ack, self.next) > 0:
-            first = min(self.pending, key=lambda s: _rel(s, self.next))
-            if _rel(ack, first) > 0:
+            if _rel(ack, self.next) > self.order[0] - self.at:
                 self.doomed_at = ts
         self.tick(ts)
 
@@ -140,15 +158,15 @@ class Reassembler:
         if not self.pending or self.sink.settled:
             return
         nxt = self.next
-        first = min(self.pending, key=lambda s: _rel(s, nxt))
-        gap = _rel(first, nxt)
+        gap = self.order[0] - self.at
         if gap > 0:
             lost = gap if self.ceiling is None else min(gap, max(0, _rel(self.ceiling, nxt)))
             if lost:
                 self.stats["gaps"] = self.stats.get("gaps", 0) + 1
                 self.stats["gap_bytes"] = self.stats.get("gap_bytes", 0) + lost
             self.sink.gap(gap, ts)
-            self.next = first
+            self.next = (nxt + gap) & _MASK
+            self.at += gap
         self._drain(ts, own_ts=True)
         self.doomed_at = None
         if self.pending:
@@ -187,25 +205,21 @@ class Reassembler:
             self.sink.gap(missing, ts)
 
     def _drain(self, ts: int, own_ts: bool = False) -> None:
-        pending = self.pending
-        while pending:
-            nxt = self.next
-            ready = None
-            for s in pending:
-                if _rel(s, nxt) <= 0:
-                    ready = s
-                    break
-            if ready is None:
-                return
-            payload, missing, seg_ts = pending.pop(ready)
+        """Deliver the waiting segments that start at or before the next expected byte, the
+        first-starting first."""
+        pending, order = self.pending, self.order
+        while order and order[0] <= self.at:
+            place = heappop(order)
+            payload, missing, seg_ts = pending.pop(place)
             n = len(payload) + missing
             self.pending_bytes -= n
-            rel = _rel(ready, nxt)
+            rel = place - self.at
             if rel < 0:
                 new = self._new_part(rel, payload, missing)
                 if new is None:
                     continue
                 payload, missing = new
                 n += rel
-            self.next = (nxt + n) & _MASK
+            self.next = (self.next + n) & _MASK
+            self.at += n
             self._deliver(payload, missing, seg_ts if own_ts else ts)

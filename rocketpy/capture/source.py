@@ -197,6 +197,13 @@ class RowDecoder:
     def unsettled(self) -> int:
         return len(self.dec.unsettled)
 
+    @property
+    def table(self) -> dict:
+        """The live connection table: its size now and the most it ever was."""
+        d = self.dec
+        return {"connections": len(d.active), "buffered_bytes": d.buffered,
+                "peak_connections": d.peak_connections, "peak_buffered_bytes": d.peak_buffered}
+
 
 #: what ``errors`` says of a file that ends inside a packet record (decoded up to there)
 TRUNCATED = "the file ends inside a packet record (cut short, or still being written): " \

@@ -208,6 +208,7 @@ def format_summary(s: dict) -> str:
                  f"decode errors {sum(s['decode_errors'].values())}")
     if st:
         keys = ["files", "packets", "captured_bytes", "connections", "rocketmq_connections",
+                "evicted_connections",
                 "retransmitted_bytes", "gaps", "gap_bytes", "snaplen_cut_bytes", "resyncs",
                 "skipped_bytes", "damaged_frames", "truncated_records", "ip_fragments",
                 "truncated_headers", "bad_files"]

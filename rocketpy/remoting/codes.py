@@ -16,6 +16,7 @@ binary header carries ``code`` and ``version`` as signed 16-bit integers: the po
 from enum import IntEnum
 
 __all__ = [
+    "not_supported_remark",
     "CURRENT_VERSION",
     "FLAG_ONEWAY",
     "FLAG_RESPONSE",
@@ -411,6 +412,12 @@ def _by_value(table, value):
 
 def _by_name(members, name):
     return members.get(name) if isinstance(name, str) else None
+
+
+def not_supported_remark(code):
+    """The remark of REQUEST_CODE_NOT_SUPPORTED (``NettyRemotingAbstract``), leading blank
+    included: ``" request type 999 not supported"``."""
+    return f" request type {code} not supported"
 
 
 def request_code_name(code):

@@ -48,7 +48,7 @@ __all__ = [
     "DeleteKVConfigRequestHeader", "GetKVListByNamespaceRequestHeader",
     "WipeWritePermOfBrokerRequestHeader", "WipeWritePermOfBrokerResponseHeader",
     "AddWritePermOfBrokerRequestHeader", "AddWritePermOfBrokerResponseHeader",
-    "DeleteTopicFromNamesrvRequestHeader", "RegisterTopicRequestHeader",
+    "DeleteTopicFromNamesrvRequestHeader", "RegisterTopicRequestHeader", "CreateTopicRequestHeader",
     "RegisterOrderTopicRequestHeader", "GetTopicsByClusterRequestHeader",
     "BrokerHeartbeatRequestHeader", "GetBrokerMemberGroupRequestHeader",
     "NotifyMinBrokerIdChangeRequestHeader", "DeleteTopicRequestHeader",
@@ -452,6 +452,25 @@ class DeleteTopicRequestHeader(CommandHeader):
     """DELETE_TOPIC_IN_BROKER (215): sent to a *broker* (``mqadmin deleteTopic``'s first half)."""
 
     FIELDS = (F("topic", "topic", STRING, True),) + _TOPIC_RPC_FIELDS
+
+
+class CreateTopicRequestHeader(CommandHeader):
+    """UPDATE_AND_CREATE_TOPIC (17): sent to a *broker* (``mqadmin updateTopic``); ``attributes``
+    and ``force`` since 5.0 (absent from a 4.9 request, which reads the same). Read by simulated
+    brokers only, so 5.x's RPC fields (``lo``, ``bname``, ...) are left out: they are ignored."""
+
+    FIELDS = (
+        F("topic", "topic", STRING, True),
+        F("defaultTopic", "default_topic", STRING, True),
+        F("readQueueNums", "read_queue_nums", INTEGER, True),
+        F("writeQueueNums", "write_queue_nums", INTEGER, True),
+        F("perm", "perm", INTEGER, True),
+        F("topicFilterType", "topic_filter_type", STRING, True),
+        F("topicSysFlag", "topic_sys_flag", INTEGER),
+        F("order", "order", BOOLEAN, True, False),
+        F("attributes", "attributes", STRING),
+        F("force", "force", BOOLEAN, False, False),
+    )
 
 
 class QueryTopicConsumeByWhoRequestHeader(CommandHeader):

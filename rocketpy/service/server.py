@@ -1,10 +1,11 @@
 """Service layer: the listening remoting server (Java ``NettyRemotingServer.start``/``shutdown``
 and the boot line of ``NamesrvStartup.createAndStartNamesrvController``).
 
-Once listening (failing loudly, :mod:`rocketpy.service.listening`) it logs Java's line, ``The
-Name Server boot success. serializeType=JSON, address 0.0.0.0:9876``, with the address actually
-bound. Stopping closes every connection (their close events still reach the housekeeping
-service); the returned Deferred fires when they are gone, or after ``close_timeout``."""
+Once listening (failing loudly, :mod:`rocketpy.service.listening`) and told every other listener
+is bound (:meth:`RemotingServerService.announce`), it logs Java's line, ``The Name Server boot
+success. serializeType=JSON, address 0.0.0.0:9876``, with the address actually bound.
+Stopping closes every connection (their close events still reach the housekeeping service);
+the returned Deferred fires when they are gone, or after ``close_timeout``."""
 from twisted.internet import defer
 
 from ..transport.protocol import format_address
@@ -26,15 +27,27 @@ class RemotingServerService(ListeningService):
         self.factory = factory
         self.close_timeout = close_timeout
         self.address = None
+        self._announce = False
 
     def _listening(self, port):
         self.port = port
         self.address = format_address(port.getHost())
-        self.log.info("{prefix} serializeType=JSON, address {address}",
-                      prefix=BOOT_LINE_PREFIX, address=self.address)
         self.log.info("listening on {what} (TLS mode {mode})",
                       what=self.description, mode=self.factory.tls_mode.value)
+        if self._announce:
+            self._boot_line()
         return port
+
+    def announce(self):
+        """Log the boot line once listening: called when every other listener (``--web``) is
+        bound too, so the line never precedes a failed start."""
+        self._announce = True
+        if self.address is not None:
+            self._boot_line()
+
+    def _boot_line(self):
+        self.log.info("{prefix} serializeType=JSON, address {address}",
+                      prefix=BOOT_LINE_PREFIX, address=self.address)
 
     def stopService(self):
         super().stopService()

@@ -12,7 +12,7 @@ from functools import partial
 
 from twisted.application.service import MultiService, Service
 from twisted.internet.interfaces import IReactorFromThreads
-from twisted.logger import Logger
+from twisted.logger import Logger, LogLevel
 from twisted.python import usage
 
 from ..namesrv.config import Configuration
@@ -35,6 +35,7 @@ from .fileio import AppendLog, load_properties, read_text, write_file_java
 from .housekeeping import BrokerHousekeepingService
 from .kvconfig import COMPACTOR_THREAD_NAME, KVConfigService
 from .liveness import ScanNotActiveBrokerService
+from .loglevel import LogLevelService, log_level
 from .memory import RouteMemoryService, compact_dicts
 from .propcheck import value_problem
 from .startup import GracefulExit, StartError
@@ -86,16 +87,30 @@ class Options(usage.Options):
                                      "~/namesrv/kvConfig.json)."],
         ["profile", None, "5.3", "Which Java NameServer to answer like, byte for byte: 4.9 "
                                  "(4.9.x), 5.0 (5.0.0) or 5.3 (5.1 and later)."],
+        ["logLevel", None, "info", "The least severe log lines written: debug (adds a line per "
+                                   "connection opened and closed), info, warn, error or "
+                                   "critical."],
     ]
 
     def __init__(self):
         super().__init__()
         self["define"] = {}
 
+    def opt_version(self):
+        """Print rocketpy's version (and Twisted's, Python's) and exit."""
+        import platform
+
+        import twisted
+
+        from .. import __version__
+        sys.stdout.write(f"rocketpy {__version__} (Twisted {twisted.__version__}, "
+                         f"Python {platform.python_version()})\n")
+        sys.exit(0)
+
     def opt_define(self, value):
         key, sep, val = value.partition("=")
-        if not sep or not key.strip():
-            raise usage.UsageError(f"-D wants key=value, got {value!r}")
+        if not sep or not key.strip():   # one line, not the whole usage before it
+            raise StartError(f"-D wants key=value, got {value!r}")
         self["define"][key.strip()] = val
 
     opt_define.__doc__ = ("Set one property after the config file, e.g. -D listenPort=9877 "
@@ -135,6 +150,10 @@ class Options(usage.Options):
             if self.get(name) and not self["web"]:
                 raise StartError(f"--{name} is shown on the web endpoint: give --web too")
         try:
+            self["log_level"] = log_level(self["logLevel"])
+        except ValueError as exc:
+            raise StartError(str(exc)) from None
+        try:
             self["profile_obj"] = profile_for(self["profile"])
         except ValueError as exc:
             raise StartError(str(exc)) from None
@@ -162,6 +181,7 @@ class Options(usage.Options):
             except ValueError as exc:
                 raise StartError(f"enableControllerInNamesrv=true: {exc}") from None
         self["tls"] = _tls_settings(props)
+        self["explicit_max_connections"] = "serverMaxConnections" in props
         try:
             self["limits"] = ServerLimits.from_properties(props)
             self["kv_limits"] = KVLimits.from_properties(props)
@@ -340,10 +360,12 @@ def makeService(options, reactor=None):
         limits=options.get("limits"), metrics=metrics, decode_pool=decode_pool,
         write_pool=write_pool)
     if factory.governor.limits.max_connections:  # one descriptor per connection, and some spare
-        raise_open_files_limit(factory.governor.limits.max_connections + 256)
+        raise_open_files_limit(factory.governor.limits.max_connections + 256,
+                               required=options.get("explicit_max_connections", True))
     interval = policies.liveness.scan_interval_ms(namesrv_config)
 
     top = MultiService()
+    LogLevelService(options.get("log_level", LogLevel.info), reactor).setServiceParent(top)
     if settings.mode is not TlsMode.DISABLED and watched_paths(settings):   # as Java: on change
         from .tlswatch import TlsFileWatch
         install = partial(setattr, factory, "tls_context_factory")   # read per connection
@@ -393,6 +415,7 @@ def makeService(options, reactor=None):
             listen=options["listen"], nsaddr=options.get("nsaddr"), peers=options.get("peers"))
         top.web.setServiceParent(top)
         top.web.registry.register(GuardCollector(processor, write_pool, memory))
+    _Hooks("boot-line", server.announce).setServiceParent(top)   # once every listener is bound
     top.route_info_manager = route
     top.processor = processor
     top.memory = memory

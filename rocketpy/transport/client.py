@@ -38,7 +38,8 @@ from twisted.internet.task import LoopingCall
 from twisted.logger import Logger
 from zope.interface import implementer
 
-from ..remoting.codes import FLAG_ONEWAY, FLAG_RESPONSE, ResponseCode, response_code_name
+from ..remoting.codes import (FLAG_ONEWAY, FLAG_RESPONSE, ResponseCode, not_supported_remark,
+                              response_code_name)
 from ..remoting.errors import RemotingCodecError
 from ..remoting.frame import DEFAULT_MAX_FRAME_LENGTH, decode_frame
 from ..remoting.splitter import FrameSplitter
@@ -599,7 +600,7 @@ class RemotingClient:
                                                    remark="request handler failed")
         elif not request.is_oneway:
             response = request.create_response(_NOT_SUPPORTED,
-                                               remark=f" request type {request.code} not supported")
+                                               remark=not_supported_remark(request.code))
         proto = channel.proto
         if response is not None and not request.is_oneway and proto is not None:
             response.opaque = request.opaque

@@ -6,7 +6,6 @@ frame limit, the idle time, the TLS mode and context, the socket options of
 channel id (the liveness scan) close that channel, and lets shutdown close them all.
 """
 import itertools
-import socket
 
 from twisted.internet.defer import Deferred
 from twisted.internet.protocol import ServerFactory
@@ -107,25 +106,6 @@ class RemotingServerFactory(ServerFactory):
         for proto in list(self.connections.values()):
             proto.close(why)
         return d
-
-    # -- per-connection setup ---------------------------------------------------------------
-
-    def configure_transport(self, transport):
-        """Socket options of ``NettyServerConfig`` (Java sets TCP_NODELAY on every child)."""
-        if hasattr(transport, "setTcpNoDelay"):
-            transport.setTcpNoDelay(True)
-        handle = getattr(transport, "getHandle", None)
-        sock = handle() if handle is not None else None
-        if isinstance(sock, socket.socket):
-            try:
-                if self.send_buffer > 0:
-                    sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, self.send_buffer)
-                if self.receive_buffer > 0:
-                    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, self.receive_buffer)
-            except OSError as exc:
-                self.log.warn("cannot set socket buffer sizes: {exc}", exc=exc)
-        if self.write_high_water_mark > 0 and hasattr(transport, "bufferSize"):
-            transport.bufferSize = self.write_high_water_mark
 
     def fire(self, event, proto):
         """Tell the listener ``event`` about ``proto``'s channel; a listener bug is only logged."""

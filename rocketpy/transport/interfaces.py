@@ -1,11 +1,28 @@
-"""Transport layer: the two interfaces between the Twisted transport and everything above it:
+"""Transport layer: the interfaces between the Twisted transport and everything above it:
 ``IChannelEventListener`` (Java ``ChannelEventListener``: connect, close, exception, idle and
 active of every channel) and ``IRequestProcessor`` (Java ``NettyRequestProcessor`` reduced to one
 call per request, time passed in). Both speak ``rocketpy.namesrv.channel.Channel`` values, never
-protocol objects, so route state can hold channels without holding sockets."""
-from zope.interface import Interface
+protocol objects, so route state can hold channels without holding sockets. And, inside the
+transport, ``IGovernedConnection``: all the load governor may ask of a connection."""
+from zope.interface import Attribute, Interface
 
-__all__ = ["IChannelEventListener", "IRequestProcessor"]
+__all__ = ["IChannelEventListener", "IRequestProcessor", "IGovernedConnection"]
+
+
+class IGovernedConnection(Interface):
+    """A connection as :class:`~rocketpy.transport.limits.LoadGovernor` sees it: two methods
+    (and its address for log events), so the governor never touches a connection's flags or
+    its socket."""
+
+    remote_addr = Attribute("``host:port`` of the peer, for the trouble log events")
+
+    def unthrottle():
+        """A new turn: this connection, queued when its turn's budget ran out, may be served
+        and read again (unless something else still pauses it). A peer that has gone meanwhile
+        is dropped instead of served what it left behind."""
+
+    def is_closing():
+        """True once the connection is closing or gone: the governor drops it from its queue."""
 
 
 class IChannelEventListener(Interface):

@@ -21,9 +21,11 @@ Throttled connections wait in one queue; each turn resumes them in order while i
 each with a quantum of ``max(fair share, serverRequestsPerTurn / queue length)``. A read holding
 more than its fair share while the budget is spent (a flood starting) is shed and queued at once.
 So a light client is served in the first turn its request is read, flooders share the rest round
-robin, and a turn costs about ``serverTurnMillis`` plus the light clients' requests. Before
-resuming a queued connection the governor peeks at its socket (``MSG_PEEK``), so a peer that has
-gone is dropped instead of served what it left behind.
+robin, and a turn costs about ``serverTurnMillis`` plus the light clients' requests. The
+governor sees a connection only through
+:class:`~rocketpy.transport.interfaces.IGovernedConnection`; a queued connection, resumed,
+peeks at its socket first (``MSG_PEEK``), so a peer that reset is dropped instead of served what
+it left behind (one that half-closed is still answered).
 
 Other limits: ``serverMaxConnections`` (Java has none), ``serverMaxPendingFrameBytes`` (partly
 received large frames, all connections together: 16 MiB frames trickled in by thousands of peers
@@ -36,7 +38,6 @@ Every refused connection, bad frame, shed request, drop and expiry is logged onc
 :class:`~rocketpy.transport.metrics.ServerMetrics`."""
 import dataclasses
 import resource
-import socket
 from time import perf_counter
 
 from twisted.internet.protocol import Protocol
@@ -49,7 +50,7 @@ from ..remoting.layout import frames_at_least, peek_request
 
 __all__ = ["ServerLimits", "LoadGovernor", "RefusedConnection", "overload_answer", "LIMIT_KEYS",
            "TROUBLE_EVENTS", "NOT_SHED",
-           "trouble", "raise_open_files_limit", "peer_gone"]
+           "trouble", "raise_open_files_limit"]
 
 log = Logger()
 
@@ -125,10 +126,11 @@ class ServerLimits:
         return cls(**values)
 
 
-def raise_open_files_limit(wanted):
+def raise_open_files_limit(wanted, required=True):
     """Raise the soft RLIMIT_NOFILE towards ``wanted`` (at most the hard limit), logged; returns
     ``(old soft, new soft)``. The usual soft limit (1,024) would make ``accept`` fail long before
-    ``serverMaxConnections``."""
+    ``serverMaxConnections``. Falling short is a warning when ``wanted`` was ``required`` (a
+    configured serverMaxConnections), else an info line (the default's, on every boot)."""
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     if soft == resource.RLIM_INFINITY or (soft >= wanted):
         return soft, soft
@@ -144,7 +146,8 @@ def raise_open_files_limit(wanted):
             log.info("open files limit raised from {soft} to {target} (hard limit {hard})",
                      soft=soft, target=target, hard=hard)
     if target < wanted:
-        log.warn("open files limit {limit} (hard {hard}) is below serverMaxConnections + margin "
+        log.emit(LogLevel.warn if required else LogLevel.info,
+                 "open files limit {limit} (hard {hard}) is below serverMaxConnections + margin "
                  "({wanted}): connections past it fail at accept", limit=target, hard=hard,
                  wanted=wanted)
     return soft, target
@@ -156,21 +159,6 @@ class RefusedConnection(Protocol):
 
     def connectionMade(self):
         self.transport.abortConnection()
-
-
-def peer_gone(transport):
-    """True when a TCP peer has reset or closed the connection (with nothing unread before the
-    end). A queued connection is not read, so without this look (``MSG_PEEK``: nothing consumed)
-    a flooder that went away would hold its slot until its buffered requests were all served."""
-    sock = getattr(transport, "socket", None)
-    if not isinstance(sock, socket.socket):
-        return False
-    try:
-        return sock.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT) == b""
-    except (BlockingIOError, InterruptedError):
-        return False
-    except OSError:
-        return True
 
 
 def trouble(logger, event, peer, reason, format, level=LogLevel.warn, **fields):
@@ -417,7 +405,7 @@ class LoadGovernor:
         self._start_turn()
         for i, proto in enumerate(waiting):
             if self._turn_left <= 0 or self.timer() - self._turn_started > self._turn_seconds:
-                queue = dict.fromkeys(p for p in waiting[i:] if not p.closing)
+                queue = dict.fromkeys(p for p in waiting[i:] if not p.is_closing())
                 queue.update(self._queue)
                 self._queue = queue
                 break

@@ -1,12 +1,13 @@
 """Transport layer: one server connection (Java ``NettyRemotingServer``'s channel pipeline:
 ``HandshakeHandler``, ``TlsModeHandler``, ``NettyDecoder``, ``IdleStateHandler``,
-``NettyConnectManageHandler``, ``NettyServerHandler``). One small protocol does the same jobs:
+``NettyConnectManageHandler``, ``NettyServerHandler``). The protocol ties small parts together,
+each written once: its states and pause reasons (:mod:`~rocketpy.transport.connstate`), the TLS
+sniffer (:mod:`~rocketpy.transport.sniff`), the frame receiver
+(:mod:`~rocketpy.transport.receiver`) and the adapter for Twisted internals
+(:mod:`~rocketpy.transport.tuning`). What it does itself:
 
 * TLS mode on the first byte (0x16, a handshake): start TLS or refuse, per ``tls.server.mode``.
-* Framing with one copy: a partial frame's chunks are joined once it is complete (a 1.5 MB
-  registration costs one join, not a reallocation per read), and while a big frame is incomplete
-  the socket is read in pieces as big as what is missing (up to ``READ_AHEAD_MAX``). A length
-  over the limit closes the connection before any of that frame is buffered.
+* A length over the limit closes the connection before any of that frame is buffered.
 * Requests are answered in arrival order, one ``writeSequence`` per read (Java may answer
   pipelined requests out of order; in order is one of the orders it can produce). A Deferred
   answer is written when it fires.
@@ -18,8 +19,9 @@
   connection gone by then gets nothing (its registration is not applied; a write still happens).
   A full decode pool answers SYSTEM_BUSY; a lane without a pool runs at once.
 * Flow control (Java turns auto-read off in ``channelWritabilityChanged``): the protocol is a
-  streaming producer for its transport; paused past the high water mark, it neither reads nor
-  serves buffered frames, so a client that never reads costs at most one read's answers.
+  streaming producer for its transport; paused for any reason (the peer not reading past the
+  high-water mark, the turn's budget spent, work on a pool), it neither reads nor serves
+  buffered frames, so a client that never reads costs at most one read's answers.
 * A frame that does not decode is logged and closes that one connection (as ``NettyDecoder``).
 * Idle (``IdleStateHandler`` ``ALL_IDLE``, ``serverChannelMaxIdleTimeSeconds``) closes the
   connection and reports ``idle``, then ``close``.
@@ -42,11 +44,15 @@ from ..namesrv.pending import Pending
 from ..remoting.command import FLAG_ONEWAY, FLAG_RESPONSE, RemotingCommand
 from ..remoting.errors import RemotingCodecError
 from ..remoting.frame import decode_frame
-from ..remoting.layout import bytes_needed, frame_at
-from .limits import LARGE_FRAME, NOT_SHED, peer_gone
-from .tls import HANDSHAKE_MAGIC, TlsMode
+from ..remoting.layout import frame_at
+from .connstate import DECODE, DRAINING, FLOW, OVERLOAD, SNIFFING, ConnectionState, PauseReasons
+from .interfaces import IGovernedConnection
+from .limits import LARGE_FRAME, NOT_SHED
+from .receiver import FrameReceiver
+from .sniff import PLAIN, TLS, sniff, start_tls
+from .tuning import READ_AHEAD_MAX, TransportTuning
 
-__all__ = ["RemotingServerProtocol", "format_address"]
+__all__ = ["RemotingServerProtocol", "format_address", "READ_AHEAD_MAX"]
 
 SYSTEM_ERROR = 1
 #: Answers are flushed to the transport at least every this many bytes, so a pause can stop
@@ -54,8 +60,6 @@ SYSTEM_ERROR = 1
 FLUSH_BYTES = 256 * 1024
 #: Seconds a closed connection may take to flush its answers before it is reset.
 CLOSE_GRACE = 5.0
-#: Largest socket read while the rest of a big frame is awaited (``_read_ahead``).
-READ_AHEAD_MAX = 1 << 20
 
 
 def format_address(address):
@@ -70,24 +74,17 @@ def format_address(address):
     return name or ""
 
 
-@implementer(IPushProducer, IHalfCloseableProtocol)
+@implementer(IPushProducer, IHalfCloseableProtocol, IGovernedConnection)
 class RemotingServerProtocol(Protocol):
-    """One RocketMQ remoting connection on the server side."""
+    """One RocketMQ remoting connection on the server side: its life is a
+    :class:`~rocketpy.transport.connstate.ConnectionState`, why it is not read a
+    :class:`~rocketpy.transport.connstate.PauseReasons`, what it holds of the next frame a
+    :class:`~rocketpy.transport.receiver.FrameReceiver`."""
 
     log = Logger()
 
     channel = None
     remote_addr = ""
-    closing = False
-    paused = False
-    _read_size = 0          # the transport's own read size (0: not adjustable)
-    _reading_ahead = False  # the read size is raised for a big incomplete frame
-    #: this turn's request budget is spent: not read again until the next turn (limits.py)
-    throttled = False
-    #: a request's work is on the decode pool: not read again until it is answered
-    waiting = False
-    #: the peer shut its sending side: answer what it sent, then close
-    read_closed = False
     #: language and version of the peer's latest request (the status page shows them)
     peer_language = None
     peer_version = None
@@ -103,40 +100,76 @@ class RemotingServerProtocol(Protocol):
         self._cache = server.answer_cache
         self._metrics = server.metrics
         self._gate = server.governor  # limits.LoadGovernor: turn budget, shedding, frame memory
-        self._flow_paused = False
-        self._holding = False
+        self._state = ConnectionState()
+        self._pause = PauseReasons()
+        self._tuning = None
+        self._frames = None
+        self._holding = False   # a large partial frame is accounted with the governor
         self._frame_started = 0.0
-        self._chunks = []
-        self._have = 0
-        self._need = 0
-        self._sniff = False
         self._last_activity = 0.0
         self._idle_call = None
         self._abort_call = None
         self._close_reason = None
-        self._producing = False
+
+    # -- what others read --------------------------------------------------------------------
+
+    @property
+    def state(self):
+        """Where the connection is in :data:`~rocketpy.transport.connstate.TRANSITIONS`."""
+        return self._state.state
+
+    @property
+    def closing(self):
+        """Closed by us or gone: nothing more is read, served or written."""
+        return self._state.closing
+
+    def is_closing(self):
+        """(``IGovernedConnection``) True once it is closing: the governor drops it."""
+        return self._state.closing
+
+    @property
+    def paused(self):
+        """Not read, for at least one reason."""
+        return bool(self._pause)
+
+    @property
+    def throttled(self):
+        """This turn's request budget is spent: not read until the governor's next turn."""
+        return OVERLOAD in self._pause
+
+    @property
+    def waiting(self):
+        """A request's work is on a pool: not read again until it is answered."""
+        return DECODE in self._pause
+
+    @property
+    def read_closed(self):
+        """The peer shut its sending side: answer what it sent, then close."""
+        return self._state.state == DRAINING
 
     # -- connection life -------------------------------------------------------------------
 
     def connectionMade(self):
         server = self.server
-        self.remote_addr = format_address(self.transport.getPeer())
+        transport = self.transport
+        self.remote_addr = format_address(transport.getPeer())
         self.channel = server.open_channel(self)
         self._last_activity = self._clock.seconds()
-        server.configure_transport(self.transport)
-        size = getattr(self.transport, "bufferSize", None)  # tcp/unix: recv size (_read_ahead)
-        self._read_size = size if type(size) is int and size > 0 else 0
-        self.transport.registerProducer(self, True)
-        self._producing = True
-        self._sniff = not ISSLTransport.providedBy(self.transport)
+        self._tuning = TransportTuning(transport, server.send_buffer, server.receive_buffer,
+                                       server.write_high_water_mark)
+        self._frames = FrameReceiver(self._tuning)
+        transport.registerProducer(self, True)
+        if ISSLTransport.providedBy(transport):  # TLS already (an ssl: endpoint): no sniffing
+            self._state.fire(TLS)
         self.log.debug("NETTY SERVER PIPELINE: channelActive, the channel[{addr}]", addr=self.remote_addr)
         if server.idle_seconds > 0:
             self._idle_call = self._clock.callLater(server.idle_seconds, self._check_idle)
         server.fire("on_channel_connect", self)
 
     def connectionLost(self, reason=connectionDone):
-        self.closing = True
-        self._chunks = []
+        self._state.fire("lost")
+        if self._frames is not None:
+            self._frames.clear()
         self._cancel_idle()
         if self._abort_call is not None and self._abort_call.active():
             self._abort_call.cancel()
@@ -153,32 +186,29 @@ class RemotingServerProtocol(Protocol):
         """The peer half-closed (``shutdown(SHUT_WR)``) after its requests: they are still
         answered -- including one waiting for a pool, or queued behind a pause -- and then the
         connection is closed. (Without this Twisted closes at once and the answers are lost.)"""
-        self.read_closed = True
+        self._state.fire("read_closed")
         self._close_if_answered()
 
     def writeConnectionLost(self):
         """Our sending side closed (we never half-close it ourselves): nothing to do."""
 
     def _close_if_answered(self):
-        """After a half-close: close once nothing the peer sent is left to answer (a frame
-        still incomplete never will be)."""
-        if (self.read_closed and not self.closing and not self.waiting
-                and not (self.paused and self._chunks and self._have >= self._need)):
+        """While draining: close once nothing the peer sent is left to answer -- no work on a
+        pool, no whole frame held (a frame still incomplete never will be)."""
+        if (self._state.state == DRAINING and DECODE not in self._pause
+                and not self._frames.complete):
             self.close("peer closed")
 
     def close(self, why):
         """Close this connection, logging ``why`` (Java ``RemotingHelper.closeChannel``): written answers
         are flushed and the peer gets a FIN, as with Netty's ``close()``; a peer that does not read them
         is reset after ``CLOSE_GRACE`` seconds, so a dead peer cannot pin the connection open."""
-        if self.closing:
+        if not self._state.fire("close"):
             return
-        self.closing = True
         self._close_reason = why
-        self._chunks = []
+        self._frames.clear()
         self._cancel_idle()
-        if self._producing:
-            self._producing = False
-            self.transport.unregisterProducer()
+        self.transport.unregisterProducer()
         self.transport.loseConnection()
         self._abort_call = self._clock.callLater(CLOSE_GRACE, self.transport.abortConnection)
 
@@ -195,8 +225,7 @@ class RemotingServerProtocol(Protocol):
         now = self._clock.seconds()
         quiet = now - self._last_activity
         # slow loris: a frame still incomplete after the idle time, however it trickles in
-        slow = (now - self._frame_started
-                if self._chunks and self._have < self._need and not self.paused else 0.0)
+        slow = now - self._frame_started if self._frames.incomplete and not self._pause else 0.0
         if quiet < idle and slow < idle:
             self._idle_call = self._clock.callLater(idle - max(quiet, slow), self._check_idle)
             return
@@ -209,51 +238,44 @@ class RemotingServerProtocol(Protocol):
             self.close("slow frame")
         self.server.fire("on_channel_idle", self)
 
-    # -- producer (flow control) -----------------------------------------------------------
+    # -- pausing: one set of reasons -----------------------------------------------------------
+
+    def _paused_for(self, reason):
+        """Stop reading for ``reason`` (the transport is told at the first reason only)."""
+        if self._pause.pause(reason) and not self.closing:
+            self.transport.pauseProducing()
+
+    def _resumed_from(self, reason, check_peer=False):
+        """``reason`` no longer holds: read and serve again if it was the last one; then, while
+        draining, close once everything is answered."""
+        if self._pause.resume(reason) and not self.closing:
+            if check_peer and self._tuning.peer_gone():
+                self.transport.abortConnection()  # a queued socket was not read: anyone there?
+                return
+            self.transport.resumeProducing()
+            if self._frames.complete:
+                self._consume(self._frames.take())
+        self._close_if_answered()
 
     def pauseProducing(self):
-        self._flow_paused = True
-        if not self.paused:
-            self.paused = True
+        """The peer does not read its answers (Java turns auto-read off in
+        ``channelWritabilityChanged``): neither read nor serve buffered frames."""
+        if FLOW not in self._pause:
             self.log.debug("Channel[{addr}] auto-read is disabled: the peer is not reading",
                            addr=self.remote_addr)
-            self.transport.pauseProducing()
+        self._paused_for(FLOW)
 
     def resumeProducing(self):
-        self._flow_paused = False
-        if self.paused and not self.closing and not self.throttled and not self.waiting:
-            self._resume()
-
-    def _throttle(self):
-        """This turn's budget is spent: stop reading until the governor's next turn."""
-        self.throttled = True
-        if not self.paused:
-            self.paused = True
-            self.transport.pauseProducing()
-        self._gate.throttle(self)
+        self._resumed_from(FLOW)
 
     def unthrottle(self):
         """A new turn (called by the governor): serve what waits, read again."""
-        self.throttled = False
-        if self.paused and not self.closing and not self._flow_paused and not self.waiting:
-            if peer_gone(self.transport):  # a queued socket is not read: is anyone still there?
-                self.transport.abortConnection()
-                return
-            self._resume()
-
-    def _resume(self):
-        self.paused = False
-        self.transport.resumeProducing()
-        if self._chunks and self._have >= self._need:
-            data = b"".join(self._chunks)
-            self._chunks = []
-            self._consume(data)
-        if self.read_closed:
-            self._close_if_answered()
+        self._resumed_from(OVERLOAD, check_peer=True)
 
     def stopProducing(self):
-        self.closing = True
-        self._chunks = []
+        self._state.fire("lost")
+        if self._frames is not None:
+            self._frames.clear()
 
     # -- input ------------------------------------------------------------------------------
 
@@ -262,73 +284,32 @@ class RemotingServerProtocol(Protocol):
             return
         self._metrics.bytes_received += len(data)
         self._last_activity = self._clock.seconds()
-        if self._sniff:
-            self._sniff = False
-            if not self._tls_mode(data):
-                return
-        if self._chunks:
-            self._chunks.append(data)
-            self._have += len(data)
-            if self._have < self._need or self.paused:
-                if self._reading_ahead:  # read no further than this frame's end
-                    self._read_ahead(self._need - self._have)
-                return
-            data = b"".join(self._chunks)
-            self._chunks = []
-        elif self.paused:
-            self._chunks = [data]
-            self._have = len(data)
-            self._need = 0
+        if self._state.state == SNIFFING and not self._sniff(data):
             return
-        self._consume(data)
+        data = self._frames.receive(data, bool(self._pause))
+        if data is not None:
+            self._consume(data)
 
-    def _tls_mode(self, data):
-        """Java ``TlsModeHandler``; True when ``data`` should be read as plain remoting."""
+    def _sniff(self, data):
+        """The first byte decides (:mod:`rocketpy.transport.sniff`); True when ``data`` is
+        plain remoting to serve."""
         server = self.server
-        mode = server.tls_mode
-        if data[0] == HANDSHAKE_MAGIC:
-            if mode is TlsMode.DISABLED:
-                return self._refuse_tls("tls disabled", "Clients intend to establish an SSL "
-                                        "connection while this server is running in SSL disabled "
-                                        "mode ({peer})")
-            context = server.tls_context_factory
-            if context is None or not ITLSTransport.providedBy(self.transport):
-                return self._refuse_tls("no tls context", "Trying to establish an SSL connection "
-                                        "but sslContext is null ({peer})")
-            self.transport.startTLS(context)
+        context = server.tls_context_factory
+        verdict = sniff(data[0], server.tls_mode,
+                        context is not None and ITLSTransport.providedBy(self.transport))
+        if verdict is PLAIN:
+            return self._state.fire(PLAIN)
+        if verdict is TLS:
+            self._state.fire(TLS)
             self.log.debug("TLS started for {addr}", addr=self.remote_addr)
-            # The TLS layer now sits between the socket and us: feed it the bytes we peeked at.
-            self.transport.protocol.dataReceived(data)
+            start_tls(self.transport, context, data)  # decrypted bytes come back to us
             return False
-        if mode is TlsMode.ENFORCING:
-            return self._refuse_tls("tls enforcing", "Clients intend to establish an insecure "
-                                    "connection while this server is running in SSL enforcing "
-                                    "mode ({peer})")
-        return True
-
-    def _refuse_tls(self, reason, message):
-        """Log and count a connection the TLS mode refuses, close it; False: nothing to read."""
-        self._gate.refuse(self.remote_addr, reason, message)
-        self.close(reason)
+        self._gate.refuse(self.remote_addr, verdict.reason, verdict.message)
+        self.close(verdict.reason)
         return False
-
-    def _read_ahead(self, missing):
-        """Let the next reads take up to ``missing`` bytes (a big frame's rest), or go back to the usual
-        size (``missing`` 0). Twisted reads ``bufferSize`` (64 KiB) per ``recv``: a 1.5 MB registration
-        took 23 reads, each a reactor wake-up, and a read could end inside the next frame (a copy to
-        split it off). The attribute is also the write high-water mark, so it is back to normal before
-        anything is written."""
-        if missing > self._read_size:
-            self._reading_ahead = True
-            self.transport.bufferSize = min(missing, READ_AHEAD_MAX)
-        elif self._reading_ahead:
-            self._reading_ahead = False
-            self.transport.bufferSize = self._read_size
 
     def _consume(self, data):
         """Serve every whole frame in ``data``; keep the rest for the next read."""
-        if self._reading_ahead:
-            self._read_ahead(0)
         size = len(data)
         pos = 0
         out = []
@@ -340,6 +321,8 @@ class RemotingServerProtocol(Protocol):
         serve, stop = gate.allowance(self, data)
         taken = 0
         throttle = False
+        pause = self._pause
+        state = self._state
         metrics = self._metrics  # cached answers are timed per read: see transport/metrics.py
         started, slow, hits = perf_counter(), metrics.processed_seconds, 0
         while pos < size:
@@ -378,7 +361,7 @@ class RemotingServerProtocol(Protocol):
                     self._write(out)
                     out = []
                     out_bytes = 0
-            if self.paused or self.closing:
+            if pause or state.closing:
                 break
         if hits:
             metrics.cached_answers(hits, perf_counter() - started - (metrics.processed_seconds - slow))
@@ -389,16 +372,14 @@ class RemotingServerProtocol(Protocol):
         if pos < size and not self.closing:
             # (a throttled read keeps its rest as a view: no copy into fresh pages per turn)
             rest = (memoryview(data)[pos:] if throttle else data[pos:]) if pos else data
-            self._chunks = [rest]
-            self._have = size - pos
-            self._need = bytes_needed(rest)
-            if self._read_size and self._need - self._have > self._read_size:
-                self._read_ahead(self._need - self._have)
+            self._frames.keep(rest)
             self._frame_started = self._last_activity
-            if (self._need >= LARGE_FRAME or self._holding) and not self._hold_frame(self._need):
+            need = self._frames.need
+            if (need >= LARGE_FRAME or self._holding) and not self._hold_frame(need):
                 return
             if throttle:
-                self._throttle()
+                self._paused_for(OVERLOAD)
+                gate.throttle(self)
         elif self._holding:
             self._hold_frame(0)
 
@@ -413,8 +394,7 @@ class RemotingServerProtocol(Protocol):
 
     def _write(self, answers):
         self._last_activity = self._clock.seconds()
-        if self._reading_ahead:  # a late (Deferred) answer while a big frame is incomplete
-            self._read_ahead(0)
+        self._tuning.before_write()  # e.g. a late (Deferred) answer while a big frame is incomplete
         if len(answers) == 1:
             self._metrics.bytes_sent += len(answers[0])
             self.transport.write(answers[0])
@@ -488,10 +468,7 @@ class RemotingServerProtocol(Protocol):
         d = pool.submit(pending.work)
         if d is None:
             return self._gate.refuse_work(self, request, pool.refused)
-        self.waiting = True
-        if not self.paused:
-            self.paused = True
-            self.transport.pauseProducing()
+        self._paused_for(DECODE)
         d.addCallbacks(self._finish, self._failed, callbackArgs=(pending.finish, request, started),
                        errbackArgs=(pending, request, started))
         d.addErrback(self._late_failure, request)
@@ -514,11 +491,7 @@ class RemotingServerProtocol(Protocol):
         return self._finish(failure.value, pending.fail, request, started)
 
     def _done_waiting(self, _):
-        self.waiting = False
-        if self.paused and not self.closing and not self._flow_paused and not self.throttled:
-            self._resume()
-        elif self.read_closed:
-            self._close_if_answered()
+        self._resumed_from(DECODE)
 
 
 def encode_answer(response, request):

@@ -18,18 +18,29 @@
 #include <stdint.h>
 #include <string.h>
 
-/* ---- frame layout (rocketpy.remoting.layout) ------------------------------------------------ */
+/* ---- frame layout (rocketpy.remoting.layout) ------------------------------------------------
+ * Every offset and size the core reads a frame with is named here, and only here:
+ * tests/test_layout_single_source.py reads this block and holds each value to layout.py's, and
+ * fails on a frame read by a literal offset in the core's frame code. */
 #define LENGTH_SIZE 4
 #define PREFIX_SIZE 8
+#define TYPE_AT 4                  /* the serialize type; the header length is the 24 bits after it */
+#define HEADER_LENGTH_MASK 0xFFFFFF
+#define JSON_HEADER_START 0x7B     /* '{': the first byte of a JSON header */
 #define MAX_FRAME_LENGTH (16 * 1024 * 1024)
 #define SER_JSON 0
 #define SER_ROCKETMQ 1
 #define RMQ_FIXED_SIZE 17          /* code i16, language i8, version i16, opaque i32, flag i32, remark len u32 */
 #define RMQ_MIN_HEADER 21          /* ... plus the extFields length u32 */
-#define RMQ_FLAG_AT 9
+#define RMQ_CODE_AT 0
 #define RMQ_LANGUAGE_AT 2
+#define RMQ_VERSION_AT 3
+#define RMQ_OPAQUE_AT 5
+#define RMQ_FLAG_AT 9
+#define RMQ_REMARK_LENGTH_AT 13
 #define RMQ_MAX_LANGUAGE 30        /* the highest language code a frame start is believed with */
 #define MAX_HUNT_HEADER (1 << 20)
+/* (end of the frame layout) */
 
 /* ---- capture records (rocketpy.capture.readers) -------------------------------------------- */
 #define MAX_RECORD (1 << 20)
@@ -40,8 +51,11 @@
 #define REORDER_NS 100000000LL
 #define DEFAULT_ABANDON_AFTER (17LL << 20)
 #define DEFAULT_MAX_PENDING_BYTES (32LL << 20)
+#define DEFAULT_MAX_PENDING_SEGMENTS 32768LL
 #define DEFAULT_HOLE_TIMEOUT_NS 10000000000LL
 #define DEFAULT_LINGER_NS 2000000000LL
+#define DEFAULT_MAX_CONNECTIONS 100000LL
+#define DEFAULT_MAX_BUFFERED_BYTES (256LL << 20)
 #define PCAPNG_MAGIC 0x0A0D0D0Au
 
 /* ---- the GIL ---------------------------------------------------------------------------------
@@ -110,20 +124,29 @@ static inline uint64_t rd64(const uint8_t *p, int be) {
     return be ? ((uint64_t)rd32be(p) << 32 | rd32be(p + 4)) : ((uint64_t)rd32le(p + 4) << 32 | rd32le(p));
 }
 
+/* ---- reading a frame's prefix: its whole length, serialize type and header length */
+static inline int64_t frame_total(const uint8_t *f) { return (int64_t)rd32be(f) + LENGTH_SIZE; }
+static inline int frame_type(const uint8_t *f) { return f[TYPE_AT]; }
+static inline int64_t frame_header_length(const uint8_t *f) {
+    return rd32be(f + TYPE_AT) & HEADER_LENGTH_MASK;
+}
+
 /* ---- statistics (the keys of rocketpy.capture.decoder.Stats) ------------------------------- */
 enum {
     ST_NON_IP, ST_TRUNCATED_HEADERS, ST_NON_TCP, ST_IP_FRAGMENTS, ST_RETRANSMITTED, ST_GAPS,
     ST_GAP_BYTES, ST_SNAPLEN_CUT, ST_SKIPPED, ST_RESYNCS, ST_DAMAGED, ST_CONNECTIONS,
     ST_RMQ_CONNECTIONS, ST_TRUNCATED_RECORDS, ST_PACKETS, ST_CAPTURED_BYTES, ST_READAHEAD_EXHAUSTED,
-    ST_UNPLANNED, ST_COUNT
+    ST_UNPLANNED, ST_EVICTED, ST_COUNT
 };
 extern const char *const STAT_NAMES[ST_COUNT];
 
 typedef struct {
     int64_t v[ST_COUNT];
     int unanswered_touched;
-    int64_t *unanswered;       /* pairs (code, count) */
+    int64_t *unanswered;       /* pairs (code, count), in the order the codes came */
     size_t n_unanswered, cap_unanswered;
+    uint32_t *uidx;            /* code -> 1 + pair (codes are a stranger's: any int32) */
+    size_t cap_uidx;
 } stats_t;
 
 int stats_unanswered(stats_t *st, int32_t code);
@@ -204,6 +227,8 @@ typedef struct {
     int has_ext;
     kv_t *ext;
     size_t n_ext, cap_ext;
+    uint32_t *kidx;            /* extFields keys -> 1 + entry, once there are many (has_key) */
+    size_t cap_kidx, n_kidx;   /* n_kidx: entries indexed so far */
     buf_t text;                /* decoded strings live here */
 } header_t;
 

@@ -167,8 +167,8 @@ static int build_row(Decoder *dec, conn_t *c, int d, const framer_t *f, const fr
     r->frame_len = (int32_t)fr->length;
     if (len < PREFIX_SIZE)
         goto damaged;
-    int stype = data[4];
-    size_t hlen = rd32be(data + 4) & 0xFFFFFF;
+    int stype = frame_type(data);
+    size_t hlen = (size_t)frame_header_length(data);
     r->serialize_type = stype <= 1 ? str_of(SER_NAMES[stype], strlen(SER_NAMES[stype])) : STR_NULL;
     if (!fr->damaged) {
         str_t err = STR_NULL;
@@ -233,6 +233,113 @@ static int emit(Decoder *dec, const row_t *r) {
     return 0;
 }
 
+/* ---- held responses (Connection.held, _held_by, _woken): a release touches only the ones it
+ * can release, so holding n responses costs O(n log n) however often releases run */
+
+static void held_key(uint8_t k[5], int d, int32_t opaque) {
+    k[0] = (uint8_t)d;
+    memcpy(k + 1, &opaque, 4);
+}
+
+/* chain held[i] (the newest) behind its direction and opaque: 0, or -1 (set) */
+static int held_link(conn_t *c, size_t i) {
+    held_t *h = &c->held[i];
+    uint8_t k[5];
+    held_key(k, h->d, h->row.opaque);
+    hent_t *e = htab_put(&c->held_by, k, sizeof k);
+    if (!e)
+        return -1;
+    h->next_same = 0;
+    if (!e->ptr) {
+        e->ptr = c;
+        e->value = (int64_t)((uint64_t)(i + 1) | (uint64_t)(i + 1) << 32);
+    } else {
+        c->held[((uint64_t)e->value >> 32) - 1].next_same = i + 1;
+        e->value = (int64_t)(((uint64_t)e->value & 0xFFFFFFFFu) | (uint64_t)(i + 1) << 32);
+    }
+    int d = h->d;
+    h->dnext = 0;
+    h->dprev = c->held_last[d];
+    if (c->held_last[d])
+        c->held[c->held_last[d] - 1].dnext = i + 1;
+    else
+        c->held_first[d] = i + 1;
+    c->held_last[d] = i + 1;
+    return 0;
+}
+
+static int pick(conn_t *c, size_t i) {
+    if (c->held[i].todo)
+        return 0;
+    if (GROW(c->todo, c->cap_todo, c->n_todo, 8) < 0)
+        return -1;
+    c->todo[c->n_todo++] = i;
+    c->held[i].todo = 1;
+    return 0;
+}
+
+/* a request with this opaque arrived in direction d: the first response held for it may pair */
+static int wake(conn_t *c, int d, int32_t opaque) {
+    if (!c->live_held[1 - d])
+        return 0;
+    uint8_t k[5];
+    held_key(k, 1 - d, opaque);
+    hent_t *e = htab_get(&c->held_by, k, sizeof k);
+    return e ? pick(c, ((uint64_t)e->value & 0xFFFFFFFFu) - 1) : 0;
+}
+
+/* held[i], the first of its direction and opaque, is released */
+static void unhold(conn_t *c, size_t i) {
+    held_t *h = &c->held[i];
+    uint8_t k[5];
+    held_key(k, h->d, h->row.opaque);
+    hent_t *e = htab_get(&c->held_by, k, sizeof k);
+    if (h->next_same)
+        e->value = (int64_t)((uint64_t)h->next_same | ((uint64_t)e->value & ~(uint64_t)0xFFFFFFFFu));
+    else
+        htab_del(&c->held_by, e);
+    if (h->dprev)
+        c->held[h->dprev - 1].dnext = h->dnext;
+    else
+        c->held_first[h->d] = h->dnext;
+    if (h->dnext)
+        c->held[h->dnext - 1].dprev = h->dprev;
+    else
+        c->held_last[h->d] = h->dprev;
+    PyMem_RawFree(h->blob);
+    h->blob = NULL;
+    h->alive = 0;
+    c->live_held[h->d]--;
+    c->dead_held++;
+}
+
+/* drop the released entries once they outnumber the held ones (relinking the rest) */
+static int held_compact(conn_t *c) {
+    if (c->dead_held <= 16 || c->dead_held <= c->live_held[0] + c->live_held[1])
+        return 0;
+    size_t n = 0;
+    for (size_t i = 0; i < c->n_held; i++)
+        if (c->held[i].alive)
+            c->held[n++] = c->held[i];
+    c->n_held = n;
+    c->dead_held = 0;
+    htab_clear(&c->held_by);
+    c->held_first[0] = c->held_first[1] = c->held_last[0] = c->held_last[1] = 0;
+    for (size_t i = 0; i < n; i++)
+        if (held_link(c, i) < 0)
+            return -1;
+    return 0;
+}
+
+/* every held response gone (finished or handed over); their blobs freed */
+static void held_clear(conn_t *c) {
+    for (size_t i = 0; i < c->n_held; i++)
+        PyMem_RawFree(c->held[i].blob);
+    c->n_held = c->live_held[0] = c->live_held[1] = c->dead_held = c->n_todo = 0;
+    c->held_first[0] = c->held_first[1] = c->held_last[0] = c->held_last[1] = 0;
+    htab_clear(&c->held_by);
+}
+
 /* a row's strings copied into one blob (a held response outlives its frame) */
 static int hold(Decoder *dec, conn_t *c, const row_t *r, int d) {
     str_t *fields[] = {(str_t *)&r->file, (str_t *)&r->src, (str_t *)&r->dst, (str_t *)&r->conn,
@@ -277,7 +384,10 @@ static int hold(Decoder *dec, conn_t *c, const row_t *r, int d) {
         p += r->ext[i].value.n;
     }
     h->row.ext = ext;
-    return 0;
+    h->alive = 1;
+    h->todo = 0;
+    c->live_held[d]++;
+    return held_link(c, c->n_held - 1);
 }
 
 static PyObject *text(str_t s) {
@@ -375,17 +485,19 @@ static int hand_over_(Decoder *dec, conn_t *c) {
         dec->st.v[ST_READAHEAD_EXHAUSTED]++;
     PyObject *responses = PyDict_GetItemString(e, "responses");
     for (size_t i = 0; i < c->n_held; i++) {
+        if (!c->held[i].alive)
+            continue;
         PyObject *row = row_dict(&c->held[i].row);
         PyObject *item = row ? Py_BuildValue("(Ni(LL))", row, c->held[i].d, (long long)c->held[i].pos_file,
                                              (long long)c->held[i].pos_off) : NULL;
         int r = item ? PyList_Append(responses, item) : -1;
         Py_XDECREF(item);
-        PyMem_RawFree(c->held[i].blob);
-        c->held[i].blob = NULL;
-        if (r < 0)
+        if (r < 0) {
+            held_clear(c);
             return -1;
+        }
     }
-    c->n_held = 0;
+    held_clear(c);
     PyObject *pending = PyDict_GetItemString(e, "pending");
     for (int d = 0; d < 2; d++) {
         reqmap_t *m = &c->requests[d];
@@ -474,32 +586,41 @@ static int unanswering(Decoder *dec, conn_t *c, const row_t *r, int d, int64_t p
     return emit(dec, r);
 }
 
+static int by_index(const void *a, const void *b) {
+    size_t x = *(const size_t *)a, y = *(const size_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* Connection._release_held: the picked ones, and every one of a direction whose other direction
+ * has no hole any more, in the order they came */
 static int release_held(Decoder *dec, conn_t *c) {
-    size_t keep = 0, n = c->n_held;
-    for (size_t i = 0; i < n; i++) {
-        held_t h = c->held[i];
+    for (int d = 0; d < 2; d++)
+        if (c->live_held[d] && !c->dirs[1 - d].reasm.pending.n)
+            for (size_t l = c->held_first[d]; l; l = c->held[l - 1].dnext)
+                if (pick(c, l - 1) < 0)
+                    return -1;
+    size_t n = c->n_todo;
+    c->n_todo = 0;
+    qsort(c->todo, n, sizeof *c->todo, by_index);
+    int res = 0;
+    for (size_t j = 0; j < n; j++) {
+        held_t *h = &c->held[c->todo[j]];
+        h->todo = 0;
+        if (res < 0)
+            continue;
         int32_t code;
         int64_t ts;
-        int res = 0;
-        if (req_pop(&c->requests[1 - h.d], h.row.opaque, &code, &ts)) {
-            pair_response(&h.row, code, ts);
-            res = emit(dec, &h.row);
-        } else if (c->dirs[1 - h.d].reasm.n_pending) {
-            c->held[keep++] = h;
+        if (req_pop(&c->requests[1 - h->d], h->row.opaque, &code, &ts)) {
+            pair_response(&h->row, code, ts);
+            res = emit(dec, &h->row);
+        } else if (c->dirs[1 - h->d].reasm.pending.n) {
             continue;
         } else {
-            res = unanswering(dec, c, &h.row, h.d, h.pos_file, h.pos_off);
+            res = unanswering(dec, c, &h->row, h->d, h->pos_file, h->pos_off);
         }
-        PyMem_RawFree(h.blob);
-        if (res < 0) {
-            for (size_t j = i + 1; j < n; j++)
-                c->held[keep++] = c->held[j];
-            c->n_held = keep;
-            return -1;
-        }
+        unhold(c, c->todo[j]);
     }
-    c->n_held = keep;
-    return 0;
+    return res < 0 ? -1 : held_compact(c);
 }
 
 static int conn_flush(Decoder *dec, conn_t *c, int d) {
@@ -518,7 +639,7 @@ static int conn_flush(Decoder *dec, conn_t *c, int d) {
             if (req_pop(theirs, r.opaque, &code, &ts)) {
                 pair_response(&r, code, ts);
                 res = emit(dec, &r);
-            } else if (c->dirs[1 - d].reasm.n_pending) {
+            } else if (c->dirs[1 - d].reasm.pending.n) {
                 res = hold(dec, c, &r, d);   /* its request may sit behind a hole in the other direction */
             } else {
                 res = unanswering(dec, c, &r, d, dec->pos_file, dec->pos_off);
@@ -534,6 +655,8 @@ static int conn_flush(Decoder *dec, conn_t *c, int d) {
             }
             res = req_set(mine, r.opaque, r.code, r.ts_ns, dec->pos_file, dec->pos_off);
             if (!res)
+                res = wake(c, d, r.opaque);
+            if (!res)
                 res = emit(dec, &r);
         } else {
             res = emit(dec, &r);
@@ -542,7 +665,7 @@ static int conn_flush(Decoder *dec, conn_t *c, int d) {
             return -1;
     }
     framer_reset_out(f);
-    if (c->n_held)
+    if (c->live_held[0] || c->live_held[1])
         return release_held(dec, c);
     return 0;
 }
@@ -572,6 +695,8 @@ static conn_t *conn_alloc(Decoder *dec) {
     c->conn_id_cap = keep.conn_id_cap;
     c->held = keep.held;
     c->cap_held = keep.cap_held;
+    c->todo = keep.todo;
+    c->cap_todo = keep.cap_todo;
     for (int d = 0; d < 2; d++) {
         c->dirs[d] = keep.dirs[d];     /* conn_new's framer_init and reasm_init scrub them */
         reqmap_t *m = &c->requests[d], *km = &keep.requests[d];
@@ -605,17 +730,14 @@ static void conn_release(Decoder *dec, conn_t *c) {
         conn_free(c);
         return;
     }
-    for (size_t i = 0; i < c->n_held; i++)
-        PyMem_RawFree(c->held[i].blob);
-    c->n_held = 0;
+    held_clear(c);
+    htab_free(&c->held_by);
     keep_few((void **)&c->held, &c->cap_held, sizeof *c->held);
+    keep_few((void **)&c->todo, &c->cap_todo, sizeof *c->todo);
     for (int d = 0; d < 2; d++) {
         reasm_t *r = &c->dirs[d].reasm;
         framer_t *f = &c->dirs[d].fr;
-        for (size_t i = 0; i < r->n_pending; i++)
-            PyMem_RawFree(r->pending[i].data);
-        r->n_pending = 0;
-        keep_few((void **)&r->pending, &r->cap_pending, sizeof *r->pending);
+        reasm_release(r, MAX_KEPT);
         keep_small(&f->buf);
         keep_small(&f->arena);
         keep_few((void **)&f->out, &f->cap_out, sizeof *f->out);
@@ -667,7 +789,8 @@ static conn_t *conn_new(Decoder *dec, const uint8_t *key, size_t klen, const cha
     c->ep_len[1] = lb;
     for (int d = 0; d < 2; d++) {
         framer_init(&c->dirs[d].fr, &dec->st, &dec->scratch, dec->abandon_after);
-        reasm_init(&c->dirs[d].reasm, &c->dirs[d].fr, &dec->st, dec->max_pending_bytes, dec->hole_timeout_ns);
+        reasm_init(&c->dirs[d].reasm, &c->dirs[d].fr, &dec->st, dec->max_pending_bytes,
+                   dec->max_pending_segments, dec->hole_timeout_ns);
     }
     return c;
 }
@@ -678,9 +801,10 @@ static void conn_free(conn_t *c) {
         framer_free(&c->dirs[d].fr);
         req_free(&c->requests[d]);
     }
-    for (size_t i = 0; i < c->n_held; i++)
-        PyMem_RawFree(c->held[i].blob);
+    held_clear(c);
+    htab_free(&c->held_by);
     PyMem_RawFree(c->held);
+    PyMem_RawFree(c->todo);
     PyMem_RawFree(c->conn_id);
     PyMem_RawFree(c);
 }
@@ -695,15 +819,12 @@ static int conn_finish(Decoder *dec, conn_t *c, int64_t ts) {
     if (dec->has_plan)
         return hand_over(dec, c);
     for (size_t i = 0; i < c->n_held; i++) {
-        int r = emit(dec, &c->held[i].row);
-        PyMem_RawFree(c->held[i].blob);
-        c->held[i].blob = NULL;
-        if (r < 0) {
-            c->n_held = 0;
+        if (c->held[i].alive && emit(dec, &c->held[i].row) < 0) {
+            held_clear(c);
             return -1;
         }
     }
-    c->n_held = 0;
+    held_clear(c);
     dec->st.unanswered_touched = 1;
     for (int d = 0; d < 2; d++) {
         reqmap_t *m = &c->requests[d];
@@ -729,7 +850,7 @@ static int conn_segment_(Decoder *dec, conn_t *c, int d, const segment_t *s, int
     }
     if (s->flags & TH_ACK) {
         reasm_t *other = &c->dirs[1 - d].reasm;
-        if (other->n_pending) {
+        if (other->pending.n) {
             if (reasm_acked(other, s->ack, ts) < 0 || conn_flush(dec, c, 1 - d) < 0)
                 return -1;
         }
@@ -757,11 +878,11 @@ static int conn_segment_(Decoder *dec, conn_t *c, int d, const segment_t *s, int
 static int conn_segment(Decoder *dec, conn_t *c, int d, const segment_t *s, int64_t ts) {
     if (!dec->reading_ahead)
         return conn_segment_(dec, c, d, s, ts);
-    int waiting[2] = {c->dirs[0].reasm.n_pending > 0, c->dirs[1].reasm.n_pending > 0};
+    int waiting[2] = {c->dirs[0].reasm.pending.n > 0, c->dirs[1].reasm.pending.n > 0};
     if (conn_segment_(dec, c, d, s, ts) < 0)
         return -1;
     for (int k = 0; k < 2; k++)
-        if (waiting[k] && !c->dirs[k].reasm.n_pending) {
+        if (waiting[k] && !c->dirs[k].reasm.pending.n) {
             c->has_drained[k] = 1;
             c->drained_file[k] = dec->pos_file;
             c->drained_off[k] = dec->pos_off;
@@ -771,7 +892,41 @@ static int conn_segment(Decoder *dec, conn_t *c, int d, const segment_t *s, int6
 
 /* ======================================================== the decoder */
 
+static void lru_unlink(Decoder *dec, conn_t *c) {
+    if (c->lprev)
+        c->lprev->lnext = c->lnext;
+    else
+        dec->lru_first = c->lnext;
+    if (c->lnext)
+        c->lnext->lprev = c->lprev;
+    else
+        dec->lru_last = c->lprev;
+}
+
+static void lru_append(Decoder *dec, conn_t *c) {
+    c->lnext = NULL;
+    c->lprev = dec->lru_last;
+    if (dec->lru_last)
+        dec->lru_last->lnext = c;
+    else
+        dec->lru_first = c;
+    dec->lru_last = c;
+}
+
+/* CaptureDecoder._account: note what the connection holds now */
+static void account(Decoder *dec, conn_t *c) {
+    int64_t b = 0;
+    for (int d = 0; d < 2; d++)
+        b += c->dirs[d].reasm.pending_bytes + (int64_t)buf_len(&c->dirs[d].fr.buf);
+    dec->buffered += b - c->buffered;
+    c->buffered = b;
+}
+
 static void link_conn(Decoder *dec, conn_t *c) {
+    lru_append(dec, c);
+    dec->n_live++;
+    if (dec->n_live > dec->peak_live)
+        dec->peak_live = dec->n_live;
     c->born = dec->born++;
     c->prev = dec->last;
     c->next = NULL;
@@ -813,7 +968,8 @@ static int add_conn(Decoder *dec, conn_t *c) {
 
 /* what only a sweep would act on: a closed connection's linger, a hole's timeout, rows waiting */
 static int needs_watch(const conn_t *c) {
-    return c->closed || c->dirs[0].reasm.n_pending || c->dirs[1].reasm.n_pending || c->n_held
+    return c->closed || c->dirs[0].reasm.pending.n || c->dirs[1].reasm.pending.n
+           || c->live_held[0] || c->live_held[1]
            || c->dirs[0].fr.n_out || c->dirs[1].fr.n_out;
 }
 
@@ -844,6 +1000,9 @@ static void unwatch(Decoder *dec, conn_t *c) {
 
 static void drop_conn(Decoder *dec, conn_t *c) {
     unwatch(dec, c);
+    lru_unlink(dec, c);
+    dec->n_live--;
+    dec->buffered -= c->buffered;
     if (dec->recent == c)
         dec->recent = NULL;
     hent_t *e = htab_get(&dec->flows, c->key, c->klen);
@@ -867,10 +1026,23 @@ static void drop_conn(Decoder *dec, conn_t *c) {
     conn_release(dec, c);
 }
 
+/* CaptureDecoder._evict: finish the connection idle longest, as if the capture ended for it */
+static int evict(Decoder *dec) {
+    conn_t *c = dec->lru_first;
+    dec->st.v[ST_EVICTED]++;
+    if (conn_finish(dec, c, c->last_ts) < 0)
+        return -1;
+    drop_conn(dec, c);
+    return 0;
+}
+
 /* CaptureDecoder._new: a connection for the segment's 4-tuple; its entry in *out */
 static hent_t *new_conn(Decoder *dec, const uint8_t *key, size_t klen, const segment_t *s,
                         const char *id, size_t id_len) {
     char base[200], idbuf[220];
+    while (!dec->has_plan && dec->n_live >= dec->max_connections)
+        if (evict(dec) < 0)
+            return NULL;
     if (!id) {
         int alen = key[0];
         const uint8_t *src = key + 1, *dst = key + 3 + alen;
@@ -942,6 +1114,8 @@ static int sweep(Decoder *dec, int64_t ts) {
                 return -1;
         if (conn_flush(dec, c, 0) < 0 || conn_flush(dec, c, 1) < 0)
             return -1;
+        if (!dec->has_plan)
+            account(dec, c);
     }
     for (size_t i = 0; !dec->has_plan && i < n; i++) {
         conn_t *c = w[i];
@@ -1124,12 +1298,24 @@ static int segment(Decoder *dec, const segment_t *s, int64_t ts, int64_t offset)
         }
         return 0;
     }
+    if (!dec->has_plan) {
+        account(dec, c);
+        lru_unlink(dec, c);
+        lru_append(dec, c);
+    }
     dec->packets_since_sweep++;
     /* the reference's schedule (its sweep walks every open connection, amortised over at least
      * as many packets); ours walks the watched ones at the same moments */
     if (dec->packets_since_sweep >= 4096 && ts >= dec->next_sweep
-        && dec->packets_since_sweep >= (int64_t)dec->n_flows)
-        return sweep(dec, ts);
+        && dec->packets_since_sweep >= (int64_t)dec->n_flows && sweep(dec, ts) < 0)
+        return -1;
+    if (!dec->has_plan) {
+        while (dec->buffered > dec->max_buffered_bytes && dec->lru_first != c)
+            if (evict(dec) < 0)
+                return -1;
+        if (dec->buffered > dec->peak_buffered)
+            dec->peak_buffered = dec->buffered;
+    }
     return 0;
 }
 
@@ -1182,6 +1368,8 @@ int decoder_finish(Decoder *dec) {
         conn_free(c);
     }
     dec->last = NULL;
+    dec->lru_first = dec->lru_last = NULL;
+    dec->n_live = dec->buffered = 0;
     dec->watch = NULL;
     dec->recent = NULL;
     htab_clear(&dec->flows);
@@ -1197,6 +1385,8 @@ void decoder_clear(Decoder *dec) {
         conn_free(c);
     }
     dec->last = NULL;
+    dec->lru_first = dec->lru_last = NULL;
+    dec->n_live = dec->buffered = 0;
     dec->watch = NULL;
     dec->recent = NULL;
     free_spare(dec);

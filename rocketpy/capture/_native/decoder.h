@@ -25,6 +25,10 @@ typedef struct held_s {
     uint8_t *blob;             /* the row's strings */
     int d;
     int64_t pos_file, pos_off; /* where it completed */
+    int alive, todo;           /* still held; picked for the next release */
+    /* links are 1 + an index into `held`, 0: none */
+    size_t next_same;          /* the next held response of its direction and opaque */
+    size_t dprev, dnext;       /* the held responses of its direction, in order */
 } held_t;
 
 typedef struct conn_s {
@@ -35,8 +39,12 @@ typedef struct conn_s {
     size_t conn_id_len, ep_len[2], conn_id_cap;
     dir_t dirs[2];
     reqmap_t requests[2];
-    held_t *held;
-    size_t n_held, cap_held;
+    held_t *held;              /* in the order they came; released ones until compacted */
+    size_t n_held, cap_held, live_held[2], dead_held;
+    size_t held_first[2], held_last[2];   /* per direction (links) */
+    htab_t held_by;            /* (direction, opaque) -> first | last << 32 (links) */
+    size_t *todo;              /* indices picked for the next release */
+    size_t n_todo, cap_todo;
     int64_t last_ts;
     int closed, has_isn[2], self_loop, unsettled;
     int has_drained[2];        /* reading ahead: where each direction's last hole closed */
@@ -46,6 +54,8 @@ typedef struct conn_s {
     uint64_t born;                /* place in that order */
     int watched;                  /* on the sweep's list: closed, or bytes behind a hole */
     struct conn_s *wprev, *wnext;
+    struct conn_s *lprev, *lnext; /* every connection, least recently active first */
+    int64_t buffered;             /* bytes it held when last seen (Connection.buffered) */
 } conn_t;
 
 typedef struct {
@@ -63,7 +73,10 @@ typedef struct {
     PyObject *batches;         /* list of finished column sets */
     int64_t batch_rows;
     uint8_t *ports;            /* bitmap of 65536 ports, NULL: every port */
-    int64_t abandon_after, max_pending_bytes, hole_timeout_ns, linger_ns;
+    int64_t abandon_after, max_pending_bytes, max_pending_segments, hole_timeout_ns, linger_ns;
+    int64_t max_connections, max_buffered_bytes;
+    conn_t *lru_first, *lru_last;  /* CaptureDecoder.active */
+    int64_t n_live, buffered, peak_live, peak_buffered;
     htab_t flows;              /* flow key -> conn (ptr), direction (value) */
     size_t n_flows;
     conn_t *first, *last;

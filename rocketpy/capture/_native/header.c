@@ -9,10 +9,12 @@
  * judge of what a header says and the error message is the codec's own.  Raw control characters
  * inside strings are read as fastjson reads them (the .NET client writes 0x01/0x02 there). */
 #include "core.h"
+#include "htab.h"
 
 void header_reset(header_t *h) {
     h->n_ext = 0;
     h->has_ext = 0;
+    h->n_kidx = 0;
     buf_clear(&h->text);
 }
 
@@ -20,6 +22,9 @@ void header_free(header_t *h) {
     PyMem_RawFree(h->ext);
     h->ext = NULL;
     h->n_ext = h->cap_ext = 0;
+    PyMem_RawFree(h->kidx);
+    h->kidx = NULL;
+    h->cap_kidx = h->n_kidx = 0;
     buf_free(&h->text);
 }
 
@@ -77,11 +82,53 @@ static int add_ext(header_t *h, str_t k, str_t v) {
     return 0;
 }
 
-static int has_key(const header_t *h, str_t k) {
-    for (size_t i = 0; i < h->n_ext; i++)
-        if (h->ext[i].key.n == k.n && !memcmp(h->ext[i].key.p, k.p, (size_t)k.n))
-            return 1;
+#define KIDX_FROM 16           /* fewer extFields entries are compared one by one */
+
+/* the index position of key k, or the empty one where it would go */
+static size_t kidx_find(const header_t *h, str_t k) {
+    size_t mask = h->cap_kidx - 1;
+    for (size_t i = (size_t)hash_bytes((const uint8_t *)k.p, (size_t)k.n) & mask;; i = (i + 1) & mask) {
+        uint32_t e = h->kidx[i];
+        if (!e || (h->ext[e - 1].key.n == k.n && !memcmp(h->ext[e - 1].key.p, k.p, (size_t)k.n)))
+            return i;
+    }
+}
+
+/* index the entries not indexed yet (at most half full; rebuilt, sized to this header, when
+ * it grows or begins): 0, or -1 (set) */
+static int kidx_update(header_t *h) {
+    if (!h->n_kidx || 2 * (h->n_ext + 1) > h->cap_kidx) {
+        size_t cap = 64;
+        while (cap < 4 * (h->n_ext + 1))
+            cap *= 2;
+        if (cap != h->cap_kidx) {
+            uint32_t *idx = PyMem_RawMalloc(cap * sizeof *idx);
+            if (!idx)
+                return no_memory();
+            PyMem_RawFree(h->kidx);
+            h->kidx = idx;
+            h->cap_kidx = cap;
+        }
+        memset(h->kidx, 0, h->cap_kidx * sizeof *h->kidx);
+        h->n_kidx = 0;
+    }
+    for (; h->n_kidx < h->n_ext; h->n_kidx++)
+        h->kidx[kidx_find(h, h->ext[h->n_kidx].key)] = (uint32_t)h->n_kidx + 1;
     return 0;
+}
+
+/* is k a key of extFields already (the codec keeps the last of two equal keys): 1, 0, or -1
+ * (set).  By hash past a few entries, so a header of n entries costs O(n), not O(n^2). */
+static int has_key(header_t *h, str_t k) {
+    if (h->n_ext < KIDX_FROM) {
+        for (size_t i = 0; i < h->n_ext; i++)
+            if (h->ext[i].key.n == k.n && !memcmp(h->ext[i].key.p, k.p, (size_t)k.n))
+                return 1;
+        return 0;
+    }
+    if (kidx_update(h) < 0)
+        return -1;
+    return h->kidx[kidx_find(h, k)] != 0;
 }
 
 static str_t language_column(header_t *h, int64_t value) {
@@ -100,12 +147,12 @@ static str_t language_column(header_t *h, int64_t value) {
 static int decode_rocketmq(const uint8_t *p, size_t n, header_t *h) {
     if (n < RMQ_FIXED_SIZE)
         return 0;
-    h->code = (int16_t)rd16be(p);
-    int8_t language = (int8_t)p[2];
-    h->version = (int16_t)rd16be(p + 3);
-    h->opaque = (int32_t)rd32be(p + 5);
-    h->flag = (int32_t)rd32be(p + 9);
-    uint64_t remark_len = rd32be(p + 13), pos = RMQ_FIXED_SIZE;
+    h->code = (int16_t)rd16be(p + RMQ_CODE_AT);
+    int8_t language = (int8_t)p[RMQ_LANGUAGE_AT];
+    h->version = (int16_t)rd16be(p + RMQ_VERSION_AT);
+    h->opaque = (int32_t)rd32be(p + RMQ_OPAQUE_AT);
+    h->flag = (int32_t)rd32be(p + RMQ_FLAG_AT);
+    uint64_t remark_len = rd32be(p + RMQ_REMARK_LENGTH_AT), pos = RMQ_FIXED_SIZE;
     if (pos + remark_len > n || !utf8_valid(p + pos, (size_t)remark_len))
         return 0;
     if (buf_reserve(&h->text, n + 32) < 0)
@@ -137,8 +184,11 @@ static int decode_rocketmq(const uint8_t *p, size_t n, header_t *h) {
             str_t value = str_of((const char *)p + pos, (size_t)vlen);
             pos += vlen;
             if (!utf8_valid((const uint8_t *)key.p, (size_t)key.n)
-                || !utf8_valid((const uint8_t *)value.p, (size_t)value.n) || has_key(h, key))
-                return 0;       /* the codec says why, or keeps the last of two equal keys */
+                || !utf8_valid((const uint8_t *)value.p, (size_t)value.n))
+                return 0;       /* the codec says why */
+            int dup = has_key(h, key);
+            if (dup)
+                return dup < 0 ? -1 : 0;   /* the codec keeps the last of two equal keys */
             if (add_ext(h, key, value) < 0)
                 return -1;
         }
@@ -492,9 +542,11 @@ static int decode_json(const uint8_t *p, size_t n, header_t *h) {
                 h->has_ext = 1;
                 while (members) {
                     str_t ek, ev;
-                    if (!member_key(&c, &ek) || c.p >= c.end || *c.p != '"' || !string(&c, &ev, 1)
-                        || has_key(h, ek))
+                    if (!member_key(&c, &ek) || c.p >= c.end || *c.p != '"' || !string(&c, &ev, 1))
                         return 0;
+                    int dup = has_key(h, ek);
+                    if (dup)
+                        return dup < 0 ? -1 : 0;
                     if (add_ext(h, ek, ev) < 0)
                         return -1;
                     members = next_member(&c);

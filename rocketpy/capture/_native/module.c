@@ -132,11 +132,13 @@ int ports_bitmap(PyObject *ports, uint8_t **out) {
 
 static int Decoder_init(Decoder *self, PyObject *args, PyObject *kw) {
     static char *kwlist[] = {"ports", "batch_rows", "abandon_after", "max_pending_bytes",
-                             "hole_timeout_ns", "linger_ns", NULL};
+                             "hole_timeout_ns", "linger_ns", "max_connections",
+                             "max_buffered_bytes", "max_pending_segments", NULL};
     PyObject *ports = Py_None;
     long long batch_rows = 16384, abandon_after = DEFAULT_ABANDON_AFTER;
     long long max_pending = DEFAULT_MAX_PENDING_BYTES, hole_timeout = DEFAULT_HOLE_TIMEOUT_NS;
-    long long linger = DEFAULT_LINGER_NS;
+    long long linger = DEFAULT_LINGER_NS, max_connections = DEFAULT_MAX_CONNECTIONS;
+    long long max_buffered = DEFAULT_MAX_BUFFERED_BYTES, max_segments = DEFAULT_MAX_PENDING_SEGMENTS;
     if (!CFG.header_fallback) {
         PyErr_SetString(PyExc_RuntimeError, "rocketpy.capture._native.configure() was not called");
         return -1;
@@ -145,14 +147,18 @@ static int Decoder_init(Decoder *self, PyObject *args, PyObject *kw) {
         PyErr_SetString(PyExc_RuntimeError, "a Decoder is initialised once");
         return -1;
     }
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "|OLLLLL", kwlist, &ports, &batch_rows,
-                                     &abandon_after, &max_pending, &hole_timeout, &linger))
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "|OLLLLLLLL", kwlist, &ports, &batch_rows,
+                                     &abandon_after, &max_pending, &hole_timeout, &linger,
+                                     &max_connections, &max_buffered, &max_segments))
         return -1;
     self->batch_rows = batch_rows > 0 ? batch_rows : 16384;
     self->abandon_after = abandon_after;
     self->max_pending_bytes = max_pending;
     self->hole_timeout_ns = hole_timeout;
     self->linger_ns = linger;
+    self->max_connections = max_connections > 0 ? max_connections : 1;
+    self->max_buffered_bytes = max_buffered;
+    self->max_pending_segments = max_segments;
     self->end = -1;
     if (ports_bitmap(ports, &self->ports) < 0)
         return -1;
@@ -492,6 +498,15 @@ static PyObject *Decoder_get_unsettled(Decoder *self, void *unused) {
     return PyLong_FromLongLong(self->unsettled);
 }
 
+static PyObject *Decoder_get_table(Decoder *self, void *unused) {
+    if (in_use(self->busy))
+        return NULL;
+    return Py_BuildValue("{s:L,s:L,s:L,s:L}", "connections", (long long)self->n_live,
+                         "buffered_bytes", (long long)self->buffered, "peak_connections",
+                         (long long)self->peak_live, "peak_buffered_bytes",
+                         (long long)self->peak_buffered);
+}
+
 static PyMethodDef Decoder_methods[] = {
     {"begin_file", (PyCFunction)Decoder_begin_file, METH_VARARGS, "start reading a capture file (or a range of one)"},
     {"feed", (PyCFunction)Decoder_feed, METH_O, "the file's next bytes; False when no more are wanted"},
@@ -508,6 +523,7 @@ static PyGetSetDef Decoder_getset[] = {
     {"edges", (getter)Decoder_get_edges, NULL, "range mode: what the job settles", NULL},
     {"reading_ahead", (getter)Decoder_get_reading_ahead, NULL, NULL, NULL},
     {"unsettled", (getter)Decoder_get_unsettled, NULL, NULL, NULL},
+    {"table", (getter)Decoder_get_table, NULL, "the live connection table: its size now and at most", NULL},
     {NULL},
 };
 
@@ -564,11 +580,12 @@ PyMODINIT_FUNC PyInit__native(void) {
     if (!layout || PyModule_AddObject(m, "LAYOUT", layout) < 0)
         return NULL;
     PyObject *limits = Py_BuildValue(
-        "{s:i,s:i,s:i,s:L,s:L,s:L,s:L,s:L}", "MAX_HUNT_HEADER", MAX_HUNT_HEADER,
+        "{s:i,s:i,s:i,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:L}", "MAX_HUNT_HEADER", MAX_HUNT_HEADER,
         "MAX_PENDING_REQUESTS", MAX_PENDING_REQUESTS, "MAX_RECORD", MAX_RECORD, "REORDER_NS",
         REORDER_NS, "ABANDON_AFTER", DEFAULT_ABANDON_AFTER, "MAX_PENDING_BYTES",
         DEFAULT_MAX_PENDING_BYTES, "HOLE_TIMEOUT_NS", DEFAULT_HOLE_TIMEOUT_NS, "LINGER_NS",
-        DEFAULT_LINGER_NS);
+        DEFAULT_LINGER_NS, "MAX_CONNECTIONS", DEFAULT_MAX_CONNECTIONS, "MAX_BUFFERED_BYTES",
+        DEFAULT_MAX_BUFFERED_BYTES, "MAX_PENDING_SEGMENTS", DEFAULT_MAX_PENDING_SEGMENTS);
     if (!limits || PyModule_AddObject(m, "LIMITS", limits) < 0)
         return NULL;
     PyObject *markers = summary_markers();

@@ -1,6 +1,7 @@
 /* Per-direction TCP reassembly (reassembly.py) and RocketMQ frame cutting with resynchronisation
  * (framing.py), statement for statement.  Functions returning int: 0 ok, -1 Python error set. */
 #include "stream.h"
+#include "htab.h"
 
 enum { BAD = 0, OK = 1, MORE = 2 };
 
@@ -71,21 +72,21 @@ static inline void count_skipped(framer_t *f, int64_t n) {
 static int plausible(framer_t *f, const uint8_t *b, size_t avail, int need_header) {
     if (avail < PREFIX_SIZE) {
         if (avail >= LENGTH_SIZE) {
-            int64_t total = (int64_t)rd32be(b) + LENGTH_SIZE;
+            int64_t total = frame_total(b);
             if (!(2 * LENGTH_SIZE <= total && total <= MAX_FRAME_LENGTH))
                 return BAD;
         }
-        if (avail > LENGTH_SIZE && b[LENGTH_SIZE] > SER_ROCKETMQ)
+        if (avail > TYPE_AT && frame_type(b) > SER_ROCKETMQ)
             return BAD;
         return MORE;
     }
-    int64_t total = (int64_t)rd32be(b) + LENGTH_SIZE;
-    int stype = b[4];
-    int64_t hlen = rd32be(b + 4) & 0xFFFFFF;
+    int64_t total = frame_total(b);
+    int stype = frame_type(b);
+    int64_t hlen = frame_header_length(b);
     if (total > MAX_FRAME_LENGTH || stype > SER_ROCKETMQ || hlen == 0 || hlen > total - PREFIX_SIZE)
         return BAD;
     if (stype == SER_JSON) {
-        if (avail > PREFIX_SIZE && b[PREFIX_SIZE] != 0x7B)
+        if (avail > PREFIX_SIZE && b[PREFIX_SIZE] != JSON_HEADER_START)
             return BAD;
     } else if (hlen < RMQ_MIN_HEADER) {
         return BAD;
@@ -166,7 +167,10 @@ static int64_t candidate(const uint8_t *b, size_t n, size_t pos) {
         if (!z)
             return -1;
         size_t i = (size_t)(z - b);
-        if ((b[i + 4] == 0 && i + 8 < n && b[i + 8] == 0x7B) || (b[i + 4] == 1 && b[i + 5] == 0))
+        /* a length under 16 MiB; JSON with its '{', or ROCKETMQ with a header under 64 KiB */
+        const uint8_t *f = b + i;
+        if ((frame_type(f) == SER_JSON && i + PREFIX_SIZE < n && f[PREFIX_SIZE] == JSON_HEADER_START)
+            || (frame_type(f) == SER_ROCKETMQ && f[TYPE_AT + 1] == 0))
             return (int64_t)i;
         pos = i + 1;
     }
@@ -233,7 +237,7 @@ static int parse(framer_t *f, int64_t ts) {
         size_t n = buf_len(&f->buf);
         if (n - pos < PREFIX_SIZE)
             break;
-        int64_t total = (int64_t)rd32be(b + pos) + LENGTH_SIZE;
+        int64_t total = frame_total(b + pos);
         if ((int64_t)(n - pos) < total) {
             int v = plausible(f, b + pos, n - pos, !f->found);
             if (v < 0)
@@ -277,13 +281,13 @@ static int64_t whole_frames(framer_t *f, const uint8_t *d, size_t n, int64_t ts)
     while (n - pos > PREFIX_SIZE) {
         if (f->has_limit && offset + (int64_t)pos >= f->limit)
             break;
-        int64_t total = (int64_t)rd32be(d + pos) + LENGTH_SIZE;
-        int stype = d[pos + 4];
-        int64_t hlen = rd32be(d + pos + 4) & 0xFFFFFF;
+        int64_t total = frame_total(d + pos);
+        int stype = frame_type(d + pos);
+        int64_t hlen = frame_header_length(d + pos);
         if ((int64_t)(n - pos) < total || total > MAX_FRAME_LENGTH)
             break;
         if (hlen == 0 || hlen > total - PREFIX_SIZE || stype > SER_ROCKETMQ
-            || (stype == SER_JSON ? d[pos + PREFIX_SIZE] != 0x7B : hlen < RMQ_MIN_HEADER))
+            || (stype == SER_JSON ? d[pos + PREFIX_SIZE] != JSON_HEADER_START : hlen < RMQ_MIN_HEADER))
             break;
         if (emit(f, d + pos, (size_t)total, ts, offset + (int64_t)pos, total, 0, NULL, 0) < 0)
             return -1;
@@ -346,7 +350,7 @@ int framer_gap(framer_t *f, int64_t n, int64_t ts) {
     if (f->synced && have >= PREFIX_SIZE) {
         int v = plausible(f, buf_data(&f->buf), have, 0);
         if (v == OK) {
-            int64_t total = (int64_t)rd32be(buf_data(&f->buf)) + LENGTH_SIZE;
+            int64_t total = frame_total(buf_data(&f->buf));
             int64_t rest = total - (int64_t)have, lost = n < rest ? n : rest;
             int len = snprintf(msg, sizeof msg, "frame incomplete: %lld of its %lld bytes lost in the capture",
                                (long long)lost, (long long)total);
@@ -380,7 +384,7 @@ int framer_finish(framer_t *f, int64_t ts) {
     size_t have = buf_len(&f->buf);
     if (!f->abandoned && !f->settled && have) {
         if (f->synced && have >= PREFIX_SIZE && plausible(f, buf_data(&f->buf), have, 0) == OK) {
-            int64_t total = (int64_t)rd32be(buf_data(&f->buf)) + LENGTH_SIZE;
+            int64_t total = frame_total(buf_data(&f->buf));
             int len = snprintf(msg, sizeof msg, "capture ended mid-frame: %zu of %lld bytes seen",
                                have, (long long)total);
             if (damaged(f, total, total - (int64_t)have, ts, msg, (size_t)len) < 0)
@@ -394,29 +398,157 @@ int framer_finish(framer_t *f, int64_t ts) {
     return 0;
 }
 
+/* ================================ waiting segments ======================================== */
+
+static inline size_t pidx_home(const pstore_t *p, int64_t place) {
+    return (size_t)mum((uint64_t)place ^ HASH_KEY[1], HASH_KEY[2]) & (p->cap_idx - 1);
+}
+
+/* the index position holding `place`, or the empty one where it would go */
+static size_t pidx_find(const pstore_t *p, int64_t place) {
+    size_t mask = p->cap_idx - 1, i = pidx_home(p, place);
+    while (p->idx[i] && p->slot[p->idx[i] - 1].place != place)
+        i = (i + 1) & mask;
+    return i;
+}
+
+/* room in the index for one more (at most half full): 0, or -1 (set) */
+static int pidx_room(pstore_t *p) {
+    if (2 * (p->n + 1) <= p->cap_idx)
+        return 0;
+    size_t cap = p->cap_idx ? 2 * p->cap_idx : 16;
+    uint32_t *idx = PyMem_RawCalloc(cap, sizeof *idx);
+    if (!idx)
+        return no_memory();
+    PyMem_RawFree(p->idx);
+    p->idx = idx;
+    p->cap_idx = cap;
+    for (size_t k = 0; k < p->n; k++)
+        idx[pidx_find(p, p->heap[k].place)] = p->heap[k].slot + 1;
+    return 0;
+}
+
+/* linear probing's deletion: pull later members of the probe run back over the hole */
+static void pidx_remove(pstore_t *p, int64_t place) {
+    size_t mask = p->cap_idx - 1, i = pidx_find(p, place), j = i;
+    p->idx[i] = 0;
+    for (;;) {
+        j = (j + 1) & mask;
+        if (!p->idx[j])
+            return;
+        size_t home = pidx_home(p, p->slot[p->idx[j] - 1].place);
+        if (((j - home) & mask) >= ((j - i) & mask)) {   /* home not in (i, j]: may move to i */
+            p->idx[i] = p->idx[j];
+            p->idx[j] = 0;
+            i = j;
+        }
+    }
+}
+
+/* the slot of the segment at `place`, or NULL */
+static pend_t *pstore_get(const pstore_t *p, int64_t place) {
+    if (!p->n)
+        return NULL;
+    uint32_t k = p->idx[pidx_find(p, place)];
+    return k ? &p->slot[k - 1] : NULL;
+}
+
+/* a new segment at `place` (not there yet): its slot, NULL on error (set) */
+static pend_t *pstore_add(pstore_t *p, int64_t place) {
+    if (pidx_room(p) < 0 || GROW(p->heap, p->cap_heap, p->n, 8) < 0)
+        return NULL;
+    uint32_t k;
+    if (p->free) {
+        k = p->free - 1;
+        p->free = p->slot[k].len;
+    } else {
+        if (GROW(p->slot, p->cap_slot, p->n_slot, 8) < 0)
+            return NULL;
+        k = (uint32_t)p->n_slot++;
+    }
+    p->slot[k].place = place;
+    p->idx[pidx_find(p, place)] = k + 1;
+    size_t i = p->n++;                      /* sift up */
+    while (i) {
+        size_t up = (i - 1) / 2;
+        if (p->heap[up].place <= place)
+            break;
+        p->heap[i] = p->heap[up];
+        i = up;
+    }
+    p->heap[i].place = place;
+    p->heap[i].slot = k;
+    return &p->slot[k];
+}
+
+/* takes the first segment off (the caller owns its data) */
+static pend_t pstore_pop(pstore_t *p) {
+    pkey_t top = p->heap[0], last = p->heap[--p->n];
+    pend_t out = p->slot[top.slot];
+    pidx_remove(p, top.place);
+    p->slot[top.slot].len = p->free;
+    p->slot[top.slot].data = NULL;
+    p->free = top.slot + 1;
+    size_t i = 0;                           /* sift down */
+    for (;;) {
+        size_t c = 2 * i + 1;
+        if (c >= p->n)
+            break;
+        if (c + 1 < p->n && p->heap[c + 1].place < p->heap[c].place)
+            c++;
+        if (last.place <= p->heap[c].place)
+            break;
+        p->heap[i] = p->heap[c];
+        i = c;
+    }
+    if (p->n)
+        p->heap[i] = last;
+    return out;
+}
+
+static void pstore_empty(pstore_t *p) {
+    for (size_t k = 0; k < p->n; k++)
+        PyMem_RawFree(p->slot[p->heap[k].slot].data);
+    if (p->n)
+        memset(p->idx, 0, p->cap_idx * sizeof *p->idx);
+    p->n = p->n_slot = 0;
+    p->free = 0;
+}
+
 /* ================================ reassembler ============================================= */
 
-/* a zeroed reassembler, or a used one whose pending segments were freed (its array is kept) */
+/* a zeroed reassembler, or a released one (empty, its arrays kept) */
 void reasm_init(reasm_t *r, framer_t *sink, stats_t *st, int64_t max_pending_bytes,
-                int64_t hole_timeout_ns) {
-    pend_t *pending = r->pending;
-    size_t cap = r->cap_pending;
+                int64_t max_pending_segments, int64_t hole_timeout_ns) {
+    pstore_t keep = r->pending;
     memset(r, 0, sizeof *r);
-    r->pending = pending;
-    r->cap_pending = cap;
+    r->pending = keep;
     r->sink = sink;
     r->st = st;
     r->max_pending_bytes = max_pending_bytes;
+    r->max_pending_segments = max_pending_segments;
     r->hole_timeout_ns = hole_timeout_ns;
     r->reorder_ns = REORDER_NS;
 }
 
+static void keep_upto(void **items, size_t *cap, size_t size, size_t keep) {
+    if (*cap * size > keep) {
+        PyMem_RawFree(*items);
+        *items = NULL;
+        *cap = 0;
+    }
+}
+
+void reasm_release(reasm_t *r, size_t keep) {
+    pstore_t *p = &r->pending;
+    pstore_empty(p);
+    keep_upto((void **)&p->slot, &p->cap_slot, sizeof *p->slot, keep);
+    keep_upto((void **)&p->heap, &p->cap_heap, sizeof *p->heap, keep);
+    keep_upto((void **)&p->idx, &p->cap_idx, sizeof *p->idx, keep);
+}
+
 void reasm_free(reasm_t *r) {
-    for (size_t i = 0; i < r->n_pending; i++)
-        PyMem_RawFree(r->pending[i].data);
-    PyMem_RawFree(r->pending);
-    r->pending = NULL;
-    r->n_pending = r->cap_pending = 0;
+    reasm_release(r, 0);
 }
 
 void reasm_syn(reasm_t *r, uint32_t seq) {
@@ -458,9 +590,9 @@ static int deliver(reasm_t *r, const uint8_t *payload, uint32_t plen, uint32_t m
 }
 
 /* what a segment rel < 0 bytes before `next` adds: 1 with *skip set, 0 all retransmitted */
-static int new_part(reasm_t *r, int32_t rel, uint32_t plen, uint32_t missing,
+static int new_part(reasm_t *r, int64_t rel, uint32_t plen, uint32_t missing,
                     uint32_t *skip_payload, uint32_t *cut_missing) {
-    int64_t k = -(int64_t)rel, n = (int64_t)plen + missing;
+    int64_t k = -rel, n = (int64_t)plen + missing;
     if (k >= n) {
         retransmitted(r, n);
         return 0;
@@ -475,33 +607,15 @@ static int new_part(reasm_t *r, int32_t rel, uint32_t plen, uint32_t missing,
     return 1;
 }
 
-static size_t first_pending(reasm_t *r) {
-    size_t best = 0;
-    for (size_t i = 1; i < r->n_pending; i++)
-        if (rel32(r->pending[i].seq, r->next) < rel32(r->pending[best].seq, r->next))
-            best = i;
-    return best;
-}
-
-static void remove_pending(reasm_t *r, size_t i) {
-    memmove(&r->pending[i], &r->pending[i + 1], (r->n_pending - i - 1) * sizeof(pend_t));
-    r->n_pending--;
-}
-
+/* deliver the waiting segments that start at or before the next expected byte, first-starting
+ * first */
 static int drain(reasm_t *r, int64_t ts, int own_ts) {
-    while (r->n_pending) {
-        uint32_t nxt = r->next;
-        size_t i;
-        for (i = 0; i < r->n_pending; i++)
-            if (rel32(r->pending[i].seq, nxt) <= 0)
-                break;
-        if (i == r->n_pending)
-            return 0;
-        pend_t p = r->pending[i];
-        remove_pending(r, i);
+    pstore_t *ps = &r->pending;
+    while (ps->n && ps->heap[0].place <= r->at) {
+        pend_t p = pstore_pop(ps);
         int64_t n = (int64_t)p.len + p.missing;
         r->pending_bytes -= n;
-        int32_t rel = rel32(p.seq, nxt);
+        int64_t rel = p.place - r->at;
         uint32_t skip = 0, missing = p.missing;
         if (rel < 0) {
             uint32_t cut;
@@ -512,7 +626,8 @@ static int drain(reasm_t *r, int64_t ts, int own_ts) {
             missing = p.missing - cut;
             n += rel;
         }
-        r->next = nxt + (uint32_t)n;
+        r->next += (uint32_t)n;
+        r->at += n;
         int e = deliver(r, p.data + skip, p.len - skip, missing, own_ts ? p.ts : ts);
         PyMem_RawFree(p.data);
         if (e < 0)
@@ -522,11 +637,10 @@ static int drain(reasm_t *r, int64_t ts, int own_ts) {
 }
 
 static int skip_hole(reasm_t *r, int64_t ts) {
-    if (!r->n_pending || r->sink->settled)
+    if (!r->pending.n || r->sink->settled)
         return 0;
     uint32_t nxt = r->next;
-    size_t first = first_pending(r);
-    int32_t gap = rel32(r->pending[first].seq, nxt);
+    int64_t gap = r->pending.heap[0].place - r->at;
     if (gap > 0) {
         int64_t lost = gap;
         if (r->has_ceiling) {
@@ -539,18 +653,19 @@ static int skip_hole(reasm_t *r, int64_t ts) {
         }
         if (framer_gap(r->sink, gap, ts) < 0)
             return -1;
-        r->next = r->pending[first].seq;
+        r->next = nxt + (uint32_t)gap;
+        r->at += gap;
     }
     if (drain(r, ts, 1) < 0)
         return -1;
     r->has_doomed = 0;
-    if (r->n_pending)
+    if (r->pending.n)
         r->hole_since = ts;
     return 0;
 }
 
 int reasm_tick(reasm_t *r, int64_t ts) {
-    if (r->n_pending && !r->sink->settled
+    if (r->pending.n && !r->sink->settled
         && (ts - r->hole_since > r->hole_timeout_ns
             || (r->has_doomed && ts - r->doomed_at >= r->reorder_ns)))
         return skip_hole(r, ts);
@@ -558,18 +673,16 @@ int reasm_tick(reasm_t *r, int64_t ts) {
 }
 
 int reasm_acked(reasm_t *r, uint32_t ack, int64_t ts) {
-    if (r->n_pending && !r->has_doomed && rel32(ack, r->next) > 0) {
-        size_t first = first_pending(r);
-        if (rel32(ack, r->pending[first].seq) > 0) {
-            r->has_doomed = 1;
-            r->doomed_at = ts;
-        }
+    if (r->pending.n && !r->has_doomed && rel32(ack, r->next) > 0
+        && rel32(ack, r->next) > r->pending.heap[0].place - r->at) {
+        r->has_doomed = 1;
+        r->doomed_at = ts;
     }
     return reasm_tick(r, ts);
 }
 
 int reasm_finish(reasm_t *r, int64_t ts) {
-    while (r->n_pending && !r->sink->settled)
+    while (r->pending.n && !r->sink->settled)
         if (skip_hole(r, ts) < 0)
             return -1;
     return 0;
@@ -585,8 +698,9 @@ int reasm_segment(reasm_t *r, uint32_t seq, const uint8_t *payload, uint32_t ple
         r->next = seq;
     }
     uint32_t nxt = r->next;
-    if (seq == nxt && !r->n_pending) {     /* the common case: in order, nothing waiting */
+    if (seq == nxt && !r->pending.n) {     /* the common case: in order, nothing waiting */
         r->next = nxt + (uint32_t)n;
+        r->at += n;
         return deliver(r, payload, plen, missing, ts);
     }
     int32_t rel = rel32(seq, nxt);
@@ -597,44 +711,37 @@ int reasm_segment(reasm_t *r, uint32_t seq, const uint8_t *payload, uint32_t ple
         payload += skip;
         plen -= skip;
         missing -= cut;
-        seq = nxt;
         n += rel;
         rel = 0;
     }
     if (rel == 0) {
         r->next = nxt + (uint32_t)n;
+        r->at += n;
         if (deliver(r, payload, plen, missing, ts) < 0 || drain(r, ts, 0) < 0)
             return -1;
         r->has_doomed = 0;
-        if (r->n_pending)
+        if (r->pending.n)
             r->hole_since = ts;
         return 0;
     }
-    size_t i;
-    for (i = 0; i < r->n_pending; i++)
-        if (r->pending[i].seq == seq)
-            break;
-    if (i == r->n_pending || (int64_t)r->pending[i].len + r->pending[i].missing < n) {
+    int64_t place = r->at + rel;
+    pend_t *p = pstore_get(&r->pending, place);
+    if (!p || (int64_t)p->len + p->missing < n) {
         uint8_t *copy = PyMem_RawMalloc(plen ? plen : 1);
-        if (!copy) {
-            no_memory();
-            return -1;
-        }
+        if (!copy)
+            return no_memory();
         memcpy(copy, payload, plen);
-        if (i < r->n_pending) {
-            r->pending_bytes -= (int64_t)r->pending[i].len + r->pending[i].missing;
-            PyMem_RawFree(r->pending[i].data);
+        if (p) {
+            r->pending_bytes -= (int64_t)p->len + p->missing;
+            PyMem_RawFree(p->data);
         } else {
-            if (!r->n_pending)
+            if (!r->pending.n)
                 r->hole_since = ts;
-            if (GROW(r->pending, r->cap_pending, r->n_pending, 8) < 0) {
+            if (!(p = pstore_add(&r->pending, place))) {
                 PyMem_RawFree(copy);
                 return -1;
             }
-            r->n_pending++;
         }
-        pend_t *p = &r->pending[i];
-        p->seq = seq;
         p->len = plen;
         p->missing = missing;
         p->ts = ts;
@@ -643,7 +750,7 @@ int reasm_segment(reasm_t *r, uint32_t seq, const uint8_t *payload, uint32_t ple
     } else {
         retransmitted(r, n);
     }
-    if (r->pending_bytes > r->max_pending_bytes)
+    if (r->pending_bytes > r->max_pending_bytes || (int64_t)r->pending.n > r->max_pending_segments)
         return skip_hole(r, ts);
     return reasm_tick(r, ts);
 }

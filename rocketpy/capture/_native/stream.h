@@ -25,20 +25,37 @@ typedef struct {
     header_t *scratch;         /* for checking headers while hunting */
 } framer_t;
 
+/* A segment waiting behind a hole, in a slot that does not move while it waits. */
 typedef struct {
-    uint32_t seq, len, missing;
+    int64_t place;             /* its first byte's place in the stream (never wraps) */
+    uint32_t len, missing;
     int64_t ts;
     uint8_t *data;
 } pend_t;
+
+typedef struct { int64_t place; uint32_t slot; } pkey_t;
+
+/* The waiting segments (reassembly.py's `pending` and `order`): slots, a min-heap of their
+ * places (the first one on top) and an index place -> slot (open addressing with a keyed hash,
+ * so a stranger cannot make its probes long), each operation O(1) or O(log n). */
+typedef struct {
+    pend_t *slot;
+    size_t n_slot, cap_slot;   /* slots used at most so far; free ones chained through `len` */
+    uint32_t free;             /* 1 + a free slot, 0: none */
+    pkey_t *heap;
+    size_t n, cap_heap;
+    uint32_t *idx;             /* 1 + slot, 0: empty */
+    size_t cap_idx;
+} pstore_t;
 
 typedef struct {
     framer_t *sink;
     int has_next, has_doomed, has_ceiling;
     uint32_t next, ceiling;     /* reading ahead: bytes from `ceiling` on are the next range's */
-    pend_t *pending;
-    size_t n_pending, cap_pending;
+    int64_t at;                 /* the next expected byte's place in the stream */
+    pstore_t pending;
     int64_t pending_bytes, hole_since, doomed_at;
-    int64_t max_pending_bytes, hole_timeout_ns, reorder_ns;
+    int64_t max_pending_bytes, max_pending_segments, hole_timeout_ns, reorder_ns;
     stats_t *st;
 } reasm_t;
 
@@ -52,8 +69,10 @@ void framer_stop_at(framer_t *f, int64_t limit);
 void framer_reset_out(framer_t *f);
 
 void reasm_init(reasm_t *r, framer_t *sink, stats_t *st, int64_t max_pending_bytes,
-                int64_t hole_timeout_ns);
+                int64_t max_pending_segments, int64_t hole_timeout_ns);
 void reasm_free(reasm_t *r);
+/* a dropped connection's: frees the waiting segments, keeps arrays up to `keep` bytes each */
+void reasm_release(reasm_t *r, size_t keep);
 void reasm_syn(reasm_t *r, uint32_t seq);
 void reasm_start_at(reasm_t *r, uint32_t seq);
 void reasm_count_below(reasm_t *r, int64_t ahead);

@@ -1,11 +1,12 @@
 /* Buffers, counters and name tables shared by the decoder's parts. */
 #include "core.h"
+#include "htab.h"
 
 const char *const STAT_NAMES[ST_COUNT] = {
     "non_ip", "truncated_headers", "non_tcp", "ip_fragments", "retransmitted_bytes", "gaps",
     "gap_bytes", "snaplen_cut_bytes", "skipped_bytes", "resyncs", "damaged_frames",
     "connections", "rocketmq_connections", "truncated_records", "packets", "captured_bytes",
-    "readahead_exhausted", "unplanned_packets",
+    "readahead_exhausted", "unplanned_packets", "evicted_connections",
 };
 
 config_t CFG;
@@ -76,23 +77,47 @@ int grow(void **items, size_t *cap, size_t n, size_t size, size_t first) {
     return 0;
 }
 
+/* the index position of code, or the empty one where it would go */
+static size_t uidx_find(const stats_t *st, int32_t code) {
+    size_t mask = st->cap_uidx - 1;
+    size_t i = (size_t)mum((uint64_t)(uint32_t)code ^ HASH_KEY[1], HASH_KEY[2]) & mask;
+    while (st->uidx[i] && st->unanswered[2 * (st->uidx[i] - 1)] != code)
+        i = (i + 1) & mask;
+    return i;
+}
+
+/* one more unanswered request with this code (a dict in the reference): 0, or -1 (set) */
 int stats_unanswered(stats_t *st, int32_t code) {
     st->unanswered_touched = 1;
-    for (size_t i = 0; i < st->n_unanswered; i++)
-        if (st->unanswered[2 * i] == code) {
-            st->unanswered[2 * i + 1]++;
+    if (st->cap_uidx) {
+        uint32_t k = st->uidx[uidx_find(st, code)];
+        if (k) {
+            st->unanswered[2 * (k - 1) + 1]++;
             return 0;
         }
+    }
     if (grow((void **)&st->unanswered, &st->cap_unanswered, st->n_unanswered, 2 * sizeof(int64_t), 16) < 0)
         return -1;
+    if (2 * (st->n_unanswered + 1) > st->cap_uidx) {      /* at most half full: rebuild bigger */
+        size_t cap = st->cap_uidx ? 2 * st->cap_uidx : 64;
+        uint32_t *idx = PyMem_RawCalloc(cap, sizeof *idx);
+        if (!idx)
+            return no_memory();
+        PyMem_RawFree(st->uidx);
+        st->uidx = idx;
+        st->cap_uidx = cap;
+        for (size_t i = 0; i < st->n_unanswered; i++)
+            idx[uidx_find(st, (int32_t)st->unanswered[2 * i])] = (uint32_t)i + 1;
+    }
     st->unanswered[2 * st->n_unanswered] = code;
     st->unanswered[2 * st->n_unanswered + 1] = 1;
-    st->n_unanswered++;
+    st->uidx[uidx_find(st, code)] = (uint32_t)++st->n_unanswered;
     return 0;
 }
 
 void stats_free(stats_t *st) {
     PyMem_RawFree(st->unanswered);
+    PyMem_RawFree(st->uidx);
     memset(st, 0, sizeof *st);
 }
 

@@ -22,7 +22,7 @@ Before a handler runs, :class:`~rocketpy.namesrv.acl.AccessControl` (administrat
 NO_PERMISSION (rocketpy's additions, off unless configured)."""
 import logging
 
-from rocketpy.remoting.codes import OVERLOAD_REMARK, ResponseCode
+from rocketpy.remoting.codes import OVERLOAD_REMARK, ResponseCode, not_supported_remark
 from rocketpy.remoting.command import FLAG_RESPONSE, JAVA, RemotingCommand
 from rocketpy.remoting.errors import (BodyDecodeError, InvalidFieldError, MissingFieldError,
                                       RemotingCodecError)
@@ -138,8 +138,7 @@ class DefaultRequestProcessor:
             if handler is None:
                 if not self._answers_unknown_code:
                     return None
-                reply = Reply(ResponseCode.REQUEST_CODE_NOT_SUPPORTED,
-                              f" request type {code} not supported")
+                reply = Reply(ResponseCode.REQUEST_CODE_NOT_SUPPORTED, not_supported_remark(code))
             else:
                 header_class = self._headers.get(code)
                 header = (None if header_class is None

@@ -1,0 +1,107 @@
+"""Transport layer: the one adapter for what Twisted has no public API for -- a connection's
+read size, its write high-water mark, and a look at its socket.
+
+Twisted's TCP and UNIX transports keep a single attribute, ``bufferSize``: ``doRead`` passes it
+to ``recv`` and ``write`` pauses the producer once more than that many bytes wait to be sent.
+Java keeps them apart (``SO_RCVBUF`` / the channel's read allocator, and
+``writeBufferHighWaterMark``); here they are two names on one attribute:
+
+* :attr:`TransportTuning.high_water_mark` is set once (``writeBufferHighWaterMark``);
+* :meth:`TransportTuning.read_up_to` raises the read size while a big frame is incomplete, and
+  :meth:`TransportTuning.before_write` puts the high-water mark back before anything is written,
+  so an answer is never measured against a raised read size.
+
+Everything else goes through public interfaces (``ITCPTransport.setTcpNoDelay``,
+``ISystemHandle.getHandle``); a transport without them (a TLS layer of tests, a
+``StringTransport``) is left alone."""
+import socket
+
+from twisted.logger import Logger
+
+__all__ = ["TransportTuning", "READ_AHEAD_MAX"]
+
+#: Largest socket read while the rest of a big frame is awaited.
+READ_AHEAD_MAX = 1 << 20
+
+log = Logger()
+
+
+class TransportTuning:
+    """The adapter of one connection's transport (see the module docstring)."""
+
+    __slots__ = ("_transport", "_sized", "_usual", "_raised")
+
+    def __init__(self, transport, send_buffer=0, receive_buffer=0, high_water_mark=0):
+        size = getattr(transport, "bufferSize", None)
+        adjustable = type(size) is int and size > 0
+        self._transport = transport
+        self._sized = transport if adjustable else None  # its bufferSize may be changed
+        if adjustable and high_water_mark > 0:
+            transport.bufferSize = size = high_water_mark
+        self._usual = size if adjustable else 0
+        self._raised = False
+        if hasattr(transport, "setTcpNoDelay"):  # Java sets TCP_NODELAY on every child
+            transport.setTcpNoDelay(True)
+        sock = self.handle(transport)
+        if sock is not None:
+            try:
+                if send_buffer > 0:
+                    sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, send_buffer)
+                if receive_buffer > 0:
+                    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, receive_buffer)
+            except OSError as exc:
+                log.warn("cannot set socket buffer sizes: {exc}", exc=exc)
+
+    @staticmethod
+    def handle(transport):
+        """The transport's socket (``ISystemHandle.getHandle``), or None."""
+        get = getattr(transport, "getHandle", None)
+        sock = get() if get is not None else None
+        return sock if isinstance(sock, socket.socket) else None
+
+    @property
+    def high_water_mark(self):
+        """Unsent bytes past which the transport pauses us (0: not adjustable)."""
+        return self._usual
+
+    @property
+    def read_size(self):
+        """Bytes one ``recv`` may take now (0: not adjustable)."""
+        return self._sized.bufferSize if self._sized is not None else 0
+
+    def read_up_to(self, missing):
+        """Let the next reads take up to ``missing`` bytes (the rest of a big frame, at most
+        :data:`READ_AHEAD_MAX`), or the usual size when that is more. One ``recv`` per
+        ``bufferSize`` (64 KiB) would make a 1.5 MB registration 23 reactor wake-ups, and a
+        read could end inside the next frame (a copy to split it off)."""
+        if self._sized is None:
+            return
+        if missing > self._usual:
+            self._raised = True
+            self._sized.bufferSize = min(missing, READ_AHEAD_MAX)
+        elif self._raised:
+            self.before_write()
+
+    def before_write(self):
+        """Put the high-water mark back (the same attribute as the read size)."""
+        if self._raised:
+            self._raised = False
+            self._sized.bufferSize = self._usual
+
+    def peer_gone(self):
+        """True when a TCP peer has reset the connection. A throttled connection is not read, so
+        without this look (``MSG_PEEK``: nothing consumed) a flooder that went away would hold
+        its slot until its buffered requests were all served. An end of stream is *not* gone:
+        a peer that shut only its sending side (``shutdown(SHUT_WR)``) still wants the answers
+        to what it sent, and the reactor reads the end and drains the connection
+        (``readConnectionLost``); one that closed for good answers our next write with a reset."""
+        sock = self.handle(self._transport)
+        if sock is None:
+            return False
+        try:
+            sock.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT)
+        except (BlockingIOError, InterruptedError):
+            return False
+        except OSError:
+            return True
+        return False
