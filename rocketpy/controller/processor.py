@@ -234,7 +234,12 @@ class ControllerRequestProcessor:
     def broker_heartbeat(self, header, request, channel, now_ms):
         if header.broker_id is None:
             return ControllerResult(RC.CONTROLLER_INVALID_REQUEST, "Heart beat with empty brokerId")
-        self.heartbeats.on_broker_heartbeat(header, channel, now_ms)
+        if not self.heartbeats.on_broker_heartbeat(header, channel, now_ms):
+            remark = (f"[REFUSED] the controller holds {self.heartbeats.max_brokers} live "
+                      "brokers, its bound; nothing was applied")
+            log.warning("heartbeat from %s refused: %s",
+                        getattr(channel, "remote_addr", channel), remark)
+            return ControllerResult(RC.SYSTEM_ERROR, remark)
         return ControllerResult(RC.SUCCESS, "Heart beat success")
 
     def update_controller_config(self, header, request, channel, now_ms):
