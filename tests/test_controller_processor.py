@@ -396,3 +396,22 @@ def test_broker_ids_and_live_brokers_are_bounded():
     copy = ReplicasInfoManager(max_brokers=3)
     load_snapshot(copy, snapshot_text(processor.replicas))
     assert copy.broker_count() == 3
+
+
+def test_sync_state_data_costs_each_group_once_however_often_named():
+    """CONTROLLER_GET_SYNC_STATE_DATA names groups in an attacker-sized body: a name repeated
+    2n times costs what it costs once (liveness asked per replica, counted)."""
+    processor = _processor()
+    for broker_id in (1, 2, 3):
+        _join(processor, broker_id, CH1)
+    asked = []
+    active = processor.heartbeats.is_broker_active
+    processor.heartbeats.is_broker_active = lambda *a: asked.append(a) or active(*a)
+    costs = []
+    for n in (500, 1000):
+        del asked[:]
+        body = ("[" + ",".join(['"b"'] * n) + "]").encode()
+        answer = _call(processor, 1006, body=body)
+        assert answer.code == 0 and b'"inSyncReplicas"' in answer.body
+        costs.append(len(asked))
+    assert costs == [3, 3]

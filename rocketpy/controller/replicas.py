@@ -307,9 +307,11 @@ class ReplicasInfoManager:
 
     def get_sync_state_data(self, broker_names, alive):
         """CONTROLLER_GET_SYNC_STATE_DATA (``mqadmin getSyncStateSet``): per known group, its
-        replicas in and out of the sync state set, each with whether it is alive."""
+        replicas in and out of the sync state set, each with whether it is alive. A name
+        asked twice is answered once (a body repeating a big group's name costs its length,
+        not its length times the group)."""
         table = {}
-        for name in broker_names:
+        for name in dict.fromkeys(broker_names):
             if not self._contains(name):
                 continue
             state = self.sync_state_info_table[name]
