@@ -415,3 +415,23 @@ def test_sync_state_data_costs_each_group_once_however_often_named():
         assert answer.code == 0 and b'"inSyncReplicas"' in answer.body
         costs.append(len(asked))
     assert costs == [3, 3]
+
+
+def test_strangers_filling_the_live_table_do_not_keep_a_known_broker_dead():
+    """Heartbeats naming made-up brokers fill the live table; a broker whose id the controller
+    holds still becomes alive (and a made-up cluster for its group does not count as known)."""
+    processor = _processor()
+    processor.heartbeats.max_brokers = 2
+    assert _call(processor, 1013, H.ApplyBrokerIdRequestHeader(
+        applied_broker_id=1, register_check_code="127.0.0.1:10001;1", **GROUP)).code == 0
+    for i in range(2):
+        _call(processor, 904, H.BrokerHeartbeatRequestHeader(
+            cluster_name="x", broker_name=f"fake{i}", broker_addr="10.0.0.1:1", broker_id=1,
+            heartbeat_timeout_mills=1 << 40))
+    stranger = _call(processor, 904, H.BrokerHeartbeatRequestHeader(
+        cluster_name="other", broker_name="b", broker_addr="10.0.0.1:1", broker_id=1))
+    assert stranger.code == RC.SYSTEM_ERROR
+    answer = _call(processor, 904, H.BrokerHeartbeatRequestHeader(
+        broker_addr="127.0.0.1:10001", broker_id=1, **GROUP))
+    assert answer.code == 0
+    assert processor.heartbeats.is_broker_active("c", "b", 1, 1000)

@@ -50,11 +50,14 @@ class BrokerHeartbeatManager:
         self.broker_live_table = {}
         self._by_channel = {}      # channel -> set of identities
 
-    def on_broker_heartbeat(self, header, channel, now_ms):
+    def on_broker_heartbeat(self, header, channel, now_ms, known=False):
         """Record a heartbeat (``header``: a BrokerHeartbeatRequestHeader with a broker id);
-        False when it names a new broker and the table is full (nothing recorded)."""
+        False when it names a new broker and the table is full (nothing recorded). A ``known``
+        broker (one whose id the controller holds, itself bounded) is recorded anyway, so
+        strangers filling the table cannot keep a real broker from being alive."""
         key = (header.cluster_name, header.broker_name, header.broker_id)
-        if key not in self.broker_live_table and len(self.broker_live_table) >= self.max_brokers:
+        if (not known and key not in self.broker_live_table
+                and len(self.broker_live_table) >= self.max_brokers):
             return False
         epoch = -1 if header.epoch is None else header.epoch
         max_offset = -1 if header.max_offset is None else header.max_offset

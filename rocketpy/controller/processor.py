@@ -219,7 +219,10 @@ class ControllerRequestProcessor:
     def broker_heartbeat(self, header, request, channel, now_ms):
         if header.broker_id is None:
             return ControllerResult(RC.CONTROLLER_INVALID_REQUEST, "Heart beat with empty brokerId")
-        if not self.heartbeats.on_broker_heartbeat(header, channel, now_ms):
+        group = self.replicas.replica_info_table.get(header.broker_name)
+        known = (group is not None and group.cluster_name == header.cluster_name
+                 and header.broker_id in group.brokers)
+        if not self.heartbeats.on_broker_heartbeat(header, channel, now_ms, known):
             remark = (f"[REFUSED] the controller holds {self.heartbeats.max_brokers} live "
                       "brokers, its bound; nothing was applied")
             log.warning("heartbeat from %s refused: %s",
