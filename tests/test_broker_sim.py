@@ -24,11 +24,13 @@ from rocketpy.remoting.headers import UnRegisterBrokerRequestHeader
 from rocketpy.service.tap import Options, makeService
 from rocketpy.transport.client import RemotingClient
 
+from pumpworld import Pumped
+
 T0 = 1_700_000_000
 NAMESRVS = ("127.0.0.1:9876", "127.0.0.1:9877")
 
 
-class World:
+class World(Pumped):
     """Two NameServers and the brokers' connections to them, on one fake reactor."""
 
     def __init__(self, case, *server_args):
@@ -69,33 +71,6 @@ class World:
             pump.addr = f"{host}:{port}"
             self.pumps.append(pump)
 
-    def settle(self):
-        for _ in range(1000):
-            self._accept()
-            moved = False
-            for pump in self.pumps:
-                moved = pump.pump() or moved
-            self.reactor.advance(0)
-            if not moved and self.accepted == len(self.reactor.tcpClients):
-                return
-        raise AssertionError("still moving")
-
-    def run(self, seconds, step=0.05):
-        end = self.reactor.seconds() + seconds
-        while self.reactor.seconds() < end:
-            self.reactor.advance(step)
-            self.settle()
-
-    def wait(self, d, step=0.05, limit=120):
-        out = []
-        d.addBoth(out.append)
-        for _ in range(int(limit / step)):
-            if out:
-                break
-            self.reactor.advance(step)
-            self.settle()
-        assert out, "the Deferred never fired"
-        return out[0]
 
     def admin(self, addr):
         """An MQAdmin on this reactor: the NameServers are only looked at over the wire."""

@@ -15,12 +15,14 @@ from rocketpy.broker.sim import BrokerSim, SimOptions
 from rocketpy.remoting.codes import MQVersion
 from rocketpy.service.tap import Options, makeService
 
+from pumpworld import Pumped
+
 T0 = 1_700_000_000
 NAMESRV = "127.0.0.1:9876"
 CONTROLLER = "127.0.0.1:9878"
 
 
-class ControllerWorld:
+class ControllerWorld(Pumped):
     """One NameServer hosting the controller, and every connection between it and the brokers."""
 
     def __init__(self, case):
@@ -67,34 +69,6 @@ class ControllerWorld:
             pump = iosim.connect(server, iosim.FakeTransport(server, True, peerAddress=peer),
                                  client, iosim.FakeTransport(client, False), greet=False)
             self.pumps.append(pump)
-
-    def settle(self):
-        for _ in range(1000):
-            self._accept()
-            moved = False
-            for pump in self.pumps:
-                moved = pump.pump() or moved
-            self.reactor.advance(0)
-            if not moved and self.accepted == len(self.reactor.tcpClients):
-                return
-        raise AssertionError("still moving")
-
-    def run(self, seconds, step=0.05):
-        end = self.reactor.seconds() + seconds
-        while self.reactor.seconds() < end:
-            self.reactor.advance(step)
-            self.settle()
-
-    def wait(self, d, step=0.05, limit=120):
-        out = []
-        d.addBoth(out.append)
-        for _ in range(int(limit / step)):
-            if out:
-                break
-            self.reactor.advance(step)
-            self.settle()
-        assert out, "the Deferred never fired"
-        return out[0]
 
 
 def _options(**kw):

@@ -363,3 +363,75 @@ def test_restore_skips_what_the_snapshot_has_and_a_torn_line():
     assert seq == 2 and copy.sync_state_info_table["b"].master_epoch == 1
     with pytest.raises(SnapshotError):
         load_state(ReplicasInfoManager(), None, ["garbage\n" + log])
+
+
+def test_broker_ids_and_live_brokers_are_bounded():
+    """CONTROLLER_APPLY_BROKER_ID and BROKER_HEARTBEAT are open: a stranger naming new groups
+    or ids is refused at the bound, nothing applied; known ids still re-apply and heartbeat,
+    and a cleaned id makes room again."""
+    processor = _processor(replicas=ReplicasInfoManager(max_brokers=3))
+    processor.heartbeats.max_brokers = 3
+    applied = []
+    for name in ("g1", "g2", "g3", "g4"):
+        applied.append(_call(processor, 1013, H.ApplyBrokerIdRequestHeader(
+            cluster_name="c", broker_name=name, applied_broker_id=1,
+            register_check_code="127.0.0.1:1;1")))
+    assert [a.code for a in applied[:3]] == [0, 0, 0]
+    assert applied[3].code == RC.SYSTEM_ERROR and "[REFUSED]" in applied[3].remark
+    assert "g4" not in processor.replicas.replica_info_table
+    again = _call(processor, 1013, H.ApplyBrokerIdRequestHeader(
+        cluster_name="c", broker_name="g1", applied_broker_id=1,
+        register_check_code="127.0.0.1:1;1"))
+    assert again.code == 0
+    beats = [_call(processor, 904, H.BrokerHeartbeatRequestHeader(
+        cluster_name="c", broker_name=f"g{i}", broker_addr="127.0.0.1:1", broker_id=1,
+        heartbeat_timeout_mills=1 << 40)) for i in range(1, 5)]
+    assert [b.code for b in beats] == [0, 0, 0, RC.SYSTEM_ERROR]
+    assert len(processor.heartbeats.broker_live_table) == 3
+    assert _call(processor, 1011, H.CleanControllerBrokerDataRequestHeader(
+        cluster_name="c", broker_name="g3", is_clean_living_broker=True)).code == 0
+    assert _call(processor, 1013, H.ApplyBrokerIdRequestHeader(
+        cluster_name="c", broker_name="g4", applied_broker_id=1,
+        register_check_code="127.0.0.1:1;1")).code == 0
+    copy = ReplicasInfoManager(max_brokers=3)
+    load_snapshot(copy, snapshot_text(processor.replicas))
+    assert copy.broker_count() == 3
+
+
+def test_sync_state_data_costs_each_group_once_however_often_named():
+    """CONTROLLER_GET_SYNC_STATE_DATA names groups in an attacker-sized body: a name repeated
+    2n times costs what it costs once (liveness asked per replica, counted)."""
+    processor = _processor()
+    for broker_id in (1, 2, 3):
+        _join(processor, broker_id, CH1)
+    asked = []
+    active = processor.heartbeats.is_broker_active
+    processor.heartbeats.is_broker_active = lambda *a: asked.append(a) or active(*a)
+    costs = []
+    for n in (500, 1000):
+        del asked[:]
+        body = ("[" + ",".join(['"b"'] * n) + "]").encode()
+        answer = _call(processor, 1006, body=body)
+        assert answer.code == 0 and b'"inSyncReplicas"' in answer.body
+        costs.append(len(asked))
+    assert costs == [3, 3]
+
+
+def test_strangers_filling_the_live_table_do_not_keep_a_known_broker_dead():
+    """Heartbeats naming made-up brokers fill the live table; a broker whose id the controller
+    holds still becomes alive (and a made-up cluster for its group does not count as known)."""
+    processor = _processor()
+    processor.heartbeats.max_brokers = 2
+    assert _call(processor, 1013, H.ApplyBrokerIdRequestHeader(
+        applied_broker_id=1, register_check_code="127.0.0.1:10001;1", **GROUP)).code == 0
+    for i in range(2):
+        _call(processor, 904, H.BrokerHeartbeatRequestHeader(
+            cluster_name="x", broker_name=f"fake{i}", broker_addr="10.0.0.1:1", broker_id=1,
+            heartbeat_timeout_mills=1 << 40))
+    stranger = _call(processor, 904, H.BrokerHeartbeatRequestHeader(
+        cluster_name="other", broker_name="b", broker_addr="10.0.0.1:1", broker_id=1))
+    assert stranger.code == RC.SYSTEM_ERROR
+    answer = _call(processor, 904, H.BrokerHeartbeatRequestHeader(
+        broker_addr="127.0.0.1:10001", broker_id=1, **GROUP))
+    assert answer.code == 0
+    assert processor.heartbeats.is_broker_active("c", "b", 1, 1000)

@@ -13,6 +13,8 @@ scan returns the channels to close instead of closing them.
 """
 from dataclasses import dataclass
 
+from .replicas import MAX_BROKERS
+
 __all__ = ["BrokerLiveInfo", "BrokerHeartbeatManager", "DEFAULT_BROKER_CHANNEL_EXPIRED_TIME"]
 
 #: ``NamesrvConfig``/``MixAll`` default of a heartbeat's timeout when the broker sends none.
@@ -41,13 +43,22 @@ class BrokerLiveInfo:
 class BrokerHeartbeatManager:
     """The live table: ``(cluster, broker name, broker id)`` -> :class:`BrokerLiveInfo`."""
 
-    def __init__(self):
+    def __init__(self, max_brokers=MAX_BROKERS):
+        #: live entries held at most (a heartbeat is open and names any broker): a heartbeat
+        #: of a broker not yet known beyond it is dropped
+        self.max_brokers = max_brokers
         self.broker_live_table = {}
         self._by_channel = {}      # channel -> set of identities
 
-    def on_broker_heartbeat(self, header, channel, now_ms):
-        """Record a heartbeat (``header``: a BrokerHeartbeatRequestHeader with a broker id)."""
+    def on_broker_heartbeat(self, header, channel, now_ms, known=False):
+        """Record a heartbeat (``header``: a BrokerHeartbeatRequestHeader with a broker id);
+        False when it names a new broker and the table is full (nothing recorded). A ``known``
+        broker (one whose id the controller holds, itself bounded) is recorded anyway, so
+        strangers filling the table cannot keep a real broker from being alive."""
         key = (header.cluster_name, header.broker_name, header.broker_id)
+        if (not known and key not in self.broker_live_table
+                and len(self.broker_live_table) >= self.max_brokers):
+            return False
         epoch = -1 if header.epoch is None else header.epoch
         max_offset = -1 if header.max_offset is None else header.max_offset
         confirm = -1 if header.confirm_offset is None else header.confirm_offset
@@ -60,7 +71,7 @@ class BrokerHeartbeatManager:
                 header.cluster_name, header.broker_name, header.broker_addr, header.broker_id,
                 now_ms, timeout, channel, epoch, max_offset, confirm, priority)
             self._by_channel.setdefault(channel, set()).add(key)
-            return
+            return True
         prev.last_update_timestamp = now_ms
         prev.heartbeat_timeout_millis = timeout
         prev.election_priority = priority
@@ -72,6 +83,7 @@ class BrokerHeartbeatManager:
             self._unindex(key, prev.channel)
             prev.channel = channel
             self._by_channel.setdefault(channel, set()).add(key)
+        return True
 
     def is_broker_active(self, cluster_name, broker_name, broker_id, now_ms):
         info = self.broker_live_table.get((cluster_name, broker_name, broker_id))

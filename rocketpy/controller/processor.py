@@ -25,13 +25,12 @@ import logging
 
 from rocketpy.namesrv.javaprops import PropertiesError, body_to_properties
 from rocketpy.namesrv.pending import DISK, Pending
-from rocketpy.namesrv.processor.replies import NOT_SET_REMARK, java_exception_remark
+from rocketpy.namesrv.processor.replies import NOT_SET_REMARK, failure_remark
 from rocketpy.remoting import bodies as B, headers as H
 from rocketpy.remoting.codes import (CURRENT_VERSION, OVERLOAD_REMARK, RequestCode as R,
                                      ResponseCode as RC)
 from rocketpy.remoting.command import FLAG_ONEWAY, FLAG_RESPONSE, JAVA, JSON, RemotingCommand
-from rocketpy.remoting.errors import (BodyDecodeError, InvalidFieldError, MissingFieldError,
-                                      RemotingCodecError)
+from rocketpy.remoting.errors import RemotingCodecError
 from rocketpy.remoting.javahash import hashmap_order
 
 from .elect import DefaultElectPolicy
@@ -54,20 +53,6 @@ def _administrative(request):
     return request.code in ADMIN_CODES
 
 log = logging.getLogger("rocketpy.controller")
-
-_REMOTING_EXCEPTION = "org.apache.rocketmq.remoting.exception.RemotingCommandException"
-
-
-def _failure_remark(exc):
-    if isinstance(exc, MissingFieldError):
-        return java_exception_remark(_REMOTING_EXCEPTION, f"the custom field <{exc.field}> is null")
-    if isinstance(exc, InvalidFieldError):
-        return java_exception_remark(
-            _REMOTING_EXCEPTION, f"the custom field <{exc.field}> is not a valid value: {exc.value!r}")
-    if isinstance(exc, BodyDecodeError):
-        return java_exception_remark("com.alibaba.fastjson.JSONException", str(exc))
-    return java_exception_remark(f"{type(exc).__module__}.{type(exc).__name__}", str(exc) or None)
-
 
 class ControllerRequestProcessor:
     """Answers the controller's requests as a 5.3.3 controller leader does.
@@ -132,7 +117,7 @@ class ControllerRequestProcessor:
         except Exception as exc:  # a bad request never takes the controller down
             if not isinstance(exc, (RemotingCodecError, ValueError, TypeError, KeyError)):
                 log.error("controller request %s failed", request.code, exc_info=exc)
-            result = ControllerResult(RC.SYSTEM_ERROR, _failure_remark(exc))
+            result = ControllerResult(RC.SYSTEM_ERROR, failure_remark(exc))
 
         def then():
             self._send(result.pushes)
@@ -234,7 +219,15 @@ class ControllerRequestProcessor:
     def broker_heartbeat(self, header, request, channel, now_ms):
         if header.broker_id is None:
             return ControllerResult(RC.CONTROLLER_INVALID_REQUEST, "Heart beat with empty brokerId")
-        self.heartbeats.on_broker_heartbeat(header, channel, now_ms)
+        group = self.replicas.replica_info_table.get(header.broker_name)
+        known = (group is not None and group.cluster_name == header.cluster_name
+                 and header.broker_id in group.brokers)
+        if not self.heartbeats.on_broker_heartbeat(header, channel, now_ms, known):
+            remark = (f"[REFUSED] the controller holds {self.heartbeats.max_brokers} live "
+                      "brokers, its bound; nothing was applied")
+            log.warning("heartbeat from %s refused: %s",
+                        getattr(channel, "remote_addr", channel), remark)
+            return ControllerResult(RC.SYSTEM_ERROR, remark)
         return ControllerResult(RC.SUCCESS, "Heart beat success")
 
     def update_controller_config(self, header, request, channel, now_ms):

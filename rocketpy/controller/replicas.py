@@ -21,10 +21,14 @@ from .events import (AlterSyncStateSetEvent, ApplyBrokerIdEvent, CleanBrokerData
                      ElectMasterEvent, UpdateBrokerAddressEvent)
 
 __all__ = ["ControllerResult", "BrokerReplicaInfo", "SyncStateInfo", "ReplicasInfoManager",
-           "FIRST_BROKER_CONTROLLER_ID", "java_set"]
+           "FIRST_BROKER_CONTROLLER_ID", "MAX_BROKERS", "java_set"]
 
 #: ``MixAll.FIRST_BROKER_CONTROLLER_ID``: the controller numbers a group's brokers from 1.
 FIRST_BROKER_CONTROLLER_ID = 1
+#: broker ids the controller holds, all groups together (a rocketpy bound, far above any real
+#: cluster: CONTROLLER_APPLY_BROKER_ID is open, and each new group name or id would stay in
+#: memory and in the event log for ever)
+MAX_BROKERS = 10_000
 
 
 def java_set(ids):
@@ -109,14 +113,24 @@ class ReplicasInfoManager:
         ``controllerConfig.isEnableElectUncleanMaster()`` at each election, and
         UPDATE_CONTROLLER_CONFIG may change it)."""
 
-    def __init__(self, enable_elect_unclean_master=lambda: False):
+    def __init__(self, enable_elect_unclean_master=lambda: False, max_brokers=MAX_BROKERS):
         self.enable_elect_unclean_master = enable_elect_unclean_master
+        self.max_brokers = max_brokers
         self.replica_info_table = {}       # broker name -> BrokerReplicaInfo
         self.sync_state_info_table = {}    # broker name -> SyncStateInfo
+        self._broker_count = 0
 
     def _contains(self, broker_name):
         return (broker_name in self.replica_info_table
                 and broker_name in self.sync_state_info_table)
+
+    def broker_count(self):
+        """Broker ids held, all groups together."""
+        return self._broker_count
+
+    def recount(self):
+        """Count the broker ids again (after the tables were replaced, as by a snapshot)."""
+        self._broker_count = sum(len(info.brokers) for info in self.replica_info_table.values())
 
     # -- requests ---------------------------------------------------------------------------
 
@@ -231,6 +245,11 @@ class ReplicasInfoManager:
         address = check.split(";")[0]
         event = ApplyBrokerIdEvent(header.cluster_name, name, address, broker_id, check)
         replicas = self.replica_info_table.get(name)
+        if ((replicas is None or broker_id not in replicas.brokers)
+                and self.broker_count() >= self.max_brokers):
+            return _fail(result, RC.SYSTEM_ERROR,
+                         f"[REFUSED] the controller holds {self.max_brokers} broker ids, its "
+                         "bound; nothing was applied")
         if replicas is None:
             if broker_id == FIRST_BROKER_CONTROLLER_ID:
                 result.events.append(event)
@@ -288,9 +307,11 @@ class ReplicasInfoManager:
 
     def get_sync_state_data(self, broker_names, alive):
         """CONTROLLER_GET_SYNC_STATE_DATA (``mqadmin getSyncStateSet``): per known group, its
-        replicas in and out of the sync state set, each with whether it is alive."""
+        replicas in and out of the sync state set, each with whether it is alive. A name
+        asked twice is answered once (a body repeating a big group's name costs its length,
+        not its length times the group)."""
         table = {}
-        for name in broker_names:
+        for name in dict.fromkeys(broker_names):
             if not self._contains(name):
                 continue
             state = self.sync_state_info_table[name]
@@ -372,8 +393,11 @@ class ReplicasInfoManager:
             if event.broker_id not in replicas.brokers:
                 replicas.add_broker(event.broker_id, event.broker_address,
                                     event.register_check_code)
+                self._broker_count += 1
             return
         replicas = BrokerReplicaInfo(event.cluster_name, name)
+        old = self.replica_info_table.get(name)
+        self._broker_count += 1 - (0 if old is None else len(old.brokers))
         replicas.add_broker(event.broker_id, event.broker_address, event.register_check_code)
         self.replica_info_table[name] = replicas
         self.sync_state_info_table[name] = SyncStateInfo(event.cluster_name, name)
@@ -397,7 +421,8 @@ class ReplicasInfoManager:
     def _apply_clean(self, event):
         name, ids = event.broker_name, event.broker_ids
         if not ids:
-            self.replica_info_table.pop(name, None)
+            gone = self.replica_info_table.pop(name, None)
+            self._broker_count -= 0 if gone is None else len(gone.brokers)
             self.sync_state_info_table.pop(name, None)
             return
         if not self._contains(name):
@@ -405,7 +430,8 @@ class ReplicasInfoManager:
         replicas = self.replica_info_table[name]
         state = self.sync_state_info_table[name]
         for broker_id in ids:
-            replicas.brokers.pop(broker_id, None)
+            if replicas.brokers.pop(broker_id, None) is not None:
+                self._broker_count -= 1
             state.sync_state_set = state.sync_state_set - {broker_id}
         if state.master_broker_id in ids:
             # Java keeps a cleaned (dead) master as master, outside its own sync state set;

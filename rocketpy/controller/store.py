@@ -82,6 +82,7 @@ def load_snapshot(manager, text):
         raise SnapshotError(f"not a controller snapshot: {exc}") from None
     manager.replica_info_table = replicas
     manager.sync_state_info_table = states
+    manager.recount()
     return seq
 
 

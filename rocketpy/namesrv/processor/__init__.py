@@ -24,8 +24,7 @@ import logging
 
 from rocketpy.remoting.codes import OVERLOAD_REMARK, ResponseCode, not_supported_remark
 from rocketpy.remoting.command import FLAG_RESPONSE, JAVA, RemotingCommand
-from rocketpy.remoting.errors import (BodyDecodeError, InvalidFieldError, MissingFieldError,
-                                      RemotingCodecError)
+from rocketpy.remoting.errors import RemotingCodecError
 
 from ..acl import AccessControl
 from ..broker_access import BrokerAccessPolicy
@@ -38,28 +37,13 @@ from .admin import AdminHandlers
 from .broker import BrokerHandlers
 from .kv import KVHandlers
 from .registration import RegistrationReader, max_topics_from_properties
-from .replies import Reply, ReusableResponse, java_exception_remark, responders
+from .replies import Reply, ReusableResponse, failure_remark, responders
 from .route import RouteHandlers
 from .topics import TopicHandlers
 
 __all__ = ["DefaultRequestProcessor", "Reply"]
 
 log = logging.getLogger("rocketpy.namesrv")
-
-_REMOTING_EXCEPTION = "org.apache.rocketmq.remoting.exception.RemotingCommandException"
-
-
-def _failure_remark(exc):
-    """A Java-like ``exceptionSimpleDesc`` for what went wrong with the request."""
-    if isinstance(exc, MissingFieldError):
-        return java_exception_remark(_REMOTING_EXCEPTION, f"the custom field <{exc.field}> is null")
-    if isinstance(exc, InvalidFieldError):
-        return java_exception_remark(
-            _REMOTING_EXCEPTION, f"the custom field <{exc.field}> is not a valid value: {exc.value!r}")
-    if isinstance(exc, BodyDecodeError):
-        return java_exception_remark("com.alibaba.fastjson.JSONException", str(exc))
-    return java_exception_remark(f"{type(exc).__module__}.{type(exc).__name__}", str(exc) or None)
-
 
 class DefaultRequestProcessor:
     """Answers NameServer requests as the Java NameServer of a release answers them.
@@ -163,7 +147,7 @@ class DefaultRequestProcessor:
                         getattr(channel, "remote_addr", channel), exc)
         else:
             log.error("request %s failed", request.code, exc_info=exc)
-        return Reply(ResponseCode.SYSTEM_ERROR, _failure_remark(exc))
+        return Reply(ResponseCode.SYSTEM_ERROR, failure_remark(exc))
 
     def _later(self, pending, request, channel):
         """A handler's Pending reply as the Pending of the answer frame, on the same lane with

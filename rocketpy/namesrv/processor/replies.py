@@ -12,12 +12,13 @@ from typing import Any, NamedTuple
 
 from rocketpy.remoting.codes import ResponseCode
 from rocketpy.remoting.command import RemotingCommand
+from rocketpy.remoting.errors import BodyDecodeError, InvalidFieldError, MissingFieldError
 from rocketpy.remoting.headers import request_header_class
 
 from ..pending import DISK, Pending
 
-__all__ = ["Reply", "ok", "error", "NOT_SET_REMARK", "java_exception_remark", "responder",
-           "responders", "ReusableResponse", "durable"]
+__all__ = ["Reply", "ok", "error", "NOT_SET_REMARK", "java_exception_remark", "failure_remark",
+           "responder", "responders", "ReusableResponse", "durable"]
 
 #: ``createResponseCommand(Class)``'s placeholder remark, left in place by handlers that never
 #: reset it (GET_BROKER_MEMBER_GROUP answers SUCCESS with it).
@@ -46,6 +47,22 @@ def java_exception_remark(java_class, message=None, where=None):
     stack frame."""
     text = java_class if message is None else f"{java_class}: {message}"
     return text if where is None else f"{text}, {where}"
+
+
+_REMOTING_EXCEPTION = "org.apache.rocketmq.remoting.exception.RemotingCommandException"
+
+
+def failure_remark(exc):
+    """A Java-like ``exceptionSimpleDesc`` for a request that failed with ``exc`` (the
+    NameServer's and the controller's processors answer it alike)."""
+    if isinstance(exc, MissingFieldError):
+        return java_exception_remark(_REMOTING_EXCEPTION, f"the custom field <{exc.field}> is null")
+    if isinstance(exc, InvalidFieldError):
+        return java_exception_remark(
+            _REMOTING_EXCEPTION, f"the custom field <{exc.field}> is not a valid value: {exc.value!r}")
+    if isinstance(exc, BodyDecodeError):
+        return java_exception_remark("com.alibaba.fastjson.JSONException", str(exc))
+    return java_exception_remark(f"{type(exc).__module__}.{type(exc).__name__}", str(exc) or None)
 
 
 def durable(write, reply, what):
