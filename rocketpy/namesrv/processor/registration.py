@@ -35,6 +35,7 @@ from .replies import Reply, error, java_exception_remark
 log = logging.getLogger("rocketpy.namesrv")
 
 __all__ = ["RegistrationReader", "max_topics_from_properties", "MAX_TOPICS_KEY",
+           "DECODE_BUDGET_KEY", "decode_budget_from_properties",
            "DEFAULT_MAX_TOPICS", "TooManyTopics", "worth_a_thread", "RegistrationBodies",
            "read_body"]
 
@@ -148,6 +149,17 @@ def max_topics_from_properties(props):
     return int_values(props, table).get("max_topics", DEFAULT_MAX_TOPICS)
 
 
+#: rocketpy's bound on the work of one registration body's decode (work units of
+#: :mod:`rocketpy.remoting.budget`); 0 turns it off.
+DECODE_BUDGET_KEY = "registerBrokerDecodeBudget"
+
+
+def decode_budget_from_properties(props):
+    """``registerBrokerDecodeBudget`` from ``-D`` / ``-c`` properties; ValueError when bad."""
+    table = ((DECODE_BUDGET_KEY, "budget", DEFAULT_DECODE_BUDGET, ""),)
+    return int_values(props, table).get("budget", DEFAULT_DECODE_BUDGET)
+
+
 def _too_many_topics(exc, max_topics):
     log.warning("registration refused: the body %s, over %s=%s", exc.detail, MAX_TOPICS_KEY,
                 max_topics)
@@ -214,8 +226,8 @@ class RegistrationReader:
             log.warning("registration refused: %s", exc)
             return error(ResponseCode.SYSTEM_ERROR,
                          f"[REFUSED] decoding the registration body costs over {exc.limit} work "
-                         f"units (bytes inflated, JSON values, topic lines; at {exc.what}); "
-                         "nothing was applied")
+                         f"units (bytes inflated, JSON values, topic lines; at {exc.what}), "
+                         f"over {DECODE_BUDGET_KEY}={exc.limit}; nothing was applied")
         return decoded
 
     def _check_count(self, count):
