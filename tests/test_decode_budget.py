@@ -72,6 +72,23 @@ def test_a_mapping_bomb_stops_at_the_budget_whatever_its_size(monkeypatch):
     assert all(limit < s <= limit + (1 << 17) for s in spent), spent
 
 
+def test_an_odd_line_bomb_stops_at_the_budget_whatever_its_size(monkeypatch):
+    from fuzzharness import odd_line_bomb
+    judged = []
+    real = bodies._line
+    monkeypatch.setattr(bodies, "_line", lambda raw, i: judged.append(i) or real(raw, i))
+    limit = 1 << 22
+    counts = []
+    for lines in (20_000, 40_000, 80_000, 160_000):
+        del judged[:]
+        with pytest.raises(DecodeBudgetExceeded):
+            _records(odd_line_bomb(lines), DecodeBudget(limit))
+        counts.append(len(judged))
+    # doubling the bomb never judges more lines: the slow path stops at the same bound
+    assert counts == sorted(counts, reverse=True), counts
+    assert counts[0] < limit // bodies.JUDGED_LINE_COST
+
+
 def test_the_mapping_count_is_checked_before_any_mapping_is_read(monkeypatch):
     counting = Counting(monkeypatch)
     seen = []

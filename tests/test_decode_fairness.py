@@ -9,23 +9,19 @@ whose pool is full.
 """
 import threading
 import time
-import zlib
 from pathlib import Path
 
 import pytest
 from twisted.trial.unittest import SynchronousTestCase
 
 from brokerbody import register_body
-from fuzzharness import topic_line_bomb
+from fuzzharness import odd_line_bomb, topic_line_bomb
 from rocketpy.remoting import RemotingCommand, bodies
 from rocketpy.remoting.budget import DecodeBudget
 from rocketpy.remoting.codes import OVERLOAD_REMARK, ResponseCode
 from rocketpy.remoting.errors import DecodeCancelled
 from rocketpy.transport.offload import DecodePool
 from test_transport_offload import ThreadReactor
-
-
-DV = b'{"counter":1,"timestamp":1}'
 
 
 class PoolTests(SynchronousTestCase):
@@ -115,16 +111,6 @@ def _compressed(topics, counter):
 #: without the decode budget and the topic bound, 3 million topic lines (160 KB) keep the decode
 #: thread busy a few seconds each: the slow, accepted work of a hostile peer
 _UNBOUNDED = ("-D", "registerBrokerDecodeBudget=0", "-D", "registerBrokerMaxTopics=0")
-
-
-def odd_line_bomb(count):
-    """``count`` topic lines that each take the slow path (a ``+`` sign, a tail not seen before):
-    1 M in 2.6 MB kept the decode thread busy 4 s; within the default budget it stops at ~0.6 s."""
-    parts = [bodies._I32.pack(len(DV)), DV, bodies._I32.pack(count)]
-    for i in range(count):
-        line = b"T +%d 1 6 SINGLE_TAG" % i
-        parts += (bodies._I32.pack(len(line)), line)
-    return zlib.compress(b"".join(parts), 6)
 
 
 def _bombers(port, hosts, per_host, body=None):
