@@ -204,3 +204,28 @@ def test_static_topic_mappings_count_against_the_topic_bound():
                                   "mappings, over registerBrokerMaxTopics=100")
         assert client.call(105, {"topic": "T0"}).code == ResponseCode.TOPIC_NOT_EXIST
         client.close()
+
+
+def test_the_budget_is_a_property_no_update_can_change():
+    from rocketpy.namesrv.configguard import PROTECTED_KEYS
+    from rocketpy.namesrv.processor import registration
+    read = registration.decode_budget_from_properties
+    assert read({}) == registration.DEFAULT_DECODE_BUDGET == 64 * 1024 * 1024
+    assert read({"registerBrokerDecodeBudget": " 4096 "}) == 4096
+    for bad in ("-1", "lots"):
+        with pytest.raises(ValueError, match="registerBrokerDecodeBudget"):
+            read({"registerBrokerDecodeBudget": bad})
+    assert registration.DECODE_BUDGET_KEY in PROTECTED_KEYS
+
+
+@pytest.mark.network
+def test_a_small_budget_set_at_start_refuses_a_genuine_body():
+    from serverproc import RemotingClient, running_server
+    body = mapping_bomb(20, 8)
+    with running_server("-D", "registerBrokerDecodeBudget=4096") as server:
+        client = RemotingClient(server.port, timeout=30)
+        client.send_frame(_register_frame(body, 1, "broker-ok", "127.0.0.3:10911"))
+        refused = client.read_frame()
+        assert refused.code == ResponseCode.SYSTEM_ERROR
+        assert "over registerBrokerDecodeBudget=4096; nothing was applied" in refused.remark
+        client.close()
