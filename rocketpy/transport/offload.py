@@ -31,6 +31,7 @@ waits is not read, so the queue holds at most one job per connection."""
 import sys
 import threading
 from collections import deque
+from queue import SimpleQueue
 
 from twisted.internet.defer import Deferred, fail, succeed
 from twisted.internet.threads import deferToThreadPool
@@ -70,6 +71,8 @@ class _Threads(ThreadPool):
 
 
 class _Job:
+    """One piece of work of a peer, with its cancel hook and the Deferred of its result."""
+
     __slots__ = ("work", "peer", "cancel", "deferred")
 
     def __init__(self, work, peer, cancel):
@@ -97,7 +100,7 @@ class DecodePool:
         self._stop_wait = stop_wait
         self._jobs = None           # the worker's inbox (jobs, then None to stop)
         self._thread = None
-        self._queues = {}           # peer -> deque of waiting jobs; in turn order
+        self._queues = {}           # peer -> deque of its waiting jobs, peers in arrival order
         self._running = None
         self._served = {}           # peer with work accepted -> when its last job was handed over
         self._turns = 0
@@ -112,10 +115,9 @@ class DecodePool:
         self.abandoned = 0
 
     def start(self):
-        import queue
         self._saved_interval = sys.getswitchinterval()
         sys.setswitchinterval(min(self._saved_interval, self._switch_interval))
-        self._jobs = queue.SimpleQueue()
+        self._jobs = SimpleQueue()
         self._thread = threading.Thread(target=self._worker, name=self._name, daemon=True)
         self._thread.start()
         self._next()
