@@ -189,7 +189,7 @@ def test_oneway_registration_is_applied_without_answer(pair):
 
 
 def test_a_bug_in_the_work_is_answered_like_a_bug_in_a_handler(pair, monkeypatch, caplog):
-    def boom(body, compressed, version, check_count=None):
+    def boom(body, compressed, version, *checks):
         raise RuntimeError("boom")
 
     monkeypatch.setattr(registration, "read_body", boom)

@@ -270,7 +270,7 @@ def test_zip_bomb_stops_at_the_bound():
         B.RegisterBrokerBody.decode(bomb, True, max_inflated=1 << 20)
     big = zlib.compress(struct.pack(">i", B.DEFAULT_MAX_INFLATED) + bytes(B.DEFAULT_MAX_INFLATED), 1)
     assert len(big) < 16 << 20  # fits in one frame
-    with pytest.raises(BodyDecodeError, match="inflates past"):
+    with pytest.raises(BodyDecodeError, match="inflates past|DataVersion of .* over"):
         B.RegisterBrokerBody.decode(big, True)
     # small valid parts that add up past the bound stop there too
     line = b"T 1 1 6 SINGLE_TAG"

@@ -68,7 +68,7 @@ class ManualPool:
         self.waiting = []
         self.refused = 0
 
-    def submit(self, work):
+    def submit(self, work, peer=None, cancel=None):
         if len(self.waiting) >= self.max_pending:
             self.refused += 1
             return None
@@ -298,8 +298,10 @@ def test_a_topic_line_bomb_does_not_block_the_reactor():
     from test_e2e_server import register
 
     bomb = topic_line_bomb(3_000_000)
-    # without the topic bound (registerBrokerMaxTopics, on by default) the whole body is read
-    with running_server("-D", "registerBrokerMaxTopics=0") as server:
+    # without the topic bound (registerBrokerMaxTopics, on by default) nor the decode budget
+    # (registerBrokerDecodeBudget) the whole body is read
+    with running_server("-D", "registerBrokerMaxTopics=0",
+                        "-D", "registerBrokerDecodeBudget=0") as server:
         querier = RemotingClient(server.port, timeout=60)
         bomber = RemotingClient(server.port, timeout=120)
         register(querier)

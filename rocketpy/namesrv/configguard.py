@@ -30,7 +30,7 @@ from .broker_access import BROKER_ACCESS_KEYS
 from .config import CONFIG_BLACKLIST_FIXED
 from .javaprops import format_properties, parse_properties
 from .kvconfig import KV_LIMIT_KEYS
-from .processor.registration import MAX_TOPICS_KEY
+from .processor.registration import DECODE_BUDGET_KEY, MAX_TOPICS_KEY
 from .processor.replies import error
 from .route_bounds import ROUTE_BOUND_KEYS
 
@@ -42,7 +42,8 @@ log = logging.getLogger("rocketpy.namesrv")
 BLACK_LIST_REMARK = "Can not update config in black list."
 
 #: Keys no update may change, whatever ``configBlackList`` says.
-PROTECTED_KEYS = frozenset(CONFIG_BLACKLIST_FIXED + ("bindAddress", MAX_TOPICS_KEY)
+PROTECTED_KEYS = frozenset(CONFIG_BLACKLIST_FIXED
+                           + ("bindAddress", MAX_TOPICS_KEY, DECODE_BUDGET_KEY)
                            + ACL_CONFIG_KEYS + BROKER_ACCESS_KEYS
                            + tuple(entry[0] for entry in KV_LIMIT_KEYS + ROUTE_BOUND_KEYS))
 _PATH_LIKE = re.compile(r"path|dir|file|home", re.IGNORECASE)

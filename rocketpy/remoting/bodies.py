@@ -21,8 +21,11 @@ from 5.0 plus ``" " + attributes JSON``), the filter server list, and from V5_0_
 ``TopicQueueMappingInfo`` parts. It is inflated lazily, part by part as Java's
 ``InflaterInputStream`` reads it, up to :data:`DEFAULT_MAX_INFLATED` (64 MiB, 4x the frame
 limit: far more than any genuine body's text form, while a zip bomb stops there); a part whose
-length alone passes the bound is refused before it is inflated. Every decoding failure raises
-:class:`~rocketpy.remoting.errors.BodyDecodeError`."""
+length alone passes the bound is refused before it is inflated, and so is a JSON part (the filter
+servers, a mapping) over :data:`MAX_JSON_PART`. Every part is charged to the decode's
+:class:`~rocketpy.remoting.budget.DecodeBudget` as it is read: inflated bytes as they come, the
+declared topic and mapping counts before the first, a JSON part's values before it is parsed.
+Every decoding failure raises :class:`~rocketpy.remoting.errors.BodyDecodeError`."""
 import json
 import struct
 import zlib
@@ -30,17 +33,19 @@ from operator import itemgetter
 from typing import Any, Callable, NamedTuple
 
 from . import fastjson
+from .budget import ITEM_COST, DecodeBudget
 from .codes import MQVersion
 from .errors import BodyDecodeError, CrcMismatchError
 from .headers import _JAVA_INTEGER, _int_or_none
 from .javahash import concurrent_hashmap_copy_order, concurrent_hashmap_order, hashmap_ordered
 
 __all__ = [
-    "P", "JsonBean", "body_crc32", "check_body_crc32", "DEFAULT_MAX_INFLATED", "TOPIC_FILTER_TYPES",
+    "P", "JsonBean", "body_crc32", "check_body_crc32", "DEFAULT_MAX_INFLATED", "MAX_JSON_PART",
+    "TOPIC_FILTER_TYPES",
     "DataVersion", "TopicConfig", "TopicConfigSerializeWrapper",
     "TopicConfigAndMappingSerializeWrapper", "TopicQueueMappingInfo", "TopicQueueMappingDetail",
     "LogicQueueMappingItem", "RegisterBrokerBody", "read_compressed", "read_register_broker_body",
-    "register_broker_body_records", "QueueData", "BrokerData",
+    "register_broker_body_records", "charge_plain", "QueueData", "BrokerData",
     "TopicRouteData", "ClusterInfo", "TopicList", "KVTable", "RegisterBrokerResult",
     "BrokerMemberGroup", "GetBrokerMemberGroupResponseBody", "GetRemoteClientConfigBody",
     "GroupList", "java_view", "SyncStateSet", "ElectMasterResponseBody", "ReplicaIdentity",
@@ -49,6 +54,10 @@ __all__ = [
 
 #: Bound on the inflated size of a compressed RegisterBrokerBody (4x the 16 MiB frame limit).
 DEFAULT_MAX_INFLATED = 4 * 16 * 1024 * 1024
+#: Bound on one JSON part of a compressed RegisterBrokerBody (the filter server list, one
+#: ``TopicQueueMappingInfo``): 10,000 filter servers or a mapping of 65,536 queues take well under
+#: 1 MiB, and a parse holds a few copies of its text at once.
+MAX_JSON_PART = 4 * 1024 * 1024
 
 #: ``TopicFilterType`` enum names.
 TOPIC_FILTER_TYPES = ("SINGLE_TAG", "MULTI_TAG")
@@ -600,11 +609,13 @@ class _Inflated:
     """Reads ``int32``-length-prefixed parts from a zlib stream lazily, as Java's
     ``InflaterInputStream`` does: only what the parts need is inflated, never more than
     ``max_inflated`` bytes in all, and a part whose length alone would pass that bound is refused
-    before any of it is inflated (a zip bomb costs a few bytes of inflation, not the bound)."""
+    before any of it is inflated (a zip bomb costs a few bytes of inflation, not the bound).
+    Each inflated chunk is charged to ``budget`` as it comes."""
 
     _CHUNK = 1 << 16
 
-    def __init__(self, data, max_inflated):
+    def __init__(self, data, max_inflated, budget=None):
+        self.budget = budget if budget is not None else DecodeBudget(0)
         self._inflater = zlib.decompressobj()
         self._data = memoryview(data)
         self._in_pos = 0            # input is handed over in _CHUNK slices: zlib copies the
@@ -635,10 +646,14 @@ class _Inflated:
                 raise BodyDecodeError(
                     f"compressed RegisterBrokerBody: end of compressed data reading {what}")
             self._inflated += len(chunk)
+            self.budget.spend(len(chunk), what)
             self._buf = self._buf[self._pos:] + chunk if self._pos < len(self._buf) else chunk
             self._pos = 0
 
-    def read(self, length, what):
+    def read(self, length, what, max_length=None):
+        if max_length is not None and length > max_length:
+            raise BodyDecodeError(
+                f"compressed RegisterBrokerBody: {what} of {length} bytes, over {max_length}")
         if length < 0:
             raise BodyDecodeError(
                 f"compressed RegisterBrokerBody: negative length {length} of {what}")
@@ -656,14 +671,22 @@ class _Inflated:
     def read_int(self, what):
         return _I32.unpack(self.read(4, what))[0]
 
-    def read_part(self, what):
-        return self.read(self.read_int(what), what)
+    def read_part(self, what, max_length=None):
+        return self.read(self.read_int(what), what, max_length)
+
+    def read_json(self, what):
+        """A JSON part (at most :data:`MAX_JSON_PART`), its values charged before it is parsed."""
+        raw = self.read_part(what, MAX_JSON_PART)
+        self.budget.spend_json(raw, what)
+        return raw
 
     def parts(self, count, what):
         """The next ``count`` parts (the topic lines), exactly as ``count`` calls of
         ``read_part(f"{what} #{i}")`` would give them, with the same errors; a part already
         inflated is sliced out here without those calls (a broker sends one line per topic,
-        and a bomb millions)."""
+        and a bomb millions). The lines are charged, by the count, before the first."""
+        if count > 0:
+            self.budget.spend_items(count, f"{count} {what}s")
         unpack = _I32.unpack_from
         buf, pos = self._buf, self._pos
         base = self._consumed - pos                  # consumed at the buffer's start
@@ -693,18 +716,20 @@ def _utf8(raw, what):
         raise BodyDecodeError(f"{what} is not UTF-8: {exc}") from None
 
 
-def read_compressed(data, broker_version, read_topics, max_inflated=DEFAULT_MAX_INFLATED):
+def read_compressed(data, broker_version, read_topics, max_inflated=DEFAULT_MAX_INFLATED,
+                    budget=None, check_mappings=None):
     """The parts of a compressed ``RegisterBrokerBody`` (Java ``RegisterBrokerBody.decode``):
     ``(DataVersion, read_topics(lines, count), filter server list, {topic: TopicQueueMappingInfo}
     or None before V5_0_0)``. ``read_topics`` gets the raw topic lines lazily (a bad one raises when
     reached) and the declared count before any is inflated, and returns what its caller keeps: beans
     for :meth:`RegisterBrokerBody.decode`, route records for the NameServer, so both read the wire
-    through one lazy, bounded reader (:class:`_Inflated`)."""
-    stream = _Inflated(data, max_inflated)
-    data_version = DataVersion.from_json(stream.read_part("DataVersion"))
+    through one lazy, bounded reader (:class:`_Inflated`) charging ``budget``.
+    ``check_mappings(count)`` sees the declared mapping count before any mapping is inflated."""
+    stream = _Inflated(data, max_inflated, budget)
+    data_version = DataVersion.from_json(stream.read_json("DataVersion"))
     count = stream.read_int("topic count")  # a negative count reads no topic, as Java's loop
     topics = read_topics(stream.parts(count, "topic config"), count)
-    raw = stream.read_part("filter server list")
+    raw = stream.read_json("filter server list")
     try:  # Java logs a broken list and goes on with an empty one
         filter_servers = list_of(STR).load(fastjson.loads(raw), "filterServerList")
     except BodyDecodeError:
@@ -712,8 +737,13 @@ def read_compressed(data, broker_version, read_topics, max_inflated=DEFAULT_MAX_
     infos = None
     if broker_version >= MQVersion.V5_0_0:
         infos = {}
-        for i in range(stream.read_int("topic queue mapping count")):
-            info = TopicQueueMappingInfo.from_json(stream.read_part(f"topic queue mapping #{i}"))
+        count = stream.read_int("topic queue mapping count")
+        if check_mappings is not None:
+            check_mappings(count)
+        if count > 0:
+            stream.budget.spend_items(count, f"{count} topic queue mappings")
+        for i in range(count):
+            info = TopicQueueMappingInfo.from_json(stream.read_json(f"topic queue mapping #{i}"))
             infos[info.topic] = info
     return data_version, topics, filter_servers, infos
 
@@ -762,20 +792,22 @@ class RegisterBrokerBody(JsonBean):
 
     @classmethod
     def decode(cls, data, compressed, broker_version=MQVersion.V5_3_3,
-               max_inflated=DEFAULT_MAX_INFLATED):
+               max_inflated=DEFAULT_MAX_INFLATED, budget=None):
         """``RegisterBrokerBody.decode(data, compressed, brokerVersion)`` of 5.3.
 
         ``broker_version`` is the request's ``version``: the queue-mapping tail of the
         compressed form is read only from V5_0_0 on. No body (``None`` or empty, which Java
         reads as null) gives an empty body whose DataVersion is all zeros, as the Java
-        NameServer builds it.
+        NameServer builds it. ``budget`` is charged as :func:`read_compressed` and
+        :func:`charge_plain` say.
         """
         if not data:
             return cls()
         if not compressed:
+            charge_plain(budget, data)
             return cls.from_json(data)
         data_version, table, filter_servers, infos = read_compressed(
-            data, broker_version, _topic_beans, max_inflated)
+            data, broker_version, _topic_beans, max_inflated, budget)
         self = cls()
         self.filter_server_list = filter_servers
         wrapper = self.topic_config_serialize_wrapper
@@ -928,13 +960,19 @@ def _topic_values(name, config):
 #: handful; a hostile body with a different tail on every line just misses.
 _KNOWN_TAILS = 4096
 _FILTER_TYPES = frozenset(t.encode() for t in TOPIC_FILTER_TYPES)
+#: Units a topic line whose tail is judged (not seen before in the body) costs on top of its
+#: charge as an item: 1-4 µs against ~0.1 µs for a known tail, so a body of distinct odd lines
+#: (1 M in 2.6 MB took 4 s) stops at a bound of about a second.
+JUDGED_LINE_COST = 8 * ITEM_COST
 
 
-def _topic_lines(lines, topic):
+def _topic_lines(lines, topic, budget=None):
     """Topic lines (``name r w perm type [attributes]``) as records, by name. A line's numbers
-    depend only on what follows its name, so each distinct tail is judged once."""
+    depend only on what follows its name, so each distinct tail is judged once (and charged
+    :data:`JUDGED_LINE_COST` to ``budget``)."""
     table = {}
     known = {}
+    spend = budget.spend if budget is not None else None
     for i, raw in enumerate(lines):
         name, _, tail = raw.partition(b" ")
         numbers = known.get(tail)
@@ -943,6 +981,8 @@ def _topic_lines(lines, topic):
         except UnicodeDecodeError:
             numbers = None
         if numbers is None:
+            if spend is not None:
+                spend(JUDGED_LINE_COST, f"topic config #{i}")
             name, numbers = _line(raw, i)
             if len(known) < _KNOWN_TAILS:
                 known[tail] = numbers
@@ -982,24 +1022,35 @@ def register_broker_body_records(body, topic, data_version):
             getattr(wrapper, "topic_queue_mapping_info_map", None) or {})
 
 
+def charge_plain(budget, data):
+    """Charge a plain (JSON) body's values to ``budget`` (may be None) before it is parsed: one
+    ``json.loads`` holds the GIL and cannot stop halfway."""
+    if budget is not None and data:
+        budget.spend_json(data, "plain body")
+
+
 def read_register_broker_body(data, compressed, broker_version, topic, data_version,
-                              check_count=None, max_inflated=DEFAULT_MAX_INFLATED):
+                              check_count=None, max_inflated=DEFAULT_MAX_INFLATED, budget=None,
+                              check_mappings=None):
     """A REGISTER_BROKER body made straight into the caller's records, as
     :meth:`RegisterBrokerBody.decode` reads it: ``(data_version(counter, timestamp,
     state_version), {name: topic(name, read, write, perm, topic_sys_flag)}, filter server list,
     {topic: TopicQueueMappingInfo})``. ``check_count(count)`` sees a compressed body's
-    topic count before any topic is inflated (and may raise). Raises what the codec raises.
+    topic count before any topic is inflated (and may raise), ``check_mappings(count)`` the
+    mapping count; every part is charged to ``budget`` while it is read. Raises what the codec
+    raises.
     """
     if compressed and data:
         def read_topics(lines, count):
             if check_count is not None:
                 check_count(count)
-            return _topic_lines(lines, topic)
+            return _topic_lines(lines, topic, budget)
 
         version, table, filters, infos = read_compressed(data, broker_version, read_topics,
-                                                         max_inflated)
+                                                         max_inflated, budget, check_mappings)
         return (data_version(version.counter or 0, version.timestamp or 0,
                              version.state_version or 0), table, filters, infos or {})
+    charge_plain(budget, data)
     if data:
         try:
             return _read_json(data, topic, data_version)

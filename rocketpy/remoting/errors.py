@@ -48,3 +48,17 @@ class InvalidFieldError(RemotingCodecError):
         self.value = value
         self.expected = expected
         super().__init__(f"the field {field} has value {value!r}, expected {expected}")
+
+
+class DecodeBudgetExceeded(BodyDecodeError):
+    """A body would cost more decoding work than its :class:`~rocketpy.remoting.budget.DecodeBudget`
+    allows (``limit`` work units); nothing past the bound was inflated or parsed."""
+
+    def __init__(self, limit, what):
+        self.limit = limit
+        self.what = what
+        super().__init__(f"decoding the body costs over {limit} work units (at {what})")
+
+
+class DecodeCancelled(BodyDecodeError):
+    """The decode was cancelled (server shutdown) at a budget check."""

@@ -11,7 +11,7 @@ checked when known, never warned about."""
 import difflib
 
 from ..namesrv.config import NamesrvConfig, NettyServerConfig
-from ..namesrv.processor.registration import MAX_TOPICS_KEY
+from ..namesrv.processor.registration import DECODE_BUDGET_KEY, MAX_TOPICS_KEY
 
 __all__ = ["PropertyError", "check_properties", "register_key", "known_keys", "Spec",
            "value_problem"]
@@ -159,6 +159,7 @@ def _builtin_specs():
         "aclConfigPath": TEXT,
         "aclReplayWindowSeconds": _int_spec(0, 86400, "seconds"),
         MAX_TOPICS_KEY: _int_spec(0, _INT_MAX, "a number of topics"),
+        DECODE_BUDGET_KEY: _int_spec(0, _INT_MAX, "work units (an inflated byte, a JSON value)"),
         # Java system properties mqnamesrv reads
         "rocketmq.home.dir": TEXT, "user.home": TEXT,
     })

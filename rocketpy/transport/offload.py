@@ -11,9 +11,15 @@ thread would only take it from the reactor more often. The reactor waits up to
 made route queries wait ~6 ms (worst 26 ms) during a bomb, so the pool lowers it to 1 ms while
 it runs (~1.4 ms, worst 6-13 ms: ``bench/registration_bomb.py``). One long C call (``json.loads``
 of 16 MiB) holds the GIL throughout (docs/reliability.md). The queue is bounded
-(:data:`MAX_PENDING`): past it the protocol answers SYSTEM_BUSY, Java's answer to a full executor
-queue (the broker registers again in 30 s). Only ``work`` runs on the thread; tables and caches
-are touched by ``finish`` on the reactor.
+(:data:`MAX_PENDING`, and :data:`MAX_PENDING_PER_PEER` per peer host): past it the protocol
+answers SYSTEM_BUSY, Java's answer to a full executor queue (the broker registers again in 30 s).
+The thread takes one job at a time from per-peer queues served in turn, so a peer sending bombs
+(each bounded by its decode budget, ``rocketpy.remoting.budget``) delays another peer's
+registration by at most one of its jobs, never by its whole queue (issue 20: 16 bombs of 87 KB
+had every registration answered SYSTEM_BUSY for minutes). Only ``work`` runs on the thread;
+tables and caches are touched by ``finish`` on the reactor. :meth:`DecodePool.stop` abandons the
+queued work, cancels the running one (its budget's flag, seen at the next chunk) and waits for
+it at most :data:`STOP_WAIT` seconds.
 
 Writer: Java's ``KVConfigManager.persist`` rewrites ``kvConfig.json`` on the request thread; on
 the reactor, two connections putting 64 KiB values made every other client wait 150-460 ms
@@ -24,6 +30,8 @@ commit: the newest job of each file, a snapshot taken on the reactor). A connect
 waits is not read, so the queue holds at most one job per connection."""
 import sys
 import threading
+from collections import deque
+from queue import SimpleQueue
 
 from twisted.internet.defer import Deferred, fail, succeed
 from twisted.internet.threads import deferToThreadPool
@@ -31,14 +39,21 @@ from twisted.logger import Logger
 from twisted.python.failure import Failure
 from twisted.python.threadpool import ThreadPool
 
-__all__ = ["DecodePool", "WritePool", "MAX_PENDING", "THREAD_NAME", "WRITER_THREAD_NAME",
-           "SWITCH_INTERVAL"]
+__all__ = ["DecodePool", "WritePool", "MAX_PENDING", "MAX_PENDING_PER_PEER", "STOP_WAIT",
+           "THREAD_NAME", "WRITER_THREAD_NAME", "SWITCH_INTERVAL"]
 
 #: Decodes accepted at once (running or queued; a connection has at most one). A 10,000-topic
 #: body decodes in ~20 ms, a hostile one (64 MiB inflated) in a few seconds: 16 genuine changed
 #: registrations wait well under a second, while a flood of bombs is refused instead of
 #: queueing for minutes.
 MAX_PENDING = 16
+#: Decodes accepted at once from one peer host: a broker has one registration in flight; its
+#: master and slaves on one host a few.
+MAX_PENDING_PER_PEER = 4
+#: Seconds :meth:`DecodePool.stop` waits for the running decode once cancelled (a budget check
+#: comes every 64 KiB of inflation or JSON part; the longest C call, a 16 MiB plain body's
+#: ``json.loads``, takes about a second).
+STOP_WAIT = 2.0
 THREAD_NAME = "rocketpy-decode"
 WRITER_THREAD_NAME = "rocketpy-writer"
 #: Seconds a thread waiting for the GIL waits before it asks for it (CPython: 5 ms).
@@ -55,52 +70,140 @@ class _Threads(ThreadPool):
         return thread
 
 
-class DecodePool:
-    """A bounded queue (``max_pending``, running or waiting) of pure work for one worker thread;
-    results come back on the reactor. ``switch_interval`` is ``sys.setswitchinterval`` while the
-    pool runs (when lower than the one in force), restored when it stops."""
+class _Job:
+    """One piece of work of a peer, with its cancel hook and the Deferred of its result."""
 
-    def __init__(self, reactor, max_pending=MAX_PENDING, threads=1, name=THREAD_NAME,
-                 switch_interval=SWITCH_INTERVAL):
+    __slots__ = ("work", "peer", "cancel", "deferred")
+
+    def __init__(self, work, peer, cancel):
+        self.work = work
+        self.peer = peer
+        self.cancel = cancel
+        self.deferred = Deferred()
+
+
+class DecodePool:
+    """Bounded per-peer queues (``max_pending`` jobs running or waiting, ``max_per_peer`` of one
+    peer) of pure work for one worker thread, served round-robin by peer; results come back on
+    the reactor. ``switch_interval`` is ``sys.setswitchinterval`` while the pool runs (when lower
+    than the one in force), restored when it stops."""
+
+    log = Logger()
+
+    def __init__(self, reactor, max_pending=MAX_PENDING, name=THREAD_NAME,
+                 switch_interval=SWITCH_INTERVAL, max_per_peer=MAX_PENDING_PER_PEER,
+                 stop_wait=STOP_WAIT):
         self._reactor = reactor
         self._switch_interval = switch_interval
         self._saved_interval = None
-        self._threads = _Threads(0, threads, name)
+        self._name = name
+        self._stop_wait = stop_wait
+        self._jobs = None           # the worker's inbox (jobs, then None to stop)
+        self._thread = None
+        self._queues = {}           # peer -> deque of its waiting jobs, peers in arrival order
+        self._running = None
+        self._served = {}           # peer with work accepted -> when its last job was handed over
+        self._turns = 0
         self.max_pending = max_pending
-        #: work accepted and not yet finished
+        self.max_per_peer = max_per_peer
+        #: work accepted and not yet finished, in all and by peer
         self.pending = 0
+        self.pending_by_peer = {}
         #: totals since start
         self.done = 0
         self.refused = 0
+        self.abandoned = 0
 
     def start(self):
         self._saved_interval = sys.getswitchinterval()
         sys.setswitchinterval(min(self._saved_interval, self._switch_interval))
-        self._threads.start()
+        self._jobs = SimpleQueue()
+        self._thread = threading.Thread(target=self._worker, name=self._name, daemon=True)
+        self._thread.start()
+        self._next()
 
     def stop(self):
-        """Stop the thread once the accepted work is done (its answers go nowhere then: the
-        server has closed its connections first)."""
-        self._threads.stop()
+        """Abandon the queued work (its answers would go nowhere: the server has closed its
+        connections first), cancel the running one and wait for it at most ``stop_wait``."""
+        abandoned = sum(map(len, self._queues.values()))
+        self._queues.clear()
+        self.abandoned += abandoned
+        running = self._running
+        if running is not None and running.cancel is not None:
+            running.cancel()
+        if self._thread is not None:
+            self._jobs.put(None)
+            self._thread.join(self._stop_wait)
+            if abandoned or running is not None:
+                self.log.info("decode pool stopped: {abandoned} queued decodes abandoned, "
+                              "{running} cancelled{left}", abandoned=abandoned,
+                              running=int(running is not None),
+                              left=", left running" if self._thread.is_alive() else "")
+            self._thread = None
         if self._saved_interval is not None:
             sys.setswitchinterval(self._saved_interval)
             self._saved_interval = None
 
-    def submit(self, work):
+    def submit(self, work, peer=None, cancel=None):
         """A Deferred of ``work()`` run on the pool's thread, firing later on the reactor
-        thread; None when ``max_pending`` pieces of work are already accepted."""
-        if self.pending >= self.max_pending:
+        thread; None when ``max_pending`` pieces of work, or ``max_per_peer`` of ``peer``'s, are
+        already accepted. ``cancel()``, if given, makes ``work`` stop early (shutdown)."""
+        held = self.pending_by_peer.get(peer, 0)
+        if self.pending >= self.max_pending or (self.max_per_peer and held >= self.max_per_peer):
             self.refused += 1
             return None
         self.pending += 1
-        d = deferToThreadPool(self._reactor, self._threads, work)
-        d.addBoth(self._finished)
-        return d
+        self.pending_by_peer[peer] = held + 1
+        job = _Job(work, peer, cancel)
+        queue = self._queues.get(peer)
+        if queue is None:
+            queue = self._queues[peer] = deque()
+        queue.append(job)
+        self._next()
+        return job.deferred
 
-    def _finished(self, result):
+    def _next(self):
+        """Hand the next job to the thread, if it is idle: of the waiting peer served longest
+        ago (never served first, then in order of arrival): O(peers), at most ``max_pending``."""
+        if self._running is not None or self._thread is None or not self._queues:
+            return
+        served = self._served
+        peer = min(self._queues, key=lambda p: served.get(p, -1))
+        queue = self._queues[peer]
+        job = queue.popleft()
+        if not queue:
+            del self._queues[peer]
+        self._turns += 1
+        served[peer] = self._turns
+        self._running = job
+        self._jobs.put(job)
+
+    def _worker(self):
+        jobs, call = self._jobs, self._reactor.callFromThread
+        while True:
+            job = jobs.get()
+            if job is None:
+                return
+            try:
+                result = job.work()
+            except BaseException:
+                result = Failure()
+            call(self._finished, job, result)
+
+    def _finished(self, job, result):
+        self._running = None
         self.pending -= 1
         self.done += 1
-        return result
+        held = self.pending_by_peer.pop(job.peer) - 1
+        if held:
+            self.pending_by_peer[job.peer] = held
+        else:
+            self._served.pop(job.peer, None)
+        self._next()
+        if isinstance(result, Failure):
+            job.deferred.errback(result)
+        else:
+            job.deferred.callback(result)
 
 
 def _write_all(prepared):
@@ -151,9 +254,10 @@ class WritePool:
             self._next()
         return d
 
-    def submit(self, job):
+    def submit(self, job, peer=None, cancel=None):
         """A Deferred that fires (on the reactor thread) once ``job`` -- or a later job of the
-        same file -- has been written, or fails with the write's exception."""
+        same file -- has been written, or fails with the write's exception. ``peer`` and
+        ``cancel`` are the decode pool's; a write is never cancelled (it answers once durable)."""
         self.jobs += 1
         if self._stopped:  # late (shutdown): written here and now
             try:

@@ -462,10 +462,11 @@ class RemotingServerProtocol(Protocol):
     # -- work on a pool (decode, writer) ---------------------------------------------------
 
     def _offload(self, pool, pending, request, started):
-        """Run ``pending.work`` on ``pool`` (the pool of its lane) and stop reading until it is
-        answered; the SYSTEM_BUSY answer when the pool is full. Returns what ``_handle``
-        returns."""
-        d = pool.submit(pending.work)
+        """Run ``pending.work`` on ``pool`` (the pool of its lane; the peer's host is its queue
+        there) and stop reading until it is answered; the SYSTEM_BUSY answer when the pool is
+        full. Returns what ``_handle`` returns."""
+        d = pool.submit(pending.work, getattr(self.transport.getPeer(), "host", None),
+                        pending.cancel)
         if d is None:
             return self._gate.refuse_work(self, request, pool.refused)
         self._paused_for(DECODE)

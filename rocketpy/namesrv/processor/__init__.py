@@ -36,7 +36,8 @@ from ..route_bounds import RouteBounds
 from .admin import AdminHandlers
 from .broker import BrokerHandlers
 from .kv import KVHandlers
-from .registration import RegistrationReader, max_topics_from_properties
+from .registration import (RegistrationReader, decode_budget_from_properties,
+                           max_topics_from_properties)
 from .replies import Reply, ReusableResponse, failure_remark, responders
 from .route import RouteHandlers
 from .topics import TopicHandlers
@@ -72,7 +73,8 @@ class DefaultRequestProcessor:
             rim.unregister_brokers, submit_unregistration or (lambda request: False))
         self.reader = RegistrationReader(
             policies.routes, policies.wire, lambda key: rim.broker_live_info(*key) is not None,
-            max_topics_from_properties(configuration.all_configs))
+            max_topics_from_properties(configuration.all_configs),
+            decode_budget_from_properties(configuration.all_configs))
         # Java reads the black list once, when the processor is built
         self.config_guard = config_guard or ConfigUpdateGuard.from_configuration(configuration)
         self.route_bounds = route_bounds or RouteBounds.from_properties(configuration.all_configs)
@@ -167,7 +169,7 @@ class DefaultRequestProcessor:
             except Exception as exc:
                 return fail(exc)
 
-        return Pending(pending.work, finish, pending.lane, fail)
+        return Pending(pending.work, finish, pending.lane, fail, pending.cancel)
 
     def overload_response(self, request):
         """Java's answer when its request pool is full (SYSTEM_BUSY "[OVERLOAD]..."), for a

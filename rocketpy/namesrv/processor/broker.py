@@ -3,7 +3,10 @@ registerBroker, unregisterBroker, queryBrokerTopicConfig, brokerHeartbeat,
 getBrokerMemberGroup), and the one the NameServer sends them (NOTIFY_MIN_BROKER_ID_CHANGE).
 
 A big registration body is decoded by a :class:`~rocketpy.namesrv.pending.Pending`, and the
-answer follows it; a registration that would pass a server-wide bound
+answer follows it; meanwhile the header alone already shows the broker alive, so the live entry
+its channel holds is refreshed at once (the decode may wait behind other peers' work, or be
+refused SYSTEM_BUSY, longer than the broker's timeout: issue 20). A registration that would pass
+a server-wide bound
 (:mod:`rocketpy.namesrv.route_bounds`) is refused before it is applied."""
 from functools import partial
 
@@ -53,8 +56,18 @@ class BrokerHandlers:
     def register_broker(self, header, request, channel, now_ms):
         decoded = self.reader.decode(request, header)  # checks bodyCrc32 first, as Java
         if isinstance(decoded, Pending):  # a big body: decoded first, maybe on another thread
+            self._refresh_own(header, channel, now_ms)
             return decoded.then(partial(self._register, header, request, channel, now_ms))
         return self._register(header, request, channel, now_ms, decoded)
+
+    def _refresh_own(self, header, channel, now_ms):
+        """Refresh the live entry of the header's broker if ``channel`` holds it: a channel never
+        keeps alive a broker another channel registered."""
+        live = self.routes.broker_live_info(header.cluster_name, header.broker_addr)
+        if live is not None and live.channel_id is not None \
+                and live.channel_id == getattr(channel, "channel_id", channel):
+            self.routes.update_broker_info_update_timestamp(header.cluster_name,
+                                                            header.broker_addr, now_ms)
 
     def _register(self, header, request, channel, now_ms, decoded):
         if isinstance(decoded, Reply):

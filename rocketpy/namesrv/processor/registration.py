@@ -14,13 +14,17 @@ Brokers re-register every 30 s with the same body (~1.3 MB for 10,000 topics), s
 * a big body not in the cache (:func:`worth_a_thread`) is decoded by a
   :class:`~rocketpy.namesrv.pending.Pending` whose ``work`` touches nothing shared. A compressed
   body's cost is unknown until inflated (160 KB can hold 3 million topic lines), so every one
-  past 128 bytes qualifies."""
+  past 128 bytes qualifies;
+* every decode spends from its own :class:`~rocketpy.remoting.budget.DecodeBudget` (bytes
+  inflated, JSON values and topic lines, counted while they are read) and is refused past it, and
+  the Pending's ``cancel`` stops it at the next check (shutdown)."""
 import logging
 from functools import partial
 
 from rocketpy.remoting import bodies
 from rocketpy.remoting.codes import MQVersion, ResponseCode
-from rocketpy.remoting.errors import BodyDecodeError
+from rocketpy.remoting.budget import DEFAULT_DECODE_BUDGET, DecodeBudget
+from rocketpy.remoting.errors import BodyDecodeError, DecodeBudgetExceeded
 from rocketpy.remoting.headers import RegisterBrokerResponseHeader
 
 from ..model import DataVersion, TopicConfig, TopicConfigWrapper
@@ -31,6 +35,7 @@ from .replies import Reply, error, java_exception_remark
 log = logging.getLogger("rocketpy.namesrv")
 
 __all__ = ["RegistrationReader", "max_topics_from_properties", "MAX_TOPICS_KEY",
+           "DECODE_BUDGET_KEY", "decode_budget_from_properties",
            "DEFAULT_MAX_TOPICS", "TooManyTopics", "worth_a_thread", "RegistrationBodies",
            "read_body"]
 
@@ -39,11 +44,13 @@ _UNDECODABLE_REMARK = java_exception_remark(
     "Failed to decode RegisterBrokerBody")
 
 
-def read_body(body, compressed, broker_version, check_count=None):
+def read_body(body, compressed, broker_version, check_count=None, budget=None,
+              check_mappings=None):
     """(wrapper, filter servers) of a RegisterBrokerBody, as route records; raises the codec's
     errors."""
     version, table, filters, infos = bodies.read_register_broker_body(
-        body, compressed, broker_version, TopicConfig, DataVersion, check_count)
+        body, compressed, broker_version, TopicConfig, DataVersion, check_count,
+        budget=budget, check_mappings=check_mappings)
     return TopicConfigWrapper(version, table, infos), filters
 
 
@@ -142,6 +149,17 @@ def max_topics_from_properties(props):
     return int_values(props, table).get("max_topics", DEFAULT_MAX_TOPICS)
 
 
+#: rocketpy's bound on the work of one registration body's decode (work units of
+#: :mod:`rocketpy.remoting.budget`); 0 turns it off.
+DECODE_BUDGET_KEY = "registerBrokerDecodeBudget"
+
+
+def decode_budget_from_properties(props):
+    """``registerBrokerDecodeBudget`` from ``-D`` / ``-c`` properties; ValueError when bad."""
+    table = ((DECODE_BUDGET_KEY, "budget", DEFAULT_DECODE_BUDGET, ""),)
+    return int_values(props, table).get("budget", DEFAULT_DECODE_BUDGET)
+
+
 def _too_many_topics(exc, max_topics):
     log.warning("registration refused: the body %s, over %s=%s", exc.detail, MAX_TOPICS_KEY,
                 max_topics)
@@ -155,14 +173,17 @@ class RegistrationReader:
     :param registration: the registration policy (which broker version a body is read as).
     :param wire: the :class:`~rocketpy.namesrv.policy.WireShape` (the remark of a null body).
     :param is_live: ``is_live((cluster, addr))``: whether a cached body's broker is still live.
-    :param max_topics: ``registerBrokerMaxTopics`` (0: no bound).
+    :param max_topics: ``registerBrokerMaxTopics`` (0: no bound); static topic mappings too.
+    :param decode_budget: work units of one body's decode (0: no bound).
     """
 
-    def __init__(self, registration, wire, is_live, max_topics=DEFAULT_MAX_TOPICS):
+    def __init__(self, registration, wire, is_live, max_topics=DEFAULT_MAX_TOPICS,
+                 decode_budget=DEFAULT_DECODE_BUDGET):
         self._body_version = registration.body_version
         self._null_body_remark = wire.null_register_body_remark
         self._is_live = is_live
         self.max_topics = max_topics
+        self.decode_budget = decode_budget
         self.cache = RegistrationBodies()
 
     def decode(self, request, header):
@@ -175,10 +196,11 @@ class RegistrationReader:
         entry = self.cache.entry(key, body, compressed, request.version)
         crc = header.body_crc32
         if entry is None:
-            work = partial(self._checked_decode, request.version, body, compressed, crc)
+            budget = DecodeBudget(self.decode_budget)
+            work = partial(self._checked_decode, request.version, body, compressed, crc, budget)
             remember = partial(self._remember, key, body, compressed, request.version, crc)
             if worth_a_thread(body, compressed):
-                return Pending(work, remember)
+                return Pending(work, remember, cancel=budget.cancel)
             return remember(work())
         if crc and entry[4] != crc:
             if bodies.body_crc32(body) != crc:
@@ -186,27 +208,37 @@ class RegistrationReader:
             entry[4] = crc
         return entry[3]
 
-    def _checked_decode(self, request_version, body, compressed, crc):
+    def _checked_decode(self, request_version, body, compressed, crc, budget):
         """The work of a Pending: Java's ``bodyCrc32`` check, then the decode; pure (any
         thread): it reads nothing but its arguments and this reader's settings."""
         if crc and bodies.body_crc32(body) != crc:
             return _crc_mismatch()
         max_topics = self.max_topics
         try:
-            decoded = self._decode(request_version, body, compressed)
+            decoded = self._decode(request_version, body, compressed, budget)
             if max_topics and not isinstance(decoded, Reply):
                 count = len(decoded[0].topic_config_table)
                 if count > max_topics:
                     raise TooManyTopics(f"holds {count} topics")
         except TooManyTopics as exc:
             return _too_many_topics(exc, max_topics)
+        except DecodeBudgetExceeded as exc:
+            log.warning("registration refused: %s", exc)
+            return error(ResponseCode.SYSTEM_ERROR,
+                         f"[REFUSED] decoding the registration body costs over {exc.limit} work "
+                         f"units (bytes inflated, JSON values, topic lines; at {exc.what}), "
+                         f"over {DECODE_BUDGET_KEY}={exc.limit}; nothing was applied")
         return decoded
 
     def _check_count(self, count):
         if self.max_topics and count > self.max_topics:
             raise TooManyTopics(f"declares {count} topics")
 
-    def _decode(self, request_version, body, compressed):
+    def _check_mappings(self, count):
+        if self.max_topics and count > self.max_topics:
+            raise TooManyTopics(f"declares {count} static topic mappings")
+
+    def _decode(self, request_version, body, compressed, budget=None):
         max_topics = self.max_topics
         if max_topics and body and not compressed:
             # a cheap count before json.loads, which holds the GIL for the whole parse
@@ -216,12 +248,15 @@ class RegistrationReader:
         if request_version < MQVersion.V3_0_11:   # a bare TopicConfigSerializeWrapper
             if not body:
                 return TopicConfigWrapper(), None
+            bodies.charge_plain(budget, body)
             version, table, _, infos = bodies.register_broker_body_records(
                 bodies.TopicConfigSerializeWrapper.from_json(body), TopicConfig, DataVersion)
             return TopicConfigWrapper(version, table, infos), None
         try:
             return read_body(body, compressed, self._body_version(request_version),
-                             self._check_count)
+                             self._check_count, budget, self._check_mappings)
+        except DecodeBudgetExceeded:
+            raise
         except BodyDecodeError:
             if not compressed:
                 try:

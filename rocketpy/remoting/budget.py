@@ -1,0 +1,57 @@
+"""Wire codec layer: the work a body's decode may cost (a rocketpy addition: Java decodes
+whatever a broker sends, on one of its executor threads).
+
+A compressed REGISTER_BROKER body of a few kilobytes can inflate to 64 MiB of topic lines or
+JSON, and what it decodes to takes memory and time in proportion (one 2.2 MB body took a server
+from 203 MiB to 1.17 GB; one 87 KB body kept the decode thread busy 60 s: issue 20). So every
+decode spends from one :class:`DecodeBudget` *while* it reads, and stops at the bound: each
+inflated byte costs a unit, each JSON value or topic line :data:`ITEM_COST` more, charged before
+the part is parsed (:func:`json_items` counts them without parsing; a plain body's bytes came in
+one frame and are not charged, its values are). The same checks see the
+cancel flag, so a shutdown stops a decode within one chunk."""
+from .errors import DecodeBudgetExceeded, DecodeCancelled
+
+__all__ = ["DecodeBudget", "DEFAULT_DECODE_BUDGET", "ITEM_COST", "json_items"]
+
+#: Work units of one decode: a genuine 16 MiB plain body (~100,000 topics, 16 JSON values each)
+#: costs ~51 M, a 10,000-topic compressed one ~3 M; 2 M JSON values at most (~200 MiB parsed).
+DEFAULT_DECODE_BUDGET = 64 * 1024 * 1024
+#: Units a JSON value or a topic line costs on top of its bytes: about what a parsed value
+#: costs in memory (a Python object of 30-100 bytes) against a byte of inflated text.
+ITEM_COST = 32
+
+
+def json_items(raw):
+    """At least the number of JSON values in ``raw`` (every value but the first follows a
+    ``,`` ``:`` ``[`` or ``{``), counted in C without parsing."""
+    return raw.count(b",") + raw.count(b":") + raw.count(b"[") + raw.count(b"{") + 1
+
+
+class DecodeBudget:
+    """Units left for one decode; ``spend`` raises :class:`DecodeBudgetExceeded` past
+    ``limit`` (0: no bound) and :class:`DecodeCancelled` once :meth:`cancel` was called (from any
+    thread: a flag read at the next check)."""
+
+    __slots__ = ("limit", "spent", "cancelled")
+
+    def __init__(self, limit=DEFAULT_DECODE_BUDGET):
+        self.limit = limit
+        self.spent = 0
+        self.cancelled = False
+
+    def spend(self, units, what):
+        if self.cancelled:
+            raise DecodeCancelled(f"decode cancelled at {what}")
+        self.spent += units
+        if self.limit and self.spent > self.limit:
+            raise DecodeBudgetExceeded(self.limit, what)
+
+    def spend_items(self, count, what):
+        self.spend(count * ITEM_COST, what)
+
+    def spend_json(self, raw, what):
+        """Charge a JSON text's values before it is parsed."""
+        self.spend(json_items(raw) * ITEM_COST, what)
+
+    def cancel(self):
+        self.cancelled = True
