@@ -7,20 +7,18 @@ SIGKILL: a follower leads, with the brokers' ids, master, epochs and sync state 
 requests work there (a third broker's id; the master's death elects the slave and pushes its
 role). Every process is started and stopped by the test, data dirs in a temporary directory."""
 import contextlib
-import json
 import os
-import shutil
+import signal
 import socket
-import subprocess
 import tempfile
 import time
-import urllib.request
 
 import pytest
 
 from rocketpy.remoting import bodies as B, headers as H
 from rocketpy.remoting.codes import ResponseCode as RC
 from rocketpy.remoting.command import RemotingCommand
+from etcdproc import etcd_cluster, free_ports, wait_for
 from serverproc import RemotingClient, running_server
 
 pytestmark = pytest.mark.network
@@ -28,68 +26,6 @@ pytestmark = pytest.mark.network
 GROUP = dict(cluster_name="DefaultCluster", broker_name="broker-a")
 #: the lease a silent leader's election key outlives (seconds)
 LEASE_TTL = 2
-
-
-def _free_ports(n):
-    socks = [socket.socket() for _ in range(n)]
-    try:
-        for s in socks:
-            s.bind(("127.0.0.1", 0))
-        return [s.getsockname()[1] for s in socks]
-    finally:
-        for s in socks:
-            s.close()
-
-
-def _wait(predicate, timeout, what):
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.05)
-
-
-@contextlib.contextmanager
-def etcd_cluster(tmp, members=3):
-    """``members`` etcd processes forming one cluster on 127.0.0.1; their client URLs."""
-    etcd = shutil.which("etcd")
-    assert etcd, "etcd is not installed (tests/install.sh installs Debian's etcd-server)"
-    ports = _free_ports(2 * members)
-    names = [f"e{i}" for i in range(members)]
-    clients = [f"http://127.0.0.1:{ports[2 * i]}" for i in range(members)]
-    peers = [f"http://127.0.0.1:{ports[2 * i + 1]}" for i in range(members)]
-    cluster = ",".join(f"{n}={p}" for n, p in zip(names, peers))
-    procs = []
-    try:
-        for name, client, peer in zip(names, clients, peers):
-            log = open(os.path.join(tmp, f"{name}.log"), "wb")
-            procs.append(subprocess.Popen(
-                [etcd, "--name", name, "--data-dir", os.path.join(tmp, name),
-                 "--listen-client-urls", client, "--advertise-client-urls", client,
-                 "--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
-                 "--initial-cluster", cluster, "--initial-cluster-state", "new",
-                 "--initial-cluster-token", os.path.basename(tmp)],
-                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL))
-            log.close()
-        for client in clients:
-            _wait(lambda: _etcd_ready(client), 30, f"etcd at {client}")
-        yield clients
-    finally:
-        for proc in procs:
-            proc.kill()
-            proc.wait(10)
-
-
-def _etcd_ready(client):
-    try:
-        with urllib.request.urlopen(urllib.request.Request(
-                client + "/v3/kv/range", data=b'{"key":"AA=="}', method="POST"), timeout=2) as r:
-            return r.status == 200
-    except OSError:
-        return False
 
 
 def _controller_args(self_id, peers, endpoints, store):
@@ -199,10 +135,10 @@ def _replica_info(broker, port):
 
 def test_leader_killed_a_follower_leads_with_the_brokers_state():
     ids = ["n0", "n1", "n2"]
-    ports = _free_ports(3)
+    ports = free_ports(3)
     peers = ";".join(f"{i}-127.0.0.1:{p}" for i, p in zip(ids, ports))
     with tempfile.TemporaryDirectory(prefix="rocketpy-ha-") as tmp, \
-            etcd_cluster(tmp) as endpoints, contextlib.ExitStack() as stack:
+            etcd_cluster(tmp) as (endpoints, _), contextlib.ExitStack() as stack:
         servers = {}
         for self_id in ids:
             store = os.path.join(tmp, f"store-{self_id}")
@@ -211,7 +147,7 @@ def test_leader_killed_a_follower_leads_with_the_brokers_state():
         for server in servers.values():
             server.wait_for_log(r"The ControllerManager boot success\.", timeout=20)
         port_of = dict(zip(ids, ports))
-        leader = _wait(lambda: _leader(ports, ids), 30, "a leader named by every controller")
+        leader = wait_for(lambda: _leader(ports, ids), 30, "a leader named by every controller")
         followers = [i for i in ids if i != leader]
         lport = port_of[leader]
         meta = _metadata(port_of[followers[0]])
@@ -239,7 +175,7 @@ def test_leader_killed_a_follower_leads_with_the_brokers_state():
 
         killed = time.monotonic()
         servers[leader].kill()                     # kill -9 the leader controller
-        new_leader = _wait(lambda: _leader([port_of[i] for i in followers], followers), 30,
+        new_leader = wait_for(lambda: _leader([port_of[i] for i in followers], followers), 30,
                            "a new leader")
         failover = time.monotonic() - killed
         print(f"\nfailover: leader killed -> follower {new_leader} leads in {failover:.2f} s "
@@ -266,9 +202,42 @@ def test_leader_killed_a_follower_leads_with_the_brokers_state():
         # the other survivor holds the same state: it answers it once it leads
         other = next(i for i in followers if i != new_leader)
         servers[new_leader].stop()                 # a graceful stop hands over at once
-        assert _wait(lambda: _leader([port_of[other]], [other]), 30, "the last leader") == other
+        assert wait_for(lambda: _leader([port_of[other]], [other]), 30, "the last leader") == other
         b2.clients[port_of[other]] = RemotingClient(port_of[other])
         assert _replica_info(b2, port_of[other]) == after
         answer = b2.call(port_of[other], 1012, H.GetNextBrokerIdRequestHeader(**GROUP))
         assert H.GetNextBrokerIdResponseHeader.from_ext_fields(
             answer.ext_fields).next_broker_id == 4
+
+
+def test_leader_cut_from_etcd_stops_answering_as_leader():
+    """etcd frozen (SIGSTOP): the leader cannot keep its lease alive, so once the lease it last
+    kept alive would have expired it answers CONTROLLER_NOT_LEADER and GET_METADATA_INFO says it
+    does not lead; etcd back (SIGCONT), it campaigns again and leads with its state."""
+    ports = free_ports(1)
+    with tempfile.TemporaryDirectory(prefix="rocketpy-ha-") as tmp, \
+            etcd_cluster(tmp, members=1) as (endpoints, (etcd,)), \
+            contextlib.ExitStack() as stack:
+        server = stack.enter_context(running_server(*_controller_args(
+            "n0", f"n0-127.0.0.1:{ports[0]}", endpoints, os.path.join(tmp, "store"))))
+        server.wait_for_log(r"The ControllerManager boot success\.", timeout=20)
+        wait_for(lambda: _leader(ports, ["n0"]), 30, "the controller to lead")
+        broker = Broker(ports)
+        stack.callback(broker.close)
+        broker.join(ports[0])
+        assert broker.call(ports[0], 1002, H.ElectMasterRequestHeader(
+            broker_id=1, designate_elect=False, **GROUP)).code == RC.SUCCESS
+        before = _replica_info(broker, ports[0])
+        etcd.send_signal(signal.SIGSTOP)
+        try:
+            def refused():
+                answer = broker.call(ports[0], 1004,
+                                     H.GetReplicaInfoRequestHeader(broker_name="broker-a"))
+                return answer.code == RC.CONTROLLER_NOT_LEADER and answer
+            answer = wait_for(refused, 30, "the leader to stop leading")
+            assert answer.remark == "The controller is not in leader state"
+            assert _metadata(ports[0])[2] is False
+        finally:
+            etcd.send_signal(signal.SIGCONT)
+        wait_for(lambda: _leader(ports, ["n0"]), 30, "the controller to lead again")
+        assert _replica_info(broker, ports[0]) == before
