@@ -184,3 +184,30 @@ def test_etcd_settings_one_line_errors():
                             "controllerEtcdLeaseTtl must be a positive integer")):
         with pytest.raises(ValueError, match=message):
             EtcdSettings.from_properties(props)
+
+
+def test_an_election_etcd_did_not_commit_pushes_nothing():
+    """The leader's own election whose entry etcd refused: no NOTIFY_BROKER_ROLE_CHANGED (the
+    change is dropped with the state the leader reads again), and a broker's request that
+    changed something is answered SYSTEM_ERROR, not its success."""
+    leadership = Leadership("n1", "127.0.0.1:9879")
+    leadership.lead(deadline_ms=10 ** 9)
+    refuse = []
+
+    def persist(events):
+        def job():
+            if refuse:
+                raise ValueError("not committed in etcd: another controller leads")
+        return job
+
+    processor = _processor(leadership, persist=persist)
+    _elect_and_sync(processor)
+    processor.pushes.clear()
+    refuse.append(True)
+    processor.on_channel_close(CH, 2000)
+    assert processor.pushes == []
+    answer = _call(processor, 1012, H.GetNextBrokerIdRequestHeader(**GROUP))
+    assert answer.code == RC.SUCCESS                 # a read needs no commit
+    answer = _call(processor, 1013, H.ApplyBrokerIdRequestHeader(
+        applied_broker_id=3, register_check_code="127.0.0.1:10003;1", **GROUP))
+    assert answer.code == RC.SYSTEM_ERROR and "another controller leads" in answer.remark

@@ -180,6 +180,10 @@ class ControllerRequestProcessor:
         def failed(exc):
             why = getattr(exc, "strerror", None) or exc
             log.error("controller change could not be written to disk: %s", why)
+            if self.leadership is not None:
+                # a group's leader that cannot commit drops the change (it reads the state
+                # again from etcd): no broker may hear of a role that is not in the log
+                result.pushes = []
             return self._unwritten(then, why)
 
         return Pending(job, lambda _: then(), DISK, failed)
@@ -353,7 +357,7 @@ class ControllerRequestProcessor:
             result = self.replicas.elect_master(header, self._policy(now_ms))
             if result.code == RC.SUCCESS and self.config.notify_broker_role_changed:
                 result.pushes = self._pushes(result, now_ms)
-            pending = self._commit(result, lambda pushes=result.pushes: self._send(pushes))
+            pending = self._commit(result, lambda result=result: self._send(result.pushes))
             if pending is None:
                 self._send(result.pushes)
             else:
