@@ -211,3 +211,45 @@ def test_an_election_etcd_did_not_commit_pushes_nothing():
     answer = _call(processor, 1013, H.ApplyBrokerIdRequestHeader(
         applied_broker_id=3, register_check_code="127.0.0.1:10003;1", **GROUP))
     assert answer.code == RC.SYSTEM_ERROR and "another controller leads" in answer.remark
+
+
+def _service_options(tmp_path, *args):
+    from rocketpy.service.tap import Options
+    options = Options()
+    options.parseOptions(["--kvConfigPath", str(tmp_path / "kv.json"), "--listen", "tcp:0",
+                          "-D", f"configStorePath={tmp_path}/ns.properties",
+                          "-D", f"controllerStorePath={tmp_path}/ctl",
+                          "-D", "enableControllerInNamesrv=true", "-D", "controllerDLegerGroup=g",
+                          "-D", "controllerDLegerPeers=n0-127.0.0.1:19878;n1-127.0.0.1:19879",
+                          "-D", "controllerDLegerSelfId=n1", "-D", "controllerType=etcd", *args])
+    return options
+
+
+def test_etcd_settings_stop_the_start_in_one_line(tmp_path):
+    from twisted.internet.task import Clock
+
+    from rocketpy.service.startup import StartError
+    from rocketpy.service.tap import makeService
+    with pytest.raises(StartError) as caught:
+        makeService(_service_options(tmp_path), reactor=Clock())
+    assert str(caught.value) == "rocketnamesrv: controllerType=etcd needs controllerEtcdEndpoints"
+
+
+def test_etcd_controller_reads_no_local_store_and_starts_as_follower(tmp_path):
+    """The group's state is etcd's: a local snapshot (here unreadable) is not loaded, and until
+    it has read etcd and won the election the controller does not answer as leader."""
+    from twisted.internet.task import Clock
+
+    from rocketpy.service.tap import makeService
+    (tmp_path / "ctl").mkdir()
+    (tmp_path / "ctl" / "replicas.json").write_text("{not json")
+    top = makeService(_service_options(
+        tmp_path, "-D", "controllerEtcdEndpoints=http://127.0.0.1:1"), reactor=Clock())
+    controller = top.controller
+    assert controller.group is not None and controller.group.prefix == key_prefix("g")
+    processor = controller.processor
+    assert processor.leadership.self_address == "127.0.0.1:19879"
+    answer = _call(processor, 1004, H.GetReplicaInfoRequestHeader(broker_name="b"))
+    assert answer.code == RC.CONTROLLER_NOT_LEADER
+    meta = H.GetMetaDataResponseHeader.from_ext_fields(_call(processor, 1005).ext_fields)
+    assert (meta.controller_leader_id, meta.is_leader) == (None, False)
