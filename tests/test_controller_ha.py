@@ -25,7 +25,7 @@ pytestmark = pytest.mark.network
 
 GROUP = dict(cluster_name="DefaultCluster", broker_name="broker-a")
 #: the lease a silent leader's election key outlives (seconds)
-LEASE_TTL = 2
+LEASE_TTL = 4
 
 
 def _controller_args(self_id, peers, endpoints, store):
