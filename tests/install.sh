@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Install everything the test suite needs on a fresh Debian machine: tshark for the independent
-# capture count, chromium for the status-page browser test (Debian packages, with apt-get: as
+# capture count, chromium for the status-page browser test, etcd for the controller group test
+# (Debian packages, with apt-get: as
 # root, or through sudo), the project with its test/spark/clients extras into the running
 # python3 (a virtual environment: Debian's own Python refuses pip installs), and the npm client
 # (ali-ons) the JS client tests drive. Needs the network: Debian, PyPI and npm.
@@ -25,6 +26,7 @@ fi
 missing=()
 command -v tshark >/dev/null && command -v mergecap >/dev/null || missing+=(tshark)
 command -v chromium >/dev/null || missing+=(chromium)
+command -v etcd >/dev/null || missing+=(etcd-server)
 if ((${#missing[@]})); then
     if [ "$(id -u)" = 0 ]; then
         as_root=()

@@ -33,7 +33,7 @@ def _options(tmp_path, *args):
     (PEERS[:6], "controllerDLegerSelfId is null or empty"),
     (PEERS[:6] + ["-D", "controllerDLegerSelfId=n9"], "is not one of controllerDLegerPeers"),
     (PEERS[:4] + ["-D", "controllerDLegerPeers=n0-127.0.0.1:19878;n1-127.0.0.1:19879"]
-     + PEERS[6:], "rocketpy runs a single controller"),
+     + PEERS[6:], "rocketpy runs them as a group only with controllerType=etcd"),
 ])
 def test_missing_controller_settings_stop_the_start_in_one_line(tmp_path, args, says):
     with pytest.raises(StartError) as caught:

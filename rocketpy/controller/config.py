@@ -24,8 +24,9 @@ CONTROLLER_SPECS = (
     ("rocketmqHome", str, None, "as the NameServer's"),
     ("configStorePath", str, os.path.join(_HOME, "controller", "controller.properties"),
      "where UPDATE_CONTROLLER_CONFIG stores the settings"),
-    ("controllerType", str, "DLedger", "DLedger or jRaft in Java; rocketpy runs one "
-                                       "single-node controller either way"),
+    ("controllerType", str, "DLedger", "DLedger or jRaft in Java: rocketpy runs one "
+                                       "single-node controller for either; etcd: a "
+                                       "controller group sharing its state through etcd"),
     ("scanNotActiveBrokerInterval", int, 5000, "ms between scans for brokers whose heartbeat "
                                                "timed out"),
     ("controllerThreadPoolNums", int, 16, "accepted, no effect (no thread pools)"),

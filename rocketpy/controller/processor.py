@@ -17,7 +17,10 @@ pushes go out through ``notify(address, command)`` to every live broker of the g
 controller starts itself runs through ``run(pending)`` (the service hands it to the writer; by
 default it runs at once). Pure: no Twisted, time as ``now_ms``, channels as values.
 
-rocketpy runs a single controller, always the leader (GET_METADATA_INFO says so); the
+A single controller is always the leader (GET_METADATA_INFO says so). Several controllers sharing
+their state through etcd (:mod:`.replicated`) pass a ``leadership``: a controller that is not the
+leader answers the requests Java's ``DLedgerController`` queues as events (:data:`LEADER_CODES`)
+with CONTROLLER_NOT_LEADER, names the leader in GET_METADATA_INFO, and starts no election. The
 controller codes of 5.3.3 are served, anything else is REQUEST_CODE_NOT_SUPPORTED as on Java's
 controller port.
 """
@@ -37,13 +40,21 @@ from .elect import DefaultElectPolicy
 from .heartbeat import BrokerHeartbeatManager
 from .replicas import ControllerResult, ReplicasInfoManager
 
-__all__ = ["ControllerRequestProcessor", "ADMIN_CODES"]
+__all__ = ["ControllerRequestProcessor", "ADMIN_CODES", "LEADER_CODES", "NOT_LEADER_REMARK"]
 
 #: What only an operator sends (``mqadmin updateControllerConfig``, ``cleanBrokerMetadata``,
 #: ``electMaster``): guarded by ``adminAllowNetworks`` / ``aclEnable`` when configured. A
 #: broker's own CONTROLLER_ELECT_MASTER is not: only a designated one (``designateElect=true``).
 ADMIN_CODES = frozenset(int(c) for c in (R.UPDATE_CONTROLLER_CONFIG, R.CLEAN_BROKER_DATA,
                                          R.CONTROLLER_ELECT_MASTER))
+
+#: What only the leader answers: the requests Java's controller appends to its event queue
+#: (``DLedgerController``/``JRaftController``); heartbeats, metadata and the config are local.
+LEADER_CODES = frozenset(int(c) for c in (
+    R.CONTROLLER_ALTER_SYNC_STATE_SET, R.CONTROLLER_ELECT_MASTER, R.CONTROLLER_REGISTER_BROKER,
+    R.CONTROLLER_GET_REPLICA_INFO, R.CONTROLLER_GET_SYNC_STATE_DATA, R.CLEAN_BROKER_DATA,
+    R.CONTROLLER_GET_NEXT_BROKER_ID, R.CONTROLLER_APPLY_BROKER_ID))
+NOT_LEADER_REMARK = "The controller is not in leader state"
 
 
 def _administrative(request):
@@ -64,10 +75,12 @@ class ControllerRequestProcessor:
     :param run: ``run(pending)``: run the controller's own durable work (default: at once).
     :param access_control: an :class:`~rocketpy.namesrv.acl.AccessControl` over
         :data:`ADMIN_CODES` (None: every request runs, as on Java's controller).
+    :param leadership: a :class:`~rocketpy.controller.replicated.Leadership` (None: a single
+        controller, always the leader).
     """
 
     def __init__(self, configuration, *, replicas=None, heartbeats=None, persist=None,
-                 notify=None, run=None, access_control=None):
+                 notify=None, run=None, access_control=None, leadership=None):
         self.configuration = configuration
         config = configuration.controller_config
         self.config = config
@@ -77,6 +90,7 @@ class ControllerRequestProcessor:
         self.notify = notify or (lambda address, command: None)
         self.run = run or (lambda pending: pending.run())
         self.access_control = access_control
+        self.leadership = leadership
         # Java reads the black list once, when the processor is built
         self.black_list = configuration.black_list()
         self.handlers = {
@@ -107,7 +121,9 @@ class ControllerRequestProcessor:
                             getattr(channel, "remote_addr", channel), refusal)
                 return self._answer(request, ControllerResult(RC.NO_PERMISSION, refusal))
         try:
-            if handler is None:
+            if request.code in LEADER_CODES and not self.is_leader(now_ms):
+                result = ControllerResult(RC.CONTROLLER_NOT_LEADER, NOT_LEADER_REMARK)
+            elif handler is None:
                 result = ControllerResult(RC.REQUEST_CODE_NOT_SUPPORTED,
                                           f" request type {request.code} not supported")
             else:
@@ -128,6 +144,9 @@ class ControllerRequestProcessor:
             return then()
         return pending if offload else pending.run()
 
+    def is_leader(self, now_ms):
+        return self.leadership is None or self.leadership.is_leader(now_ms)
+
     def _send(self, pushes):
         for address, command in pushes:
             self.notify(address, command)
@@ -146,6 +165,10 @@ class ControllerRequestProcessor:
         def failed(exc):
             why = getattr(exc, "strerror", None) or exc
             log.error("controller change could not be written to disk: %s", why)
+            if self.leadership is not None:
+                # a group's leader that cannot commit drops the change (it reads the state
+                # again from etcd): no broker may hear of a role that is not in the log
+                result.pushes = []
             return self._unwritten(then, why)
 
         return Pending(job, lambda _: then(), DISK, failed)
@@ -204,9 +227,13 @@ class ControllerRequestProcessor:
         peers = config.peers()
         self_id = config.controller_d_leger_self_id
         text = "".join(f"{peer}:{peers[peer]};" for peer in hashmap_order(list(peers)))
+        leader_id, leader_address = self_id, peers.get(self_id)
+        if self.leadership is not None and not self.is_leader(now_ms):
+            leader_id, leader_address = self.leadership.leader_id, self.leadership.leader_address
         return ControllerResult(header=H.GetMetaDataResponseHeader(
-            group=config.controller_d_leger_group, controller_leader_id=self_id,
-            controller_leader_address=peers.get(self_id), is_leader=True, peers=text))
+            group=config.controller_d_leger_group, controller_leader_id=leader_id,
+            controller_leader_address=leader_address, is_leader=self.is_leader(now_ms),
+            peers=text))
 
     def get_sync_state_data(self, header, request, channel, now_ms):
         if request.body is not None:
@@ -282,7 +309,7 @@ class ControllerRequestProcessor:
     def on_channel_close(self, channel, now_ms):
         """A connection to the controller ended: its brokers are inactive; a group whose master
         was one of them elects a new one (Java: ``BrokerHousekeepingService`` ->
-        ``onBrokerInactive``)."""
+        ``onBrokerInactive``; only the leader elects)."""
         for cluster, name, broker_id in self.heartbeats.on_broker_channel_close(channel):
             self.on_broker_inactive(cluster, name, broker_id, now_ms)
 
@@ -295,11 +322,16 @@ class ControllerRequestProcessor:
 
     def scan_inactive_master(self, now_ms):
         """Java ``scanInactiveMasterAndTriggerReelect``: elect again where the master is dead
-        and another broker of the group is alive."""
+        and another broker of the group is alive (the leader only)."""
+        if not self.is_leader(now_ms):
+            return
         for name in self.replicas.scan_need_reelect_broker_sets(self._alive(now_ms)):
             self.trigger_elect_master(name, now_ms)
 
     def on_broker_inactive(self, cluster, name, broker_id, now_ms):
+        if not self.is_leader(now_ms):
+            log.info("broker %s of %s is inactive (not the leader: no election)", broker_id, name)
+            return
         if broker_id is None:
             self.trigger_elect_master(name, now_ms)
             return
@@ -318,7 +350,7 @@ class ControllerRequestProcessor:
             result = self.replicas.elect_master(header, self._policy(now_ms))
             if result.code == RC.SUCCESS and self.config.notify_broker_role_changed:
                 result.pushes = self._pushes(result, now_ms)
-            pending = self._commit(result, lambda pushes=result.pushes: self._send(pushes))
+            pending = self._commit(result, lambda result=result: self._send(result.pushes))
             if pending is None:
                 self._send(result.pushes)
             else:

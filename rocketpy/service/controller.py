@@ -15,7 +15,9 @@ heartbeats there. Around the pure :class:`~rocketpy.controller.ControllerRequest
 * NOTIFY_BROKER_ROLE_CHANGED pushed oneway over connections the controller opens to the
   brokers' listen addresses (:class:`~rocketpy.transport.client.OnewayNotifier`);
 * the snapshot in ``controllerStorePath`` (:mod:`rocketpy.controller.store`), loaded at start
-  and written through the writer thread before a change is acknowledged.
+  and written through the writer thread before a change is acknowledged; or, with
+  ``controllerType=etcd``, the state of a controller group kept in etcd
+  (:mod:`rocketpy.service.controllergroup`): only the group's leader answers as leader.
 """
 import os
 
@@ -25,12 +27,14 @@ from zope.interface import implementer
 
 from ..controller import ControllerConfiguration, ControllerRequestProcessor
 from ..controller.processor import ADMIN_CODES
+from ..controller.replicated import ETCD_TYPE, EtcdSettings, Leadership
 from ..controller.store import SNAPSHOT_NAME, Journal, SnapshotError, load_state
 from ..namesrv.acl import AccessControl, AclConfigError
 from ..transport.client import OnewayNotifier
 from ..transport.factory import RemotingServerFactory
 from ..transport.interfaces import IChannelEventListener
 from ..transport.protocol import format_address
+from .controllergroup import ControllerGroup
 from .fileio import AppendLog, read_text, write_atomic, write_file_java
 from .periodic import PeriodicService
 from .server import RemotingServerService
@@ -102,15 +106,15 @@ class ControllerServerService(RemotingServerService):
 
 def controller_configuration(props):
     """The controller's configuration from the NameServer's properties; ValueError names what
-    is missing (the peers, the self id) or refused: peers besides this controller, which
-    rocketpy cannot join (it has no DLedger), and answering as leader beside them would be a
-    second leader."""
+    is missing (the peers, the self id) or refused: without ``controllerType=etcd``, peers
+    besides this controller, which rocketpy cannot join (it has no DLedger), and answering as
+    leader beside them would be a second leader."""
     configuration = ControllerConfiguration.from_properties(props, store=write_file_java)
     config = configuration.controller_config
     others = sorted(set(config.peers()) - {config.controller_d_leger_self_id})
-    if others:
+    if others and config.controller_type.lower() != ETCD_TYPE:
         raise ValueError(f"controllerDLegerPeers lists other controllers ({', '.join(others)}): "
-                         "rocketpy runs a single controller, list only "
+                         "rocketpy runs them as a group only with controllerType=etcd; list only "
                          f"{config.controller_d_leger_self_id}")
     return configuration
 
@@ -161,6 +165,10 @@ def make_controller_service(configuration, reactor, *, write_pool=None, listen=N
     except AclConfigError as exc:
         raise ValueError(str(exc)) from None
     notifier = OnewayNotifier(reactor)
+    group = leadership = None
+    if config.controller_type.lower() == ETCD_TYPE:
+        settings = EtcdSettings.from_properties(configuration.all_configs)
+        leadership = Leadership(config.controller_d_leger_self_id, config.self_address())
     store = _Store(config.store_path)
     journal = None
 
@@ -173,12 +181,18 @@ def make_controller_service(configuration, reactor, *, write_pool=None, listen=N
 
     processor = ControllerRequestProcessor(
         configuration, notify=notifier.send_oneway, run=run,
-        persist=lambda events: journal.record(events),
-        access_control=access if access.enabled else None)
-    try:
-        journal, loaded = store.load(processor.replicas)
-    except (SnapshotError, OSError) as exc:
-        raise ValueError(f"cannot load the controller state in {config.store_path}: {exc}") from None
+        persist=lambda events: (group or journal).record(events),
+        access_control=access if access.enabled else None, leadership=leadership)
+    if leadership is not None:   # the state lives in etcd: the group takes the DISK lane
+        group = write_pool = ControllerGroup(reactor, processor.replicas, leadership, settings,
+                                             config.controller_d_leger_group, write_pool)
+        loaded = False
+    else:
+        try:
+            journal, loaded = store.load(processor.replicas)
+        except (SnapshotError, OSError) as exc:
+            raise ValueError(f"cannot load the controller state in {config.store_path}: "
+                             f"{exc}") from None
     log = Logger(namespace="rocketpy.controller")
     if loaded:
         log.info("controller state loaded from {path}: {groups} broker groups, event {seq}",
@@ -194,6 +208,8 @@ def make_controller_service(configuration, reactor, *, write_pool=None, listen=N
         idle_seconds=netty.server_channel_max_idle_time_seconds, limits=limits,
         write_pool=write_pool, **kwargs)
     top = _ControllerService(housekeeping)
+    if group is not None:
+        group.setServiceParent(top)
     ControllerScanService("controller-scan-not-active-broker", processor.scan_not_active_broker,
                           reactor, config.scan_not_active_broker_interval,
                           close_channel=factory.close_channel).setServiceParent(top)
@@ -207,6 +223,7 @@ def make_controller_service(configuration, reactor, *, write_pool=None, listen=N
     top.factory = factory
     top.server = server
     top.notifier = notifier
+    top.group = group
     return top
 
 

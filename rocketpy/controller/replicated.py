@@ -1,0 +1,217 @@
+"""Controller state layer: the replica state kept in etcd (``controllerType=etcd``), rocketpy's
+stand-in for the DLedger/jRaft group of Java's controllers.
+
+etcd is the consensus engine; rocketpy only lays out its keys, under
+``/rocketpy/controller/<controllerDLegerGroup>/``:
+
+* ``log/<seq, 20 digits>``: the events of one change (a JSON list of
+  :func:`~rocketpy.controller.events.event_to_obj`), numbered from 1 without gaps. The leader
+  writes entries with one transaction that succeeds only while the entry's key does not exist
+  and its own election key is still the one it created (:func:`append_txn`): a deposed leader
+  cannot write, two leaders cannot both write ``seq``;
+* ``leader``: the election key, ``{"id", "address"}`` of the controller that created it, bound
+  to that controller's lease (:func:`campaign_txn`): it disappears when the lease is not kept
+  alive (the leader died or lost etcd), and the others campaign.
+
+Every controller applies the entries in order to its own
+:class:`~rocketpy.controller.replicas.ReplicasInfoManager` (:class:`ReplicaLog`), from a range
+read at start and the watch after it, so all hold the same state; the leader applied its own
+entries before writing them and skips their echo. :class:`Leadership` is what the processor asks
+before answering as leader. Pure: builds and reads the JSON gateway's bodies (``/v3/kv/txn``,
+``/v3/kv/range``, ``/v3/watch``), no I/O.
+"""
+import base64
+import json
+
+from .events import event_from_obj, event_to_obj
+
+__all__ = ["ReplicaLog", "Leadership", "EtcdSettings", "ReplicationError", "key_prefix",
+           "entry_key", "append_txn", "campaign_txn", "range_request", "watch_request",
+           "leader_value", "parse_leader", "b64", "unb64", "ENTRY_DIGITS", "ETCD_TYPE"]
+
+#: digits of an entry's sequence number in its key (keys sort as numbers)
+ENTRY_DIGITS = 20
+#: ``controllerType`` that keeps the state in etcd
+ETCD_TYPE = "etcd"
+
+
+class ReplicationError(ValueError):
+    """What etcd holds is not a log this version wrote, or has a gap."""
+
+
+def b64(text):
+    """The gateway's bytes fields are base64 strings."""
+    data = text.encode("utf-8") if isinstance(text, str) else text
+    return base64.b64encode(data).decode("ascii")
+
+
+def unb64(text):
+    return base64.b64decode(text or "")
+
+
+def key_prefix(group):
+    return f"/rocketpy/controller/{group or 'DEFAULT'}/"
+
+
+def entry_key(prefix, seq):
+    return f"{prefix}log/{seq:0{ENTRY_DIGITS}d}"
+
+
+def _prefix_end(prefix):
+    """``range_end`` covering every key that starts with ``prefix``."""
+    return prefix[:-1] + chr(ord(prefix[-1]) + 1)
+
+
+def range_request(prefix, from_seq=1):
+    """``/v3/kv/range`` body: the log entries from ``from_seq`` on, in key order."""
+    return {"key": b64(entry_key(prefix, from_seq)), "range_end": b64(_prefix_end(prefix + "log/")),
+            "sort_order": "ASCEND", "sort_target": "KEY"}
+
+
+def watch_request(prefix, start_revision):
+    """``/v3/watch`` body: every change of the group's keys from ``start_revision``."""
+    return {"create_request": {"key": b64(prefix), "range_end": b64(_prefix_end(prefix)),
+                               "start_revision": str(start_revision)}}
+
+
+def append_txn(prefix, first_seq, values, leader_revision):
+    """``/v3/kv/txn`` body writing ``values`` (bytes) as entries ``first_seq...``; it succeeds only
+    if entry ``first_seq`` is new and the election key is still the one created at
+    ``leader_revision``."""
+    return {"compare": [
+        {"key": b64(prefix + "leader"), "target": "CREATE", "result": "EQUAL",
+         "create_revision": str(leader_revision)},
+        {"key": b64(entry_key(prefix, first_seq)), "target": "CREATE", "result": "EQUAL",
+         "create_revision": "0"}],
+        "success": [{"request_put": {"key": b64(entry_key(prefix, first_seq + i)), "value": b64(v)}}
+                    for i, v in enumerate(values)]}
+
+
+def leader_value(self_id, address):
+    return json.dumps({"id": self_id, "address": address}, sort_keys=True)
+
+
+def parse_leader(value):
+    """``(id, address)`` of an election key's value; ``(None, None)`` for anything else."""
+    try:
+        obj = json.loads(unb64(value))
+        return str(obj["id"]), str(obj["address"])
+    except (ValueError, KeyError, TypeError):
+        return None, None
+
+
+def campaign_txn(prefix, self_id, address, lease_id):
+    """``/v3/kv/txn`` body creating the election key with ``lease_id`` if nobody holds it; on
+    failure it reads the holder's key."""
+    key = b64(prefix + "leader")
+    return {"compare": [{"key": key, "target": "CREATE", "result": "EQUAL",
+                         "create_revision": "0"}],
+            "success": [{"request_put": {"key": key, "value": b64(leader_value(self_id, address)),
+                                         "lease": str(lease_id)}}],
+            "failure": [{"request_range": {"key": key}}]}
+
+
+class ReplicaLog:
+    """Applies etcd's log entries, in order and each once, to ``manager``; numbers the entries
+    the leader writes."""
+
+    def __init__(self, manager, prefix):
+        self.manager = manager
+        self.prefix = prefix
+        self.seq = 0                # the last entry applied (or recorded, on the leader)
+
+    def reset(self):
+        """Forget the state (before loading it again from etcd)."""
+        self.manager.replica_info_table = {}
+        self.manager.sync_state_info_table = {}
+        self.seq = 0
+
+    def record(self, events):
+        """The leader's change (already applied in memory): ``(seq, value)`` to write."""
+        self.seq += 1
+        return self.seq, json.dumps([event_to_obj(e) for e in events], sort_keys=True).encode()
+
+    def entry_seq(self, key):
+        """The sequence number of a log key (bytes or str), None for another key."""
+        key = key.decode("utf-8", "replace") if isinstance(key, bytes) else key
+        head = self.prefix + "log/"
+        if not key.startswith(head) or not key[len(head):].isdigit():
+            return None
+        return int(key[len(head):])
+
+    def apply_kv(self, kv):
+        """Apply one entry of a range or watch answer (``{"key", "value"}`` base64); False when
+        it was applied already. ReplicationError for a gap or an entry that is not events."""
+        seq = self.entry_seq(unb64(kv.get("key")))
+        if seq is None or seq <= self.seq:
+            return False
+        if seq != self.seq + 1:
+            raise ReplicationError(f"log entry {seq} follows {self.seq}: a gap")
+        try:
+            events = [event_from_obj(obj) for obj in json.loads(unb64(kv.get("value")))]
+        except (ValueError, TypeError) as exc:
+            raise ReplicationError(f"log entry {seq}: {exc}") from None
+        for event in events:
+            self.manager.apply_event(event)
+        self.seq = seq
+        return True
+
+
+class Leadership:
+    """Who leads the controller group, as this controller knows it. ``is_leader`` only while
+    it holds the election key and its lease is known to be alive (``lease_deadline_ms``: when
+    the last kept-alive lease would expire), so a leader cut from etcd stops answering as leader
+    by itself, before another can be elected."""
+
+    def __init__(self, self_id, self_address):
+        self.self_id = self_id
+        self.self_address = self_address
+        self.leader_id = None
+        self.leader_address = None
+        self.leading = False
+        self.lease_deadline_ms = 0
+
+    def is_leader(self, now_ms):
+        return self.leading and now_ms < self.lease_deadline_ms
+
+    def follow(self, leader_id, leader_address):
+        self.leading = False
+        self.leader_id, self.leader_address = leader_id, leader_address
+
+    def lead(self, deadline_ms):
+        self.leading = True
+        self.leader_id, self.leader_address = self.self_id, self.self_address
+        self.lease_deadline_ms = deadline_ms
+
+
+class EtcdSettings:
+    """rocketpy's keys for ``controllerType=etcd`` (not Java ``ControllerConfig`` fields: they
+    are read from the file's other keys, so GET_CONTROLLER_CONFIG lists them as Java lists any
+    key of the file).
+
+    ``controllerEtcdEndpoints``: ``http://host:port`` of the etcd members, comma separated;
+    ``controllerEtcdLeaseTtl``: seconds the election key outlives a silent leader (default 3);
+    ``controllerEtcdTimeoutMillis``: how long one gateway request may take (default 3000)."""
+
+    def __init__(self, endpoints, lease_ttl=3, timeout_ms=3000):
+        self.endpoints = endpoints
+        self.lease_ttl = lease_ttl
+        self.timeout_ms = timeout_ms
+
+    @classmethod
+    def from_properties(cls, props):
+        """ValueError (one line) for a missing or malformed key."""
+        endpoints = [e.strip().rstrip("/") for e in props.get("controllerEtcdEndpoints", "").split(",")
+                     if e.strip()]
+        if not endpoints:
+            raise ValueError("controllerType=etcd needs controllerEtcdEndpoints")
+        for endpoint in endpoints:
+            if not endpoint.startswith("http://") or ":" not in endpoint[7:]:
+                raise ValueError(f"controllerEtcdEndpoints entry {endpoint!r} is not http://host:port")
+        values = {}
+        for key, default in (("controllerEtcdLeaseTtl", 3), ("controllerEtcdTimeoutMillis", 3000)):
+            text = props.get(key, str(default)).strip()
+            if not text.isdigit() or int(text) < 1:
+                raise ValueError(f"{key} must be a positive integer, not {text!r}")
+            values[key] = int(text)
+        return cls(endpoints, values["controllerEtcdLeaseTtl"], values["controllerEtcdTimeoutMillis"])
