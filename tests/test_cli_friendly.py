@@ -183,3 +183,12 @@ def test_log_level_quiets_the_per_connection_lines_and_the_default_boot_warns_of
         conn.call(206, {})
         conn.close()
         server.wait_for_log(r"NETTY SERVER PIPELINE: channelInactive")
+
+
+def test_controller_etcd_keys_are_known_and_checked():
+    """controllerType=etcd's own keys are not reported unknown, and a bad TTL stops the start."""
+    props = {"controllerEtcdEndpoints": "http://127.0.0.1:2379", "controllerEtcdLeaseTtl": "2",
+             "controllerEtcdTimeoutMillis": "3000"}
+    assert check_properties(props) == []
+    with pytest.raises(PropertyError, match="controllerEtcdLeaseTtl"):
+        check_properties({"controllerEtcdLeaseTtl": "0"})

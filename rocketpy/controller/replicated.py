@@ -27,7 +27,8 @@ from .events import event_from_obj, event_to_obj
 
 __all__ = ["ReplicaLog", "Leadership", "EtcdSettings", "ReplicationError", "key_prefix",
            "entry_key", "append_txn", "campaign_txn", "range_request", "watch_request",
-           "leader_value", "parse_leader", "b64", "unb64", "ENTRY_DIGITS", "ETCD_TYPE"]
+           "leader_value", "parse_leader", "b64", "unb64", "ENTRY_DIGITS", "ETCD_TYPE",
+           "ETCD_INT_KEYS", "ETCD_ENDPOINTS_KEY"]
 
 #: digits of an entry's sequence number in its key (keys sort as numbers)
 ENTRY_DIGITS = 20
@@ -184,6 +185,11 @@ class Leadership:
         self.lease_deadline_ms = deadline_ms
 
 
+#: The etcd keys: the endpoint list, and the positive integers with their defaults.
+ETCD_ENDPOINTS_KEY = "controllerEtcdEndpoints"
+ETCD_INT_KEYS = (("controllerEtcdLeaseTtl", 3), ("controllerEtcdTimeoutMillis", 3000))
+
+
 class EtcdSettings:
     """rocketpy's keys for ``controllerType=etcd`` (not Java ``ControllerConfig`` fields: they
     are read from the file's other keys, so GET_CONTROLLER_CONFIG lists them as Java lists any
@@ -201,7 +207,7 @@ class EtcdSettings:
     @classmethod
     def from_properties(cls, props):
         """ValueError (one line) for a missing or malformed key."""
-        endpoints = [e.strip().rstrip("/") for e in props.get("controllerEtcdEndpoints", "").split(",")
+        endpoints = [e.strip().rstrip("/") for e in props.get(ETCD_ENDPOINTS_KEY, "").split(",")
                      if e.strip()]
         if not endpoints:
             raise ValueError("controllerType=etcd needs controllerEtcdEndpoints")
@@ -209,7 +215,7 @@ class EtcdSettings:
             if not endpoint.startswith("http://") or ":" not in endpoint[7:]:
                 raise ValueError(f"controllerEtcdEndpoints entry {endpoint!r} is not http://host:port")
         values = {}
-        for key, default in (("controllerEtcdLeaseTtl", 3), ("controllerEtcdTimeoutMillis", 3000)):
+        for key, default in ETCD_INT_KEYS:
             text = props.get(key, str(default)).strip()
             if not text.isdigit() or int(text) < 1:
                 raise ValueError(f"{key} must be a positive integer, not {text!r}")

@@ -88,11 +88,14 @@ class ControllerGroup(Service):
         """The leader's applied events as the next entry (the processor's ``persist``)."""
         return LogEntry(*self.replica_log.record(events))
 
-    def submit(self, job):
+    def submit(self, job, peer=None, cancel=None):
         """A Deferred that fires once ``job`` is durable: a :class:`LogEntry` committed in etcd,
-        anything else (the config file) by the writer."""
+        anything else (the config file) by the writer. ``peer`` and ``cancel`` are the pools'
+        (a write is never cancelled)."""
         if job.__class__ is not LogEntry:
-            return self.write_pool.submit(job) if self.write_pool is not None else maybeDeferred(job)
+            if self.write_pool is None:
+                return maybeDeferred(job)
+            return self.write_pool.submit(job, peer, cancel)
         d = Deferred()
         self._queue.append((job, d))
         if not self._writing:

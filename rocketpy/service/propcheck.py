@@ -136,6 +136,10 @@ def _controller_specs():
             specs[key] = TEXT
     specs["controllerDLegerPeers"] = Spec(_peers, "id-host:port entries separated by ';' "
                                                   "(n0-127.0.0.1:9878;n1-...)")
+    from ..controller.replicated import ETCD_ENDPOINTS_KEY, ETCD_INT_KEYS
+    specs[ETCD_ENDPOINTS_KEY] = TEXT
+    for key, _default in ETCD_INT_KEYS:
+        specs[key] = _int_spec(1, 2 ** 63 - 1, "a positive integer")
     return specs
 
 
