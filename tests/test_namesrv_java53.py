@@ -1,7 +1,7 @@
 """What the Java 5.3.3 NameServer changed against 5.0.0, one test per point of
 ``docs/java-5.3-changes.md`` that no older test pins (the page names the test of every point).
 
-There are no 5.3.3 captures: each expectation comes from the Java source at tag
+The 5.3.3 captures do not take these paths: each expectation comes from the Java source at tag
 rocketmq-all-5.3.3 (and 5.0.0 to compare), cited in the docs page with file and line.
 """
 import pytest
@@ -181,3 +181,30 @@ def test_proxy_protocol_header_is_refused_as_a_frame(tmp_path):
     proto.dataReceived(b"PROXY TCP4 192.0.2.1 127.0.0.1 56324 9876\r\n")
     assert transport.disconnecting
     assert transport.value() == b""
+
+
+@pytest.mark.parametrize("profile", [PROFILE_49, PROFILE_50, PROFILE_53], ids=lambda p: p.name)
+@pytest.mark.parametrize("ext", [b'"extFields":{},', b'"extFields":{"acceptStandardJsonOnly":"x"},',
+                                 b""], ids=["empty", "no-topic", "no-extFields"])
+def test_route_query_without_a_topic_is_topic_not_exist_in_every_release(tmp_path, profile, ext):
+    """Java's header decoding only logs a missing ``@CFNotNull`` field (it catches its own
+    "the custom field <topic> is null"; RemotingCommand.java at 4.9.8, 5.0.0 and 5.3.3), so the
+    route of the topic ``null`` is looked up, found missing, and named in the remark. A raw frame
+    through the server's protocol, with a broker registered and order messages on (the KV is
+    read for a found route only)."""
+    proc = make(tmp_path / profile.name, profile, order_message_enable=True)
+    register(proc)
+    factory = RemotingServerFactory(proc, clock=Clock())
+    proto = factory.buildProtocol(IPv4Address("TCP", "127.0.0.1", 9876))
+    transport = StringTransport(peerAddress=IPv4Address("TCP", "127.0.0.1", 50000))
+    proto.makeConnection(transport)
+    header = (b'{"code":105,' + ext + b'"flag":0,"language":"JAVA","opaque":42,'
+              b'"serializeTypeCurrentRPC":"JSON","version":479}')
+    proto.dataReceived((4 + len(header)).to_bytes(4, "big") + len(header).to_bytes(4, "big")
+                       + header)
+    answer = decode_frame(transport.value())
+    url = FAQ_53 if profile is PROFILE_53 else FAQ_50
+    assert (answer.code, answer.opaque, answer.remark) == (
+        ResponseCode.TOPIC_NOT_EXIST, 42,
+        f"No topic route info in name server for the topic: null\nSee {url} for further details.")
+    assert not transport.disconnecting

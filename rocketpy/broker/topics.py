@@ -110,8 +110,13 @@ class TopicConfigManager:
         """What ``registerBrokerAll`` sends: the table and its DataVersion. A 5.x broker sends a
         ``TopicConfigAndMappingSerializeWrapper`` whose ``mappingDataVersion`` is built at that
         moment (counter 0, timestamp = now) and whose mapping tables are empty (no static
-        topics); :meth:`JsonBean.for_version` reduces it to a 4.x broker's."""
+        topics); :meth:`JsonBean.for_version` reduces it to a 4.x broker's. Since 5.1.4
+        ``registerBrokerAll`` sends a copy of the table, a default-sized ``ConcurrentHashMap``
+        filled in the table's order, so the body follows that copy's order (5.3.3 captures)."""
+        table = self.table
+        if self.version >= MQVersion.V5_1_4:
+            table = {name: table[name] for name in concurrent_hashmap_order(table)}
         wrapper = TopicConfigAndMappingSerializeWrapper(
-            data_version=self.data_version, topic_config_table=self.table,
+            data_version=self.data_version, topic_config_table=table,
             mapping_data_version=DataVersion(counter=0, state_version=0, timestamp=now_ms))
         return wrapper if self.version >= MQVersion.V5_0_0 else wrapper.for_version(self.version)

@@ -102,9 +102,10 @@ class DefaultRequestProcessor:
             AdminHandlers(configuration, rim.invalidate_routes, self.config_guard))
         missing, first = policies.handlers.missing, policies.handlers.header_first
         #: request code -> handler(header, request, channel, now_ms)
-        self.handlers = {code: fn for code, (_, _, fn) in table.items() if code not in missing}
-        self._headers = {code: cls for code, (cls, typed, _) in table.items()
+        self.handlers = {code: fn for code, (_, _, fn, _) in table.items() if code not in missing}
+        self._headers = {code: cls for code, (cls, typed, _, _) in table.items()
                          if cls is not None and (typed or code in first)}
+        self._java_decoded = frozenset(code for code, (_, _, _, java) in table.items() if java)
         # read once, like the black list; AclConfigError (a bad setting) stops the start
         if access_control is None:
             access_control = AccessControl.from_properties(configuration.all_configs)
@@ -143,7 +144,8 @@ class DefaultRequestProcessor:
             else:
                 header_class = self._headers.get(code)
                 header = (None if header_class is None
-                          else header_class.from_ext_fields(request.ext_fields))
+                          else header_class.from_ext_fields(
+                              request.ext_fields, strict=code not in self._java_decoded))
                 reply = handler(header, request, channel, now_ms)
         except Exception as exc:  # never let a request take the server down
             reply = self._failure(exc, request, channel)
