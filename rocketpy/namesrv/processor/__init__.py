@@ -83,6 +83,8 @@ class DefaultRequestProcessor:
         self.configuration = configuration
         config = configuration.namesrv_config
         self._wire = policies.wire
+        #: the fastjson release whose parser the transport reads JSON headers with
+        self.header_dialect = policies.wire.header_dialect
         self._answers_unknown_code = policies.handlers.answers_unknown_code
         unregister = policies.routes.unregistration(
             rim.unregister_brokers, submit_unregistration or (lambda request: False))
