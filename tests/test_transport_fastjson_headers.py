@@ -114,7 +114,17 @@ def test_extfields_keys_stay_case_sensitive(tmp_path):
     assert (answer.code, answer.opaque) == (ResponseCode.TOPIC_NOT_EXIST, 7)
 
 
-def test_a_later_key_for_the_same_property_wins(tmp_path):
+@pytest.mark.parametrize("header", [
+    b'{"code":105,"extFields":{"topic":"T1"},"opaque":7,"opaque":8}',
+    b'{"code":105,"Opaque":7,"extFields":{"topic":"T1"},"opaque":8}',
+    b"{'code':105,'extFields':{'topic':'T1'},'opaque':7,'opaque':8,}",
+])
+def test_a_property_keeps_its_first_value_and_a_map_its_last(tmp_path, header):
+    """Once a property is set, JavaBeanDeserializer passes a later key for it to parseExtra
+    (``setFlags``); extFields is a HashMap, where a later key replaces the value."""
     proto, transport = _server(tmp_path, PROFILE_53)
-    _send(proto, b'{"code":105,"extFields":{"topic":"T1"},"opaque":7,"Opaque":8}')
-    assert decode_frame(transport.value()).opaque == 8
+    _send(proto, header)
+    assert decode_frame(transport.value()).opaque == 7
+    proto, transport = _server(tmp_path, PROFILE_53)
+    _send(proto, b'{"code":105,"extFields":{"topic":"nope","topic":"T1"},"opaque":7}')
+    assert decode_frame(transport.value()).code == ResponseCode.SUCCESS

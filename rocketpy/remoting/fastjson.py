@@ -331,10 +331,11 @@ _QUOTE_OR_ESCAPE = {'"': re.compile(r'["\\]'), "'": re.compile(r"['\\]")}
 class _Reader:
     """One pass over ``text``, each character looked at a bounded number of times."""
 
-    __slots__ = ("text", "pos", "depth")
+    __slots__ = ("text", "pos", "depth", "object_pairs_hook")
 
-    def __init__(self, text):
+    def __init__(self, text, object_pairs_hook):
         self.text, self.pos, self.depth = text, 0, 0
+        self.object_pairs_hook = object_pairs_hook
 
     def fail(self, what):
         raise ValueError(f"{what} at offset {self.pos}")
@@ -444,7 +445,7 @@ class _Reader:
         if self.depth > 256:
             self.fail("too deep")
         self.pos += 1
-        obj = {} if close == "}" else []
+        obj = []
         expect_entry = True
         while True:
             self.blanks()
@@ -452,7 +453,7 @@ class _Reader:
             if ch == close:
                 self.pos += 1
                 self.depth -= 1
-                return obj
+                return self.object_pairs_hook(obj) if close == "}" else obj
             if ch == ",":
                 self.pos += 1
                 expect_entry = True
@@ -465,19 +466,20 @@ class _Reader:
                 if self.text[self.pos:self.pos + 1] != ":":
                     self.fail("expected ':'")
                 self.pos += 1
-                obj[key] = self.value()
+                obj.append((key, self.value()))
             else:
                 obj.append(self.value())
             expect_entry = False
 
 
-def read_lenient(text):
+def read_lenient(text, object_pairs_hook=dict):
     """Parse ``text`` as fastjson's parser does with its default features: single-quoted strings,
     unquoted keys, comments, arbitrary commas, ``\\x`` and ``\\v`` escapes; numbers with a
-    fraction or exponent as :class:`~decimal.Decimal` (fastjson's BigDecimal). Nothing but
+    fraction or exponent as :class:`~decimal.Decimal` (fastjson's BigDecimal); each object's
+    ``(key, value)`` pairs given to ``object_pairs_hook``, as ``json.loads`` does. Nothing but
     blanks and comments may follow (``parser.close()``: "not close json text"). Raises
     ``ValueError``."""
-    reader = _Reader(text)
+    reader = _Reader(text, object_pairs_hook)
     obj = reader.value()
     reader.blanks()
     if reader.pos != len(text):

@@ -74,6 +74,8 @@ def _decode_rocketmq_header(header):
 def _ext_value(key, value):
     if isinstance(value, str):
         return value
+    if isinstance(value, list):
+        raise HeaderDecodeError(f"extFields value of {key!r} is an object or array, not a string")
     if isinstance(value, bool):  # the C++ client writes some extFields as JSON literals
         return "true" if value else "false"
     if isinstance(value, (int, float, Decimal)):   # StringCodec: the number's text
@@ -118,9 +120,16 @@ def _int_field(name, value):
     raise HeaderDecodeError(f"JSON header field {name} is {value!r}, not an integer")
 
 
+class _Object(list):
+    """A JSON object's ``(key, value)`` pairs as written: a bean keeps a property's first value,
+    a map (``extFields``) its last."""
+
+    __slots__ = ()
+
+
 # fastjson reads a number with a fraction as a BigDecimal (Feature.UseBigDecimal): Decimal here
 _scan_json = json.decoder.JSONDecoder(parse_float=Decimal).scan_once  # json.loads's C scanner
-_lenient_decoder = json.JSONDecoder(strict=False, parse_float=Decimal)
+_lenient_decoder = json.JSONDecoder(strict=False, parse_float=Decimal, object_pairs_hook=_Object)
 _LANGUAGES = dict(codes.LanguageCode.__members__)
 #: EnumDeserializer also matches a name in another case
 _LANGUAGES_LOWER = {name.lower(): code for name, code in _LANGUAGES.items()}
@@ -139,38 +148,52 @@ def _header_values(header, dialect=FASTJSON_1_2_83):
     ``json.loads`` (its error messages, trailing blanks); raw control characters in strings,
     which fastjson takes, through the lenient decoder, remembering how they were written; the
     other forms fastjson's parser takes (quotes, comments, commas) through
-    :func:`~rocketpy.remoting.fastjson.read_lenient`. Keys that are not a property's exact name
-    are matched as ``dialect``'s fastjson matches them (:func:`_smart_match`)."""
-    obj = verbatim = None
+    :func:`~rocketpy.remoting.fastjson.read_lenient`. Keys that are not a property's exact name,
+    or name one twice, are read as ``dialect``'s fastjson reads them (:func:`_bean_properties`)."""
     if header[:1] == b"{" and header[1:2] != b"\x00":
         try:
             text = header.decode("utf-8")
             obj, end = _scan_json(text, 0)
-            if end != len(text):
-                obj = None
+            usual = end == len(text) and _PROPERTIES.issuperset(obj)
         except (ValueError, StopIteration, RecursionError):
-            obj = None
-    if obj is None:
+            usual = False
+        if usual:
+            # A dict keeps a key's last value, fastjson a property's first: strict JSON has one
+            # comma between members and no other outside strings, so as many commas as the
+            # members read means no key came twice (and no string holds a comma).
+            ext = obj.get("extFields")
+            members = len(obj) - 1 if obj else 0
+            if ext.__class__ is dict and ext:
+                members += len(ext) - 1
+            if text.count(",") == members:
+                get = obj.get
+                return (get("code", 0), get("language", "JAVA"), get("version", 0),
+                        get("opaque", 0), get("flag", 0), get("remark"), ext, None)
+    verbatim = None
+    try:
         try:
+            pairs = json.loads(header, parse_float=Decimal, object_pairs_hook=_Object)
+        except ValueError:   # raw control characters in strings, fastjson's forms, or broken
+            text = header.decode("utf-8")
             try:
-                obj = json.loads(header, parse_float=Decimal)
-            except ValueError:   # raw control characters in strings, fastjson's forms, or broken
-                text = header.decode("utf-8")
-                try:
-                    obj = _lenient_decoder.decode(text)
-                except ValueError:
-                    obj = read_lenient(text)
-                else:
-                    verbatim = raw_string_literals(text) or None
-        except (ValueError, RecursionError) as exc:  # UnicodeDecodeError is a ValueError
-            raise HeaderDecodeError(f"broken JSON header: {exc}") from None
-    if obj.__class__ is not dict:
+                pairs = _lenient_decoder.decode(text)
+            except ValueError:
+                pairs = read_lenient(text, _Object)
+            else:
+                verbatim = raw_string_literals(text) or None
+    except (ValueError, RecursionError) as exc:  # UnicodeDecodeError is a ValueError
+        raise HeaderDecodeError(f"broken JSON header: {exc}") from None
+    if pairs.__class__ is not _Object:
         raise HeaderDecodeError("JSON header is not an object")
-    if not obj.keys() <= _PROPERTIES:
-        obj = _smart_match(obj, dialect)
+    obj = dict(pairs)
+    if len(obj) != len(pairs) or not _PROPERTIES.issuperset(obj):
+        obj = _bean_properties(pairs, dialect)
+    ext = obj.get("extFields")
+    if ext.__class__ is _Object:
+        ext = dict(ext)                  # a HashMap: a later key replaces an earlier one
     get = obj.get
     return (get("code", 0), get("language", "JAVA"), get("version", 0), get("opaque", 0),
-            get("flag", 0), get("remark"), get("extFields"), verbatim)
+            get("flag", 0), get("remark"), ext, verbatim)
 
 
 def _smart_keys(dialect):
@@ -180,22 +203,23 @@ def _smart_keys(dialect):
 _SMART_KEYS = {}
 
 
-def _smart_match(obj, dialect):
-    """``obj`` with each key that names a property in another spelling renamed to it, the rest
-    left out (``Feature.IgnoreNotMatch``): ``JavaBeanDeserializer.smartMatch`` tries the exact
-    name, then the key in lower case (1.2.69 and 1.2.83), then without ``_`` and ``-``
-    (1.2.83). A later key for the same property wins, as a later exact key does. A key that is a
-    number is no identifier to a bean (``scanSymbolUnQuoted``: "illegal identifier")."""
+def _bean_properties(pairs, dialect):
+    """RemotingCommand's properties among a header's keys, as ``JavaBeanDeserializer`` finds them:
+    a key that is not a property's exact name is matched as ``dialect``'s ``smartMatch`` matches
+    it (the key in lower case in 1.2.69 and 1.2.83, also without ``_`` and ``-`` in 1.2.83); other
+    keys are left out (``Feature.IgnoreNotMatch``). A property keeps its first value: once set,
+    its flag in ``setFlags`` makes ``getFieldDeserializer`` and ``smartMatch`` pass a later key for
+    it to ``parseExtra``. A key that is a number is no identifier to a bean
+    (``scanSymbolUnQuoted``: "illegal identifier")."""
     names = _SMART_KEYS.get(dialect)
     if names is None:
         names = _SMART_KEYS[dialect] = _smart_keys(dialect)
     out = {}
-    for key, value in obj.items():
+    for key, value in pairs:
         if key.__class__ is not str:
             raise HeaderDecodeError(f"JSON header key {key!r} is not an identifier")
         name = key if key in _PROPERTIES else names.get(dialect.smart_key(key))
-        if name is not None:
-            out.pop(name, None)
+        if name is not None and name not in out:
             out[name] = value
     return out
 
