@@ -208,3 +208,21 @@ def test_route_query_without_a_topic_is_topic_not_exist_in_every_release(tmp_pat
         ResponseCode.TOPIC_NOT_EXIST, 42,
         f"No topic route info in name server for the topic: null\nSee {url} for further details.")
     assert not transport.disconnecting
+
+
+@pytest.mark.parametrize("profile", [PROFILE_49, PROFILE_50, PROFILE_53], ids=lambda p: p.name)
+def test_kv_lookups_without_their_fields_find_nothing_in_every_release(tmp_path, profile):
+    """GET_KV_CONFIG and GET_KVLIST_BY_NAMESPACE read their header as Java does: an absent
+    namespace or key is null, KVConfigManager's HashMap finds nothing under it, and the remark
+    says null (DefaultRequestProcessor at 4.9.8 :202/:502, 5.0.0 :189/:503, 5.3.3 :203/:517)."""
+    proc = make(tmp_path / profile.name, profile)
+    assert call(proc, 100, {"namespace": "ns", "key": "k", "value": "v"}).code == 0
+    for ext, remark in (({"key": "k"}, "No config item, Namespace: null Key: k"),
+                        ({"namespace": "ns"}, "No config item, Namespace: ns Key: null"),
+                        (None, "No config item, Namespace: null Key: null")):
+        answer = call(proc, 101, ext, version=profile.server_version)
+        assert (answer.code, answer.remark) == (ResponseCode.QUERY_NOT_FOUND, remark)
+    answer = call(proc, 219, {}, version=profile.server_version)
+    assert (answer.code, answer.remark) == (ResponseCode.QUERY_NOT_FOUND,
+                                            "No config item, Namespace: null")
+    assert call(proc, 101, {"namespace": "ns", "key": "k"}).code == 0

@@ -44,6 +44,8 @@ def test_missing_header_fields_give_a_clean_error(tmp_path, code):
     assert answer is not None and answer.opaque == 7 and answer.flag == 1
     if code == 105:   # read as Java reads it: the route of the topic null does not exist
         assert answer.code == 17 and "for the topic: null" in answer.remark
+    elif code in (101, 219):   # likewise the KV namespace null
+        assert answer.code == 22 and "Namespace: null" in answer.remark
     elif answer.code != 0:
         assert answer.code == 1 and answer.remark
 

@@ -16,7 +16,8 @@ from rocketpy.remoting.headers import request_header_class
 
 from ..pending import DISK, Pending
 
-__all__ = ["Reply", "ok", "error", "NOT_SET_REMARK", "java_exception_remark", "responder",
+__all__ = ["Reply", "ok", "error", "NOT_SET_REMARK", "java_exception_remark", "java_string",
+           "responder",
            "responders", "ReusableResponse", "durable"]
 
 #: ``createResponseCommand(Class)``'s placeholder remark, left in place by handlers that never
@@ -35,6 +36,11 @@ class Reply(NamedTuple):
 
 def ok(body=None, header=None, remark=None, reuse=None):
     return Reply(ResponseCode.SUCCESS, remark, header, body, reuse)
+
+
+def java_string(value):
+    """``String.valueOf``: how Java's ``"..." + value`` writes a header field that was absent."""
+    return "null" if value is None else value
 
 
 def error(code, remark, header=None):

@@ -13,7 +13,7 @@ request and the topic's snapshot (or absence) alone: not when it read the KV sto
 from rocketpy.remoting.codes import MQVersion, RequestCode, ResponseCode
 
 from ..model import MASTER_ID, ORDER_TOPIC_CONFIG, TopicRouteData
-from .replies import error, ok, responder
+from .replies import error, java_string, ok, responder
 
 __all__ = ["RouteHandlers", "filter_by_zone"]
 
@@ -55,8 +55,7 @@ class RouteHandlers:
         """``FAQUrl.suggestTodo(APPLY_TOPIC_URL)`` ends the remark; the page moved in 5.1. A
         request without a topic asked for ``null``, which Java's concatenation spells out."""
         return error(ResponseCode.TOPIC_NOT_EXIST,
-                     f"No topic route info in name server for the topic: "
-                     f"{'null' if topic is None else topic}"
+                     f"No topic route info in name server for the topic: {java_string(topic)}"
                      f"\nSee {self.wire.faq_url} for further details.")
 
     # Without a topic every release answers TOPIC_NOT_EXIST: pickupTopicRouteData(null) finds
