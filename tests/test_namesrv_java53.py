@@ -100,19 +100,21 @@ def test_compressed_body_is_read_by_the_brokers_version(tmp_path):
     assert register(proc, body=body_50, compressed="true", version=MQVersion.V5_0_0).code == 0
 
 
-def test_topics_by_cluster_says_disabled_before_reading_its_header(tmp_path):
-    """enableTopicList=false: 5.3 answers "disable" first; 5.0 decodes the header first and fails
-    on the missing ``cluster``."""
-    old = call(make(tmp_path / PROFILE_50.name, PROFILE_50, enable_topic_list=False), 224, {})
-    assert old.code == ResponseCode.SYSTEM_ERROR
-    assert old.remark.startswith("org.apache.rocketmq.remoting.exception.RemotingCommandException")
-    assert "<cluster> is null" in old.remark
-    new = call(make(tmp_path / PROFILE_53.name, PROFILE_53, enable_topic_list=False), 224, {})
-    assert (new.code, new.remark) == (ResponseCode.SYSTEM_ERROR, "disable")
-    for profile in (PROFILE_50, PROFILE_53):     # with the header both say "disable"
-        proc = make(tmp_path / profile.name, profile, enable_topic_list=False)
-        answer = call(proc, 224, {"cluster": "C"})
-        assert (answer.code, answer.remark) == (ResponseCode.SYSTEM_ERROR, "disable")
+def test_topics_by_cluster_without_a_cluster_in_every_release(tmp_path):
+    """5.3 checks enableTopicList before decoding the header, 5.0 after; Java's decoding only
+    logs the missing ``cluster``, so both say "disable" when lists are off, and every release
+    answers an empty list when they are on (getTopicsByCluster(null) catches its NPE)."""
+    for profile in (PROFILE_50, PROFILE_53):
+        for ext in ({}, {"cluster": "C"}):
+            proc = make(tmp_path / profile.name, profile, enable_topic_list=False)
+            answer = call(proc, 224, ext)
+            assert (answer.code, answer.remark) == (ResponseCode.SYSTEM_ERROR, "disable")
+    for profile in (PROFILE_49, PROFILE_50, PROFILE_53):
+        proc = make(tmp_path / profile.name, profile)
+        register(proc)
+        answer = call(proc, 224, None, version=profile.server_version)
+        assert (answer.code, answer.body) == (ResponseCode.SUCCESS, b'{"topicList":[]}')
+        assert fastjson.loads(call(proc, 224, {"cluster": "C"}).body)["topicList"]
 
 
 def test_route_lookups_wait_for_service_only_in_53(tmp_path):

@@ -170,12 +170,9 @@ class HandlerSet:
     """The request codes a release serves and the switches its handlers consult."""
 
     def __init__(self, missing=frozenset(), answers_unknown_code=True, topic_list_switches=True,
-                 zone_hook=True, wait_for_service=True, header_first=frozenset()):
+                 zone_hook=True, wait_for_service=True):
         #: request codes this release does not serve
         self.missing = missing
-        #: codes whose header this release decodes before a switch its newer releases check
-        #: first (5.0.0's GET_TOPICS_BY_CLUSTER)
-        self.header_first = header_first
         #: 4.9's processor returns null for an unknown code (no answer); 5.x answers
         #: REQUEST_CODE_NOT_SUPPORTED
         self.answers_unknown_code = answers_unknown_code
@@ -248,9 +245,7 @@ def policies_for(profile):
                        _npe_remark(p.register_npe_site), p.topic_not_exist_faq_url,
                        _FASTJSON[p.fastjson]),
         handlers=HandlerSet(missing, p.answer_unknown_code, p.topic_list_switches,
-                            p.serve_5x_codes, p.wait_for_service,
-                            frozenset() if p.topics_by_cluster_switch_first
-                            else frozenset((int(RequestCode.GET_TOPICS_BY_CLUSTER),))),
+                            p.serve_5x_codes, p.wait_for_service),
         config=ConfigShape.of_release(p.name, p.sorted_config_text))
 
 

@@ -102,12 +102,11 @@ class DefaultRequestProcessor:
                           bool(config.cluster_test)),   # Java reads clusterTest once
             TopicHandlers(rim, config, policies.handlers, self.route_bounds),
             AdminHandlers(configuration, rim.invalidate_routes, self.config_guard))
-        missing, first = policies.handlers.missing, policies.handlers.header_first
+        missing = policies.handlers.missing
         #: request code -> handler(header, request, channel, now_ms)
-        self.handlers = {code: fn for code, (_, _, fn, _) in table.items() if code not in missing}
-        self._headers = {code: cls for code, (cls, typed, _, _) in table.items()
-                         if cls is not None and (typed or code in first)}
-        self._java_decoded = frozenset(code for code, (_, _, _, java) in table.items() if java)
+        self.handlers = {code: fn for code, (_, fn, _) in table.items() if code not in missing}
+        self._headers = {code: cls for code, (cls, _, _) in table.items() if cls is not None}
+        self._java_decoded = frozenset(code for code, (_, _, java) in table.items() if java)
         # read once, like the black list; AclConfigError (a bad setting) stops the start
         if access_control is None:
             access_control = AccessControl.from_properties(configuration.all_configs)

@@ -77,11 +77,9 @@ class ReusableResponse(RemotingCommand):
     reuse: "tuple | None" = None
 
 
-def responder(code, typed_header=True, java_decode=False):
-    """Mark a method as the handler of request ``code``. With ``typed_header`` the dispatcher
-    decodes the code's header first and passes it (None when the code has none); without, the
-    method gets None and decodes it itself (where Java checks something before decoding), unless
-    the release decodes it first (:attr:`~rocketpy.namesrv.policy.HandlerSet.header_first`).
+def responder(code, java_decode=False):
+    """Mark a method as the handler of request ``code``; the dispatcher decodes the code's
+    header first and passes it (None when the code has none).
 
     With ``java_decode`` the header is read as Java reads it: a missing or unparsable field keeps
     its default (``RemotingCommand.decodeCommandCustomHeader`` catches its own "the custom field
@@ -89,20 +87,19 @@ def responder(code, typed_header=True, java_decode=False):
     does with that None what Java does. Without, a missing required field is answered
     SYSTEM_ERROR at once (handlers not yet checked against Java's null paths)."""
     def mark(method):
-        method.responds_to = (int(code), typed_header, java_decode)
+        method.responds_to = (int(code), java_decode)
         return method
     return mark
 
 
 def responders(*groups):
-    """``{code: (header class or None, decoded first?, bound method, decoded as Java?)}`` of the
-    marked methods of ``groups``."""
+    """``{code: (header class or None, bound method, decoded as Java?)}`` of the marked methods
+    of ``groups``."""
     table = {}
     for group in groups:
         for name in dir(type(group)):
             mark = getattr(getattr(type(group), name), "responds_to", None)
             if mark is not None:
-                code, typed, java_decode = mark
-                table[code] = (request_header_class(code), typed, getattr(group, name),
-                               java_decode)
+                code, java_decode = mark
+                table[code] = (request_header_class(code), getattr(group, name), java_decode)
     return table
