@@ -254,6 +254,36 @@ def test_control_characters_in_json_headers(tmp_path):
     assert errors[:3] == [None] * 3 and "HeaderDecodeError" in errors[3] and errors[4] is None
 
 
+#: headers fastjson's parser reads though strict JSON does not (docs/protocol.md's table)
+FASTJSON_FORMS = [
+    b'{"Code":105,"ExtFields":{"topic":"T"},"Opaque":7}',
+    b'{"CODE":105,"ext_fields":{"topic":"T"},"OPAQUE":8}',
+    b'{"code":105,"ext-fields":{"topic":"T"},"opaque":9,"language":"java"}',
+    b"{'code':105,'extFields':{'topic':'T'},'opaque':10}",
+    b'{code:105,extFields:{topic:"T"},opaque:11}',
+    b'{"code":"105","extFields":{"topic":"T"},"opaque":"12"}',
+    b'{"code":105.0,"extFields":{"topic":"T"},"opaque":13.9,"flag":"0.00"}',
+    b'{"code":105,"extFields":{"topic":"T",},"opaque":14,,}',
+    b'{/* a */"code":105, // b\n"extFields":{"topic":"T"},"opaque":15}',
+    b'{"code":105,"extFields":{"topic":"T","k":null},"opaque":16,"remark":null,"version":null}',
+    b'{"code":105,"extFields":{"t\x1aopic":"T"},"opaque":17,}',      # refused: 0x1A in a key
+    b'{"code":105,"opaque":18,"remark":5.50,"extFields":{"n":1.0}}',
+]
+
+
+def test_fastjson_forms_read_alike_by_both_engines(tmp_path):
+    """The compiled core leaves a header it does not read to the codec: each of fastjson's
+    lenient forms gets the codec's columns (or its refusal) from both engines."""
+    frames = [build_frame(0, h, b"") for h in FASTJSON_FORMS]
+    table = assert_same(_stream(tmp_path, frames, "fastjson"))
+    assert table["code"].to_pylist()[:10] == [105] * 10
+    assert table["opaque"].to_pylist()[:10] == [7, 8, 9, 10, 11, 12, 13, 14, 15, 16]
+    assert table["ext_fields"].to_pylist()[:10] == [[("topic", "T")]] * 10
+    errors = table["error"].to_pylist()
+    assert errors[:10] == [None] * 10 and "0x1A" in errors[10] and errors[11] is None
+    assert table["remark"].to_pylist()[11] == "5.50"
+
+
 def test_mutated_genuine_frames(tmp_path):
     """The codec fuzz harness's hostile frames, many to a stream: hunting, resynchronising and
     every odd header the mutator makes."""

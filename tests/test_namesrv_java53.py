@@ -1,7 +1,7 @@
 """What the Java 5.3.3 NameServer changed against 5.0.0, one test per point of
 ``docs/java-5.3-changes.md`` that no older test pins (the page names the test of every point).
 
-There are no 5.3.3 captures: each expectation comes from the Java source at tag
+The 5.3.3 captures do not take these paths: each expectation comes from the Java source at tag
 rocketmq-all-5.3.3 (and 5.0.0 to compare), cited in the docs page with file and line.
 """
 import pytest
@@ -100,19 +100,21 @@ def test_compressed_body_is_read_by_the_brokers_version(tmp_path):
     assert register(proc, body=body_50, compressed="true", version=MQVersion.V5_0_0).code == 0
 
 
-def test_topics_by_cluster_says_disabled_before_reading_its_header(tmp_path):
-    """enableTopicList=false: 5.3 answers "disable" first; 5.0 decodes the header first and fails
-    on the missing ``cluster``."""
-    old = call(make(tmp_path / PROFILE_50.name, PROFILE_50, enable_topic_list=False), 224, {})
-    assert old.code == ResponseCode.SYSTEM_ERROR
-    assert old.remark.startswith("org.apache.rocketmq.remoting.exception.RemotingCommandException")
-    assert "<cluster> is null" in old.remark
-    new = call(make(tmp_path / PROFILE_53.name, PROFILE_53, enable_topic_list=False), 224, {})
-    assert (new.code, new.remark) == (ResponseCode.SYSTEM_ERROR, "disable")
-    for profile in (PROFILE_50, PROFILE_53):     # with the header both say "disable"
-        proc = make(tmp_path / profile.name, profile, enable_topic_list=False)
-        answer = call(proc, 224, {"cluster": "C"})
-        assert (answer.code, answer.remark) == (ResponseCode.SYSTEM_ERROR, "disable")
+def test_topics_by_cluster_without_a_cluster_in_every_release(tmp_path):
+    """5.3 checks enableTopicList before decoding the header, 5.0 after; Java's decoding only
+    logs the missing ``cluster``, so both say "disable" when lists are off, and every release
+    answers an empty list when they are on (getTopicsByCluster(null) catches its NPE)."""
+    for profile in (PROFILE_50, PROFILE_53):
+        for ext in ({}, {"cluster": "C"}):
+            proc = make(tmp_path / profile.name, profile, enable_topic_list=False)
+            answer = call(proc, 224, ext)
+            assert (answer.code, answer.remark) == (ResponseCode.SYSTEM_ERROR, "disable")
+    for profile in (PROFILE_49, PROFILE_50, PROFILE_53):
+        proc = make(tmp_path / profile.name, profile)
+        register(proc)
+        answer = call(proc, 224, None, version=profile.server_version)
+        assert (answer.code, answer.body) == (ResponseCode.SUCCESS, b'{"topicList":[]}')
+        assert fastjson.loads(call(proc, 224, {"cluster": "C"}).body)["topicList"]
 
 
 def test_route_lookups_wait_for_service_only_in_53(tmp_path):
@@ -181,3 +183,48 @@ def test_proxy_protocol_header_is_refused_as_a_frame(tmp_path):
     proto.dataReceived(b"PROXY TCP4 192.0.2.1 127.0.0.1 56324 9876\r\n")
     assert transport.disconnecting
     assert transport.value() == b""
+
+
+@pytest.mark.parametrize("profile", [PROFILE_49, PROFILE_50, PROFILE_53], ids=lambda p: p.name)
+@pytest.mark.parametrize("ext", [b'"extFields":{},', b'"extFields":{"acceptStandardJsonOnly":"x"},',
+                                 b""], ids=["empty", "no-topic", "no-extFields"])
+def test_route_query_without_a_topic_is_topic_not_exist_in_every_release(tmp_path, profile, ext):
+    """Java's header decoding only logs a missing ``@CFNotNull`` field (it catches its own
+    "the custom field <topic> is null"; RemotingCommand.java at 4.9.8, 5.0.0 and 5.3.3), so the
+    route of the topic ``null`` is looked up, found missing, and named in the remark. A raw frame
+    through the server's protocol, with a broker registered and order messages on (the KV is
+    read for a found route only)."""
+    proc = make(tmp_path / profile.name, profile, order_message_enable=True)
+    register(proc)
+    factory = RemotingServerFactory(proc, clock=Clock())
+    proto = factory.buildProtocol(IPv4Address("TCP", "127.0.0.1", 9876))
+    transport = StringTransport(peerAddress=IPv4Address("TCP", "127.0.0.1", 50000))
+    proto.makeConnection(transport)
+    header = (b'{"code":105,' + ext + b'"flag":0,"language":"JAVA","opaque":42,'
+              b'"serializeTypeCurrentRPC":"JSON","version":479}')
+    proto.dataReceived((4 + len(header)).to_bytes(4, "big") + len(header).to_bytes(4, "big")
+                       + header)
+    answer = decode_frame(transport.value())
+    url = FAQ_53 if profile is PROFILE_53 else FAQ_50
+    assert (answer.code, answer.opaque, answer.remark) == (
+        ResponseCode.TOPIC_NOT_EXIST, 42,
+        f"No topic route info in name server for the topic: null\nSee {url} for further details.")
+    assert not transport.disconnecting
+
+
+@pytest.mark.parametrize("profile", [PROFILE_49, PROFILE_50, PROFILE_53], ids=lambda p: p.name)
+def test_kv_lookups_without_their_fields_find_nothing_in_every_release(tmp_path, profile):
+    """GET_KV_CONFIG and GET_KVLIST_BY_NAMESPACE read their header as Java does: an absent
+    namespace or key is null, KVConfigManager's HashMap finds nothing under it, and the remark
+    says null (DefaultRequestProcessor at 4.9.8 :202/:502, 5.0.0 :189/:503, 5.3.3 :203/:517)."""
+    proc = make(tmp_path / profile.name, profile)
+    assert call(proc, 100, {"namespace": "ns", "key": "k", "value": "v"}).code == 0
+    for ext, remark in (({"key": "k"}, "No config item, Namespace: null Key: k"),
+                        ({"namespace": "ns"}, "No config item, Namespace: ns Key: null"),
+                        (None, "No config item, Namespace: null Key: null")):
+        answer = call(proc, 101, ext, version=profile.server_version)
+        assert (answer.code, answer.remark) == (ResponseCode.QUERY_NOT_FOUND, remark)
+    answer = call(proc, 219, {}, version=profile.server_version)
+    assert (answer.code, answer.remark) == (ResponseCode.QUERY_NOT_FOUND,
+                                            "No config item, Namespace: null")
+    assert call(proc, 101, {"namespace": "ns", "key": "k"}).code == 0

@@ -93,7 +93,9 @@ def test_0x1a_ends_a_key_in_fastjson_but_not_a_value():
 
 def test_broken_json_with_control_characters_still_names_the_problem():
     with pytest.raises(HeaderDecodeError, match="broken JSON header"):
-        decode_frame(frame(b'{"code":1,"remark":"a\x01b",}'))
+        decode_frame(frame(b'{"code":1,"remark":"a\x01b",'))
+    # a trailing comma is no break to fastjson (AllowArbitraryCommas)
+    assert decode_frame(frame(b'{"code":1,"remark":"a\x01b",}')).remark == "a\x01b"
 
 
 def test_bodies_read_raw_control_characters_and_write_them_escaped():

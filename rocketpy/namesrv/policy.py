@@ -12,6 +12,7 @@ from functools import lru_cache
 
 from rocketpy.remoting import bodies
 from rocketpy.remoting.codes import RequestCode, SerializeType
+from rocketpy.remoting.fastjson import FASTJSON_1_2_69, FASTJSON_1_2_83
 from rocketpy.remoting.headers import ZONE_MODE, ZONE_NAME
 from rocketpy.remoting.javahash import hashmap_order
 
@@ -20,6 +21,8 @@ from .config import ConfigShape
 from .javaorder import HighWater, chm_capacity, hashmap_capacity, ordered
 from .model import DEFAULT_BROKER_TIMEOUT_MS
 from .profile import DEFAULT_PROFILE
+
+_FASTJSON = {dialect.version: dialect for dialect in (FASTJSON_1_2_69, FASTJSON_1_2_83)}
 
 __all__ = ["Policies", "WireShape", "LivenessPolicy", "HandlerSet", "policies_for", "as_policies"]
 
@@ -42,9 +45,11 @@ class WireShape:
 
     def __init__(self, own_version, reply_in_request_type=False, broker_fields_5x=True,
                  state_version=True, topic_set="chm", concurrent_tables=True,
-                 null_register_body_remark=None, faq_url=None):
+                 null_register_body_remark=None, faq_url=None, header_dialect=FASTJSON_1_2_83):
         #: ``version`` of every answer (Java ``MQVersion.CURRENT_VERSION``)
         self.own_version = own_version
+        #: the fastjson release whose parser reads the requests' JSON headers
+        self.header_dialect = header_dialect
         #: the FAQ page TOPIC_NOT_EXIST's remark points to (``FAQUrl.APPLY_TOPIC_URL``)
         self.faq_url = faq_url
         self._reply_in_request_type = reply_in_request_type
@@ -165,12 +170,9 @@ class HandlerSet:
     """The request codes a release serves and the switches its handlers consult."""
 
     def __init__(self, missing=frozenset(), answers_unknown_code=True, topic_list_switches=True,
-                 zone_hook=True, wait_for_service=True, header_first=frozenset()):
+                 zone_hook=True, wait_for_service=True):
         #: request codes this release does not serve
         self.missing = missing
-        #: codes whose header this release decodes before a switch its newer releases check
-        #: first (5.0.0's GET_TOPICS_BY_CLUSTER)
-        self.header_first = header_first
         #: 4.9's processor returns null for an unknown code (no answer); 5.x answers
         #: REQUEST_CODE_NOT_SUPPORTED
         self.answers_unknown_code = answers_unknown_code
@@ -240,11 +242,10 @@ def policies_for(profile):
                                 p.query_data_version_needs_body),
         wire=WireShape(p.server_version, p.reply_in_request_serialize_type, p.v5_registration,
                        p.data_version_state, p.topic_list_set, p.concurrent_tables,
-                       _npe_remark(p.register_npe_site), p.topic_not_exist_faq_url),
+                       _npe_remark(p.register_npe_site), p.topic_not_exist_faq_url,
+                       _FASTJSON[p.fastjson]),
         handlers=HandlerSet(missing, p.answer_unknown_code, p.topic_list_switches,
-                            p.serve_5x_codes, p.wait_for_service,
-                            frozenset() if p.topics_by_cluster_switch_first
-                            else frozenset((int(RequestCode.GET_TOPICS_BY_CLUSTER),))),
+                            p.serve_5x_codes, p.wait_for_service),
         config=ConfigShape.of_release(p.name, p.sorted_config_text))
 
 

@@ -67,9 +67,9 @@ class BehaviourProfile:
     #: as a 4.9 one (no queue-mapping part), 5.0.0 as a 5.0 one (so a 4.9 broker's compressed
     #: body fails), 5.1+ by the request's version (None).
     compressed_body_broker_version: "int | None" = None
-    #: GET_TOPICS_BY_CLUSTER: 5.1+ answers "disable" (enableTopicList off) before reading its
-    #: header; 5.0.0 reads the header first, so a request without ``cluster`` fails on that.
-    topics_by_cluster_switch_first: bool = True
+    #: the fastjson release that reads JSON headers: 4.9.8 and 5.0.0 ship 1.2.69, whose bean
+    #: properties match a key in any case; 5.3.3 ships 1.2.83, which also ignores ``_``/``-``.
+    fastjson: str = "1.2.83"
 
 
 #: ``FAQUrl.APPLY_TOPIC_URL`` up to 5.0.x.
@@ -83,7 +83,7 @@ PROFILE_49 = BehaviourProfile(
     concurrent_tables=False, data_version_state=False, sorted_config_text=False,
     fixed_broker_timeout_ms=120_000, topic_not_exist_faq_url=_OLD_FAQ_URL,
     query_data_version_needs_body=True, compressed_body_broker_version=409,
-    topics_by_cluster_switch_first=False,
+    fastjson="1.2.69",
     register_npe_site=("common.protocol", "registerBrokerWithFilterServer", 254))
 
 PROFILE_50 = BehaviourProfile(
@@ -91,7 +91,7 @@ PROFILE_50 = BehaviourProfile(
     prime_slave_wipe_needs_acting_master=False, unregister_by_address=False,
     wait_for_service=False, topic_list_set="insertion", register_topic_merges=False,
     topic_not_exist_faq_url=_OLD_FAQ_URL, query_data_version_needs_body=True,
-    compressed_body_broker_version=413, topics_by_cluster_switch_first=False,
+    compressed_body_broker_version=413, fastjson="1.2.69",
     register_npe_site=("common.protocol", "registerBroker", 228))
 
 #: the defaults are 5.3.3's facts

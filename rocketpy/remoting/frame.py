@@ -6,12 +6,14 @@ scanner instead of running the :mod:`rocketpy.remoting.layout` schemas (~1-4 µs
 construct's ~10-100 µs). The golden tests run every captured frame through both and require
 identical results: the schemas stay the specification, this a proven-equal shortcut."""
 import json
+import re
 import struct
+from decimal import Decimal
 
 from . import codes
 from .command import RemotingCommand
 from .errors import HeaderDecodeError, TruncatedFrameError
-from .fastjson import escape_string, lenient_decoder, raw_string_literals
+from .fastjson import FASTJSON_1_2_83, escape_string, raw_string_literals, read_lenient
 from .layout import (DEFAULT_MAX_FRAME_LENGTH, FRAME, FRAME_COMPILED, JSON,
                      PREFIX_SIZE, ROCKETMQ, ROCKETMQ_EXT_LENGTH, ROCKETMQ_FIXED, ROCKETMQ_HEADER,
                      ROCKETMQ_KEY_LENGTH, ROCKETMQ_VALUE_LENGTH,
@@ -20,7 +22,7 @@ from .layout import (DEFAULT_MAX_FRAME_LENGTH, FRAME, FRAME_COMPILED, JSON,
 
 __all__ = ["FRAME", "FRAME_COMPILED", "ROCKETMQ_HEADER", "ROCKETMQ_HEADER_COMPILED",
            "DEFAULT_MAX_FRAME_LENGTH", "decode_frame", "encode_frame", "encode_template",
-           "decode_header", "encode_header", "frame_length"]
+           "decode_header", "encode_header", "frame_length", "HEADER_PROPERTIES"]
 
 _SERIALIZE_NAMES = {JSON: "JSON", ROCKETMQ: "ROCKETMQ"}
 #: Java's ``String.getBytes(UTF_8)`` writes '?' for a lone surrogate (a JSON "\\ud800" a peer
@@ -72,57 +74,154 @@ def _decode_rocketmq_header(header):
 def _ext_value(key, value):
     if isinstance(value, str):
         return value
+    if isinstance(value, list):
+        raise HeaderDecodeError(f"extFields value of {key!r} is an object or array, not a string")
     if isinstance(value, bool):  # the C++ client writes some extFields as JSON literals
         return "true" if value else "false"
-    if isinstance(value, (int, float)):
+    if isinstance(value, (int, float, Decimal)):   # StringCodec: the number's text
         return str(value)
     raise HeaderDecodeError(f"extFields value of {key!r} is {type(value).__name__}, not a string")
 
 
+#: ``Integer.parseInt`` after ``TypeUtils.castToInt`` dropped commas and a ``.000`` tail
+_JAVA_INT_TEXT = re.compile(r"[+-]?\d+")
+_TRAILING_ZEROS = re.compile(r"\.0*$")
+
+
 def _int_field(name, value):
-    if type(value) is not int:
-        raise HeaderDecodeError(f"JSON header field {name} is {value!r}, not an integer")
-    if not _INT_MIN <= value <= _INT_MAX:  # Java int fields: fastjson fails "int overflow"
-        raise HeaderDecodeError(f"JSON header field {name} is {value}, outside the Java int range")
-    return value
+    """An ``int`` property as fastjson sets it (``IntegerCodec``, ``TypeUtils.castToInt``):
+    ``null``, ``""`` and ``"null"`` leave Java's 0; a string is parsed without its commas and a
+    ``.0`` tail; a number with a fraction is cut to its integer part and wrapped to 32 bits
+    (``BigDecimal.intValue``); ``true``/``false`` are 1/0; an integer literal outside the int
+    range, or anything else, fails as Java's parse fails."""
+    if value.__class__ is int:
+        if not _INT_MIN <= value <= _INT_MAX:  # lexer.intValue(): "int overflow"
+            raise HeaderDecodeError(f"JSON header field {name} is {value}, outside the Java int range")
+        return value
+    if value is None:
+        return 0
+    if value is True or value is False:
+        return int(value)
+    if isinstance(value, Decimal):
+        exponent = value.as_tuple().exponent
+        if isinstance(exponent, int) and -100 <= -exponent <= 100:
+            return (int(value) + 0x80000000) % 0x100000000 - 0x80000000
+        if value == value.to_integral_value() and _INT_MIN <= int(value) <= _INT_MAX:
+            return int(value)                                  # intValueExact
+        raise HeaderDecodeError(f"JSON header field {name} is {value}, not an exact int")
+    if isinstance(value, str):
+        if value in ("", "null", "NULL"):
+            return 0
+        text = _TRAILING_ZEROS.sub("", value.replace(",", ""), count=1)
+        if _JAVA_INT_TEXT.fullmatch(text) and len(text) < 20:
+            number = int(text)
+            if _INT_MIN <= number <= _INT_MAX:
+                return number
+    raise HeaderDecodeError(f"JSON header field {name} is {value!r}, not an integer")
 
 
-_scan_json = json.decoder.JSONDecoder().scan_once  # the C scanner json.loads runs, minus its wrapping
+class _Object(list):
+    """A JSON object's ``(key, value)`` pairs as written: a bean keeps a property's first value,
+    a map (``extFields``) its last."""
+
+    __slots__ = ()
+
+
+# fastjson reads a number with a fraction as a BigDecimal (Feature.UseBigDecimal): Decimal here
+_scan_json = json.decoder.JSONDecoder(parse_float=Decimal).scan_once  # json.loads's C scanner
+_lenient_decoder = json.JSONDecoder(strict=False, parse_float=Decimal, object_pairs_hook=_Object)
 _LANGUAGES = dict(codes.LanguageCode.__members__)
+#: EnumDeserializer also matches a name in another case
+_LANGUAGES_LOWER = {name.lower(): code for name, code in _LANGUAGES.items()}
+#: RemotingCommand's bean properties (fastjson's names; the rest are transient or read-only)
+HEADER_PROPERTIES = ("code", "language", "version", "opaque", "flag", "remark", "extFields",
+                     "serializeTypeCurrentRPC")
+_PROPERTIES = frozenset(HEADER_PROPERTIES)
 _INT_MIN, _INT_MAX = -0x80000000, 0x7FFFFFFF
 
 
-def _header_values(header):
+def _header_values(header, dialect=FASTJSON_1_2_83):
     """``(code, language, version, opaque, flag, remark, extFields, verbatim)`` of a JSON header
     as it says them (Java's defaults for absent fields). The usual header (UTF-8, an object,
     nothing after it) takes the C scanner alone: every frame of a capture comes this way, so it
     skips ``json.loads``'s encoding sniffing and wrapping. Anything else goes through
     ``json.loads`` (its error messages, trailing blanks); raw control characters in strings,
-    which fastjson takes, through the lenient decoder, remembering how they were written."""
-    obj = verbatim = None
+    which fastjson takes, through the lenient decoder, remembering how they were written; the
+    other forms fastjson's parser takes (quotes, comments, commas) through
+    :func:`~rocketpy.remoting.fastjson.read_lenient`. Keys that are not a property's exact name,
+    or name one twice, are read as ``dialect``'s fastjson reads them (:func:`_bean_properties`)."""
     if header[:1] == b"{" and header[1:2] != b"\x00":
         try:
             text = header.decode("utf-8")
             obj, end = _scan_json(text, 0)
-            if end != len(text):
-                obj = None
+            usual = end == len(text) and _PROPERTIES.issuperset(obj)
         except (ValueError, StopIteration, RecursionError):
-            obj = None
-    if obj is None:
+            usual = False
+        if usual:
+            # A dict keeps a key's last value, fastjson a property's first: strict JSON has one
+            # comma between members and no other outside strings, so as many commas as the
+            # members read means no key came twice (and no string holds a comma).
+            ext = obj.get("extFields")
+            members = len(obj) - 1 if obj else 0
+            if ext.__class__ is dict and ext:
+                members += len(ext) - 1
+            if text.count(",") == members:
+                get = obj.get
+                return (get("code", 0), get("language", "JAVA"), get("version", 0),
+                        get("opaque", 0), get("flag", 0), get("remark"), ext, None)
+    verbatim = None
+    try:
         try:
+            pairs = json.loads(header, parse_float=Decimal, object_pairs_hook=_Object)
+        except ValueError:   # raw control characters in strings, fastjson's forms, or broken
+            text = header.decode("utf-8")
             try:
-                obj = json.loads(header)
-            except ValueError:   # raw control characters in strings, which fastjson reads, or broken
-                text = header.decode("utf-8")
-                obj = lenient_decoder.decode(text)
+                pairs = _lenient_decoder.decode(text)
+            except ValueError:
+                pairs = read_lenient(text, _Object)
+            else:
                 verbatim = raw_string_literals(text) or None
-        except (ValueError, RecursionError) as exc:  # UnicodeDecodeError is a ValueError
-            raise HeaderDecodeError(f"broken JSON header: {exc}") from None
-    if obj.__class__ is not dict:
+    except (ValueError, RecursionError) as exc:  # UnicodeDecodeError is a ValueError
+        raise HeaderDecodeError(f"broken JSON header: {exc}") from None
+    if pairs.__class__ is not _Object:
         raise HeaderDecodeError("JSON header is not an object")
+    obj = dict(pairs)
+    if len(obj) != len(pairs) or not _PROPERTIES.issuperset(obj):
+        obj = _bean_properties(pairs, dialect)
+    ext = obj.get("extFields")
+    if ext.__class__ is _Object:
+        ext = dict(ext)                  # a HashMap: a later key replaces an earlier one
     get = obj.get
     return (get("code", 0), get("language", "JAVA"), get("version", 0), get("opaque", 0),
-            get("flag", 0), get("remark"), get("extFields"), verbatim)
+            get("flag", 0), get("remark"), ext, verbatim)
+
+
+def _smart_keys(dialect):
+    return {dialect.smart_key(name): name for name in HEADER_PROPERTIES}
+
+
+_SMART_KEYS = {}
+
+
+def _bean_properties(pairs, dialect):
+    """RemotingCommand's properties among a header's keys, as ``JavaBeanDeserializer`` finds them:
+    a key that is not a property's exact name is matched as ``dialect``'s ``smartMatch`` matches
+    it (the key in lower case in 1.2.69 and 1.2.83, also without ``_`` and ``-`` in 1.2.83); other
+    keys are left out (``Feature.IgnoreNotMatch``). A property keeps its first value: once set,
+    its flag in ``setFlags`` makes ``getFieldDeserializer`` and ``smartMatch`` pass a later key for
+    it to ``parseExtra``. A key that is a number is no identifier to a bean
+    (``scanSymbolUnQuoted``: "illegal identifier")."""
+    names = _SMART_KEYS.get(dialect)
+    if names is None:
+        names = _SMART_KEYS[dialect] = _smart_keys(dialect)
+    out = {}
+    for key, value in pairs:
+        if key.__class__ is not str:
+            raise HeaderDecodeError(f"JSON header key {key!r} is not an identifier")
+        name = key if key in _PROPERTIES else names.get(dialect.smart_key(key))
+        if name is not None and name not in out:
+            out[name] = value
+    return out
 
 
 def _usual(values):
@@ -148,37 +247,45 @@ def _field_by_field(values):
     """Any header's command, with a specific :class:`HeaderDecodeError` for what is wrong."""
     code, language, version, opaque, flag, remark, ext, verbatim = values
     if isinstance(language, str):
-        language = _LANGUAGES.get(language, language)
+        known = _LANGUAGES.get(language)
+        if known is None:
+            known = _LANGUAGES_LOWER.get(language.lower())
+        language = language if known is None else known
+    elif language is None:
+        language = _LANGUAGES["JAVA"]    # RemotingCommand's initial value: a null leaves it
     elif type(language) is not int:
         raise HeaderDecodeError(f"JSON header field language is {language!r}")
     if remark is not None and not isinstance(remark, str):
-        raise HeaderDecodeError(f"JSON header field remark is {remark!r}, not a string")
+        if remark is True or remark is False or not isinstance(remark, (int, Decimal)):
+            raise HeaderDecodeError(f"JSON header field remark is {remark!r}, not a string")
+        remark = str(remark)
     if ext is not None:
         if not isinstance(ext, dict):
             raise HeaderDecodeError("JSON header field extFields is not an object")
-        ext = {k: _ext_value(k, v) for k, v in ext.items() if v is not None}
+        ext = {str(k): _ext_value(k, v) for k, v in ext.items() if v is not None}
     return RemotingCommand(_int_field("code", code), language, _int_field("version", version),
                            _int_field("opaque", opaque), _int_field("flag", flag), remark, ext,
                            None, JSON, verbatim)
 
 
-def _decode_json_header(header):
+def _decode_json_header(header, dialect=FASTJSON_1_2_83):
     """The one reader of a JSON header: its values, then the usual shape as it is, anything
     else field by field (tests/test_fuzz_codec.py holds the two equal)."""
-    values = _header_values(header)
+    values = _header_values(header, dialect)
     return _usual(values) or _field_by_field(values)
 
 
-def decode_header(serialize_type, header):
-    """A command (without body) from header bytes of the given serialize type."""
+def decode_header(serialize_type, header, dialect=FASTJSON_1_2_83):
+    """A command (without body) from header bytes of the given serialize type; a JSON header
+    read as ``dialect`` (the fastjson release of the Java side) reads it."""
     if serialize_type == JSON:
-        return _decode_json_header(header)
+        return _decode_json_header(header, dialect)
     if serialize_type == ROCKETMQ:
         return _decode_rocketmq_header(header)
     raise HeaderDecodeError(f"unknown serialize type {serialize_type} (0 JSON, 1 ROCKETMQ)")
 
 
-def decode_frame(data, max_frame_length=DEFAULT_MAX_FRAME_LENGTH):
+def decode_frame(data, max_frame_length=DEFAULT_MAX_FRAME_LENGTH, dialect=FASTJSON_1_2_83):
     """Decode one whole frame (length prefix included) into a :class:`RemotingCommand`."""
     if len(data) < PREFIX_SIZE:
         raise TruncatedFrameError(f"{len(data)} bytes is shorter than the 8-byte frame prefix")
@@ -190,7 +297,8 @@ def decode_frame(data, max_frame_length=DEFAULT_MAX_FRAME_LENGTH):
     if header_length > total - PREFIX_SIZE:
         raise TruncatedFrameError(
             f"header length {header_length} is larger than the {total - PREFIX_SIZE} bytes the frame holds")
-    command = decode_header(serialize_type, bytes(data[PREFIX_SIZE:PREFIX_SIZE + header_length]))
+    command = decode_header(serialize_type, bytes(data[PREFIX_SIZE:PREFIX_SIZE + header_length]),
+                            dialect)
     body = data[PREFIX_SIZE + header_length:]
     command.body = bytes(body) if body else None
     return command

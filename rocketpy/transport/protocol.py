@@ -43,6 +43,7 @@ from zope.interface import implementer
 from ..namesrv.pending import Pending
 from ..remoting.command import FLAG_ONEWAY, FLAG_RESPONSE, RemotingCommand
 from ..remoting.errors import RemotingCodecError
+from ..remoting.fastjson import FASTJSON_1_2_83
 from ..remoting.frame import decode_frame
 from ..remoting.layout import frame_at
 from .connstate import DECODE, DRAINING, FLOW, OVERLOAD, SNIFFING, ConnectionState, PauseReasons
@@ -97,6 +98,8 @@ class RemotingServerProtocol(Protocol):
             self._process = partial(self._process, offload=True)
         self._clock = server.clock
         self._max = server.max_frame_length
+        #: how JSON headers are read: the processor's release's fastjson (the newest without one)
+        self._dialect = getattr(server.processor, "header_dialect", FASTJSON_1_2_83)
         self._cache = server.answer_cache
         self._metrics = server.metrics
         self._gate = server.governor  # limits.LoadGovernor: turn budget, shedding, frame memory
@@ -409,7 +412,7 @@ class RemotingServerProtocol(Protocol):
         cache's ``lookup`` returned for it (store the answer under it), or None."""
         started = perf_counter()
         try:
-            request = decode_frame(frame, self._max)
+            request = decode_frame(frame, self._max, self._dialect)
         except RemotingCodecError as exc:
             self._gate.bad_frame(self, "decode", "decode exception, {peer}: {why}; closing the "
                                  "connection", why=exc)

@@ -3,11 +3,12 @@
  * The usual headers are read here: a ROCKETMQ binary header that decodes cleanly, and a JSON
  * header of the shape rocketpy's own fast reader takes (an object whose code, flag, opaque and
  * version are Java ints, language a known name, remark a string or null, extFields an object of
- * strings or null; any other keys any JSON value).  Anything else -- broken, odd or merely rare
- * (duplicate keys, lone surrogates, 0x1A inside a string, deep nesting, numbers where strings are
- * usual) -- is handed to the codec itself through CFG.header_fallback, so the codec stays the one
- * judge of what a header says and the error message is the codec's own.  Raw control characters
- * inside strings are read as fastjson reads them (the .NET client writes 0x01/0x02 there). */
+ * strings or null; serializeTypeCurrentRPC any JSON value, and no other key).  Anything else --
+ * broken, odd or merely rare (duplicate keys, lone surrogates, 0x1A inside a string, deep
+ * nesting, numbers where strings are usual, fastjson's lenient forms) -- is handed to the codec
+ * itself through CFG.header_fallback, so the codec stays the one judge of what a header says
+ * and the error message is the codec's own.  Raw control characters inside strings are read as
+ * fastjson reads them (the .NET client writes 0x01/0x02 there). */
 #include "core.h"
 #include "htab.h"
 
@@ -556,7 +557,10 @@ static int decode_json(const uint8_t *p, size_t n, header_t *h) {
                 break;
             }
             default:
-                if (!skip_value(&c, 1))
+                /* another key may name a property in another spelling (fastjson's smart
+                 * match: "Code", "ext_fields"): the codec's business; only Java's own
+                 * serializeTypeCurrentRPC is skipped here */
+                if (!key_is(key, "serializeTypeCurrentRPC") || !skip_value(&c, 1))
                     return 0;
             }
             int more = next_member(&c);

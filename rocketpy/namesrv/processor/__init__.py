@@ -68,6 +68,8 @@ class DefaultRequestProcessor:
         self.configuration = configuration
         config = configuration.namesrv_config
         self._wire = policies.wire
+        #: the fastjson release whose parser the transport reads JSON headers with
+        self.header_dialect = policies.wire.header_dialect
         self._answers_unknown_code = policies.handlers.answers_unknown_code
         unregister = policies.routes.unregistration(
             rim.unregister_brokers, submit_unregistration or (lambda request: False))
@@ -86,11 +88,11 @@ class DefaultRequestProcessor:
                           bool(config.cluster_test)),   # Java reads clusterTest once
             TopicHandlers(rim, config, policies.handlers, self.route_bounds),
             AdminHandlers(configuration, rim.invalidate_routes, self.config_guard))
-        missing, first = policies.handlers.missing, policies.handlers.header_first
+        missing = policies.handlers.missing
         #: request code -> handler(header, request, channel, now_ms)
-        self.handlers = {code: fn for code, (_, _, fn) in table.items() if code not in missing}
-        self._headers = {code: cls for code, (cls, typed, _) in table.items()
-                         if cls is not None and (typed or code in first)}
+        self.handlers = {code: fn for code, (_, fn, _) in table.items() if code not in missing}
+        self._headers = {code: cls for code, (cls, _, _) in table.items() if cls is not None}
+        self._java_decoded = frozenset(code for code, (_, _, java) in table.items() if java)
         # read once, like the black list; AclConfigError (a bad setting) stops the start
         if access_control is None:
             access_control = AccessControl.from_properties(configuration.all_configs)
@@ -128,7 +130,8 @@ class DefaultRequestProcessor:
             else:
                 header_class = self._headers.get(code)
                 header = (None if header_class is None
-                          else header_class.from_ext_fields(request.ext_fields))
+                          else header_class.from_ext_fields(
+                              request.ext_fields, strict=code not in self._java_decoded))
                 reply = handler(header, request, channel, now_ms)
         except Exception as exc:  # never let a request take the server down
             reply = self._failure(exc, request, channel)

@@ -8,7 +8,7 @@ refused with INVALID_PARAMETER naming the bound."""
 from rocketpy.remoting.codes import RequestCode, ResponseCode
 from rocketpy.remoting.headers import GetKVConfigResponseHeader
 
-from .replies import durable, error, ok, responder
+from .replies import durable, error, java_string, ok, responder
 
 __all__ = ["KVHandlers"]
 
@@ -29,22 +29,25 @@ class KVHandlers:
         return durable(self.kv.put_kv_config(header.namespace, header.key, header.value), ok(),
                        _KV_CONFIG)
 
-    @responder(RequestCode.GET_KV_CONFIG)
+    # Without a namespace or key Java looks up null: KVConfigManager's HashMap finds nothing
+    # (getKVConfig, getKVListByNamespace at 4.9.8, 5.0.0 and 5.3.3), and the remark says null.
+    @responder(RequestCode.GET_KV_CONFIG, java_decode=True)
     def get_kv_config(self, header, request, channel, now_ms):
         value = self.kv.get_kv_config(header.namespace, header.key)
         if value is not None:
             return ok(header=GetKVConfigResponseHeader(value=value))
         return error(ResponseCode.QUERY_NOT_FOUND,
-                     f"No config item, Namespace: {header.namespace} Key: {header.key}",
-                     GetKVConfigResponseHeader())
+                     f"No config item, Namespace: {java_string(header.namespace)} "
+                     f"Key: {java_string(header.key)}", GetKVConfigResponseHeader())
 
     @responder(RequestCode.DELETE_KV_CONFIG)
     def delete_kv_config(self, header, request, channel, now_ms):
         return durable(self.kv.delete_kv_config(header.namespace, header.key), ok(), _KV_CONFIG)
 
-    @responder(RequestCode.GET_KVLIST_BY_NAMESPACE)
+    @responder(RequestCode.GET_KVLIST_BY_NAMESPACE, java_decode=True)
     def get_kv_list_by_namespace(self, header, request, channel, now_ms):
         body = self.kv.get_kv_list_by_namespace(header.namespace)
         if body is not None:
             return ok(body)
-        return error(ResponseCode.QUERY_NOT_FOUND, f"No config item, Namespace: {header.namespace}")
+        return error(ResponseCode.QUERY_NOT_FOUND,
+                     f"No config item, Namespace: {java_string(header.namespace)}")

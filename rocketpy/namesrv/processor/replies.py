@@ -18,7 +18,7 @@ from rocketpy.remoting.headers import request_header_class
 from ..pending import DISK, Pending
 
 __all__ = ["Reply", "ok", "error", "NOT_SET_REMARK", "java_exception_remark", "failure_remark",
-           "responder", "responders", "ReusableResponse", "durable"]
+           "java_string", "responder", "responders", "ReusableResponse", "durable"]
 
 #: ``createResponseCommand(Class)``'s placeholder remark, left in place by handlers that never
 #: reset it (GET_BROKER_MEMBER_GROUP answers SUCCESS with it).
@@ -36,6 +36,11 @@ class Reply(NamedTuple):
 
 def ok(body=None, header=None, remark=None, reuse=None):
     return Reply(ResponseCode.SUCCESS, remark, header, body, reuse)
+
+
+def java_string(value):
+    """``String.valueOf``: how Java's ``"..." + value`` writes a header field that was absent."""
+    return "null" if value is None else value
 
 
 def error(code, remark, header=None):
@@ -100,25 +105,29 @@ class ReusableResponse(RemotingCommand):
     reuse: "tuple | None" = None
 
 
-def responder(code, typed_header=True):
-    """Mark a method as the handler of request ``code``. With ``typed_header`` the dispatcher
-    decodes the code's header first and passes it (None when the code has none); without, the
-    method gets None and decodes it itself (where Java checks something before decoding), unless
-    the release decodes it first (:attr:`~rocketpy.namesrv.policy.HandlerSet.header_first`)."""
+def responder(code, java_decode=False):
+    """Mark a method as the handler of request ``code``; the dispatcher decodes the code's
+    header first and passes it (None when the code has none).
+
+    With ``java_decode`` the header is read as Java reads it: a missing or unparsable field keeps
+    its default (``RemotingCommand.decodeCommandCustomHeader`` catches its own "the custom field
+    <...> is null" exception and only logs it, in 4.9.8, 5.0.0 and 5.3.3 alike), and the handler
+    does with that None what Java does. Without, a missing required field is answered
+    SYSTEM_ERROR at once (handlers not yet checked against Java's null paths)."""
     def mark(method):
-        method.responds_to = (int(code), typed_header)
+        method.responds_to = (int(code), java_decode)
         return method
     return mark
 
 
 def responders(*groups):
-    """``{code: (header class or None, decoded first?, bound method)}`` of the marked methods of
-    ``groups``."""
+    """``{code: (header class or None, bound method, decoded as Java?)}`` of the marked methods
+    of ``groups``."""
     table = {}
     for group in groups:
         for name in dir(type(group)):
             mark = getattr(getattr(type(group), name), "responds_to", None)
             if mark is not None:
-                code, typed = mark
-                table[code] = (request_header_class(code), typed, getattr(group, name))
+                code, java_decode = mark
+                table[code] = (request_header_class(code), getattr(group, name), java_decode)
     return table

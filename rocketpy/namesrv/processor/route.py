@@ -13,7 +13,7 @@ request and the topic's snapshot (or absence) alone: not when it read the KV sto
 from rocketpy.remoting.codes import MQVersion, RequestCode, ResponseCode
 
 from ..model import MASTER_ID, ORDER_TOPIC_CONFIG, TopicRouteData
-from .replies import error, ok, responder
+from .replies import error, java_string, ok, responder
 
 __all__ = ["RouteHandlers", "filter_by_zone"]
 
@@ -52,12 +52,16 @@ class RouteHandlers:
         self.cluster_test = cluster_test
 
     def _not_found(self, topic):
-        """``FAQUrl.suggestTodo(APPLY_TOPIC_URL)`` ends the remark; the page moved in 5.1."""
+        """``FAQUrl.suggestTodo(APPLY_TOPIC_URL)`` ends the remark; the page moved in 5.1. A
+        request without a topic asked for ``null``, which Java's concatenation spells out."""
         return error(ResponseCode.TOPIC_NOT_EXIST,
-                     f"No topic route info in name server for the topic: {topic}"
+                     f"No topic route info in name server for the topic: {java_string(topic)}"
                      f"\nSee {self.wire.faq_url} for further details.")
 
-    @responder(RequestCode.GET_ROUTEINFO_BY_TOPIC)
+    # Without a topic every release answers TOPIC_NOT_EXIST: pickupTopicRouteData(null) finds
+    # nothing (4.9.8's HashMap) or catches the NullPointerException of a ConcurrentHashMap's
+    # get(null) and returns null (5.0.0 RouteInfoManager.java, 5.3.3 :700-741).
+    @responder(RequestCode.GET_ROUTEINFO_BY_TOPIC, java_decode=True)
     def get_route_info_by_topic(self, header, request, channel, now_ms):
         topic = header.topic
         if self.handlers.not_ready(self.config, now_ms - self.startup_ms):

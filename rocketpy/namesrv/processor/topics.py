@@ -6,7 +6,6 @@ lists). 5.x answers SYSTEM_ERROR "disable" for lists switched off (``enableAllTo
 from rocketpy.remoting import bodies
 from rocketpy.remoting.codes import RequestCode, ResponseCode
 from rocketpy.remoting.headers import (AddWritePermOfBrokerResponseHeader,
-                                       GetTopicsByClusterRequestHeader,
                                        WipeWritePermOfBrokerResponseHeader)
 
 from ..model import QueueData
@@ -64,12 +63,13 @@ class TopicHandlers:
                 self.routes.register_topic(header.topic, queue_datas)
         return ok()
 
-    @responder(RequestCode.GET_TOPICS_BY_CLUSTER, typed_header=False)
+    # 5.1+ checks enableTopicList before it decodes the header, 5.0.0 after: the same answers,
+    # since Java's decoding only logs a missing cluster. Without one every release answers an
+    # empty list (getTopicsByCluster(null) catches its NullPointerException).
+    @responder(RequestCode.GET_TOPICS_BY_CLUSTER, java_decode=True)
     def get_topics_by_cluster(self, header, request, channel, now_ms):
         if not self.handlers.lists_enabled(self.config):
-            return _DISABLED   # 5.1+ answers before it decodes the header (5.0.0 after)
-        if header is None:
-            header = GetTopicsByClusterRequestHeader.from_ext_fields(request.ext_fields)
+            return _DISABLED
         return _topic_list(self.routes.get_topics_by_cluster(header.cluster))
 
     @responder(RequestCode.GET_SYSTEM_TOPIC_LIST_FROM_NS)
