@@ -570,7 +570,7 @@ class Simulation:
         if got != model.groups.get(name):
             raise Mismatch(f"brokerAddrTable[{name}]: {got} vs model {model.groups.get(name)}")
         want = model.topics.get(name, {}) if name in model.groups else {}
-        topics = set(rim._topics_by_broker.get(name, ())) | set(want)
+        topics = set(rim.topics_of_broker(name)) | set(want)
         for topic in topics:
             q = rim.topic_queue_table.get(topic, {}).get(name)
             got = None if q is None else (q.read_queue_nums, q.write_queue_nums, q.perm, q.topic_sys_flag)
@@ -632,7 +632,7 @@ class Simulation:
         leftovers = {name: len(getattr(rim, name)) for name in (
             "topic_queue_table", "broker_addr_table", "cluster_addr_table", "broker_live_table",
             "filter_server_table", "topic_queue_mapping_info_table", "_by_channel",
-            "_topics_by_broker", "snapshots", "expiry")}
+            "shapes", "snapshots", "expiry")}
         leftovers = {k: v for k, v in leftovers.items() if v}
         if leftovers or self.queue:
             raise Mismatch(f"entries left after every broker went away: {leftovers}, queue {self.queue}")

@@ -70,8 +70,7 @@ def test_all_topic_and_unit_lists_are_reused_until_a_change():
              r.get_has_unit_sub_un_unit_topic_list)
     first = [get() for get in lists]
     assert all(get() is held for get, held in zip(lists, first))
-    unit = TopicConfig("UnitTopic", 8, 8, 6)
-    unit.topic_sys_flag = 1
+    unit = TopicConfig("UnitTopic", 8, 8, 6, topic_sys_flag=1)
     r.register_broker("C0", "10.9.9.9:10911", "broker-new", 0, "ha",
                       TopicConfigWrapper(DataVersion(1, 1000, 0), {
                           "UnitTopic": unit, "Plain": TopicConfig("Plain", 8, 8, 6)}, {}),

@@ -179,12 +179,12 @@ class Registration5(Registration49):
         table = wrapper.topic_config_table
         mapping = wrapper.topic_queue_mapping_info_map or {}
         if rim.config.delete_topic_with_broker_registration and not mapping:
-            for topic in list(rim._topics_by_broker.get(name, ())):
+            for topic in rim.topics_of_broker(name):
                 if topic not in table:
                     rim._remove_queue_data(topic, name)
         changed = rim.is_broker_topic_config_changed(cluster_name, broker_addr, wrapper.data_version)
         wipe = prime_slave and (broker_data.enable_acting_master or not self.wipe_needs_acting_master)
-        rim._apply_table(name, table, wipe, first or changed)
+        rim._apply_table(name, wrapper, wipe, first or changed)
         if changed or first:
             for topic, info in mapping.items():
                 rim._set_mapping(topic, info)

@@ -24,6 +24,7 @@ from .model import (FLAG_UNIT, FLAG_UNIT_SUB, MASTER_ID, PERM_READ, PERM_WRITE, 
                     MinBrokerIdChange, QueueData, RegisterBrokerResult, TopicRouteData,
                     UnRegisterBrokerRequest)
 from .policy import as_policies
+from .shapes import ShapeTable
 from .snapshot import RouteSnapshots
 
 __all__ = ["RouteInfoManager"]
@@ -40,7 +41,7 @@ def _gate(method):
             return method(self, *args, **kwargs)
         finally:
             self._depth -= 1
-            if not self._depth and (self._dirty_topics or self._dirty_brokers):
+            if not self._depth and (self._dirty or self._dirty_brokers):
                 self._publish()
     return gated
 
@@ -74,21 +75,21 @@ class RouteInfoManager:
         self.liveness = policies.liveness
         self.wire = policies.wire
         self.on_min_broker_id_changed = on_min_broker_id_changed
-        self.topic_queue_table = {}
+        #: topic -> its queue layout (a shared :class:`~rocketpy.namesrv.shapes.RouteShape`)
+        self.shapes = ShapeTable()
+        self.topic_queue_table = self.shapes.topics
         self.broker_addr_table = {}
         self.cluster_addr_table = {}
         self.broker_live_table = {}
         self.filter_server_table = {}
         self.topic_queue_mapping_info_table = {}
-        self.snapshots = RouteSnapshots()
+        self.snapshots = RouteSnapshots(self.shapes, self.topic_queue_mapping_info_table)
         #: ``route_version(topic)``: a number that changes whenever the topic's route may change
         self.route_version = self.snapshots.version
         self.expiry = ExpiryIndex()
         self.live_key = policies.routes.live_key
         self._by_channel = {}          # channel id -> {live key: None}
-        self._topics_by_broker = {}    # broker name -> {topic: None}
-        self._applied = {}             # broker name -> (topic table, its size): all held
-        self._queue_map_high = {}      # topic -> largest broker count of its queue map
+        self._applied = {}             # broker name -> digest of the topic table applied last
         self._cluster_set_high = {}    # cluster -> largest broker-name count
         self._listings = {}            # topic list name -> (snapshots' generation, list)
         #: QueueData entries (topic-broker pairs) in topic_queue_table, for the server-wide
@@ -98,7 +99,7 @@ class RouteInfoManager:
         self.mapping_count = 0
         self._generations = count(1)
         self._depth = 0
-        self._dirty_topics = set()
+        self._dirty = False
         self._dirty_brokers = set()
         high_water = self.wire.high_water
         self._topics_high = high_water(1024)
@@ -108,11 +109,11 @@ class RouteInfoManager:
     # ------------------------------------------------------------------ the gate's report
 
     def _publish(self):
-        topics, self._dirty_topics = self._dirty_topics, set()
         for name in self._dirty_brokers:
-            topics.update(self._topics_by_broker.get(name, ()))
+            self.shapes.touch_broker(name)
         self._dirty_brokers = set()
-        self.snapshots.touched(topics, self.topic_queue_table)
+        self._dirty = False
+        self.snapshots.changed()
 
     def route_snapshot(self, topic):
         """The :class:`~rocketpy.namesrv.snapshot.RouteSnapshot` of ``topic``, or None."""
@@ -126,41 +127,31 @@ class RouteInfoManager:
     # ------------------------------------------------------------------ the writers
 
     def _put_queue_data(self, topic, queue_data):
-        queue_map = self.topic_queue_table.get(topic)
-        if queue_map is None:
-            queue_map = self.topic_queue_table[topic] = {}
-            self._topics_high.saw(len(self.topic_queue_table))
-        name = queue_data.broker_name
-        old = queue_map.get(name)
-        if old == queue_data:
-            return
-        if old is None:
-            self.queue_data_count += 1
-        queue_map[name] = queue_data
-        if len(queue_map) > self._queue_map_high.get(topic, 0):
-            self._queue_map_high[topic] = len(queue_map)
-        self._topics_by_broker.setdefault(name, {})[topic] = None
-        self._dirty_topics.add(topic)
+        held = self.topic_queue_table.get(topic)
+        if self.shapes.put(topic, queue_data):
+            if held is None:
+                self._topics_high.saw(len(self.topic_queue_table))
+            if held is None or queue_data.broker_name not in held:
+                self.queue_data_count += 1
+            self._dirty = True
 
     def _remove_queue_data(self, topic, broker_name):
-        queue_map = self.topic_queue_table.get(topic)
-        if queue_map is None or queue_map.pop(broker_name, None) is None:
-            return
-        self.queue_data_count -= 1
-        self._applied.pop(broker_name, None)
-        _unindex(self._topics_by_broker, broker_name, topic)
-        if not queue_map:
-            self._drop_topic(topic)
-        self._dirty_topics.add(topic)
+        if self.shapes.remove(topic, broker_name):
+            self.queue_data_count -= 1
+            self._applied.pop(broker_name, None)
+            self._dirty = True
 
     def _drop_topic(self, topic):
-        queue_map = self.topic_queue_table.pop(topic, None) or ()
-        self.queue_data_count -= len(queue_map)
-        for name in queue_map:
-            self._applied.pop(name, None)
-            _unindex(self._topics_by_broker, name, topic)
-        self._queue_map_high.pop(topic, None)
-        self._dirty_topics.add(topic)
+        held = self.topic_queue_table.get(topic)
+        if held is not None:
+            self.queue_data_count -= self.shapes.drop(topic)
+            for name in held:
+                self._applied.pop(name, None)
+            self._dirty = True
+
+    def topics_of_broker(self, broker_name):
+        """The topics whose queue layout names ``broker_name``."""
+        return self.shapes.topics_of_broker(broker_name)
 
     def _set_broker(self, broker_data):
         """Put (or replace) a broker group."""
@@ -193,7 +184,8 @@ class RouteInfoManager:
         if info.bname not in by_broker:
             self.mapping_count += 1
         by_broker[info.bname] = info
-        self._dirty_topics.add(topic)
+        self.snapshots.mapping_changed(topic)
+        self._dirty = True
 
     def _add_to_cluster(self, cluster_name, broker_name):
         names = self.cluster_addr_table.get(cluster_name)
@@ -276,13 +268,15 @@ class RouteInfoManager:
             put(topic, QueueData(broker_name, config.read_queue_nums, config.write_queue_nums,
                                  perm, config.topic_sys_flag))
 
-    def _apply_table(self, broker_name, table, wipe, every):
+    def _apply_table(self, broker_name, wrapper, wipe, every):
         """A registration's topic table: every topic, or only those the queue table lacks; not
-        at all when this very table was applied last and nothing of it was removed since."""
-        applied = self._applied.get(broker_name)
-        if every or applied is None or applied[0] is not table or applied[1] != len(table):
-            self._apply_topic_configs(broker_name, table.values(), wipe, not every)
-            self._applied[broker_name] = (table, len(table))
+        at all when a table with the same content digest was applied last and nothing of it
+        was removed since."""
+        digest = wrapper.content_digest()
+        if every or self._applied.get(broker_name) != digest:
+            self._apply_topic_configs(broker_name, wrapper.topic_config_table.values(), wipe,
+                                      not every)
+            self._applied[broker_name] = digest
 
     def _master_result(self, cluster_name, broker_id, addrs):
         """The registration's result: ``haServerAddr``/``masterAddr`` of a slave's live master."""
@@ -356,7 +350,7 @@ class RouteInfoManager:
 
     def _clean_topics(self, removed, reduced):
         for name in removed:
-            for topic in list(self._topics_by_broker.get(name, ())):
+            for topic in self.topics_of_broker(name):
                 self._remove_queue_data(topic, name)
         for name in reduced:
             broker_data = self.broker_addr_table.get(name)
@@ -364,7 +358,7 @@ class RouteInfoManager:
                 continue
             if broker_data.broker_addrs and min(broker_data.broker_addrs) == MASTER_ID:
                 continue  # a master exists
-            for topic in list(self._topics_by_broker.get(name, ())):
+            for topic in self.topics_of_broker(name):
                 queue_data = self.topic_queue_table[topic][name]
                 if queue_data.perm & PERM_WRITE:
                     self._put_queue_data(topic, replace(queue_data, perm=queue_data.perm & ~PERM_WRITE))
@@ -419,7 +413,7 @@ class RouteInfoManager:
         queue_map = self.topic_queue_table.get(topic)
         if not queue_map:
             return None
-        names = ordered(list(queue_map), hashmap_capacity(self._queue_map_high.get(topic, 0)))
+        names = queue_map.java_order()
         queue_datas = [queue_map[name] for name in names]
         broker_datas = []
         filters = {}
@@ -444,7 +438,7 @@ class RouteInfoManager:
     @_gate
     def _write_perm(self, broker_name, wipe):
         changed = 0
-        for topic in list(self._topics_by_broker.get(broker_name, ())):
+        for topic in self.topics_of_broker(broker_name):
             queue_data = self.topic_queue_table[topic][broker_name]
             perm = queue_data.perm & ~PERM_WRITE if wipe else PERM_READ | PERM_WRITE
             self._put_queue_data(topic, replace(queue_data, perm=perm))
@@ -531,7 +525,7 @@ class RouteInfoManager:
             topic: i for i, topic in enumerate(self.topics_in_order())}).__getitem__
         items = []
         for name in self.cluster_broker_names(cluster_name):
-            items.extend(sorted(self._topics_by_broker.get(name, ()), key=position))
+            items.extend(sorted(self.topics_of_broker(name), key=position))
         return self.wire.topic_set(items)
 
     def get_system_topic_list(self):
@@ -552,7 +546,7 @@ class RouteInfoManager:
         items = []
         for topic in self.topics_in_order():
             queue_map = self.topic_queue_table[topic]
-            first = ordered(list(queue_map), hashmap_capacity(self._queue_map_high.get(topic, 0)))[0]
+            first = queue_map.java_order()[0]
             if test(queue_map[first].topic_sys_flag):
                 items.append(topic)
         return self.wire.topic_set(items)

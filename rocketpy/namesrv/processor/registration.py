@@ -16,6 +16,7 @@ Brokers re-register every 30 s with the same body (~1.3 MB for 10,000 topics), s
   body's cost is unknown until inflated (160 KB can hold 3 million topic lines), so every one
   past 128 bytes qualifies."""
 import logging
+from hashlib import blake2b
 from functools import partial
 
 from rocketpy.remoting import bodies
@@ -44,7 +45,7 @@ def read_body(body, compressed, broker_version, check_count=None):
     errors."""
     version, table, filters, infos = bodies.read_register_broker_body(
         body, compressed, broker_version, TopicConfig, DataVersion, check_count)
-    return TopicConfigWrapper(version, table, infos), filters
+    return TopicConfigWrapper(version, table, infos, blake2b(body, digest_size=16).digest()), filters
 
 
 #: Bodies not in the cache and bigger than these (bytes) are decoded by a Pending, off the
