@@ -18,6 +18,7 @@ from functools import wraps
 from itertools import count
 
 from .channel import Channel
+from .delta import RouteDelta, Touched
 from .expiry import ExpiryIndex
 from .javaorder import hashmap_capacity, hashset_copy_capacity, ordered
 from .model import (FLAG_UNIT, FLAG_UNIT_SUB, MASTER_ID, PERM_READ, PERM_WRITE, BrokerLiveInfo,
@@ -101,6 +102,7 @@ class RouteInfoManager:
         self._depth = 0
         self._dirty = False
         self._dirty_brokers = set()
+        self._touched_topics = set()
         high_water = self.wire.high_water
         self._topics_high = high_water(1024)
         self._brokers_high = high_water(128)
@@ -112,6 +114,7 @@ class RouteInfoManager:
         for name in self._dirty_brokers:
             self.shapes.touch_broker(name)
         self._dirty_brokers = set()
+        self._touched_topics = set()
         self._dirty = False
         self.snapshots.changed()
 
@@ -124,7 +127,21 @@ class RouteInfoManager:
         """Something every route answer depends on changed (e.g. supportActingMaster)."""
         self.snapshots.invalidate_all()
 
-    # ------------------------------------------------------------------ the writers
+    # ------------------------------------------------------------------ the one writer
+
+    @_gate
+    def apply(self, delta):
+        """Make the changes ``delta`` (a :class:`~rocketpy.namesrv.delta.RouteDelta`) records,
+        in order; what they touched (:class:`~rocketpy.namesrv.delta.Touched`, empty when
+        every change was already so)."""
+        for op, args in delta.ops:
+            getattr(self, "_" + op)(*args)
+        topics = frozenset(self._touched_topics)
+        table = self.topic_queue_table
+        shapes = {id(shape): shape for shape in map(table.get, topics) if shape is not None}
+        return Touched(topics, tuple(shapes.values()), frozenset(self._dirty_brokers))
+
+    # ------------------------------------------------------------------ its steps
 
     def _put_queue_data(self, topic, queue_data):
         held = self.topic_queue_table.get(topic)
@@ -133,12 +150,14 @@ class RouteInfoManager:
                 self._topics_high.saw(len(self.topic_queue_table))
             if held is None or queue_data.broker_name not in held:
                 self.queue_data_count += 1
+            self._touched_topics.add(topic)
             self._dirty = True
 
     def _remove_queue_data(self, topic, broker_name):
         if self.shapes.remove(topic, broker_name):
             self.queue_data_count -= 1
             self._applied.pop(broker_name, None)
+            self._touched_topics.add(topic)
             self._dirty = True
 
     def _drop_topic(self, topic):
@@ -147,6 +166,7 @@ class RouteInfoManager:
             self.queue_data_count -= self.shapes.drop(topic)
             for name in held:
                 self._applied.pop(name, None)
+            self._touched_topics.add(topic)
             self._dirty = True
 
     def topics_of_broker(self, broker_name):
@@ -185,6 +205,7 @@ class RouteInfoManager:
             self.mapping_count += 1
         by_broker[info.bname] = info
         self.snapshots.mapping_changed(topic)
+        self._touched_topics.add(topic)
         self._dirty = True
 
     def _add_to_cluster(self, cluster_name, broker_name):
@@ -225,7 +246,6 @@ class RouteInfoManager:
 
     # ------------------------------------------------------------------ registration
 
-    @_gate
     def register_broker(self, cluster_name, broker_addr, broker_name, broker_id, ha_server_addr,
                         topic_config_wrapper, filter_server_list, channel, now_ms, *,
                         zone_name=None, timeout_millis=None, enable_acting_master=None):
@@ -234,11 +254,14 @@ class RouteInfoManager:
         registered yet (the caller answers SYSTEM_ERROR "register broker failed"). The rules
         are the registration policy's; ``zone_name``, ``timeout_millis`` and
         ``enable_acting_master`` are read only where the version has them."""
-        return self.registration.register_broker(
+        delta = RouteDelta()
+        result = self.registration.register_broker(
             self, cluster_name, broker_addr, broker_name, broker_id, ha_server_addr,
             topic_config_wrapper, filter_server_list,
             channel.channel_id if isinstance(channel, Channel) else channel, now_ms,
-            zone_name, timeout_millis, enable_acting_master)
+            zone_name, timeout_millis, enable_acting_master, delta)
+        self.apply(delta)
+        return result
 
     def _live(self, key, now_ms, timeout_millis, data_version, channel_id, ha_server_addr,
               broker_name, filter_servers):
@@ -247,6 +270,9 @@ class RouteInfoManager:
             now_ms, self.liveness.timeout(timeout_millis), data_version, channel_id,
             ha_server_addr, broker_name, next(self._generations)))
         self._set_filter_servers(key, broker_name, filter_servers)
+
+    def _put_topics(self, broker_name, topic_configs, wipe):
+        self._apply_topic_configs(broker_name, topic_configs.values(), wipe, False)
 
     def _apply_topic_configs(self, broker_name, topic_configs, wipe, missing_only):
         """``createAndUpdateQueueData`` for each config (only those whose topic lacks this broker
@@ -268,7 +294,7 @@ class RouteInfoManager:
             put(topic, QueueData(broker_name, config.read_queue_nums, config.write_queue_nums,
                                  perm, config.topic_sys_flag))
 
-    def _apply_table(self, broker_name, wrapper, wipe, every):
+    def _merge_topics(self, broker_name, wrapper, wipe, every):
         """A registration's topic table: every topic, or only those the queue table lacks; not
         at all when a table with the same content digest was applied last and nothing of it
         was removed since."""
@@ -278,7 +304,7 @@ class RouteInfoManager:
                                       not every)
             self._applied[broker_name] = digest
 
-    def _master_result(self, cluster_name, broker_id, addrs):
+    def master_result(self, cluster_name, broker_id, addrs):
         """The registration's result: ``haServerAddr``/``masterAddr`` of a slave's live master."""
         if broker_id != MASTER_ID:
             master_addr = addrs.get(MASTER_ID)
