@@ -29,6 +29,7 @@ import random
 from dataclasses import dataclass, field
 
 import golden
+from rocketpy.namesrv.policy import as_policies
 from rocketpy.namesrv import (Channel, Configuration, DefaultRequestProcessor, KVConfigManager,
                               RouteInfoManager, profile_for)
 from rocketpy.remoting import bodies, decode_frame, fastjson
@@ -271,7 +272,7 @@ class Simulation:
 
     def _build_core(self):
         props = {"kvConfigPath": "/nonexistent/rocketpy-churn/kvConfig.json"}
-        configuration = Configuration.from_properties(props, self.profile)
+        configuration = Configuration.from_properties(props, as_policies(self.profile))
         self.rim = RouteInfoManager(configuration.namesrv_config, self.profile)
         kv = KVConfigManager(configuration.namesrv_config.kv_config_path)
         self.processor = DefaultRequestProcessor(

@@ -23,7 +23,7 @@ class Registration49:
     #: REGISTER_TOPIC_IN_NAMESRV adds to a topic that exists
     merges_topics = True
 
-    def __init__(self, body_broker_version=None, queues_unregistrations=False):
+    def __init__(self, *, body_broker_version, queues_unregistrations):
         self._body_version = body_broker_version
         #: unregistrations wait in a queue (5.x ``BatchUnregistrationService``); 4.9 applies them
         #: at once
@@ -127,9 +127,10 @@ class Registration5(Registration49):
 
     lists_missing_filter_servers = True
 
-    def __init__(self, wipe_needs_acting_master=True, by_address=True, merges_topics=True,
-                 body_broker_version=None, queues_unregistrations=True):
-        super().__init__(body_broker_version, queues_unregistrations)
+    def __init__(self, *, wipe_needs_acting_master, by_address, merges_topics,
+                 body_broker_version, queues_unregistrations):
+        super().__init__(body_broker_version=body_broker_version,
+                         queues_unregistrations=queues_unregistrations)
         self.wipe_needs_acting_master = wipe_needs_acting_master
         self.by_address = by_address
         self.merges_topics = merges_topics
