@@ -76,15 +76,9 @@ class TopicConfigWrapper:
     data_version: DataVersion = field(default_factory=DataVersion)
     topic_config_table: "dict[str, TopicConfig]" = field(default_factory=dict)
     topic_queue_mapping_info_map: "dict[str, dict]" = field(default_factory=dict)
-    #: a digest of the body it was decoded from (None: made in code, digested by content)
+    #: a digest of the body it was decoded from ("nothing changed" compares it, never the
+    #: object's identity); None for one made in code, which is always walked
     digest: "bytes | None" = field(default=None, compare=False)
-
-    def content_digest(self):
-        """What tells two topic tables apart ("nothing changed" compares this, never
-        identity): the body's digest, else a hash of the frozen records."""
-        if self.digest is not None:
-            return self.digest
-        return hash(tuple(self.topic_config_table.items()))
 
 
 @dataclass(frozen=True, slots=True)

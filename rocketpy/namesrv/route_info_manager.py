@@ -285,7 +285,7 @@ class RouteInfoManager:
             perm = config.perm & ~PERM_WRITE if wipe else config.perm
             queue_map = queues.get(topic)
             if queue_map is not None:
-                old = queue_map.get(broker_name)
+                old = queue_map.queues.get(broker_name)
                 if old is not None and (missing_only or (
                         old.perm == perm and old.read_queue_nums == config.read_queue_nums
                         and old.write_queue_nums == config.write_queue_nums
@@ -298,8 +298,8 @@ class RouteInfoManager:
         """A registration's topic table: every topic, or only those the queue table lacks; not
         at all when a table with the same content digest was applied last and nothing of it
         was removed since."""
-        digest = wrapper.content_digest()
-        if every or self._applied.get(broker_name) != digest:
+        digest = wrapper.digest
+        if every or digest is None or self._applied.get(broker_name) != digest:
             self._apply_topic_configs(broker_name, wrapper.topic_config_table.values(), wipe,
                                       not every)
             self._applied[broker_name] = digest

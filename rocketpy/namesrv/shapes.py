@@ -25,10 +25,11 @@ class RouteShape(Mapping):
     ``version`` changes (from the table's clock) when the shape is made and whenever a broker it
     names changes; ``snapshots`` holds the route snapshots built at that version."""
 
-    __slots__ = ("_queues", "high", "key", "version", "snapshots", "members", "live")
+    __slots__ = ("queues", "high", "key", "version", "snapshots", "members", "live")
 
     def __init__(self, queue_datas, high, version):
-        self._queues = {qd.broker_name: qd for qd in queue_datas}
+        #: the layout as a dict (for hot loops; never changed)
+        self.queues = {qd.broker_name: qd for qd in queue_datas}
         #: the largest size the topic's HashMap ever had (its capacity, hence its order)
         self.high = high
         self.key = (tuple(queue_datas), high)
@@ -40,26 +41,26 @@ class RouteShape(Mapping):
         self.live = 0
 
     def __getitem__(self, name):
-        return self._queues[name]
+        return self.queues[name]
 
     def __iter__(self):
-        return iter(self._queues)
+        return iter(self.queues)
 
     def __len__(self):
-        return len(self._queues)
+        return len(self.queues)
 
     def __contains__(self, name):
-        return name in self._queues
+        return name in self.queues
 
     def get(self, name, default=None):
-        return self._queues.get(name, default)
+        return self.queues.get(name, default)
 
     def java_order(self):
         """Broker names in the order Java's HashMap lists them."""
-        return ordered(list(self._queues), hashmap_capacity(self.high))
+        return ordered(list(self.queues), hashmap_capacity(self.high))
 
     def __repr__(self):
-        return f"RouteShape({list(self._queues.values())!r}, high={self.high})"
+        return f"RouteShape({list(self.queues.values())!r}, high={self.high})"
 
 
 class ShapeTable:
