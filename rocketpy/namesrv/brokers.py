@@ -54,6 +54,25 @@ class Registration49:
     def finish_route(self, rim, topic, route):
         return route
 
+    def register_topic(self, rim, topic, queue_datas, delta):
+        """REGISTER_TOPIC_IN_NAMESRV: only brokers the NameServer knows; a topic that exists
+        gains brokers when the release merges (Java stops at the first unknown broker)."""
+        if not queue_datas:
+            return
+        known = rim.broker_addr_table
+        if topic in rim.topic_queue_table:
+            if not self.merges_topics:
+                return
+            for queue_data in queue_datas:
+                if queue_data.broker_name not in known:
+                    return
+                delta.put_queue_data(topic, queue_data)
+            return
+        if any(qd.broker_name not in known for qd in queue_datas):
+            return
+        for queue_data in queue_datas:
+            delta.put_queue_data(topic, queue_data)
+
     def may_apply_topics(self, broker_data, broker_id, enable_acting_master):
         """Whether a registration may put its topics in the table (for the route bounds, which
         count what it could add): a master's."""

@@ -64,8 +64,14 @@ class RouteDelta:
         """Every topic of ``topic_configs`` gets this broker's QueueData (4.9: all again)."""
         self.ops.append(("put_topics", (broker_name, topic_configs, wipe)))
 
+    def put_queue_data(self, topic, queue_data):
+        self.ops.append(("put_queue_data", (topic, queue_data)))
+
     def remove_queue_data(self, topic, broker_name):
         self.ops.append(("remove_queue_data", (topic, broker_name)))
+
+    def drop_topic(self, topic):
+        self.ops.append(("drop_topic", (topic,)))
 
     def set_mapping(self, topic, info):
         self.ops.append(("set_mapping", (topic, info)))

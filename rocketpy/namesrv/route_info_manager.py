@@ -461,15 +461,15 @@ class RouteInfoManager:
 
     # ------------------------------------------------------------------ admin operations
 
-    @_gate
     def _write_perm(self, broker_name, wipe):
-        changed = 0
-        for topic in self.topics_of_broker(broker_name):
+        delta = RouteDelta()
+        topics = self.topics_of_broker(broker_name)
+        for topic in topics:
             queue_data = self.topic_queue_table[topic][broker_name]
             perm = queue_data.perm & ~PERM_WRITE if wipe else PERM_READ | PERM_WRITE
-            self._put_queue_data(topic, replace(queue_data, perm=perm))
-            changed += 1
-        return changed
+            delta.put_queue_data(topic, replace(queue_data, perm=perm))
+        self.apply(delta)
+        return len(topics)
 
     def wipe_write_perm_of_broker(self, broker_name):
         """WIPE_WRITE_PERM_OF_BROKER: the number of topics the broker serves."""
@@ -479,33 +479,22 @@ class RouteInfoManager:
         """ADD_WRITE_PERM_OF_BROKER: perm becomes READ|WRITE; the number of topics."""
         return self._write_perm(broker_name, False)
 
-    @_gate
     def delete_topic(self, topic, cluster_name=None):
         """DELETE_TOPIC_IN_NAMESRV, for all brokers or for the brokers of one cluster."""
+        delta = RouteDelta()
         if not cluster_name:
             if topic in self.topic_queue_table:
-                self._drop_topic(topic)
-            return
-        for name in list(self.cluster_addr_table.get(cluster_name, ())):
-            self._remove_queue_data(topic, name)
+                delta.drop_topic(topic)
+        else:
+            for name in self.cluster_addr_table.get(cluster_name, ()):
+                delta.remove_queue_data(topic, name)
+        self.apply(delta)
 
-    @_gate
     def register_topic(self, topic, queue_datas):
-        """REGISTER_TOPIC_IN_NAMESRV (5.x): only brokers the NameServer knows."""
-        if not queue_datas:
-            return
-        if topic in self.topic_queue_table:
-            if not self.registration.merges_topics:
-                return
-            for queue_data in queue_datas:   # Java stops at the first unknown broker
-                if queue_data.broker_name not in self.broker_addr_table:
-                    return
-                self._put_queue_data(topic, queue_data)
-            return
-        if any(qd.broker_name not in self.broker_addr_table for qd in queue_datas):
-            return
-        for queue_data in queue_datas:
-            self._put_queue_data(topic, queue_data)
+        """REGISTER_TOPIC_IN_NAMESRV (5.x): the release's rules, as a delta."""
+        delta = RouteDelta()
+        self.registration.register_topic(self, topic, queue_datas, delta)
+        self.apply(delta)
 
     def get_broker_member_group(self, broker_name):
         broker_data = self.broker_addr_table.get(broker_name)
