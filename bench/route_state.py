@@ -13,7 +13,8 @@ records), as a decoded body is, and dropped once applied. The storm re-registers
 with a new data version (the walk Java does every time a broker's topics change); a route
 query (snapshot + body, legacy JSON) is asked after every registration, and on the reactor it
 waits for the registration in progress: its latency is reported as the registration's time plus
-its own. Java's figures (4.9.8, live heap after a full GC, measured on this machine class):
+its own. ``full_gc_ms_held``: one full collection with the tables held (what a pause costs).
+Java's figures (4.9.8, live heap after a full GC, measured on this machine class):
 292 B/pair (spread) and 78 B/pair (shared); see ``../shared/fixtures/perf.md``.
 
 ``bench/route_memory.py`` measures the whole server (caches of registration bodies included)."""
@@ -81,6 +82,9 @@ def child(shape, pairs, brokers, big):
         peak = max(peak, rss_mib())
     gc.collect()
     held = rss_mib()
+    t0 = time.perf_counter()
+    gc.collect()
+    full_gc = time.perf_counter() - t0
     storm, latency = [], []
     for index in range(brokers):
         took = register(index, 2, 1000)
@@ -97,6 +101,7 @@ def child(shape, pairs, brokers, big):
               "rss_held_mib": round(held, 1), "rss_after_mib": round(after, 1),
               "bytes_per_pair_at_peak": round((peak - before) * 1048576 / pairs),
               "bytes_per_pair_held": round((held - before) * 1048576 / pairs),
+              "full_gc_ms_held": round(full_gc * 1000, 1),
               "storm_registration": percentiles(storm), "storm_route_query": percentiles(latency)}
     seconds = {}
     for size in big:
