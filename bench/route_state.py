@@ -48,7 +48,7 @@ def percentiles(values):
     return {"p50_ms": pick(0.5), "p99_ms": pick(0.99), "max_ms": round(values[-1] * 1000, 2)}
 
 
-def child(shape, pairs, brokers, big):
+def child(shape, pairs, brokers, big, freeze):
     from rocketpy.namesrv import Channel, NamesrvConfig, RouteInfoManager
     from rocketpy.namesrv.model import DataVersion, TopicConfig, TopicConfigWrapper, UnRegisterBrokerRequest
     from rocketpy.remoting.codes import MQVersion  # noqa: F401  (the codec loaded before "before")
@@ -82,6 +82,8 @@ def child(shape, pairs, brokers, big):
         peak = max(peak, rss_mib())
     gc.collect()
     held = rss_mib()
+    if freeze:      # what the memory service does once the route state has grown
+        gc.freeze()
     t0 = time.perf_counter()
     gc.collect()
     full_gc = time.perf_counter() - t0
@@ -125,11 +127,13 @@ def main():
     parser.add_argument("--big", default="10000,100000,500000",
                         help="topics of the single brokers timed (comma separated; '' for none)")
     parser.add_argument("--old", default="", help="also run this commit, first")
+    parser.add_argument("--freeze", action="store_true",
+                        help="gc.freeze() once the brokers registered (rocketpy.service.memory)")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     big = [int(n) for n in args.big.split(",") if n]
     if args.child:
-        child(args.shape, args.pairs, args.brokers, big)
+        child(args.shape, args.pairs, args.brokers, big, args.freeze)
         return
     from benchserver import ROOT, export
     shapes = ("spread", "shared") if args.shape == "both" else (args.shape,)
@@ -140,13 +144,14 @@ def main():
             for shape in shapes:
                 out = subprocess.run(
                     [sys.executable, str(HERE / "route_state.py"), "--child", "--shape", shape,
-                     "--pairs", str(args.pairs), "--brokers", str(args.brokers), "--big", args.big],
+                     "--pairs", str(args.pairs), "--brokers", str(args.brokers), "--big", args.big]
+                    + (["--freeze"] if args.freeze else []),
                     env=dict(os.environ, PYTHONPATH=str(tree)), capture_output=True, text=True)
                 if out.returncode:
                     print(json.dumps({"server": label, "shape": shape, "error": out.stderr[-400:]}))
                     continue
                 result = json.loads(out.stdout)
-                result["server"] = label
+                result["server"] = label + (" (collector frozen)" if args.freeze else "")
                 print(json.dumps(result), flush=True)
 
 
