@@ -277,9 +277,11 @@ class RouteInfoManager:
     def _apply_topic_configs(self, broker_name, topic_configs, wipe, missing_only):
         """``createAndUpdateQueueData`` for each config (only those whose topic lacks this broker
         when ``missing_only``: Java's per-topic ``isTopicConfigChanged`` with an unchanged data
-        version). Inlined: a 10,000-topic broker passes here on every data-version change."""
+        version). Inlined: a 10,000-topic broker passes here on every data-version change; one
+        QueueData per distinct value of the walk, so equal layouts find the same transition."""
         queues = self.topic_queue_table
         put = self._put_queue_data
+        made = {}
         for config in topic_configs:
             topic = config.topic_name
             perm = config.perm & ~PERM_WRITE if wipe else config.perm
@@ -291,8 +293,11 @@ class RouteInfoManager:
                         and old.write_queue_nums == config.write_queue_nums
                         and old.topic_sys_flag == config.topic_sys_flag)):
                     continue  # present (and equal: QueueData.equals)
-            put(topic, QueueData(broker_name, config.read_queue_nums, config.write_queue_nums,
-                                 perm, config.topic_sys_flag))
+            value = (config.read_queue_nums, config.write_queue_nums, perm, config.topic_sys_flag)
+            queue_data = made.get(value)
+            if queue_data is None:
+                queue_data = made[value] = QueueData(broker_name, *value)
+            put(topic, queue_data)
 
     def _merge_topics(self, broker_name, wrapper, wipe, every):
         """A registration's topic table: every topic, or only those the queue table lacks; not

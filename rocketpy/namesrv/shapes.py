@@ -75,7 +75,7 @@ class ShapeTable:
         self.clock = clock if clock is not None else count(1)
         self.topics = {}
         self._shapes = {}           # key -> shape
-        self._moves = {}            # (id of a shape or None, op) -> shape; cleared when one dies
+        self._moves = {}            # (id of a shape or None, op or its id) -> (op, shape)
         self._by_broker = {}        # broker name -> {id(shape): shape}
 
     def __len__(self):
@@ -115,8 +115,11 @@ class ShapeTable:
         return shape
 
     def _with(self, shape, queue_data):
-        move = (None if shape is None else id(shape), queue_data)
-        found = self._moves.get(move)
+        # keyed by identities (a record's hash is computed in Python); the entry holds the
+        # record, so its id stays its own, and entries go when any shape dies
+        move = (None if shape is None else id(shape), id(queue_data))
+        entry = self._moves.get(move)
+        found = entry[1] if entry is not None and entry[0] is queue_data else None
         if found is None:
             if shape is None:
                 found = self._intern((queue_data,), 1)
@@ -126,16 +129,16 @@ class ShapeTable:
                 if name not in shape:
                     qds.append(queue_data)
                 found = self._intern(qds, max(shape.high, len(qds)))
-            self._moves[move] = found
+            self._moves[move] = (queue_data, found)
         return found
 
     def _without(self, shape, name):
         move = (id(shape), name)
-        found = self._moves.get(move, False)
-        if found is False:
+        entry = self._moves.get(move)
+        if entry is None:
             qds = [qd for qd in shape.values() if qd.broker_name != name]
-            found = self._moves[move] = self._intern(qds, shape.high) if qds else None
-        return found
+            entry = self._moves[move] = (name, self._intern(qds, shape.high) if qds else None)
+        return entry[1]
 
     # -- membership
 
