@@ -109,3 +109,22 @@ def test_a_big_all_topic_list_is_built_off_the_reactor_and_answers_the_same(tmp_
     assert b'"T3"' in answer.body                     # the list as of the request...
     assert "all" not in proc.route_info_manager._listings      # ...not held as the new one
     assert b'"T3"' not in call(proc, 206).body
+
+
+def test_a_big_topics_by_cluster_list_is_built_off_the_reactor_and_answers_the_same(tmp_path):
+    from processorutil import call, make, register
+    from rocketpy.namesrv.pending import Pending
+    from rocketpy.remoting import RemotingCommand
+    proc = make(tmp_path)
+    register(proc, topics=tuple(f"T{i}" for i in range(30)))
+    register(proc, name="broker-b", addr="127.0.0.1:10912", topics=tuple(f"U{i}" for i in range(30)))
+    inline = call(proc, 224, {"cluster": "C"}).body
+    proc.handlers[224].__self__.offload_from = 10
+    later = proc.process(RemotingCommand.request(224, {"cluster": "C"}, None, opaque=5,
+                                                 version=479), None, 1000, offload=True)
+    assert isinstance(later, Pending)
+    proc.route_info_manager.delete_topic("T3")        # while the work runs elsewhere
+    assert later.run().body == inline                 # the list as of the request, same bytes
+    unknown = proc.process(RemotingCommand.request(224, {"cluster": "nope"}, None, opaque=6,
+                                                   version=479), None, 1000, offload=True)
+    assert not isinstance(unknown, Pending) and unknown.body == call(proc, 224, {"cluster": "nope"}).body

@@ -566,6 +566,23 @@ class RouteInfoManager:
             items.extend(sorted(self.topics_of_broker(name), key=position))
         return self.wire.topic_set(items)
 
+    def topics_by_cluster_work(self, cluster_name):
+        """``get_topics_by_cluster`` as pure work over copies taken now (any thread may run
+        it), or None for a cluster the tables do not know (its answer is the empty list)."""
+        if cluster_name not in self.cluster_addr_table:
+            return None
+        names, capacity, topic_set = list(self.topic_queue_table), self._topics_high.capacity(), \
+            self.wire.topic_set
+        per_broker = [self.topics_of_broker(name) for name in self.cluster_broker_names(cluster_name)]
+
+        def work():
+            position = {topic: i for i, topic in enumerate(ordered(names, capacity))}.__getitem__
+            items = []
+            for topics in per_broker:
+                items.extend(sorted(topics, key=position))
+            return topic_set(items)
+        return work
+
     def get_system_topic_list(self):
         """(topic list, brokerAddr or None): cluster names and broker names, and one address."""
         items = []
