@@ -107,3 +107,17 @@ def test_an_equal_table_in_a_new_object_changes_nothing():
     assert rim.route_snapshot("T1") is snapshot and rim.snapshots.generation == generation
     table = again.topic_config_table
     assert [r for r in gc.get_referrers(table) if r is not again] == []
+
+
+def test_remembered_transitions_stay_bounded_while_layouts_live():
+    """Every registration walk brings new records; two topics alternating between two layouts
+    that other topics keep alive must not make the transition memo grow with the walks."""
+    rim = cluster(brokers=1, topics=TOPICS)
+    for counter in range(2, 6000):
+        perm = 6 if counter % 2 else 4
+        table = {t: TopicConfig(t, 8, 8, perm) for t in TOPICS[:2]}
+        table["T2"] = TopicConfig("T2", 8, 8, 4)      # keeps the second layout alive
+        rim.register_broker("C", "10.0.0.0:10911", "b0", 0, "ha",
+                            TopicConfigWrapper(DataVersion(counter, 1, 0), table), None,
+                            Channel(1, ""), counter)
+    assert len(rim.shapes) <= 3 and len(rim.shapes._moves) <= 4 * len(rim.shapes) + 4096

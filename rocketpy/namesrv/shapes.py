@@ -114,6 +114,15 @@ class ShapeTable:
                 self._by_broker.setdefault(name, {})[id(shape)] = shape
         return shape
 
+    def _remember(self, move, entry):
+        """Keep a transition; the memo never outgrows the shapes by much (each walk of a
+        registration brings new records, so entries of live shapes would pile up)."""
+        moves = self._moves
+        if len(moves) >= 4 * len(self._shapes) + 4096:
+            moves.clear()
+        moves[move] = entry
+        return entry
+
     def _with(self, shape, queue_data):
         # keyed by identities (a record's hash is computed in Python); the entry holds the
         # record, so its id stays its own, and entries go when any shape dies
@@ -129,7 +138,7 @@ class ShapeTable:
                 if name not in shape:
                     qds.append(queue_data)
                 found = self._intern(qds, max(shape.high, len(qds)))
-            self._moves[move] = (queue_data, found)
+            self._remember(move, (queue_data, found))
         return found
 
     def _without(self, shape, name):
@@ -137,7 +146,7 @@ class ShapeTable:
         entry = self._moves.get(move)
         if entry is None:
             qds = [qd for qd in shape.values() if qd.broker_name != name]
-            entry = self._moves[move] = (name, self._intern(qds, shape.high) if qds else None)
+            entry = self._remember(move, (name, self._intern(qds, shape.high) if qds else None))
         return entry[1]
 
     # -- membership
