@@ -102,7 +102,7 @@ def test_register_topic_in_namesrv_is_bounded_too():
 def test_defaults_are_far_above_a_real_cluster(profile):
     bounds = RouteBounds()
     assert (bounds.max_topics, bounds.max_topic_broker_pairs, bounds.max_brokers,
-            bounds.max_filter_servers) == (1_000_000, 1_000_000, 10_000, 10_000)
+            bounds.max_filter_servers) == (10_000_000, 10_000_000, 10_000, 10_000)
     proc = _processor(profile)
     for i in range(20):
         assert _register(proc, f"b{i}", [f"T{j}" for j in range(500)], channel=i + 1).code == 0
