@@ -64,3 +64,20 @@ def test_the_registration_policies_use_no_writer_of_the_tables():
                and isinstance(node.value, ast.Name) and node.value.id == "rim"
                and node.attr.startswith("_")]
     assert private == []
+
+
+def test_every_public_change_of_the_tables_goes_through_apply():
+    """No public method of RouteInfoManager calls a step of apply (a ``_`` writer named like a
+    RouteDelta method) itself: registration, unregistration, the liveness scan, heartbeats and
+    the admin commands all hand apply a delta."""
+    from rocketpy.namesrv import route_info_manager
+    steps = {"_" + name for name in vars(RouteDelta) if not name.startswith("_")}
+    tree = ast.parse(Path(route_info_manager.__file__).read_text())
+    manager = next(node for node in tree.body if isinstance(node, ast.ClassDef)
+                   and node.name == "RouteInfoManager")
+    offenders = [(method.name, node.func.attr) for method in manager.body
+                 if isinstance(method, ast.FunctionDef) and not method.name.startswith("_")
+                 and method.name != "apply"
+                 for node in ast.walk(method) if isinstance(node, ast.Call)
+                 and isinstance(node.func, ast.Attribute) and node.func.attr in steps]
+    assert len(steps) > 10 and offenders == []

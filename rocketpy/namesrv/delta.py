@@ -49,6 +49,19 @@ class RouteDelta:
     def remove_live(self, key):
         self.ops.append(("remove_live", (key,)))
 
+    def refresh_live(self, key, now_ms):
+        """A heartbeat: the live entry's time and deadline move on."""
+        self.ops.append(("refresh_live", (key, now_ms)))
+
+    def remove_filter_servers(self, key, broker_name):
+        self.ops.append(("remove_filter_servers", (key, broker_name)))
+
+    def remove_broker(self, broker_name):
+        self.ops.append(("remove_broker", (broker_name,)))
+
+    def remove_from_cluster(self, cluster_name, broker_name):
+        self.ops.append(("remove_from_cluster", (cluster_name, broker_name)))
+
     def live(self, key, now_ms, timeout_millis, data_version, channel_id, ha_server_addr,
              broker_name, filter_servers):
         """A registration's live entry (a new generation) and filter servers."""

@@ -134,12 +134,19 @@ class RouteInfoManager:
         """Make the changes ``delta`` (a :class:`~rocketpy.namesrv.delta.RouteDelta`) records,
         in order; what they touched (:class:`~rocketpy.namesrv.delta.Touched`, empty when
         every change was already so)."""
-        for op, args in delta.ops:
-            getattr(self, "_" + op)(*args)
-        topics = frozenset(self._touched_topics)
+        outer_topics, outer_brokers = self._touched_topics, self._dirty_brokers
+        self._touched_topics, self._dirty_brokers = set(), set()
+        try:
+            for op, args in delta.ops:
+                getattr(self, "_" + op)(*args)
+            topics, brokers = frozenset(self._touched_topics), frozenset(self._dirty_brokers)
+        finally:   # what an enclosing gated call touched, and this delta, go to the report
+            outer_topics |= self._touched_topics
+            outer_brokers |= self._dirty_brokers
+            self._touched_topics, self._dirty_brokers = outer_topics, outer_brokers
         table = self.topic_queue_table
         shapes = {id(shape): shape for shape in map(table.get, topics) if shape is not None}
-        return Touched(topics, tuple(shapes.values()), frozenset(self._dirty_brokers))
+        return Touched(topics, tuple(shapes.values()), brokers)
 
     # ------------------------------------------------------------------ its steps
 
@@ -331,13 +338,20 @@ class RouteInfoManager:
         live = self.broker_live_info(cluster_name, broker_addr)
         return None if live is None else live.data_version
 
-    @_gate
     def update_broker_info_update_timestamp(self, cluster_name, broker_addr, now_ms):
-        key = self.live_key(cluster_name, broker_addr)
+        delta = RouteDelta()
+        delta.refresh_live(self.live_key(cluster_name, broker_addr), now_ms)
+        self.apply(delta)
+
+    def _refresh_live(self, key, now_ms):
         live = self.broker_live_table.get(key)
         if live is not None:
             live.last_update_ms = now_ms
             self.expiry.set(key, now_ms + live.heartbeat_timeout_ms)
+
+    def _remove_filter_servers(self, key, broker_name):
+        if self.filter_server_table.pop(key, None) is not None:
+            self._dirty_brokers.add(broker_name)
 
     # ------------------------------------------------------------------ unregistration
 
@@ -354,9 +368,9 @@ class RouteInfoManager:
                         and live.generation != request.live_generation)):
                 continue  # the broker registered again since this channel event
             name = request.broker_name
-            self._remove_live(key)
-            if self.filter_server_table.pop(key, None) is not None:
-                self._dirty_brokers.add(name)
+            delta = RouteDelta()   # one per request: the next one reads what this one left
+            delta.remove_live(key)
+            delta.remove_filter_servers(key, name)
             broker_data = self.broker_addr_table.get(name)
             if broker_data is not None:
                 addrs = dict(broker_data.broker_addrs)
@@ -364,25 +378,32 @@ class RouteInfoManager:
                 for bid in self.registration.unregistered_ids(addrs, request):
                     del addrs[bid]
                 if not addrs:
-                    self._remove_broker(name)
-                    self._remove_from_cluster(request.cluster_name, name)
+                    delta.remove_broker(name)
+                    delta.remove_from_cluster(request.cluster_name, name)
                     removed[name] = None
+                    self.apply(delta)
                     continue
-                self._set_broker(replace(broker_data, broker_addrs=addrs))
+                delta.set_broker(replace(broker_data, broker_addrs=addrs))
                 if min_id_changed:
                     notify[name] = (addrs, request.broker_addr)
             reduced[name] = None
-        self._clean_topics(removed, reduced)
+            self.apply(delta)
+        self.apply(self._clean_topics(removed, reduced))
         if notify and self.config.notify_min_broker_id_changed:
+            delta = RouteDelta()
             for name, (addrs, offline_addr) in notify.items():
                 broker_data = self.broker_addr_table.get(name)
                 if broker_data is not None and broker_data.enable_acting_master:
-                    self._notify_min_broker_id_changed(addrs, offline_addr, None)
+                    delta.notify_min_broker_id_changed(addrs, offline_addr, None)
+            self.apply(delta)
 
     def _clean_topics(self, removed, reduced):
+        """The delta that takes removed brokers out of their topics and, for a group left
+        without a master under acting master, its write permission."""
+        delta = RouteDelta()
         for name in removed:
             for topic in self.topics_of_broker(name):
-                self._remove_queue_data(topic, name)
+                delta.remove_queue_data(topic, name)
         for name in reduced:
             broker_data = self.broker_addr_table.get(name)
             if broker_data is None or not broker_data.enable_acting_master:
@@ -392,7 +413,8 @@ class RouteInfoManager:
             for topic in self.topics_of_broker(name):
                 queue_data = self.topic_queue_table[topic][name]
                 if queue_data.perm & PERM_WRITE:
-                    self._put_queue_data(topic, replace(queue_data, perm=queue_data.perm & ~PERM_WRITE))
+                    delta.put_queue_data(topic, replace(queue_data, perm=queue_data.perm & ~PERM_WRITE))
+        return delta
 
     def _setup_unregister(self, key, live):
         """``setupUnRegisterRequest``: find the broker name and id now holding this address."""
@@ -427,14 +449,15 @@ class RouteInfoManager:
     def scan_not_active_broker(self, now_ms):
         """Expired live entries as ``(request, channel_id)``; the caller submits the requests
         and closes the channels (Java's scanNotActiveBroker does both)."""
-        expired = []
+        expired, delta = [], RouteDelta()
         for key in self.expiry.expired(now_ms):
             live = self.broker_live_table[key]
             request = self._setup_unregister(key, live)
             if request is None:
-                self._remove_live(key)  # no broker data left: nothing to unregister
+                delta.remove_live(key)  # no broker data left: nothing to unregister
             else:
                 expired.append((request, live.channel_id))
+        self.apply(delta)
         return expired
 
     # ------------------------------------------------------------------ routes
