@@ -30,6 +30,7 @@ import zlib
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
+from rocketpy.namesrv.policy import as_policies  # noqa: E402
 from rocketpy.namesrv import (Channel, Configuration, DefaultRequestProcessor,  # noqa: E402
                               KVConfigManager, NamesrvConfig, NettyServerConfig, RouteInfoManager,
                               profile_for)
@@ -58,7 +59,7 @@ def register_frame(i, body, compressed=False, opaque=1):
 def make_processor(profile, tmp):
     namesrv = NamesrvConfig(kv_config_path=os.path.join(tmp, "kv.json"),
                             config_store_path=os.path.join(tmp, "namesrv.properties"))
-    configuration = Configuration(namesrv, NettyServerConfig(), profile=profile)
+    configuration = Configuration(namesrv, NettyServerConfig(), profile=as_policies(profile))
     rim = RouteInfoManager(namesrv, profile)
     return DefaultRequestProcessor(rim, KVConfigManager(namesrv.kv_config_path),
                                    submit_unregistration=lambda r: True, profile=profile,

@@ -29,6 +29,7 @@ import random
 from dataclasses import dataclass, field
 
 import golden
+from rocketpy.namesrv.policy import as_policies
 from rocketpy.namesrv import (Channel, Configuration, DefaultRequestProcessor, KVConfigManager,
                               RouteInfoManager, profile_for)
 from rocketpy.remoting import bodies, decode_frame, fastjson
@@ -271,7 +272,7 @@ class Simulation:
 
     def _build_core(self):
         props = {"kvConfigPath": "/nonexistent/rocketpy-churn/kvConfig.json"}
-        configuration = Configuration.from_properties(props, self.profile)
+        configuration = Configuration.from_properties(props, as_policies(self.profile))
         self.rim = RouteInfoManager(configuration.namesrv_config, self.profile)
         kv = KVConfigManager(configuration.namesrv_config.kv_config_path)
         self.processor = DefaultRequestProcessor(
@@ -570,7 +571,7 @@ class Simulation:
         if got != model.groups.get(name):
             raise Mismatch(f"brokerAddrTable[{name}]: {got} vs model {model.groups.get(name)}")
         want = model.topics.get(name, {}) if name in model.groups else {}
-        topics = set(rim._topics_by_broker.get(name, ())) | set(want)
+        topics = set(rim.topics_of_broker(name)) | set(want)
         for topic in topics:
             q = rim.topic_queue_table.get(topic, {}).get(name)
             got = None if q is None else (q.read_queue_nums, q.write_queue_nums, q.perm, q.topic_sys_flag)
@@ -632,7 +633,7 @@ class Simulation:
         leftovers = {name: len(getattr(rim, name)) for name in (
             "topic_queue_table", "broker_addr_table", "cluster_addr_table", "broker_live_table",
             "filter_server_table", "topic_queue_mapping_info_table", "_by_channel",
-            "_topics_by_broker", "snapshots", "expiry")}
+            "shapes", "snapshots", "expiry")}
         leftovers = {k: v for k, v in leftovers.items() if v}
         if leftovers or self.queue:
             raise Mismatch(f"entries left after every broker went away: {leftovers}, queue {self.queue}")

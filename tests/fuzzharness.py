@@ -33,6 +33,7 @@ import struct
 import zlib
 
 import golden
+from rocketpy.namesrv.policy import as_policies
 from rocketpy.namesrv import (Channel, Configuration, DefaultRequestProcessor, KVConfigManager,
                               RouteInfoManager, profile_for)
 from rocketpy.namesrv.pending import Pending
@@ -639,7 +640,7 @@ class ProcessorTarget:
         props = {"kvConfigPath": "/nonexistent/rocketpy-fuzz/kvConfig.json",
                  "configStorePath": "/nonexistent/rocketpy-fuzz/namesrv.properties",
                  "deleteTopicWithBrokerRegistration": "false"}
-        configuration = Configuration.from_properties(props, profile, store=_no_disk)
+        configuration = Configuration.from_properties(props, as_policies(profile), store=_no_disk)
         self.route = RouteInfoManager(configuration.namesrv_config, profile)
         self.kv = KVConfigManager(configuration.namesrv_config.kv_config_path, store=_no_disk,
                                   log=_NoLog())

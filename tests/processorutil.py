@@ -1,6 +1,7 @@
 """Test helper: a DefaultRequestProcessor on a temporary directory, and requests to it."""
 import zlib
 
+from rocketpy.namesrv.policy import as_policies
 from rocketpy.namesrv import (Channel, Configuration, DefaultRequestProcessor, KVConfigManager,
                               NamesrvConfig, NettyServerConfig, RouteInfoManager)
 from rocketpy.namesrv.profile import PROFILE_53
@@ -13,7 +14,7 @@ CH = Channel(1, "127.0.0.1:50000")
 def make(tmp_path, profile=PROFILE_53, accept=True, **settings_):
     namesrv = NamesrvConfig(kv_config_path=str(tmp_path / "kv.json"),
                             config_store_path=str(tmp_path / "namesrv.properties"), **settings_)
-    configuration = Configuration(namesrv, NettyServerConfig(), profile=profile)
+    configuration = Configuration(namesrv, NettyServerConfig(), profile=as_policies(profile))
     rim = RouteInfoManager(namesrv, profile)
     submitted = []
 

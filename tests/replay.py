@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from golden import ROLES, packets, port_role
+from rocketpy.namesrv.policy import as_policies
 from rocketpy.remoting import decode_frame, fastjson
 
 PCAP_DIR = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "pcap"
@@ -270,7 +271,7 @@ def build_processor(path, tmp_dir, profile_name=None, **config):
     props = {"listenPort": str(namesrv_port(path)), "bindAddress": "127.0.0.1",
              "kvConfigPath": str(tmp_dir / "namesrv" / "kvConfig.json")}
     props.update({k: str(v) for k, v in config.items()})
-    configuration = Configuration.from_properties(props, profile, str(tmp_dir / "namesrv.conf"))
+    configuration = Configuration.from_properties(props, as_policies(profile), str(tmp_dir / "namesrv.conf"))
     rim = RouteInfoManager(configuration.namesrv_config, profile)
     kv = KVConfigManager(configuration.namesrv_config.kv_config_path)
     queue = []

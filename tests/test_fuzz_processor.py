@@ -21,6 +21,7 @@ import fuzzharness as fh
 from rocketpy.service.fileio import AppendLog, write_file_java
 from rocketpy.namesrv import (Channel, Configuration, DefaultRequestProcessor, KVConfigManager,
                               RouteInfoManager, profile_for)
+from rocketpy.namesrv.policy import as_policies
 from rocketpy.namesrv.acl import AccessControl, Account, parse_networks
 from rocketpy.remoting import RemotingCommand, bodies, decode_frame, fastjson
 
@@ -90,7 +91,7 @@ _SHARED = {"target": fh.ProcessorTarget("5.3", reset_every=200)}
 def _processor(tmp_path, profile="5.3"):
     prof = profile_for(profile)
     configuration = Configuration.from_properties(
-        {"kvConfigPath": str(tmp_path / "kv.json")}, prof, str(tmp_path / "namesrv.properties"),
+        {"kvConfigPath": str(tmp_path / "kv.json")}, as_policies(prof), str(tmp_path / "namesrv.properties"),
         store=write_file_java)
     rim = RouteInfoManager(configuration.namesrv_config, prof)
     queue = []

@@ -5,6 +5,7 @@ import zlib
 import pytest
 
 from brokerbody import register_body
+from rocketpy.namesrv.policy import as_policies
 from rocketpy.namesrv import (Channel, Configuration, DefaultRequestProcessor, KVConfigManager,
                               RouteInfoManager, profile_for)
 from rocketpy.namesrv.acl import AclConfigError
@@ -18,7 +19,7 @@ OUTSIDE = Channel(4, "192.168.7.7:40004")
 
 
 def _processor(profile="5.3", **props):
-    configuration = Configuration.from_properties(props, profile_for(profile))
+    configuration = Configuration.from_properties(props, as_policies(profile_for(profile)))
     rim = RouteInfoManager(configuration.namesrv_config, profile_for(profile))
     return DefaultRequestProcessor(rim, KVConfigManager("/nonexistent/kv.json"),
                                    configuration=configuration,

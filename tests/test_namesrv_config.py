@@ -7,6 +7,7 @@ from rocketpy.namesrv.config import attr_name, java_key, java_keys
 from rocketpy.service.fileio import load_properties, write_file_java
 from rocketpy.namesrv.javaprops import (PropertiesError, body_to_properties, format_properties,
                                         parse_properties)
+from rocketpy.namesrv.policy import as_policies
 from rocketpy.namesrv.profile import PROFILE_49, PROFILE_50, PROFILE_53
 
 # Java 5.3.3 NamesrvConfig and NettyServerConfig: every key and its default (listenPort as
@@ -35,9 +36,10 @@ PATHS = {"kvConfigPath", "configStorePath", "rocketmqHome"}
 
 
 def test_every_java_53_key_with_its_default():
-    props = {**NamesrvConfig().to_properties(PROFILE_53), **NettyServerConfig().to_properties(PROFILE_53)}
+    shape = as_policies(PROFILE_53)
+    props = {**NamesrvConfig().to_properties(shape), **NettyServerConfig().to_properties(shape)}
     assert {k: v for k, v in props.items() if k not in PATHS} == JAVA_53_DEFAULTS
-    assert set(java_keys(PROFILE_53)) == set(JAVA_53_DEFAULTS) | PATHS
+    assert set(java_keys(as_policies(PROFILE_53))) == set(JAVA_53_DEFAULTS) | PATHS
 
 
 def test_attribute_names_are_the_java_keys_in_snake_case():
@@ -45,7 +47,7 @@ def test_attribute_names_are_the_java_keys_in_snake_case():
     assert attr_name("unRegisterBrokerQueueCapacity") == "un_register_broker_queue_capacity"
     assert java_key("server_channel_max_idle_time_seconds") == "serverChannelMaxIdleTimeSeconds"
     config = NamesrvConfig()
-    for key in java_keys(PROFILE_53)[:22]:
+    for key in java_keys(as_policies(PROFILE_53))[:22]:
         assert hasattr(config, attr_name(key)), key
     assert NettyServerConfig().server_channel_max_idle_time_seconds == 120
 
@@ -58,14 +60,14 @@ def test_reported_keys_are_those_of_the_recorded_version(name):
                   if e.kind == "request" and e.request.code == 319)
     recorded = set(parse_properties(answer.body.decode()))
     profile = PROFILE_49 if name.startswith("rmq49") else PROFILE_50
-    assert recorded == set(java_keys(profile)) | {"bindAddress"}
+    assert recorded == set(java_keys(as_policies(profile))) | {"bindAddress"}
 
 
 def test_profiles_differ_as_the_java_classes_do():
-    assert "configBlackList" in java_keys(PROFILE_49) and "configBlackList" not in java_keys(PROFILE_50)
-    assert "bindAddress" not in java_keys(PROFILE_49)
-    assert "deleteTopicWithBrokerRegistration" in java_keys(PROFILE_53)
-    assert "shutdownWaitTimeSeconds" not in java_keys(PROFILE_50)
+    assert "configBlackList" in java_keys(as_policies(PROFILE_49)) and "configBlackList" not in java_keys(as_policies(PROFILE_50))
+    assert "bindAddress" not in java_keys(as_policies(PROFILE_49))
+    assert "deleteTopicWithBrokerRegistration" in java_keys(as_policies(PROFILE_53))
+    assert "shutdownWaitTimeSeconds" not in java_keys(as_policies(PROFILE_50))
 
 
 def test_properties_file_syntax():
@@ -101,7 +103,7 @@ def test_loading_follows_properties2object(tmp_path):
 def test_print_lines_show_every_field_nulls_empty():
     lines = Configuration(NamesrvConfig(rocketmq_home=None), NettyServerConfig()).print_lines()
     assert "rocketmqHome=" in lines and "listenPort=9876" in lines
-    assert len(lines) == len(java_keys(PROFILE_53))
+    assert len(lines) == len(java_keys(as_policies(PROFILE_53)))
 
 
 def test_update_merges_known_keys_and_persists(tmp_path):
@@ -121,14 +123,14 @@ def test_update_and_file_apply_only_the_keys_of_the_profiles_release():
     deleteTopicWithBrokerRegistration, 4.9 no supportActingMaster."""
     for profile, absent, present in ((PROFILE_50, "deleteTopicWithBrokerRegistration", "supportActingMaster"),
                                      (PROFILE_49, "supportActingMaster", "orderMessageEnable")):
-        configuration = Configuration(NamesrvConfig(), NettyServerConfig(), profile=profile)
+        configuration = Configuration(NamesrvConfig(), NettyServerConfig(), profile=as_policies(profile))
         configuration.update({absent: "true", present: "true"})
         assert getattr(configuration.namesrv_config, attr_name(absent)) is False
         assert getattr(configuration.namesrv_config, attr_name(present)) is True
-        loaded = Configuration.from_properties({absent: "true", present: "true"}, profile)
+        loaded = Configuration.from_properties({absent: "true", present: "true"}, as_policies(profile))
         assert getattr(loaded.namesrv_config, attr_name(absent)) is False
         assert getattr(loaded.namesrv_config, attr_name(present)) is True
-    configuration = Configuration(NamesrvConfig(), NettyServerConfig(), profile=PROFILE_53)
+    configuration = Configuration(NamesrvConfig(), NettyServerConfig(), profile=as_policies(PROFILE_53))
     configuration.update({"deleteTopicWithBrokerRegistration": "true"})
     assert configuration.namesrv_config.delete_topic_with_broker_registration is True
 
@@ -138,14 +140,14 @@ def test_protection_keys_are_read_from_the_file_in_every_profile():
     obeyed anyway: a profile never widens what the server exposes."""
     props = {"bindAddress": "127.0.0.1", "configBlackList": "listenPort"}
     for profile in (PROFILE_49, PROFILE_50, PROFILE_53):
-        loaded = Configuration.from_properties(props, profile)
+        loaded = Configuration.from_properties(props, as_policies(profile))
         assert loaded.netty_server_config.bind_address == "127.0.0.1"
         assert loaded.namesrv_config.config_black_list == "listenPort"
 
 
 def test_49_config_text_is_unsorted_5x_sorted():
-    text49 = Configuration(NamesrvConfig(), NettyServerConfig(), profile=PROFILE_49).all_configs_text()
-    text53 = Configuration(NamesrvConfig(), NettyServerConfig(), profile=PROFILE_53).all_configs_text()
+    text49 = Configuration(NamesrvConfig(), NettyServerConfig(), profile=as_policies(PROFILE_49)).all_configs_text()
+    text53 = Configuration(NamesrvConfig(), NettyServerConfig(), profile=as_policies(PROFILE_53)).all_configs_text()
     keys53 = [line.split("=")[0] for line in text53.splitlines()]
     assert keys53 == sorted(keys53)
     assert text49.splitlines()[0].startswith("serverSocketBacklog=")   # as recorded from 4.9.8

@@ -40,3 +40,21 @@ def test_entry_count_bound_drops_the_oldest_too():
     for key in "abcde":
         cache.put(key, key.encode(), False, 479, None)
     assert list(cache._last) == ["c", "d", "e"] and cache.bytes == 3
+
+
+def test_decoded_topics_count_against_the_byte_bound():
+    """What the cache keeps decoded costs more than the body (and a compressed body of a few
+    KB can decode to 100,000 topics): each entry is charged its body and its topics."""
+    from rocketpy.namesrv.processor.registration import DECODED_TOPIC_BYTES, read_body
+    from brokerbody import register_body
+    body = register_body([f"T{i}" for i in range(2000)], 1)
+    decoded = read_body(body, False, 479)
+    cost = len(body) + 2000 * DECODED_TOPIC_BYTES
+    cache = RegistrationBodies(max_bytes=cost - 1)
+    cache.put("a", body, False, 479, decoded)
+    assert cache._last == {} and cache.bytes == 0     # over the bound once decoded: not kept
+    cache = RegistrationBodies(max_bytes=cost + cost // 2)
+    cache.put("a", body, False, 479, decoded)
+    assert cache.bytes == cost
+    cache.put("b", body, False, 479, decoded)         # two do not fit
+    assert list(cache._last) == ["b"] and cache.bytes == cost

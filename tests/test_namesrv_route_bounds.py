@@ -10,6 +10,7 @@ import zlib
 import pytest
 from twisted.internet.task import Clock
 
+from rocketpy.namesrv.policy import as_policies
 from rocketpy.namesrv import (Channel, Configuration, DefaultRequestProcessor, KVConfigManager,
                               RouteInfoManager, profile_for)
 from rocketpy.namesrv.route_bounds import RouteBounds
@@ -22,7 +23,7 @@ TABLES = ("topic_queue_table", "broker_addr_table", "cluster_addr_table", "broke
 
 def _processor(profile="5.3", **bounds):
     props = {key: str(value) for key, value in bounds.items()}
-    configuration = Configuration.from_properties(props, profile_for(profile))
+    configuration = Configuration.from_properties(props, as_policies(profile_for(profile)))
     rim = RouteInfoManager(configuration.namesrv_config, profile_for(profile))
     return DefaultRequestProcessor(rim, KVConfigManager("/nonexistent/kv.json"),
                                    configuration=configuration)
@@ -101,7 +102,7 @@ def test_register_topic_in_namesrv_is_bounded_too():
 def test_defaults_are_far_above_a_real_cluster(profile):
     bounds = RouteBounds()
     assert (bounds.max_topics, bounds.max_topic_broker_pairs, bounds.max_brokers,
-            bounds.max_filter_servers) == (1_000_000, 1_000_000, 10_000, 10_000)
+            bounds.max_filter_servers) == (10_000_000, 10_000_000, 10_000, 10_000)
     proc = _processor(profile)
     for i in range(20):
         assert _register(proc, f"b{i}", [f"T{j}" for j in range(500)], channel=i + 1).code == 0
@@ -133,6 +134,32 @@ def test_memory_service_releases_after_a_drop_seen_at_a_tick_or_before_a_batch()
     unregister(["r"])
     clock.advance(5)
     assert released == [0, 0]
+    service.stopService()
+
+
+def test_memory_service_freezes_the_collector_after_growth_and_thaws_it_to_release():
+    """Full collections skip the long-lived tables once they grew by min_drop; a release
+    unfreezes first, so cycles the departed brokers left are collected."""
+    clock = Clock()
+    size, calls = [0], []
+    service = RouteMemoryService(lambda: size[0], lambda: calls.append("release"), clock,
+                                 interval=5, min_drop=100, freeze=lambda: calls.append("freeze"),
+                                 unfreeze=lambda: calls.append("unfreeze"))
+    service.startService()
+    size[0] = 50
+    clock.advance(5)
+    assert calls == []                        # grew by 50: not yet
+    size[0] = 150
+    clock.advance(5)
+    size[0] = 200
+    clock.advance(5)
+    assert calls == ["freeze"]                # once per min_drop of growth
+    size[0] = 260
+    clock.advance(5)
+    assert calls == ["freeze", "freeze"]
+    size[0] = 0
+    clock.advance(5)
+    assert calls == ["freeze", "freeze", "unfreeze", "release"]
     service.stopService()
 
 

@@ -3,6 +3,7 @@
 Each test states the Java behaviour it pins (5.3.3 unless a profile is named).
 """
 import pytest
+from dataclasses import replace
 
 from rocketpy.namesrv import Channel, NamesrvConfig, RouteInfoManager
 from rocketpy.namesrv.model import (DataVersion, QueueData, TopicConfig, TopicConfigWrapper,
@@ -313,9 +314,8 @@ def test_topic_lists_follow_java_set_order():
 def test_unit_topic_lists_use_the_first_queue_datas_flag():
     r = rim()
     w = wrapper("U", "US", "USNU", "PLAIN")
-    w.topic_config_table["U"].topic_sys_flag = 1
-    w.topic_config_table["US"].topic_sys_flag = 3
-    w.topic_config_table["USNU"].topic_sys_flag = 2
+    for topic, flag in (("U", 1), ("US", 3), ("USNU", 2)):   # records are frozen
+        w.topic_config_table[topic] = replace(w.topic_config_table[topic], topic_sys_flag=flag)
     register(r, w=w)
     assert sorted(r.get_unit_topics()) == ["U", "US"]
     assert sorted(r.get_has_unit_sub_topic_list()) == ["US", "USNU"]

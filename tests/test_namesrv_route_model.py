@@ -194,7 +194,15 @@ class RouteMachine(RuleBasedStateMachine):
         for topic, queue_map in rim.topic_queue_table.items():
             for name in queue_map:
                 by_broker.setdefault(name, set()).add(topic)
-        assert {n: set(t) for n, t in rim._topics_by_broker.items()} == by_broker
+        assert {n: set(rim.topics_of_broker(n)) for n in by_broker} == by_broker
+        # the shapes: one object per layout, each used by exactly its members
+        shapes = rim.shapes.shapes()
+        assert len({shape.key for shape in shapes}) == len(shapes)
+        users = {}
+        for topic, shape in rim.topic_queue_table.items():
+            users.setdefault(id(shape), set()).add(topic)
+        assert {id(shape): set(rim.shapes.members(shape)) for shape in shapes} == users
+        assert {name for shape in shapes for name in shape} == set(by_broker)
         assert rim.queue_data_count == sum(map(len, rim.topic_queue_table.values()))
         for topic in TOPICS:
             route = rim.pickup_topic_route_data(topic)

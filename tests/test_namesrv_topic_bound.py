@@ -12,6 +12,7 @@ from brokerbody import register_body
 from fuzzharness import topic_line_bomb
 from rocketpy.namesrv import Channel, Configuration, DefaultRequestProcessor, KVConfigManager
 from rocketpy.namesrv.processor import registration
+from rocketpy.namesrv.policy import as_policies
 from rocketpy.namesrv.profile import profile_for
 from rocketpy.namesrv.route_info_manager import RouteInfoManager
 from rocketpy.remoting import RemotingCommand, bodies
@@ -24,7 +25,7 @@ CH = Channel(5, "127.0.0.1:40005")
 def _processor(tmp_path, **props):
     prof = profile_for("5.3")
     configuration = Configuration.from_properties(
-        {"kvConfigPath": str(tmp_path / "kv.json"), **props}, prof, str(tmp_path / "n.properties"))
+        {"kvConfigPath": str(tmp_path / "kv.json"), **props}, as_policies(prof), str(tmp_path / "n.properties"))
     rim = RouteInfoManager(configuration.namesrv_config, prof)
     return DefaultRequestProcessor(rim, KVConfigManager(configuration.namesrv_config.kv_config_path),
                                    profile=prof, configuration=configuration)

@@ -70,8 +70,7 @@ def test_all_topic_and_unit_lists_are_reused_until_a_change():
              r.get_has_unit_sub_un_unit_topic_list)
     first = [get() for get in lists]
     assert all(get() is held for get, held in zip(lists, first))
-    unit = TopicConfig("UnitTopic", 8, 8, 6)
-    unit.topic_sys_flag = 1
+    unit = TopicConfig("UnitTopic", 8, 8, 6, topic_sys_flag=1)
     r.register_broker("C0", "10.9.9.9:10911", "broker-new", 0, "ha",
                       TopicConfigWrapper(DataVersion(1, 1000, 0), {
                           "UnitTopic": unit, "Plain": TopicConfig("Plain", 8, 8, 6)}, {}),
@@ -80,3 +79,52 @@ def test_all_topic_and_unit_lists_are_reused_until_a_change():
     assert r.get_unit_topics() == ["UnitTopic"] and first[1] == []
     r.delete_topic("UnitTopic")
     assert "UnitTopic" not in r.get_all_topic_list() and r.get_unit_topics() == []
+
+
+def test_a_big_all_topic_list_is_built_off_the_reactor_and_answers_the_same(tmp_path):
+    """From ``offload_from`` topics the handler returns a Pending whose work orders a copy of
+    the names and encodes them (any thread): the answer is the list as of the request, byte for
+    byte what the handler builds on the spot, and is not held once the tables changed."""
+    from processorutil import call, make, register
+    from rocketpy.namesrv.pending import Pending
+    from rocketpy.remoting import RemotingCommand, fastjson
+    proc = make(tmp_path)
+    register(proc, topics=tuple(f"T{i}" for i in range(40)))
+    inline = call(proc, 206).body
+    proc.handlers[206].__self__.offload_from = 10
+    proc.route_info_manager._listings.clear()
+    later = proc.process(RemotingCommand.request(206, {}, None, opaque=5, version=479), None,
+                         1000, offload=True)
+    assert isinstance(later, Pending)
+    assert later.run().body == inline                 # the same bytes
+    assert proc.route_info_manager._listings["all"][1] == fastjson.loads(inline)["topicList"]
+    later = proc.process(RemotingCommand.request(206, {}, None, opaque=6, version=479), None,
+                         1000, offload=True)
+    assert not isinstance(later, Pending)             # held: answered on the spot
+    proc.route_info_manager._listings.clear()
+    later = proc.process(RemotingCommand.request(206, {}, None, opaque=7, version=479), None,
+                         1000, offload=True)
+    proc.route_info_manager.delete_topic("T3")        # while the work runs elsewhere
+    answer = later.run()
+    assert b'"T3"' in answer.body                     # the list as of the request...
+    assert "all" not in proc.route_info_manager._listings      # ...not held as the new one
+    assert b'"T3"' not in call(proc, 206).body
+
+
+def test_a_big_topics_by_cluster_list_is_built_off_the_reactor_and_answers_the_same(tmp_path):
+    from processorutil import call, make, register
+    from rocketpy.namesrv.pending import Pending
+    from rocketpy.remoting import RemotingCommand
+    proc = make(tmp_path)
+    register(proc, topics=tuple(f"T{i}" for i in range(30)))
+    register(proc, name="broker-b", addr="127.0.0.1:10912", topics=tuple(f"U{i}" for i in range(30)))
+    inline = call(proc, 224, {"cluster": "C"}).body
+    proc.handlers[224].__self__.offload_from = 10
+    later = proc.process(RemotingCommand.request(224, {"cluster": "C"}, None, opaque=5,
+                                                 version=479), None, 1000, offload=True)
+    assert isinstance(later, Pending)
+    proc.route_info_manager.delete_topic("T3")        # while the work runs elsewhere
+    assert later.run().body == inline                 # the list as of the request, same bytes
+    unknown = proc.process(RemotingCommand.request(224, {"cluster": "nope"}, None, opaque=6,
+                                                   version=479), None, 1000, offload=True)
+    assert not isinstance(unknown, Pending) and unknown.body == call(proc, 224, {"cluster": "nope"}).body

@@ -95,6 +95,7 @@ JAVA_KEYS = (
 
 CONFIG_MODULE = "rocketpy.namesrv.config"
 PROFILE_MODULE = "rocketpy.namesrv.profile"
+POLICY_MODULE = "rocketpy.namesrv.policy"
 CONFIG_CLASSES = ("NamesrvConfig", "NettyServerConfig")
 _JAVA_TYPES = {bool: "boolean", int: "int", str: "String"}
 
@@ -175,6 +176,7 @@ def code_rows():
         profiles = sorted({v for k, v in vars(profile_module).items()
                            if k.startswith("PROFILE_") and hasattr(v, "name")},
                           key=lambda p: p.server_version if hasattr(p, "server_version") else 0)
+    policies_of = getattr(_optional_import(POLICY_MODULE), "as_policies", lambda p: p)
     to_attr = getattr(module, "attr_name", camel_to_snake)
     rows = []
     for cls in classes:
@@ -183,7 +185,7 @@ def code_rows():
         reported = {}
         for profile in profiles:
             try:
-                reported[profile.name] = set(instance.keys(profile))
+                reported[profile.name] = set(instance.keys(policies_of(profile)))
             except TypeError:
                 break
         for key in keys:

@@ -3,9 +3,10 @@
 ``registerTopic`` of each release): :class:`Registration49` (live table keyed by address, the
 whole topic table again on a new data version) and :class:`Registration5` (keyed by (cluster,
 address), per-topic change detection, prime slave, acting master, zone, rejections, static-topic
-mappings). They change the tables only through the
-:class:`~rocketpy.namesrv.route_info_manager.RouteInfoManager`'s writers, so its mutation gate
-sees every change."""
+mappings). They read the tables through the
+:class:`~rocketpy.namesrv.route_info_manager.RouteInfoManager`'s public read methods and record
+what changes in a :class:`~rocketpy.namesrv.delta.RouteDelta`, which the tables apply (the one
+writer and gate)."""
 from dataclasses import replace
 
 from .model import MASTER_ID, PERM_WRITE, SYNC_BROKER_MEMBER_GROUP_PREFIX, BrokerData, DataVersion, \
@@ -22,7 +23,7 @@ class Registration49:
     #: REGISTER_TOPIC_IN_NAMESRV adds to a topic that exists
     merges_topics = True
 
-    def __init__(self, body_broker_version=None, queues_unregistrations=False):
+    def __init__(self, *, body_broker_version, queues_unregistrations):
         self._body_version = body_broker_version
         #: unregistrations wait in a queue (5.x ``BatchUnregistrationService``); 4.9 applies them
         #: at once
@@ -53,6 +54,25 @@ class Registration49:
     def finish_route(self, rim, topic, route):
         return route
 
+    def register_topic(self, rim, topic, queue_datas, delta):
+        """REGISTER_TOPIC_IN_NAMESRV: only brokers the NameServer knows; a topic that exists
+        gains brokers when the release merges (Java stops at the first unknown broker)."""
+        if not queue_datas:
+            return
+        known = rim.broker_addr_table
+        if topic in rim.topic_queue_table:
+            if not self.merges_topics:
+                return
+            for queue_data in queue_datas:
+                if queue_data.broker_name not in known:
+                    return
+                delta.put_queue_data(topic, queue_data)
+            return
+        if any(qd.broker_name not in known for qd in queue_datas):
+            return
+        for queue_data in queue_datas:
+            delta.put_queue_data(topic, queue_data)
+
     def may_apply_topics(self, broker_data, broker_id, enable_acting_master):
         """Whether a registration may put its topics in the table (for the route bounds, which
         count what it could add): a master's."""
@@ -60,35 +80,37 @@ class Registration49:
 
     def register_broker(self, rim, cluster_name, broker_addr, broker_name, broker_id,
                         ha_server_addr, wrapper, filter_servers, channel_id, now_ms, zone_name,
-                        timeout_millis, enable_acting_master):
+                        timeout_millis, enable_acting_master, delta):
+        """Record the registration's changes in ``delta``; its result (see
+        :meth:`RouteInfoManager.register_broker`), read from the tables before the change."""
         if broker_name not in rim.cluster_addr_table.get(cluster_name, ()):
-            rim._add_to_cluster(cluster_name, broker_name)
+            delta.add_to_cluster(cluster_name, broker_name)
         known = rim.broker_addr_table.get(broker_name)
         if known is None:   # Java puts a new group in before it checks anything
             known = BrokerData(cluster_name, broker_name)
-            rim._set_broker(known)
+            delta.set_broker(known)
         min_id_changed = broker_id < min(known.broker_addrs, default=0)
         addrs = {bid: addr for bid, addr in known.broker_addrs.items()   # slave -> master switch:
                  if broker_addr is None or addr != broker_addr or bid == broker_id}  # 1 id an addr
         if broker_id not in addrs or addrs[broker_id] != broker_addr:   # (the usual: no change)
-            refused = self._refused(rim, cluster_name, broker_addr, broker_id, addrs, wrapper)
+            refused = self._refused(rim, cluster_name, broker_addr, broker_id, addrs, wrapper,
+                                    delta)
             if refused is not None:
-                rim._set_broker(self._group(known, addrs, enable_acting_master, zone_name))
+                delta.set_broker(self._group(known, addrs, enable_acting_master, zone_name))
                 return refused[0]
         first = not addrs.get(broker_id)
         addrs[broker_id] = broker_addr
         broker_data = self._group(known, addrs, enable_acting_master, zone_name)
-        rim._set_broker(broker_data)
+        delta.set_broker(broker_data)
         if wrapper is not None:
             self._merge(rim, cluster_name, broker_addr, broker_data, broker_id, wrapper, first,
-                        enable_acting_master)
-        rim._live(self.live_key(cluster_name, broker_addr), now_ms, timeout_millis,
-                  wrapper.data_version if wrapper is not None else DataVersion(timestamp=now_ms),
-                  channel_id, ha_server_addr, broker_name, filter_servers)
-        result = rim._master_result(cluster_name, broker_id, addrs)
+                        enable_acting_master, delta)
+        delta.live(self.live_key(cluster_name, broker_addr), now_ms, timeout_millis,
+                   wrapper.data_version if wrapper is not None else DataVersion(timestamp=now_ms),
+                   channel_id, ha_server_addr, broker_name, filter_servers)
         if min_id_changed and self.notifies and rim.config.notify_min_broker_id_changed:
-            rim._notify_min_broker_id_changed(addrs, None, ha_server_addr)
-        return result
+            delta.notify_min_broker_id_changed(addrs, None, ha_server_addr)
+        return rim.master_result(cluster_name, broker_id, addrs)
 
     # -- what 5.x does differently
 
@@ -103,18 +125,17 @@ class Registration49:
             return known
         return BrokerData(known.cluster, known.broker_name, addrs)
 
-    def _refused(self, rim, cluster_name, broker_addr, broker_id, addrs, wrapper):
+    def _refused(self, rim, cluster_name, broker_addr, broker_id, addrs, wrapper, delta):
         """``(answer,)`` when the registration is refused (5.x), else None; asked only when
         ``broker_id`` does not hold ``broker_addr`` yet."""
         return None
 
     def _merge(self, rim, cluster_name, broker_addr, broker_data, broker_id, wrapper, first,
-               enable_acting_master):
+               enable_acting_master, delta):
         """A master's topics, all again, on its first registration or a new data version."""
         if broker_id == MASTER_ID and (first or rim.is_broker_topic_config_changed(
                 cluster_name, broker_addr, wrapper.data_version)):
-            rim._apply_topic_configs(broker_data.broker_name, wrapper.topic_config_table.values(),
-                                     False, False)
+            delta.put_topics(broker_data.broker_name, wrapper.topic_config_table, False)
 
 
 class Registration5(Registration49):
@@ -125,9 +146,10 @@ class Registration5(Registration49):
 
     lists_missing_filter_servers = True
 
-    def __init__(self, wipe_needs_acting_master=True, by_address=True, merges_topics=True,
-                 body_broker_version=None, queues_unregistrations=True):
-        super().__init__(body_broker_version, queues_unregistrations)
+    def __init__(self, *, wipe_needs_acting_master, by_address, merges_topics,
+                 body_broker_version, queues_unregistrations):
+        super().__init__(body_broker_version=body_broker_version,
+                         queues_unregistrations=queues_unregistrations)
         self.wipe_needs_acting_master = wipe_needs_acting_master
         self.by_address = by_address
         self.merges_topics = merges_topics
@@ -153,7 +175,7 @@ class Registration5(Registration49):
             return known
         return BrokerData(known.cluster, known.broker_name, addrs, acting, zone_name)
 
-    def _refused(self, rim, cluster_name, broker_addr, broker_id, addrs, wrapper):
+    def _refused(self, rim, cluster_name, broker_addr, broker_id, addrs, wrapper, delta):
         """Refused: an address taken over by a broker whose old address has a newer state, or a
         single-topic registration (after ``updateTopic``) from a broker not registered yet."""
         old_addr = addrs.get(broker_id)
@@ -161,14 +183,14 @@ class Registration5(Registration49):
             old_live = rim.broker_live_table.get(self.live_key(cluster_name, old_addr))
             new_state = wrapper.data_version.state_version if wrapper is not None else 0
             if old_live is not None and old_live.data_version.state_version > new_state:
-                rim._remove_live(self.live_key(cluster_name, broker_addr))
+                delta.remove_live(self.live_key(cluster_name, broker_addr))
                 return (RegisterBrokerResult(),)
         if broker_id not in addrs and wrapper is not None and len(wrapper.topic_config_table) == 1:
             return (None,)
         return None
 
     def _merge(self, rim, cluster_name, broker_addr, broker_data, broker_id, wrapper, first,
-               enable_acting_master):
+               enable_acting_master, delta):
         """A master's or prime slave's topics: the ones the queue table lacks, or all on a first
         registration or a new data version; a prime slave's without write permission."""
         prime_slave = (enable_acting_master is not None and broker_id != MASTER_ID
@@ -179,15 +201,15 @@ class Registration5(Registration49):
         table = wrapper.topic_config_table
         mapping = wrapper.topic_queue_mapping_info_map or {}
         if rim.config.delete_topic_with_broker_registration and not mapping:
-            for topic in list(rim._topics_by_broker.get(name, ())):
+            for topic in rim.topics_of_broker(name):
                 if topic not in table:
-                    rim._remove_queue_data(topic, name)
+                    delta.remove_queue_data(topic, name)
         changed = rim.is_broker_topic_config_changed(cluster_name, broker_addr, wrapper.data_version)
         wipe = prime_slave and (broker_data.enable_acting_master or not self.wipe_needs_acting_master)
-        rim._apply_table(name, table, wipe, first or changed)
+        delta.merge_topics(name, wrapper, wipe, first or changed)
         if changed or first:
             for topic, info in mapping.items():
-                rim._set_mapping(topic, info)
+                delta.set_mapping(topic, info)
 
     def may_apply_topics(self, broker_data, broker_id, enable_acting_master):
         """A master's, or a prime slave's: the lowest id of its group, from a broker that sends

@@ -117,12 +117,16 @@ class ConfigShape:
 
 
 def config_shape(value=None):
-    """``value`` as a :class:`ConfigShape`: a shape as it is; a profile, policies or None
-    (5.3) as their shape."""
+    """``value`` as a :class:`ConfigShape`: a shape as it is, None as 5.3's, a release's
+    policies by their ``config_shape`` (this module does not import the policies)."""
     if isinstance(value, ConfigShape):
         return value
-    from .policy import as_policies
-    return as_policies(value).config
+    if value is None:
+        return _DEFAULT_SHAPE
+    return value.config_shape
+
+
+_DEFAULT_SHAPE = ConfigShape.of_release("5.3")
 
 
 def _parse(kind, text):

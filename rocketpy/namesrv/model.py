@@ -56,7 +56,7 @@ class DataVersion:
     state_version: int = 0
 
 
-@dataclass(slots=True)
+@dataclass(frozen=True, slots=True)
 class TopicConfig:
     """The part of a broker's ``TopicConfig`` the NameServer keeps."""
 
@@ -76,6 +76,9 @@ class TopicConfigWrapper:
     data_version: DataVersion = field(default_factory=DataVersion)
     topic_config_table: "dict[str, TopicConfig]" = field(default_factory=dict)
     topic_queue_mapping_info_map: "dict[str, dict]" = field(default_factory=dict)
+    #: a digest of the body it was decoded from ("nothing changed" compares it, never the
+    #: object's identity); None for one made in code, which is always walked
+    digest: "bytes | None" = field(default=None, compare=False)
 
 
 @dataclass(frozen=True, slots=True)

@@ -43,9 +43,8 @@ class WireShape:
     """What the answers of one release look like; bodies are the codec's beans
     (:mod:`rocketpy.remoting.bodies`), built from route records in Java's map orders."""
 
-    def __init__(self, own_version, reply_in_request_type=False, broker_fields_5x=True,
-                 state_version=True, topic_set="chm", concurrent_tables=True,
-                 null_register_body_remark=None, faq_url=None, header_dialect=FASTJSON_1_2_83):
+    def __init__(self, *, own_version, reply_in_request_type, broker_fields_5x, state_version,
+                 topic_set, concurrent_tables, null_register_body_remark, faq_url, header_dialect):
         #: ``version`` of every answer (Java ``MQVersion.CURRENT_VERSION``)
         self.own_version = own_version
         #: the fastjson release whose parser reads the requests' JSON headers
@@ -144,7 +143,7 @@ class WireShape:
 class LivenessPolicy:
     """When a live broker expires, and what keeps it alive."""
 
-    def __init__(self, fixed_timeout_ms=None, query_always_refreshes=True, query_needs_body=False):
+    def __init__(self, *, fixed_timeout_ms, query_always_refreshes, query_needs_body):
         self._fixed = fixed_timeout_ms
         self._query_always_refreshes = query_always_refreshes
         #: QUERY_DATA_VERSION without a body fails (4.9.8, 5.0.0: a null DataVersion)
@@ -169,8 +168,8 @@ class LivenessPolicy:
 class HandlerSet:
     """The request codes a release serves and the switches its handlers consult."""
 
-    def __init__(self, missing=frozenset(), answers_unknown_code=True, topic_list_switches=True,
-                 zone_hook=True, wait_for_service=True):
+    def __init__(self, *, missing, answers_unknown_code, topic_list_switches, zone_hook,
+                 wait_for_service):
         #: request codes this release does not serve
         self.missing = missing
         #: 4.9's processor returns null for an unknown code (no answer); 5.x answers
@@ -213,6 +212,11 @@ class Policies:
     handlers: HandlerSet
     config: ConfigShape
 
+    @property
+    def config_shape(self):
+        """What :func:`rocketpy.namesrv.config.config_shape` reads."""
+        return self.config
+
 
 def _npe_remark(site):
     package, method, line = site
@@ -223,14 +227,18 @@ def _npe_remark(site):
 
 
 def policies_for(profile):
-    """The policies of ``profile`` (a :class:`~rocketpy.namesrv.profile.BehaviourProfile`)."""
+    """The policies of ``profile`` (a :class:`~rocketpy.namesrv.profile.BehaviourProfile`),
+    each built by keyword from the facts that mean it."""
     p = profile
     if p.v5_registration:
-        routes = Registration5(p.prime_slave_wipe_needs_acting_master, p.unregister_by_address,
-                               p.register_topic_merges, p.compressed_body_broker_version,
-                               p.queued_unregistration)
+        routes = Registration5(
+            wipe_needs_acting_master=p.prime_slave_wipe_needs_acting_master,
+            by_address=p.unregister_by_address, merges_topics=p.register_topic_merges,
+            body_broker_version=p.compressed_body_broker_version,
+            queues_unregistrations=p.queued_unregistration)
     else:
-        routes = Registration49(p.compressed_body_broker_version, p.queued_unregistration)
+        routes = Registration49(body_broker_version=p.compressed_body_broker_version,
+                                queues_unregistrations=p.queued_unregistration)
     missing = frozenset()
     if not p.serve_5x_codes:
         missing |= _SINCE_5
@@ -238,14 +246,20 @@ def policies_for(profile):
         missing |= _ONLY_5_0
     return Policies(
         name=p.name, routes=routes,
-        liveness=LivenessPolicy(p.fixed_broker_timeout_ms, p.query_data_version_always_refreshes,
-                                p.query_data_version_needs_body),
-        wire=WireShape(p.server_version, p.reply_in_request_serialize_type, p.v5_registration,
-                       p.data_version_state, p.topic_list_set, p.concurrent_tables,
-                       _npe_remark(p.register_npe_site), p.topic_not_exist_faq_url,
-                       _FASTJSON[p.fastjson]),
-        handlers=HandlerSet(missing, p.answer_unknown_code, p.topic_list_switches,
-                            p.serve_5x_codes, p.wait_for_service),
+        liveness=LivenessPolicy(
+            fixed_timeout_ms=p.fixed_broker_timeout_ms,
+            query_always_refreshes=p.query_data_version_always_refreshes,
+            query_needs_body=p.query_data_version_needs_body),
+        wire=WireShape(
+            own_version=p.server_version, reply_in_request_type=p.reply_in_request_serialize_type,
+            broker_fields_5x=p.broker_fields_5x, state_version=p.data_version_state,
+            topic_set=p.topic_list_set, concurrent_tables=p.concurrent_tables,
+            null_register_body_remark=_npe_remark(p.register_npe_site),
+            faq_url=p.topic_not_exist_faq_url, header_dialect=_FASTJSON[p.fastjson]),
+        handlers=HandlerSet(
+            missing=missing, answers_unknown_code=p.answer_unknown_code,
+            topic_list_switches=p.topic_list_switches, zone_hook=p.zone_route_hook,
+            wait_for_service=p.wait_for_service),
         config=ConfigShape.of_release(p.name, p.sorted_config_text))
 
 

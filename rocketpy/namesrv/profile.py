@@ -5,7 +5,7 @@ of :class:`BehaviourProfile`, so a 4.9.8 capture replays with :data:`PROFILE_49`
 differences are proven by the captures; 5.3.3's, without captures, come from the Java source
 (tag rocketmq-all-5.3.3), listed with file, line and test in ``docs/java-5.3-changes.md``. A
 profile is data only: :func:`rocketpy.namesrv.policy.policies_for` is its one reader."""
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 __all__ = ["BehaviourProfile", "PROFILE_49", "PROFILE_50", "PROFILE_53", "DEFAULT_PROFILE",
            "profile_for"]
@@ -13,89 +13,111 @@ __all__ = ["BehaviourProfile", "PROFILE_49", "PROFILE_50", "PROFILE_53", "DEFAUL
 
 @dataclass(frozen=True)
 class BehaviourProfile:
-    name: str = "5.3"
+    """One release's facts, each named once. :data:`PROFILE_49` states them all; each later
+    release is the one before it with what changed (:meth:`but`)."""
+
+    name: str
     #: ``version`` of every answer: the server's own ``MQVersion`` ordinal (4.9.8=409, 5.0.0=413,
     #: 5.3.3=479).
-    server_version: int = 479
+    server_version: int
     #: 4.9 answers in the request's header serialisation; 5.x always in its own (JSON).
-    reply_in_request_serialize_type: bool = False
+    reply_in_request_serialize_type: bool
     #: 4.9's processor returns null for an unknown code, so no answer at all; 5.x answers
     #: REQUEST_CODE_NOT_SUPPORTED.
-    answer_unknown_code: bool = True
+    answer_unknown_code: bool
     #: GET_CLIENT_CONFIG (47) exists in 5.0.x only.
-    serve_get_client_config: bool = False
+    serve_get_client_config: bool
     #: 5.x only: REGISTER_TOPIC_IN_NAMESRV, GET_BROKER_MEMBER_GROUP, BROKER_HEARTBEAT.
-    serve_5x_codes: bool = True
+    serve_5x_codes: bool
+    #: 5.x: ``ZoneRouteRPCHook`` filters a route query by ``__ZONE_NAME`` in zone mode.
+    zone_route_hook: bool
     #: 4.9 unregisters synchronously; 5.x queues (BatchUnregistrationService).
-    queued_unregistration: bool = True
+    queued_unregistration: bool
     #: 5.x registration: per-topic change detection, prime slave, rejection paths, zone,
     #: acting master, per-broker heartbeat timeout, live table keyed by (cluster, address).
-    v5_registration: bool = True
+    v5_registration: bool
+    #: BrokerData carries ``enableActingMaster`` and ``zoneName`` (5.x).
+    broker_fields_5x: bool
     #: 5.0.0 wipes a prime slave's write perm even without acting master; 5.1+ only with it.
-    prime_slave_wipe_needs_acting_master: bool = True
+    prime_slave_wipe_needs_acting_master: bool
     #: 5.0.0 removes an unregistered broker's address by id; 5.1+ by address.
-    unregister_by_address: bool = True
+    unregister_by_address: bool
     #: QUERY_DATA_VERSION refreshes liveness: 4.9 only when unchanged, 5.x always.
-    query_data_version_always_refreshes: bool = True
+    query_data_version_always_refreshes: bool
     #: 5.x: GET_ALL_TOPIC_LIST honours enableAllTopicList, the other lists enableTopicList.
-    topic_list_switches: bool = True
+    topic_list_switches: bool
     #: 5.3: GET_ROUTEINFO_BY_TOPIC answers "name server not ready" while needWaitForService.
-    wait_for_service: bool = True
+    wait_for_service: bool
     #: Java collection behind TopicList.topicList: "hashset" (4.9), "insertion"
     #: (CopyOnWriteArraySet, 5.0), "chm" (ConcurrentHashMap key set, 5.1+).
-    topic_list_set: str = "chm"
+    topic_list_set: str
     #: the route tables are HashMap in 4.9 and ConcurrentHashMap in 5.x (their iteration order
     #: differs because the initial capacities differ).
-    concurrent_tables: bool = True
+    concurrent_tables: bool
     #: DataVersion carries stateVersion in 5.x.
-    data_version_state: bool = True
+    data_version_state: bool
     #: GET_NAMESRV_CONFIG sorts keys in 5.x; 4.9 writes Properties order.
-    sorted_config_text: bool = True
+    sorted_config_text: bool
     #: liveness without a per-broker timeout (4.9: fixed 120 s).
-    fixed_broker_timeout_ms: "int | None" = None
+    fixed_broker_timeout_ms: "int | None"
     #: REGISTER_TOPIC_IN_NAMESRV for a topic that exists: 5.0 ignores it, 5.1+ merges.
-    register_topic_merges: bool = True
+    register_topic_merges: bool
     #: where Java's processor dereferences a RegisterBrokerBody it read as null (its
     #: NullPointerException remark): the body class's package, the method and its line.
-    register_npe_site: "tuple[str, str, int]" = ("remoting.protocol", "registerBroker", 242)
+    register_npe_site: "tuple[str, str, int]"
     #: the FAQ page TOPIC_NOT_EXIST's remark points to (``FAQUrl.APPLY_TOPIC_URL``, new in 5.1).
-    topic_not_exist_faq_url: str = "https://rocketmq.apache.org/docs/bestPractice/06FAQ"
+    topic_not_exist_faq_url: str
     #: QUERY_DATA_VERSION without a body: 4.9.8 and 5.0.0 fail decoding the null DataVersion
     #: (SYSTEM_ERROR); 5.1+ reads it as null (``RemotingSerializable.decode`` checks).
-    query_data_version_needs_body: bool = False
+    query_data_version_needs_body: bool
     #: the broker version a compressed REGISTER_BROKER body is read as: 4.9.8 reads every body
     #: as a 4.9 one (no queue-mapping part), 5.0.0 as a 5.0 one (so a 4.9 broker's compressed
     #: body fails), 5.1+ by the request's version (None).
-    compressed_body_broker_version: "int | None" = None
+    compressed_body_broker_version: "int | None"
     #: the fastjson release that reads JSON headers: 4.9.8 and 5.0.0 ship 1.2.69, whose bean
     #: properties match a key in any case; 5.3.3 ships 1.2.83, which also ignores ``_``/``-``.
-    fastjson: str = "1.2.83"
+    fastjson: str
 
+
+    def but(self, **changes):
+        """This release's facts with ``changes``: the next release, stated by its differences."""
+        return replace(self, **changes)
 
 #: ``FAQUrl.APPLY_TOPIC_URL`` up to 5.0.x.
 _OLD_FAQ_URL = "http://rocketmq.apache.org/docs/faq/"
 
 PROFILE_49 = BehaviourProfile(
     name="4.9", server_version=409, reply_in_request_serialize_type=True,
-    answer_unknown_code=False, serve_5x_codes=False, queued_unregistration=False,
-    v5_registration=False, unregister_by_address=False, query_data_version_always_refreshes=False,
+    answer_unknown_code=False, serve_get_client_config=False, serve_5x_codes=False,
+    zone_route_hook=False, queued_unregistration=False, v5_registration=False,
+    broker_fields_5x=False, prime_slave_wipe_needs_acting_master=True,
+    unregister_by_address=False, query_data_version_always_refreshes=False,
     topic_list_switches=False, wait_for_service=False, topic_list_set="hashset",
     concurrent_tables=False, data_version_state=False, sorted_config_text=False,
-    fixed_broker_timeout_ms=120_000, topic_not_exist_faq_url=_OLD_FAQ_URL,
-    query_data_version_needs_body=True, compressed_body_broker_version=409,
-    fastjson="1.2.69",
-    register_npe_site=("common.protocol", "registerBrokerWithFilterServer", 254))
-
-PROFILE_50 = BehaviourProfile(
-    name="5.0", server_version=413, serve_get_client_config=True,
-    prime_slave_wipe_needs_acting_master=False, unregister_by_address=False,
-    wait_for_service=False, topic_list_set="insertion", register_topic_merges=False,
+    fixed_broker_timeout_ms=120_000, register_topic_merges=True,
+    register_npe_site=("common.protocol", "registerBrokerWithFilterServer", 254),
     topic_not_exist_faq_url=_OLD_FAQ_URL, query_data_version_needs_body=True,
-    compressed_body_broker_version=413, fastjson="1.2.69",
-    register_npe_site=("common.protocol", "registerBroker", 228))
+    compressed_body_broker_version=409, fastjson="1.2.69")
 
-#: the defaults are 5.3.3's facts
-PROFILE_53 = BehaviourProfile()
+PROFILE_50 = PROFILE_49.but(
+    name="5.0", server_version=413, reply_in_request_serialize_type=False,
+    answer_unknown_code=True, serve_get_client_config=True, serve_5x_codes=True,
+    zone_route_hook=True, queued_unregistration=True, v5_registration=True,
+    broker_fields_5x=True, prime_slave_wipe_needs_acting_master=False,
+    query_data_version_always_refreshes=True, topic_list_switches=True,
+    topic_list_set="insertion", concurrent_tables=True, data_version_state=True,
+    sorted_config_text=True, fixed_broker_timeout_ms=None, register_topic_merges=False,
+    register_npe_site=("common.protocol", "registerBroker", 228),
+    compressed_body_broker_version=413)
+
+PROFILE_53 = PROFILE_50.but(
+    name="5.3", server_version=479, serve_get_client_config=False,
+    prime_slave_wipe_needs_acting_master=True, unregister_by_address=True, wait_for_service=True,
+    topic_list_set="chm", register_topic_merges=True,
+    register_npe_site=("remoting.protocol", "registerBroker", 242),
+    topic_not_exist_faq_url="https://rocketmq.apache.org/docs/bestPractice/06FAQ",
+    query_data_version_needs_body=False, compressed_body_broker_version=None,
+    fastjson="1.2.83")
 
 DEFAULT_PROFILE = PROFILE_53
 

@@ -18,12 +18,14 @@ from functools import wraps
 from itertools import count
 
 from .channel import Channel
+from .delta import RouteDelta, Touched
 from .expiry import ExpiryIndex
 from .javaorder import hashmap_capacity, hashset_copy_capacity, ordered
 from .model import (FLAG_UNIT, FLAG_UNIT_SUB, MASTER_ID, PERM_READ, PERM_WRITE, BrokerLiveInfo,
                     MinBrokerIdChange, QueueData, RegisterBrokerResult, TopicRouteData,
                     UnRegisterBrokerRequest)
 from .policy import as_policies
+from .shapes import ShapeTable
 from .snapshot import RouteSnapshots
 
 __all__ = ["RouteInfoManager"]
@@ -40,7 +42,7 @@ def _gate(method):
             return method(self, *args, **kwargs)
         finally:
             self._depth -= 1
-            if not self._depth and (self._dirty_topics or self._dirty_brokers):
+            if not self._depth and (self._dirty or self._dirty_brokers):
                 self._publish()
     return gated
 
@@ -74,21 +76,21 @@ class RouteInfoManager:
         self.liveness = policies.liveness
         self.wire = policies.wire
         self.on_min_broker_id_changed = on_min_broker_id_changed
-        self.topic_queue_table = {}
+        #: topic -> its queue layout (a shared :class:`~rocketpy.namesrv.shapes.RouteShape`)
+        self.shapes = ShapeTable()
+        self.topic_queue_table = self.shapes.topics
         self.broker_addr_table = {}
         self.cluster_addr_table = {}
         self.broker_live_table = {}
         self.filter_server_table = {}
         self.topic_queue_mapping_info_table = {}
-        self.snapshots = RouteSnapshots()
+        self.snapshots = RouteSnapshots(self.shapes, self.topic_queue_mapping_info_table)
         #: ``route_version(topic)``: a number that changes whenever the topic's route may change
         self.route_version = self.snapshots.version
         self.expiry = ExpiryIndex()
         self.live_key = policies.routes.live_key
         self._by_channel = {}          # channel id -> {live key: None}
-        self._topics_by_broker = {}    # broker name -> {topic: None}
-        self._applied = {}             # broker name -> (topic table, its size): all held
-        self._queue_map_high = {}      # topic -> largest broker count of its queue map
+        self._applied = {}             # broker name -> digest of the topic table applied last
         self._cluster_set_high = {}    # cluster -> largest broker-name count
         self._listings = {}            # topic list name -> (snapshots' generation, list)
         #: QueueData entries (topic-broker pairs) in topic_queue_table, for the server-wide
@@ -98,8 +100,9 @@ class RouteInfoManager:
         self.mapping_count = 0
         self._generations = count(1)
         self._depth = 0
-        self._dirty_topics = set()
+        self._dirty = False
         self._dirty_brokers = set()
+        self._touched_topics = set()
         high_water = self.wire.high_water
         self._topics_high = high_water(1024)
         self._brokers_high = high_water(128)
@@ -108,11 +111,12 @@ class RouteInfoManager:
     # ------------------------------------------------------------------ the gate's report
 
     def _publish(self):
-        topics, self._dirty_topics = self._dirty_topics, set()
         for name in self._dirty_brokers:
-            topics.update(self._topics_by_broker.get(name, ()))
+            self.shapes.touch_broker(name)
         self._dirty_brokers = set()
-        self.snapshots.touched(topics, self.topic_queue_table)
+        self._touched_topics = set()
+        self._dirty = False
+        self.snapshots.changed()
 
     def route_snapshot(self, topic):
         """The :class:`~rocketpy.namesrv.snapshot.RouteSnapshot` of ``topic``, or None."""
@@ -123,44 +127,58 @@ class RouteInfoManager:
         """Something every route answer depends on changed (e.g. supportActingMaster)."""
         self.snapshots.invalidate_all()
 
-    # ------------------------------------------------------------------ the writers
+    # ------------------------------------------------------------------ the one writer
+
+    @_gate
+    def apply(self, delta):
+        """Make the changes ``delta`` (a :class:`~rocketpy.namesrv.delta.RouteDelta`) records,
+        in order; what they touched (:class:`~rocketpy.namesrv.delta.Touched`, empty when
+        every change was already so)."""
+        outer_topics, outer_brokers = self._touched_topics, self._dirty_brokers
+        self._touched_topics, self._dirty_brokers = set(), set()
+        try:
+            for op, args in delta.ops:
+                getattr(self, "_" + op)(*args)
+            topics, brokers = frozenset(self._touched_topics), frozenset(self._dirty_brokers)
+        finally:   # what an enclosing gated call touched, and this delta, go to the report
+            outer_topics |= self._touched_topics
+            outer_brokers |= self._dirty_brokers
+            self._touched_topics, self._dirty_brokers = outer_topics, outer_brokers
+        table = self.topic_queue_table
+        shapes = {id(shape): shape for shape in map(table.get, topics) if shape is not None}
+        return Touched(topics, tuple(shapes.values()), brokers)
+
+    # ------------------------------------------------------------------ its steps
 
     def _put_queue_data(self, topic, queue_data):
-        queue_map = self.topic_queue_table.get(topic)
-        if queue_map is None:
-            queue_map = self.topic_queue_table[topic] = {}
-            self._topics_high.saw(len(self.topic_queue_table))
-        name = queue_data.broker_name
-        old = queue_map.get(name)
-        if old == queue_data:
-            return
-        if old is None:
-            self.queue_data_count += 1
-        queue_map[name] = queue_data
-        if len(queue_map) > self._queue_map_high.get(topic, 0):
-            self._queue_map_high[topic] = len(queue_map)
-        self._topics_by_broker.setdefault(name, {})[topic] = None
-        self._dirty_topics.add(topic)
+        held = self.topic_queue_table.get(topic)
+        if self.shapes.put(topic, queue_data):
+            if held is None:
+                self._topics_high.saw(len(self.topic_queue_table))
+            if held is None or queue_data.broker_name not in held:
+                self.queue_data_count += 1
+            self._touched_topics.add(topic)
+            self._dirty = True
 
     def _remove_queue_data(self, topic, broker_name):
-        queue_map = self.topic_queue_table.get(topic)
-        if queue_map is None or queue_map.pop(broker_name, None) is None:
-            return
-        self.queue_data_count -= 1
-        self._applied.pop(broker_name, None)
-        _unindex(self._topics_by_broker, broker_name, topic)
-        if not queue_map:
-            self._drop_topic(topic)
-        self._dirty_topics.add(topic)
+        if self.shapes.remove(topic, broker_name):
+            self.queue_data_count -= 1
+            self._applied.pop(broker_name, None)
+            self._touched_topics.add(topic)
+            self._dirty = True
 
     def _drop_topic(self, topic):
-        queue_map = self.topic_queue_table.pop(topic, None) or ()
-        self.queue_data_count -= len(queue_map)
-        for name in queue_map:
-            self._applied.pop(name, None)
-            _unindex(self._topics_by_broker, name, topic)
-        self._queue_map_high.pop(topic, None)
-        self._dirty_topics.add(topic)
+        held = self.topic_queue_table.get(topic)
+        if held is not None:
+            self.queue_data_count -= self.shapes.drop(topic)
+            for name in held:
+                self._applied.pop(name, None)
+            self._touched_topics.add(topic)
+            self._dirty = True
+
+    def topics_of_broker(self, broker_name):
+        """The topics whose queue layout names ``broker_name``."""
+        return self.shapes.topics_of_broker(broker_name)
 
     def _set_broker(self, broker_data):
         """Put (or replace) a broker group."""
@@ -193,7 +211,9 @@ class RouteInfoManager:
         if info.bname not in by_broker:
             self.mapping_count += 1
         by_broker[info.bname] = info
-        self._dirty_topics.add(topic)
+        self.snapshots.mapping_changed(topic)
+        self._touched_topics.add(topic)
+        self._dirty = True
 
     def _add_to_cluster(self, cluster_name, broker_name):
         names = self.cluster_addr_table.get(cluster_name)
@@ -233,7 +253,6 @@ class RouteInfoManager:
 
     # ------------------------------------------------------------------ registration
 
-    @_gate
     def register_broker(self, cluster_name, broker_addr, broker_name, broker_id, ha_server_addr,
                         topic_config_wrapper, filter_server_list, channel, now_ms, *,
                         zone_name=None, timeout_millis=None, enable_acting_master=None):
@@ -242,11 +261,14 @@ class RouteInfoManager:
         registered yet (the caller answers SYSTEM_ERROR "register broker failed"). The rules
         are the registration policy's; ``zone_name``, ``timeout_millis`` and
         ``enable_acting_master`` are read only where the version has them."""
-        return self.registration.register_broker(
+        delta = RouteDelta()
+        result = self.registration.register_broker(
             self, cluster_name, broker_addr, broker_name, broker_id, ha_server_addr,
             topic_config_wrapper, filter_server_list,
             channel.channel_id if isinstance(channel, Channel) else channel, now_ms,
-            zone_name, timeout_millis, enable_acting_master)
+            zone_name, timeout_millis, enable_acting_master, delta)
+        self.apply(delta)
+        return result
 
     def _live(self, key, now_ms, timeout_millis, data_version, channel_id, ha_server_addr,
               broker_name, filter_servers):
@@ -256,35 +278,45 @@ class RouteInfoManager:
             ha_server_addr, broker_name, next(self._generations)))
         self._set_filter_servers(key, broker_name, filter_servers)
 
+    def _put_topics(self, broker_name, topic_configs, wipe):
+        self._apply_topic_configs(broker_name, topic_configs.values(), wipe, False)
+
     def _apply_topic_configs(self, broker_name, topic_configs, wipe, missing_only):
         """``createAndUpdateQueueData`` for each config (only those whose topic lacks this broker
         when ``missing_only``: Java's per-topic ``isTopicConfigChanged`` with an unchanged data
-        version). Inlined: a 10,000-topic broker passes here on every data-version change."""
+        version). Inlined: a 10,000-topic broker passes here on every data-version change; one
+        QueueData per distinct value of the walk, so equal layouts find the same transition."""
         queues = self.topic_queue_table
         put = self._put_queue_data
+        made = {}
         for config in topic_configs:
             topic = config.topic_name
             perm = config.perm & ~PERM_WRITE if wipe else config.perm
             queue_map = queues.get(topic)
             if queue_map is not None:
-                old = queue_map.get(broker_name)
+                old = queue_map.queues.get(broker_name)
                 if old is not None and (missing_only or (
                         old.perm == perm and old.read_queue_nums == config.read_queue_nums
                         and old.write_queue_nums == config.write_queue_nums
                         and old.topic_sys_flag == config.topic_sys_flag)):
                     continue  # present (and equal: QueueData.equals)
-            put(topic, QueueData(broker_name, config.read_queue_nums, config.write_queue_nums,
-                                 perm, config.topic_sys_flag))
+            value = (config.read_queue_nums, config.write_queue_nums, perm, config.topic_sys_flag)
+            queue_data = made.get(value)
+            if queue_data is None:
+                queue_data = made[value] = QueueData(broker_name, *value)
+            put(topic, queue_data)
 
-    def _apply_table(self, broker_name, table, wipe, every):
+    def _merge_topics(self, broker_name, wrapper, wipe, every):
         """A registration's topic table: every topic, or only those the queue table lacks; not
-        at all when this very table was applied last and nothing of it was removed since."""
-        applied = self._applied.get(broker_name)
-        if every or applied is None or applied[0] is not table or applied[1] != len(table):
-            self._apply_topic_configs(broker_name, table.values(), wipe, not every)
-            self._applied[broker_name] = (table, len(table))
+        at all when a table with the same content digest was applied last and nothing of it
+        was removed since."""
+        digest = wrapper.digest
+        if every or digest is None or self._applied.get(broker_name) != digest:
+            self._apply_topic_configs(broker_name, wrapper.topic_config_table.values(), wipe,
+                                      not every)
+            self._applied[broker_name] = digest
 
-    def _master_result(self, cluster_name, broker_id, addrs):
+    def master_result(self, cluster_name, broker_id, addrs):
         """The registration's result: ``haServerAddr``/``masterAddr`` of a slave's live master."""
         if broker_id != MASTER_ID:
             master_addr = addrs.get(MASTER_ID)
@@ -306,13 +338,20 @@ class RouteInfoManager:
         live = self.broker_live_info(cluster_name, broker_addr)
         return None if live is None else live.data_version
 
-    @_gate
     def update_broker_info_update_timestamp(self, cluster_name, broker_addr, now_ms):
-        key = self.live_key(cluster_name, broker_addr)
+        delta = RouteDelta()
+        delta.refresh_live(self.live_key(cluster_name, broker_addr), now_ms)
+        self.apply(delta)
+
+    def _refresh_live(self, key, now_ms):
         live = self.broker_live_table.get(key)
         if live is not None:
             live.last_update_ms = now_ms
             self.expiry.set(key, now_ms + live.heartbeat_timeout_ms)
+
+    def _remove_filter_servers(self, key, broker_name):
+        if self.filter_server_table.pop(key, None) is not None:
+            self._dirty_brokers.add(broker_name)
 
     # ------------------------------------------------------------------ unregistration
 
@@ -329,9 +368,9 @@ class RouteInfoManager:
                         and live.generation != request.live_generation)):
                 continue  # the broker registered again since this channel event
             name = request.broker_name
-            self._remove_live(key)
-            if self.filter_server_table.pop(key, None) is not None:
-                self._dirty_brokers.add(name)
+            delta = RouteDelta()   # one per request: the next one reads what this one left
+            delta.remove_live(key)
+            delta.remove_filter_servers(key, name)
             broker_data = self.broker_addr_table.get(name)
             if broker_data is not None:
                 addrs = dict(broker_data.broker_addrs)
@@ -339,35 +378,43 @@ class RouteInfoManager:
                 for bid in self.registration.unregistered_ids(addrs, request):
                     del addrs[bid]
                 if not addrs:
-                    self._remove_broker(name)
-                    self._remove_from_cluster(request.cluster_name, name)
+                    delta.remove_broker(name)
+                    delta.remove_from_cluster(request.cluster_name, name)
                     removed[name] = None
+                    self.apply(delta)
                     continue
-                self._set_broker(replace(broker_data, broker_addrs=addrs))
+                delta.set_broker(replace(broker_data, broker_addrs=addrs))
                 if min_id_changed:
                     notify[name] = (addrs, request.broker_addr)
             reduced[name] = None
-        self._clean_topics(removed, reduced)
+            self.apply(delta)
+        self.apply(self._clean_topics(removed, reduced))
         if notify and self.config.notify_min_broker_id_changed:
+            delta = RouteDelta()
             for name, (addrs, offline_addr) in notify.items():
                 broker_data = self.broker_addr_table.get(name)
                 if broker_data is not None and broker_data.enable_acting_master:
-                    self._notify_min_broker_id_changed(addrs, offline_addr, None)
+                    delta.notify_min_broker_id_changed(addrs, offline_addr, None)
+            self.apply(delta)
 
     def _clean_topics(self, removed, reduced):
+        """The delta that takes removed brokers out of their topics and, for a group left
+        without a master under acting master, its write permission."""
+        delta = RouteDelta()
         for name in removed:
-            for topic in list(self._topics_by_broker.get(name, ())):
-                self._remove_queue_data(topic, name)
+            for topic in self.topics_of_broker(name):
+                delta.remove_queue_data(topic, name)
         for name in reduced:
             broker_data = self.broker_addr_table.get(name)
             if broker_data is None or not broker_data.enable_acting_master:
                 continue
             if broker_data.broker_addrs and min(broker_data.broker_addrs) == MASTER_ID:
                 continue  # a master exists
-            for topic in list(self._topics_by_broker.get(name, ())):
+            for topic in self.topics_of_broker(name):
                 queue_data = self.topic_queue_table[topic][name]
                 if queue_data.perm & PERM_WRITE:
-                    self._put_queue_data(topic, replace(queue_data, perm=queue_data.perm & ~PERM_WRITE))
+                    delta.put_queue_data(topic, replace(queue_data, perm=queue_data.perm & ~PERM_WRITE))
+        return delta
 
     def _setup_unregister(self, key, live):
         """``setupUnRegisterRequest``: find the broker name and id now holding this address."""
@@ -402,14 +449,15 @@ class RouteInfoManager:
     def scan_not_active_broker(self, now_ms):
         """Expired live entries as ``(request, channel_id)``; the caller submits the requests
         and closes the channels (Java's scanNotActiveBroker does both)."""
-        expired = []
+        expired, delta = [], RouteDelta()
         for key in self.expiry.expired(now_ms):
             live = self.broker_live_table[key]
             request = self._setup_unregister(key, live)
             if request is None:
-                self._remove_live(key)  # no broker data left: nothing to unregister
+                delta.remove_live(key)  # no broker data left: nothing to unregister
             else:
                 expired.append((request, live.channel_id))
+        self.apply(delta)
         return expired
 
     # ------------------------------------------------------------------ routes
@@ -419,7 +467,7 @@ class RouteInfoManager:
         queue_map = self.topic_queue_table.get(topic)
         if not queue_map:
             return None
-        names = ordered(list(queue_map), hashmap_capacity(self._queue_map_high.get(topic, 0)))
+        names = queue_map.java_order()
         queue_datas = [queue_map[name] for name in names]
         broker_datas = []
         filters = {}
@@ -441,15 +489,15 @@ class RouteInfoManager:
 
     # ------------------------------------------------------------------ admin operations
 
-    @_gate
     def _write_perm(self, broker_name, wipe):
-        changed = 0
-        for topic in list(self._topics_by_broker.get(broker_name, ())):
+        delta = RouteDelta()
+        topics = self.topics_of_broker(broker_name)
+        for topic in topics:
             queue_data = self.topic_queue_table[topic][broker_name]
             perm = queue_data.perm & ~PERM_WRITE if wipe else PERM_READ | PERM_WRITE
-            self._put_queue_data(topic, replace(queue_data, perm=perm))
-            changed += 1
-        return changed
+            delta.put_queue_data(topic, replace(queue_data, perm=perm))
+        self.apply(delta)
+        return len(topics)
 
     def wipe_write_perm_of_broker(self, broker_name):
         """WIPE_WRITE_PERM_OF_BROKER: the number of topics the broker serves."""
@@ -459,33 +507,22 @@ class RouteInfoManager:
         """ADD_WRITE_PERM_OF_BROKER: perm becomes READ|WRITE; the number of topics."""
         return self._write_perm(broker_name, False)
 
-    @_gate
     def delete_topic(self, topic, cluster_name=None):
         """DELETE_TOPIC_IN_NAMESRV, for all brokers or for the brokers of one cluster."""
+        delta = RouteDelta()
         if not cluster_name:
             if topic in self.topic_queue_table:
-                self._drop_topic(topic)
-            return
-        for name in list(self.cluster_addr_table.get(cluster_name, ())):
-            self._remove_queue_data(topic, name)
+                delta.drop_topic(topic)
+        else:
+            for name in self.cluster_addr_table.get(cluster_name, ()):
+                delta.remove_queue_data(topic, name)
+        self.apply(delta)
 
-    @_gate
     def register_topic(self, topic, queue_datas):
-        """REGISTER_TOPIC_IN_NAMESRV (5.x): only brokers the NameServer knows."""
-        if not queue_datas:
-            return
-        if topic in self.topic_queue_table:
-            if not self.registration.merges_topics:
-                return
-            for queue_data in queue_datas:   # Java stops at the first unknown broker
-                if queue_data.broker_name not in self.broker_addr_table:
-                    return
-                self._put_queue_data(topic, queue_data)
-            return
-        if any(qd.broker_name not in self.broker_addr_table for qd in queue_datas):
-            return
-        for queue_data in queue_datas:
-            self._put_queue_data(topic, queue_data)
+        """REGISTER_TOPIC_IN_NAMESRV (5.x): the release's rules, as a delta."""
+        delta = RouteDelta()
+        self.registration.register_topic(self, topic, queue_datas, delta)
+        self.apply(delta)
 
     def get_broker_member_group(self, broker_name):
         broker_data = self.broker_addr_table.get(broker_name)
@@ -522,6 +559,24 @@ class RouteInfoManager:
     def get_all_topic_list(self):
         return self._listing("all", lambda: self.wire.topic_set(self.topics_in_order()))
 
+    def all_topic_list_work(self):
+        """None when the all-topic list is held for the current tables; else ``(work, keep)``:
+        ``work()`` orders a copy of the topic names taken now and reads nothing else (any
+        thread may run it: at 1 M topics Java's orders cost seconds of Python), ``keep(items)``
+        (on this thread) holds the result if the tables have not changed since, and returns it."""
+        generation = self.snapshots.generation
+        held = self._listings.get("all")
+        if held is not None and held[0] == generation:
+            return None
+        names, capacity, topic_set = list(self.topic_queue_table), self._topics_high.capacity(), \
+            self.wire.topic_set
+
+        def keep(items):
+            if self.snapshots.generation == generation:
+                self._listings["all"] = (generation, items)
+            return items
+        return (lambda: topic_set(ordered(names, capacity))), keep
+
     def get_topics_by_cluster(self, cluster_name):
         """Java walks every topic for each broker name of the cluster; the same list, built
         from each broker's own topics sorted by their place in the topic table (O(T + pairs))."""
@@ -531,8 +586,25 @@ class RouteInfoManager:
             topic: i for i, topic in enumerate(self.topics_in_order())}).__getitem__
         items = []
         for name in self.cluster_broker_names(cluster_name):
-            items.extend(sorted(self._topics_by_broker.get(name, ()), key=position))
+            items.extend(sorted(self.topics_of_broker(name), key=position))
         return self.wire.topic_set(items)
+
+    def topics_by_cluster_work(self, cluster_name):
+        """``get_topics_by_cluster`` as pure work over copies taken now (any thread may run
+        it), or None for a cluster the tables do not know (its answer is the empty list)."""
+        if cluster_name not in self.cluster_addr_table:
+            return None
+        names, capacity, topic_set = list(self.topic_queue_table), self._topics_high.capacity(), \
+            self.wire.topic_set
+        per_broker = [self.topics_of_broker(name) for name in self.cluster_broker_names(cluster_name)]
+
+        def work():
+            position = {topic: i for i, topic in enumerate(ordered(names, capacity))}.__getitem__
+            items = []
+            for topics in per_broker:
+                items.extend(sorted(topics, key=position))
+            return topic_set(items)
+        return work
 
     def get_system_topic_list(self):
         """(topic list, brokerAddr or None): cluster names and broker names, and one address."""
@@ -552,7 +624,7 @@ class RouteInfoManager:
         items = []
         for topic in self.topics_in_order():
             queue_map = self.topic_queue_table[topic]
-            first = ordered(list(queue_map), hashmap_capacity(self._queue_map_high.get(topic, 0)))[0]
+            first = queue_map.java_order()[0]
             if test(queue_map[first].topic_sys_flag):
                 items.append(topic)
         return self.wire.topic_set(items)

@@ -1,25 +1,29 @@
-"""NameServer state layer: route snapshots, one immutable value per topic with a version
-(rocketmq-rust's ``TopicRouteSnapshot``; Java rebuilds every answer).
+"""NameServer state layer: route snapshots, immutable values with a version (rocketmq-rust's
+``TopicRouteSnapshot``; Java rebuilds every answer).
 
-The tables' mutation gate reports the topics a change touched (:meth:`RouteSnapshots.touched`);
-each gets a new version from one counter and loses its snapshot, which the next reader builds
-again and keeps, with its bodies encoded per dialect, until the next touch. Reused answers are
-keyed by version, so nothing outside the tables restates what a route depends on. A topic without
-a route has the *absent* version, which changes only when everything is invalidated (a config
-update): answers for unknown topics are reusable too, and nothing is kept per unknown name."""
-from itertools import count
+A topic's route is a function of its queue layout (its :class:`~rocketpy.namesrv.shapes.RouteShape`),
+the broker groups and filter servers of the brokers the layout names, the configuration and,
+for a few topics, the topic itself: a static-topic mapping, and the
+``rmq_sys_SYNC_BROKER_MEMBER_`` prefix (no acting-master view). So versions and snapshots are
+kept per shape: every topic of one layout answers from one snapshot and one encoded body per
+dialect. The shape table moves a shape's version when a broker it names changes; a topic with a
+mapping has the version (its shape's, its mapping's) and a snapshot of its own. Reused answers
+are keyed by version, so nothing outside the tables restates what a route depends on. A topic
+without a route has the *absent* version, which changes only when everything is invalidated (a
+config update): answers for unknown topics are reusable too, and nothing is kept per unknown
+name."""
+from .model import SYNC_BROKER_MEMBER_GROUP_PREFIX
 
 __all__ = ["RouteSnapshot", "RouteSnapshots"]
 
 
 class RouteSnapshot:
-    """The route of ``topic`` at ``version`` (a ``TopicRouteData`` record, or None when the
-    topic's queue data names no known broker), and the bodies encoded from it."""
+    """A route (a ``TopicRouteData`` record, or None when the layout names no known broker) at
+    ``version``, and the bodies encoded from it."""
 
-    __slots__ = ("topic", "version", "route", "_bodies")
+    __slots__ = ("version", "route", "_bodies")
 
-    def __init__(self, topic, version, route):
-        self.topic = topic
+    def __init__(self, version, route):
         self.version = version
         self.route = route
         self._bodies = {}
@@ -35,50 +39,61 @@ class RouteSnapshot:
 
 
 class RouteSnapshots:
-    """Versions and snapshots of the topics in the route tables."""
+    """Versions and snapshots of the routes in a :class:`~rocketpy.namesrv.shapes.ShapeTable`;
+    ``mapped`` is the static-topic mapping table (topic -> {broker name: info})."""
 
-    def __init__(self):
-        self._clock = count(1)
-        self._versions = {}
-        self._snapshots = {}
+    def __init__(self, shapes, mapped):
+        self._shapes = shapes
+        self._mapped = mapped
+        self._clock = shapes.clock
+        self._own = {}              # mapped topic -> (its mapping's serial, snapshot or None)
         #: the version of every topic without a route
         self.absent = next(self._clock)
-        #: the last version handed out: it moves whenever any topic's route may have changed
+        #: moves whenever any route may have changed
         self.generation = self.absent
 
     def __len__(self):
-        return len(self._versions)
+        return len(self._shapes.topics)
 
     def version(self, topic):
-        """A number that changes whenever the route of ``topic`` may have changed."""
-        return self._versions.get(topic, self.absent)
+        """A value that changes whenever the route of ``topic`` may have changed."""
+        shape = self._shapes.topics.get(topic)
+        if shape is None:
+            return self.absent
+        own = self._own.get(topic)
+        return shape.version if own is None else (shape.version, own[0])
 
-    def touched(self, topics, present):
-        """The gate's report: ``topics`` changed; those still in ``present`` (the topic table)
-        get a new version, the others go back to the absent version."""
-        versions, snapshots, clock = self._versions, self._snapshots, self._clock
-        for topic in topics:
-            snapshots.pop(topic, None)
-            if topic in present:
-                versions[topic] = self.generation = next(clock)
-            else:
-                versions.pop(topic, None)
-                self.generation = next(clock)
+    def mapping_changed(self, topic):
+        """``topic``'s static-topic mapping changed: it versions its route itself from now on."""
+        self._own[topic] = (next(self._clock), None)
+
+    def changed(self):
+        """The gate's report that something changed (the listings' generation)."""
+        self.generation = next(self._clock)
 
     def invalidate_all(self):
         """Something every answer reads changed (a config update): every version is new."""
+        self._shapes.touch_all()
         clock = self._clock
-        self._snapshots.clear()
-        self._versions = {topic: next(clock) for topic in self._versions}
+        self._own = {topic: (next(clock), None) for topic in self._own}
         self.absent = self.generation = next(clock)
 
     def get(self, topic, build):
         """The snapshot of ``topic`` (``build(topic)`` makes its route), or None when the topic
         has no route at all."""
-        snapshot = self._snapshots.get(topic)
+        shape = self._shapes.topics.get(topic)
+        if shape is None:
+            return None
+        own = self._own.get(topic)
+        if own is not None:
+            version = (shape.version, own[0])
+            snapshot = own[1]
+            if snapshot is None or snapshot.version != version:
+                snapshot = RouteSnapshot(version, build(topic))
+                self._own[topic] = (own[0], snapshot)
+            return snapshot
+        kind = topic.startswith(SYNC_BROKER_MEMBER_GROUP_PREFIX)
+        snapshot = shape.snapshots.get(kind)
         if snapshot is None:
-            version = self._versions.get(topic)
-            if version is None:
-                return None
-            snapshot = self._snapshots[topic] = RouteSnapshot(topic, version, build(topic))
+            snapshot = shape.snapshots[kind] = RouteSnapshot(shape.version, build(topic))
         return snapshot

@@ -12,7 +12,14 @@ went between two looks count). Once it has dropped ``min_drop`` entries below it
 mark, ``release()`` (built by ``makeService``) drops the cached bodies and answers, rebuilds the
 big dicts to fit (:func:`compact_dicts`) and, unless ``--no-malloc-trim``, calls
 :func:`rocketpy.service.allocator.trim_heap`; each release is logged with the resident size
-before and after."""
+before and after.
+
+It also keeps full garbage collections short: once the route state has grown by ``min_drop``
+entries, the collector's current objects are frozen (``gc.freeze``), so later full collections
+skip the long-lived tables instead of walking them (``bench/route_state.py``, ``full_gc_ms_held``);
+reference counting still frees them. A release unfreezes first, so what the departed brokers
+left in cycles is collected."""
+import gc
 import sys
 
 from .periodic import PeriodicService
@@ -56,12 +63,17 @@ class RouteMemoryService(PeriodicService):
 
     name = "route-memory"
 
-    def __init__(self, size, release, clock, interval=5.0, min_drop=50_000):
+    def __init__(self, size, release, clock, interval=5.0, min_drop=50_000, freeze=gc.freeze,
+                 unfreeze=gc.unfreeze):
         super().__init__(interval, clock)
         self.size = size
         self.release = release
         self.min_drop = min_drop
+        self.freeze = freeze
+        self.unfreeze = unfreeze
         self.high = 0
+        #: the size when the collector was last frozen
+        self.frozen_at = 0
         #: releases since start
         self.releases = 0
 
@@ -77,10 +89,15 @@ class RouteMemoryService(PeriodicService):
         size = self.size()
         if size >= self.high:
             self.high = size
+            if size - self.frozen_at >= self.min_drop:
+                self.freeze()
+                self.frozen_at = size
             return
         if self.high - size < self.min_drop:
             return
         before = resident_mib()
+        self.unfreeze()
+        self.frozen_at = 0
         self.release()
         self.releases += 1
         after = resident_mib()

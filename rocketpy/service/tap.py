@@ -282,7 +282,7 @@ def _route_release(processor, answer_cache, trim):
         if answer_cache is not None:
             answer_cache.clear()
         route = processor.route_info_manager
-        for holder in (route, route.snapshots, route.expiry):
+        for holder in (route, route.shapes, route.snapshots, route.expiry):
             compact_dicts(holder)
         if trim:
             trim_heap()

@@ -1,0 +1,94 @@
+"""NameServer state layer: a change to the route tables, described before it is made.
+
+A release's registration policy reads the tables through the
+:class:`~rocketpy.namesrv.route_info_manager.RouteInfoManager`'s public read methods and
+records what should change here; :meth:`RouteInfoManager.apply
+<rocketpy.namesrv.route_info_manager.RouteInfoManager.apply>` is the one writer, and reports
+what the change touched (:class:`Touched`). No policy holds a writer, so the gate sees every
+change, and an empty delta is what "nothing to do" looks like. A bulk step (a registration's
+topic table) is one entry, not one per topic: the writer walks it against the tables."""
+from dataclasses import dataclass
+
+__all__ = ["RouteDelta", "Touched"]
+
+
+@dataclass(frozen=True, slots=True)
+class Touched:
+    """What :meth:`RouteInfoManager.apply` changed: topics whose layout or mapping changed, the
+    layouts those topics use now, and broker names whose group or filter servers changed."""
+
+    topics: frozenset = frozenset()
+    shapes: tuple = ()
+    brokers: frozenset = frozenset()
+
+    def __bool__(self):
+        return bool(self.topics or self.brokers)
+
+
+class RouteDelta:
+    """An ordered list of changes; each method names one and returns nothing."""
+
+    __slots__ = ("ops",)
+
+    def __init__(self):
+        self.ops = []
+
+    def __bool__(self):
+        return bool(self.ops)
+
+    def __len__(self):
+        return len(self.ops)
+
+    def add_to_cluster(self, cluster_name, broker_name):
+        self.ops.append(("add_to_cluster", (cluster_name, broker_name)))
+
+    def set_broker(self, broker_data):
+        """Put or replace a broker group (an equal record changes nothing)."""
+        self.ops.append(("set_broker", (broker_data,)))
+
+    def remove_live(self, key):
+        self.ops.append(("remove_live", (key,)))
+
+    def refresh_live(self, key, now_ms):
+        """A heartbeat: the live entry's time and deadline move on."""
+        self.ops.append(("refresh_live", (key, now_ms)))
+
+    def remove_filter_servers(self, key, broker_name):
+        self.ops.append(("remove_filter_servers", (key, broker_name)))
+
+    def remove_broker(self, broker_name):
+        self.ops.append(("remove_broker", (broker_name,)))
+
+    def remove_from_cluster(self, cluster_name, broker_name):
+        self.ops.append(("remove_from_cluster", (cluster_name, broker_name)))
+
+    def live(self, key, now_ms, timeout_millis, data_version, channel_id, ha_server_addr,
+             broker_name, filter_servers):
+        """A registration's live entry (a new generation) and filter servers."""
+        self.ops.append(("live", (key, now_ms, timeout_millis, data_version, channel_id,
+                                  ha_server_addr, broker_name, filter_servers)))
+
+    def merge_topics(self, broker_name, wrapper, wipe, every):
+        """``createAndUpdateQueueData`` for a registration's topics: all (``every``), or those
+        the queue table lacks unless the same content was merged last."""
+        self.ops.append(("merge_topics", (broker_name, wrapper, wipe, every)))
+
+    def put_topics(self, broker_name, topic_configs, wipe):
+        """Every topic of ``topic_configs`` gets this broker's QueueData (4.9: all again)."""
+        self.ops.append(("put_topics", (broker_name, topic_configs, wipe)))
+
+    def put_queue_data(self, topic, queue_data):
+        self.ops.append(("put_queue_data", (topic, queue_data)))
+
+    def remove_queue_data(self, topic, broker_name):
+        self.ops.append(("remove_queue_data", (topic, broker_name)))
+
+    def drop_topic(self, topic):
+        self.ops.append(("drop_topic", (topic,)))
+
+    def set_mapping(self, topic, info):
+        self.ops.append(("set_mapping", (topic, info)))
+
+    def notify_min_broker_id_changed(self, addrs, offline_addr, ha_addr):
+        """Report a group's new smallest brokerId once the change is made."""
+        self.ops.append(("notify_min_broker_id_changed", (addrs, offline_addr, ha_addr)))
