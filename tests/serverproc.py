@@ -222,3 +222,18 @@ class RemotingClient:
 
     def close(self):
         self.sock.close()
+
+
+def accept_pushed_frame(listener, timeout=15.0):
+    """The first frame a server pushes to ``listener`` (a broker's listen socket: the
+    controller's NOTIFY_BROKER_ROLE_CHANGED), decoded."""
+    from rocketpy.remoting import decode_frame
+    conn, _ = listener.accept()
+    with conn:
+        conn.settimeout(timeout)
+        data = b""
+        while len(data) < 4 or len(data) < 4 + int.from_bytes(data[:4], "big"):
+            chunk = conn.recv(65536)
+            assert chunk, "the server closed the push connection"
+            data += chunk
+    return decode_frame(data[:4 + int.from_bytes(data[:4], "big")])

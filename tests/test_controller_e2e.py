@@ -11,7 +11,7 @@ import pytest
 
 from rocketpy.remoting import bodies as B, headers as H
 from rocketpy.remoting.command import FLAG_ONEWAY, RemotingCommand
-from serverproc import RemotingClient, running_server
+from serverproc import RemotingClient, accept_pushed_frame, running_server
 
 pytestmark = pytest.mark.network
 
@@ -74,16 +74,7 @@ class Broker:
 
     def pushed(self):
         """The first frame the controller pushes to this broker's listen port."""
-        conn, _ = self.listener.accept()
-        with conn:
-            conn.settimeout(10)
-            data = b""
-            while len(data) < 4 or len(data) < 4 + int.from_bytes(data[:4], "big"):
-                chunk = conn.recv(65536)
-                assert chunk, "controller closed the push connection"
-                data += chunk
-        from rocketpy.remoting import decode_frame
-        return decode_frame(data[:4 + int.from_bytes(data[:4], "big")])
+        return accept_pushed_frame(self.listener, 10)
 
     def close(self):
         self.client.close()

@@ -19,7 +19,7 @@ from rocketpy.remoting import bodies as B, headers as H
 from rocketpy.remoting.codes import ResponseCode as RC
 from rocketpy.remoting.command import RemotingCommand
 from etcdproc import etcd_cluster, free_ports, wait_for
-from serverproc import RemotingClient, running_server
+from serverproc import RemotingClient, accept_pushed_frame, running_server
 
 pytestmark = pytest.mark.network
 
@@ -107,16 +107,7 @@ class Broker:
                 del self.clients[port]       # the killed controller
 
     def pushed(self):
-        conn, _ = self.listener.accept()
-        with conn:
-            conn.settimeout(15)
-            data = b""
-            while len(data) < 4 or len(data) < 4 + int.from_bytes(data[:4], "big"):
-                chunk = conn.recv(65536)
-                assert chunk, "controller closed the push connection"
-                data += chunk
-        from rocketpy.remoting import decode_frame
-        return decode_frame(data[:4 + int.from_bytes(data[:4], "big")])
+        return accept_pushed_frame(self.listener, 15)
 
     def close(self):
         for client in self.clients.values():
