@@ -29,7 +29,7 @@ from rocketpy.remoting.headers import (BrokerHeartbeatRequestHeader, QueryDataVe
 
 from .acl import client_address, describe_code, networks_refusal, parse_networks
 
-__all__ = ["BrokerAccessPolicy", "BROKER_ALLOW_NETWORKS", "BROKER_IDENTITY_BINDING",
+__all__ = ["BrokerAccessPolicy", "host_of", "BROKER_ALLOW_NETWORKS", "BROKER_IDENTITY_BINDING",
            "BROKER_ACCESS_KEYS", "BROKER_CODES"]
 
 BROKER_ALLOW_NETWORKS = "brokerAllowNetworks"
@@ -53,7 +53,8 @@ _REGISTER_TOPIC = int(RequestCode.REGISTER_TOPIC_IN_NAMESRV)
 _LOCAL = "local"   # a peer without an IP address (a UNIX socket): this host
 
 
-def _host(channel):
+def host_of(channel):
+    """The IP a channel's peer connects from (the host an identity binds to)."""
     address = client_address(getattr(channel, "remote_addr", "") or "")
     return _LOCAL if address is None else str(address)
 
@@ -117,7 +118,7 @@ class BrokerAccessPolicy:
             header = _IDENTITY_HEADERS[request.code].from_ext_fields(request.ext_fields)
         except RemotingCodecError:
             return None   # the handler answers a malformed header as Java does
-        host = _host(channel)
+        host = host_of(channel)
         held = self._held(header, host)
         if held is not None:
             return self._refuse(*held, request.code, host)
@@ -164,7 +165,7 @@ class BrokerAccessPolicy:
             route = TopicRouteData.from_json(request.body)
         except (RemotingCodecError, ValueError, TypeError):
             return None   # the handler answers a malformed body as Java does
-        host = _host(channel)
+        host = host_of(channel)
         for name in dict.fromkeys(qd.broker_name for qd in route.queue_datas or ()):
             holders = self._by_name.get(name)
             valid = self._member_valid(name)
