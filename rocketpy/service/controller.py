@@ -39,6 +39,7 @@ from .controllergroup import ControllerGroup
 from .fileio import AppendLog, read_text, write_atomic, write_file_java
 from .periodic import PeriodicService
 from .server import RemotingServerService
+from ..transport import logs
 
 __all__ = ["ControllerHousekeeping", "ControllerScanService", "ControllerServerService",
            "make_controller_service", "controller_configuration", "controller_listen",
@@ -202,7 +203,7 @@ def make_controller_service(configuration, reactor, *, write_pool=None, listen=N
         except (SnapshotError, OSError) as exc:
             raise ValueError(f"cannot load the controller state in {config.store_path}: "
                              f"{exc}") from None
-    log = Logger(namespace="rocketpy.controller")
+    log = Logger(namespace="rocketpy.controller", observer=logs.observer)
     if loaded:
         log.info("controller state loaded from {path}: {groups} broker groups, event {seq}",
                  path=config.store_path, groups=len(processor.replicas.sync_state_info_table),

@@ -41,10 +41,11 @@ from .propcheck import value_problem
 from .startup import GracefulExit, StartError
 from .server import RemotingServerService
 from .unregistration import BatchUnregistrationService
+from ..transport import logs
 
 __all__ = ["Options", "makeService", "FRAME_MAX_LENGTH_KEY"]
 
-log = Logger()
+log = Logger(observer=logs.observer)
 
 #: Java's ``-Dcom.rocketmq.remoting.frameMaxLength`` (NettyDecoder's limit, length field included).
 FRAME_MAX_LENGTH_KEY = "com.rocketmq.remoting.frameMaxLength"
