@@ -413,7 +413,8 @@ def makeService(options, reactor=None):
         top.web = make_web_service(
             options["web"], route_info_manager=route, kv_config_manager=kv, factory=factory,
             unregistration=batch, processor=processor, policies=policies, reactor=reactor,
-            listen=options["listen"], nsaddr=options.get("nsaddr"), peers=options.get("peers"))
+            listen=options["listen"], nsaddr=options.get("nsaddr"), peers=options.get("peers"),
+            decode_pool=decode_pool)
         top.web.setServiceParent(top)
         top.web.registry.register(GuardCollector(processor, write_pool, memory))
     _Hooks("boot-line", server.announce).setServiceParent(top)   # once every listener is bound
