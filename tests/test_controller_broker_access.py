@@ -4,8 +4,10 @@ could apply for broker ids and heartbeat brokers up to the 10,000 bounds, heartb
 broker from another host, or shrink its master's sync state set. A real ``twistd rocketnamesrv``
 hosting the controller; peers connect from 127.0.0.1 (the genuine broker), .2 (another host of
 the brokers' network) and .3 (outside it); 127.0.0.1 only, everything closed by the test."""
+import re
 import socket
 import tempfile
+import urllib.request
 
 import pytest
 
@@ -48,8 +50,10 @@ def test_controller_broker_requests_from_outside_or_for_another_hosts_broker_are
             "-D", f"controllerDLegerPeers=n0-127.0.0.1:{port}", "-D", "controllerDLegerSelfId=n0",
             "-D", f"controllerStorePath={store}", "-D", "bindAddress=127.0.0.1",
             "-D", f"brokerAllowNetworks={GENUINE},{OTHER}",
-            "-D", "brokerIdentityBinding=true") as server:
+            "-D", "brokerIdentityBinding=true", "--web=tcp:0:interface=127.0.0.1") as server:
         assert server.port != port
+        web = server.wait_for_log(r"rocketpy web endpoint on (http://\S+)")
+        url = re.search(r"(http://\S+?)/? ", web + " ").group(1)
         clients = [RemotingClient(port, source=s) for s in (GENUINE, OTHER, OUTSIDE)]
         genuine, other, outsider = clients
         try:
@@ -95,6 +99,11 @@ def test_controller_broker_requests_from_outside_or_for_another_hosts_broker_are
             info = _call(outsider, 1004, H.GetReplicaInfoRequestHeader(broker_name="broker-a"))
             assert info.code == 0 and H.GetReplicaInfoResponseHeader.from_ext_fields(
                 info.ext_fields).master_broker_id == broker_id      # reads stay open
+            metrics = urllib.request.urlopen(f"{url}/metrics", timeout=10).read().decode()
+            assert 'rocketpy_controller_broker_requests_refused_total{reason="network"} 2.0' \
+                in metrics
+            assert 'rocketpy_controller_broker_requests_refused_total{reason="identity"} 4.0' \
+                in metrics
         finally:
             for client in clients:
                 client.close()

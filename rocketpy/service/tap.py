@@ -416,7 +416,9 @@ def makeService(options, reactor=None):
             listen=options["listen"], nsaddr=options.get("nsaddr"), peers=options.get("peers"),
             decode_pool=decode_pool)
         top.web.setServiceParent(top)
-        top.web.registry.register(GuardCollector(processor, write_pool, memory))
+        top.web.registry.register(GuardCollector(
+            processor, write_pool, memory,
+            controller=None if top.controller is None else top.controller.processor))
     _Hooks("boot-line", server.announce).setServiceParent(top)   # once every listener is bound
     top.route_info_manager = route
     top.processor = processor
