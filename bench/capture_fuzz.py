@@ -167,7 +167,7 @@ def run_one(data: bytes, engines, checks: dict) -> None:
         scans[r.index] = engine.native_scan_range(f, info, start, r.end)
     planner = plan.Planner(ranges, scans)
     for r in ranges:
-        dec = engine.NativeBatchDecoder(plan=planner.plan(r))
+        dec = engine.NativeBatchDecoder(plan=planner.plan(r), **bounds)   # a range's bounds too
         f = io.BytesIO(data)
         start = seek_record(f, info, r.start)
         try:

@@ -13,8 +13,10 @@ from rocketpy.capture.source import open_capture
 from rocketpy.capture.split import seek_record
 
 
-def decode_in_ranges(paths, chunk, name="native", one_capture=False, ports=None):
-    """(table, stats, per-range bytes) of the range pipeline over ``paths`` (in order)."""
+def decode_in_ranges(paths, chunk, name="native", one_capture=False, ports=None, peaks=None,
+                     **options):
+    """(table, stats, per-range bytes) of the range pipeline over ``paths`` (in order);
+    ``options`` go to each range's decoder, whose peak table size is appended to ``peaks``."""
     infos = {}
     files = []
     for p in paths:
@@ -32,7 +34,7 @@ def decode_in_ranges(paths, chunk, name="native", one_capture=False, ports=None)
     batches, edges = [], {}
     stats = Stats(planner.stats)
     for k, r in enumerate(ranges):
-        dec = engine.ENGINES[name](ports=ports, plan=planner.plan(r))
+        dec = engine.ENGINES[name](ports=ports, plan=planner.plan(r), **options)
         nxt = next_file(ranges, k)
         following = None
         if nxt is not None:
@@ -45,6 +47,8 @@ def decode_in_ranges(paths, chunk, name="native", one_capture=False, ports=None)
             start = seek_record(f, info, r.start)
             batches += decode_range(dec, r, info, f, start, following)
         edges[r.index] = dec.edges
+        if peaks is not None:
+            peaks.append(dec.table["peak_connections"])
         stats.merge(dec.stats)
     rows, settled = stitch(ranges, edges)
     stats.merge(settled)

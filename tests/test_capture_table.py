@@ -7,6 +7,7 @@ import pyarrow as pa
 import pytest
 
 import capture_synth as cs
+from capture_ranges import decode_in_ranges
 from rocketpy.capture import engine
 from rocketpy.capture.arrow import ARROW_SCHEMA
 from rocketpy.capture.decoder import MAX_BUFFERED_BYTES, MAX_CONNECTIONS
@@ -88,3 +89,23 @@ def test_without_a_bound_in_sight_nothing_is_evicted(tmp_path):
     assert table["peak_connections"] == 1000
     assert table["peak_buffered_bytes"] == 1000 * HEAD
     assert "evicted_connections" not in stats
+
+
+@pytest.mark.parametrize("n", [1000, 2000])
+def test_a_range_decode_is_bounded_too(tmp_path, n):
+    """The Spark job decodes big captures in byte ranges: a range's decoder keeps the same bound
+    and counts its evictions, as the whole-capture one (it kept every connection a range
+    opened: the peak was n)."""
+    path = str(half_open(tmp_path, n))
+    results = {}
+    for name in ("python", "native"):
+        peaks = []
+        table, stats, _ = decode_in_ranges([path], 1 << 30, name, peaks=peaks,
+                                           max_connections=300)
+        assert peaks == [300]
+        assert stats["evicted_connections"] == n - 300, stats
+        rows = table.to_pylist()
+        incomplete = [r for r in rows if r["error"]]
+        assert len({r["conn"] for r in incomplete}) == n     # every connection still reported
+        results[name] = rows, dict(stats)
+    assert results["python"] == results["native"]

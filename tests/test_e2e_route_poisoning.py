@@ -91,7 +91,8 @@ def test_naming_another_cluster_or_an_unused_id_does_not_free_a_live_identity(pr
     """Issue 20, item 1: in 5.x the live table is keyed by (cluster, address), so another
     cluster + the victim's address, name and an unused id got past the binding: an
     UNREGISTER_BROKER (id 99) removed the live broker and its topics (5.3), a REGISTER_BROKER
-    (id 1) left its group without a master (5.0, 5.3)."""
+    (id 1) left its group without a master (5.0, 5.3). And a REGISTER_TOPIC_IN_NAMESRV from
+    another host added a topic to the live group."""
     with running_server(f"--profile={profile}", "-D", "brokerIdentityBinding=true",
                         "-D", f"brokerAllowNetworks={GENUINE}/32,{OTHER}/32") as server:
         genuine = RemotingClient(server.port, source=GENUINE)
@@ -105,6 +106,18 @@ def test_naming_another_cluster_or_an_unused_id_does_not_free_a_live_identity(pr
                                                 "127.0.0.1 while its registration is live"), unregister
             no_master = _register(attacker, "127.0.0.1:10911", broker_id="1", cluster="OtherCluster")
             assert no_master.code == 16, no_master
+            # REGISTER_TOPIC_IN_NAMESRV adding a topic to the live group from another host
+            topic_body = json.dumps({"brokerDatas": [], "queueDatas": [
+                {"brokerName": "broker-a", "readQueueNums": 8, "writeQueueNums": 8, "perm": 6,
+                 "topicSysFlag": 0}]}).encode()
+            hijack = attacker.call(217, {"topic": "Hijacked"}, topic_body)
+            assert hijack.code == 16 and hijack.remark == (
+                "broker broker-a is held by 127.0.0.1 while its registration is live; refused "
+                "request code 217 (REGISTER_TOPIC_IN_NAMESRV) from 127.0.0.2 "
+                "(brokerIdentityBinding)"), hijack
+            assert _route_addrs(server.port, "Hijacked") == 17     # TOPIC_NOT_EXIST
+            assert genuine.call(217, {"topic": "Own"}, topic_body).code == 0
+            assert _route_addrs(server.port, "Own") == ["127.0.0.1:10911"]
             assert _route_addrs(server.port) == ["127.0.0.1:10911"]
             route = RemotingClient(server.port, source=OUTSIDE)
             try:

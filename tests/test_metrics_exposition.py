@@ -176,6 +176,12 @@ class DocumentedMetricsTests(SynchronousTestCase):
         metrics.connection_dropped("idle")
         samples_ = {s.name for f in server.registry.collect() if f.name.startswith("rocketpy_")
                     for s in f.samples}
+        # what only a hosted controller adds (enableControllerInNamesrv)
+        from types import SimpleNamespace
+        from rocketpy.service.guardmetrics import GuardCollector
+        controller = SimpleNamespace(broker_access=SimpleNamespace(refused={"network": 0}))
+        samples_ |= {s.name for f in GuardCollector(server.top.processor, controller=controller)
+                     .collect() for s in f.samples}
         shown = {re.sub(r"_(bucket|sum|count)$", "", n) for n in samples_}
         doc = (REPO_ROOT / "docs" / "operations.md").read_text(encoding="utf-8")
         documented = set(re.findall(r"\brocketpy_[a-z_]+", doc)) - {"rocketpy_event"}  # a log field

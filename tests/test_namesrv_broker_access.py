@@ -1,5 +1,6 @@
 """Who may speak for a broker (issue 12, part 4): ``brokerAllowNetworks`` and
 ``brokerIdentityBinding``, against the real processor and route tables, in every profile."""
+import json
 import zlib
 
 import pytest
@@ -117,7 +118,7 @@ def test_hosts_of_departed_connections_are_forgotten():
         assert _register(proc, channel, addr=f"10.1.0.{i}:10911", name=f"b{i}").code == 0
         assert _broker_request(proc, 104, channel, addr=f"10.1.0.{i}:10911", name=f"b{i}").code == 0
     assert len(proc.broker_access._hosts) < 130
-    assert len(proc.broker_access._keys_by_addr) < 130
+    assert len(proc.broker_access._by_addr) < 130 and len(proc.broker_access._by_name) < 130
 
 
 def _cluster_request(proc, code, channel, cluster, addr, name, broker_id, topics=("TopicA", "TopicB")):
@@ -161,3 +162,89 @@ def test_identity_binding_holds_whatever_cluster_name_or_id_a_request_names(prof
     assert _addrs(proc) == {0: "10.0.0.5:10911", 1: "10.0.0.9:10911"}
     # the genuine host may move its own broker (the other host's slave is live: the name is not)
     assert _cluster_request(proc, 103, GENUINE_AGAIN, "C", victim, "broker-a", 0).code == 0
+
+
+def _register_topic(proc, channel, topic="Hijacked", name="broker-a"):
+    body = json.dumps({"brokerDatas": [], "queueDatas": [
+        {"brokerName": name, "readQueueNums": 4, "writeQueueNums": 4, "perm": 6,
+         "topicSysFlag": 0}]}).encode()
+    return proc.process(RemotingCommand.request(217, {"topic": topic}, body, opaque=5,
+                                                version=479), channel, 1500)
+
+
+@pytest.mark.parametrize("profile", ["5.0", "5.3"])   # 4.9.8 has no REGISTER_TOPIC_IN_NAMESRV
+def test_register_topic_naming_another_hosts_live_group_is_refused(profile):
+    """REGISTER_TOPIC_IN_NAMESRV adds queues to the groups its body names: with the binding, a
+    host may not add a topic to a group another host has live (it did, in every profile)."""
+    proc = _processor(profile, brokerIdentityBinding="true")
+    assert _register(proc, GENUINE).code == 0
+    refused = _register_topic(proc, OTHER)
+    assert refused.code == 16, refused
+    assert refused.remark == ("broker broker-a is held by 10.0.0.5 while its registration is "
+                              "live; refused request code 217 (REGISTER_TOPIC_IN_NAMESRV) from "
+                              "10.0.0.9 (brokerIdentityBinding)")
+    assert "Hijacked" not in proc.route_info_manager.topic_queue_table
+    assert proc.broker_access.refused["identity"] == 1
+    # the group's own host, and a group nobody holds live, as Java does
+    assert _register_topic(proc, GENUINE_AGAIN, topic="Own").code == 0
+    assert _register_topic(proc, OTHER, topic="Free", name="nobody").code == 0
+    # a slave of the group on the other host may speak for its group too
+    assert _cluster_request(proc, 103, OTHER, "C", "10.0.0.9:10911", "broker-a", 1).code == 0
+    assert _register_topic(proc, OTHER, topic="FromSlave").code == 0
+    assert "Own" in proc.route_info_manager.topic_queue_table
+
+
+class _CountingRoutes:
+    """The route tables as the policy sees them, counting live-table lookups."""
+
+    def __init__(self, rim):
+        self._rim, self.lookups = rim, 0
+
+    def __getattr__(self, name):
+        return getattr(self._rim, name)
+
+    @property
+    def broker_live_table(self):
+        outer, table = self, self._rim.broker_live_table
+
+        class Counting:
+            def get(self, key, default=None):
+                outer.lookups += 1
+                return table.get(key, default)
+
+            def values(self):
+                return table.values()
+
+            def __contains__(self, key):
+                outer.lookups += 1
+                return key in table
+        return Counting()
+
+
+def _identity_check_lookups(members):
+    """Live-table lookups of 100 identity checks naming a group of ``members`` under another
+    cluster, and an address live in ``members`` clusters, from the host holding them."""
+    proc = _processor("5.3", brokerIdentityBinding="true")
+    for i in range(members):
+        ext = {"brokerName": "big", "brokerAddr": f"10.0.0.5:{20000 + i}", "clusterName": "C",
+               "haServerAddr": "x", "brokerId": str(i), "compressed": "false"}
+        body = register_body(("T", "U"), 1)
+        ext["bodyCrc32"] = str(zlib.crc32(body) & 0x7FFFFFFF)
+        assert proc.process(RemotingCommand.request(103, ext, body, opaque=1, version=479),
+                            GENUINE, 1000).code == 0
+        assert _cluster_request(proc, 103, GENUINE, f"K{i}", "10.0.0.5:10911", f"own{i}",
+                                0).code == 0
+    counting = _CountingRoutes(proc.route_info_manager)
+    proc.broker_access.rim = counting
+    for _ in range(50):
+        assert _cluster_request(proc, 904, GENUINE, "Other", "10.0.0.5:1", "big", 7).code == 0
+        assert _cluster_request(proc, 904, GENUINE, "K0", "10.0.0.5:10911", "own0", 0).code == 0
+    assert _cluster_request(proc, 904, OTHER, "Other", "10.0.0.9:1", "big", 7).code == 16
+    return counting.lookups
+
+
+def test_identity_check_costs_the_same_whatever_the_group_or_cluster_count():
+    """A request's identity check does not walk the named group's members or the clusters an
+    address is live in (it did: 100 requests cost 100 x members lookups)."""
+    small, big = _identity_check_lookups(64), _identity_check_lookups(128)
+    assert big <= small + 8, (small, big)

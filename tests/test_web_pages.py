@@ -448,38 +448,118 @@ class ScaleTests(SynchronousTestCase):
 
 
 class PeerComparisonTests(SynchronousTestCase):
-    """compare_digests: the report the status page shows for --peers."""
+    """--peers: the page's comparison is compareNamesrv's (one comparison, one source), built
+    off the reactor from copies of this server's tables."""
 
     @staticmethod
-    def digest(brokers, topics):
+    def _tables(rim, brokers, topics):
         from types import SimpleNamespace
-        from rocketpy.web.peers import digest
-        table = {}
         for (cluster, group, broker_id), addr in brokers.items():
-            table.setdefault(group, SimpleNamespace(cluster=cluster, broker_addrs={})).broker_addrs[broker_id] = addr
-        return digest(table, topics)
+            rim.cluster_addr_table.setdefault(cluster, set()).add(group)
+            rim.broker_addr_table.setdefault(
+                group, SimpleNamespace(cluster=cluster, broker_addrs={})).broker_addrs[broker_id] = addr
+        for topic in topics:
+            rim.topic_queue_table[topic] = {}
 
-    def test_agree_and_diverge(self):
-        from rocketpy.web.peers import compare_digests
-        one = self.digest({("C", "broker-a", 0): "10.0.0.1:10911"}, ["T1", "T2"])
-        same = self.digest({("C", "broker-a", 0): "10.0.0.1:10911"}, ["T2", "T1"])
-        report = compare_digests({"a:9876": one, "b:9876": same})
-        self.assertTrue(report["agree"])
-        self.assertEqual((report["brokerDifferences"], report["topicDifferences"]), (0, 0))
-        other = self.digest({("C", "broker-a", 0): "10.0.0.9:10911", ("C", "broker-b", 0): "10.0.0.2:10911"},
-                            ["T1"])
-        report = compare_digests({"a:9876": one, "b:9876": other, "c:9876": "RemotingConnectError: refused"})
+    @staticmethod
+    def _answers(brokers, topics):
+        from rocketpy.remoting.bodies import BrokerData, ClusterInfo, TopicList
+        table, clusters = {}, {}
+        for (cluster, group, broker_id), addr in brokers.items():
+            clusters.setdefault(cluster, []).append(group)
+            table.setdefault(group, BrokerData(broker_name=group, cluster=cluster,
+                                               broker_addrs={})).broker_addrs[broker_id] = addr
+        return {106: ClusterInfo(broker_addr_table=table, cluster_addr_table=clusters).to_json(),
+                206: TopicList(topic_list=list(topics)).to_json()}
+
+    def _watch(self, peers, offload=None):
+        from types import SimpleNamespace
+        from twisted.internet import defer
+        from twisted.internet.task import Clock
+        from rocketpy.web.peers import PeerWatch
+
+        class Client:
+            def invoke(self, addr, request, timeout):
+                body = peers[addr].get(request.code) if addr in peers else None
+                if body is None:
+                    return defer.fail(ConnectionRefusedError("refused"))
+                return defer.succeed(SimpleNamespace(code=0, remark=None, body=body))
+
+            def shutdown(self):
+                pass
+        rim = SimpleNamespace(broker_addr_table={}, cluster_addr_table={}, topic_queue_table={})
+        return PeerWatch(list(peers) + ["127.0.0.1:1"], rim, Client(), Clock(), offload=offload), rim
+
+    def test_the_report_is_compare_namesrvs_comparison(self):
+        from rocketpy.admin.consistency import compare_views, view_of
+        brokers = {("C", "broker-a", 0): "10.0.0.1:10911"}
+        moved = {("C", "broker-a", 0): "10.0.0.9:10911", ("C", "broker-b", 0): "10.0.0.2:10911"}
+        watch, rim = self._watch({"a:9876": self._answers(brokers, ["T1", "T2"]),
+                                  "b:9876": self._answers(moved, ["T1"])})
+        self._tables(rim, brokers, ["T2", "T1"])
+        watch.run_once()
+        report = watch.report
         self.assertFalse(report["agree"])
         self.assertEqual(report["brokers"], [
-            {"broker": "C/broker-a/0", "addresses": {"a:9876": "10.0.0.1:10911", "b:9876": "10.0.0.9:10911"}},
-            {"broker": "C/broker-b/0", "addresses": {"a:9876": None, "b:9876": "10.0.0.2:10911"}}])
+            {"broker": "broker-a", "values": {"this NameServer": "cluster C 0=10.0.0.1:10911",
+                                              "a:9876": "cluster C 0=10.0.0.1:10911",
+                                              "b:9876": "cluster C 0=10.0.0.9:10911"}},
+            {"broker": "broker-b", "values": {"this NameServer": None, "a:9876": None,
+                                              "b:9876": "cluster C 0=10.0.0.2:10911"}}])
+        self.assertEqual(report["clusters"], [{"cluster": "C", "values": {
+            "this NameServer": "broker-a", "a:9876": "broker-a", "b:9876": "broker-a broker-b"}}])
         self.assertEqual(report["topics"], [{"topic": "T2", "missingOn": ["b:9876"]}])
-        self.assertEqual([r["error"] for r in report["nameservers"]],
-                         [None, None, "RemotingConnectError: refused"])
-        self.assertFalse(compare_digests({"a:9876": one, "c:9876": "timeout"})["agree"])
+        self.assertEqual((report["clusterDifferences"], report["brokerDifferences"],
+                          report["topicDifferences"]), (1, 2, 1))
+        errors = {r["nameserver"]: r["error"] for r in report["nameservers"]}
+        self.assertIn("refused", errors["127.0.0.1:1"])
+        self.assertIsNone(errors["a:9876"])
+        # the same differences compareNamesrv finds in the same views
+        from rocketpy.remoting.bodies import ClusterInfo, TopicList
+        views = [view_of(ns, ClusterInfo.from_json(a[106]),
+                         dict.fromkeys(TopicList.from_json(a[206]).topic_list))
+                 for ns, a in (("a:9876", self._answers(brokers, ["T1", "T2"])),
+                               ("b:9876", self._answers(moved, ["T1"])))]
+        self.assertEqual(sum(1 for d in compare_views(views).differences if d.kind == "broker"), 2)
+
+    def test_agreeing_nameservers_agree_but_one_unreachable_does_not(self):
+        brokers = {("C", "broker-a", 0): "10.0.0.1:10911"}
+        watch, rim = self._watch({"a:9876": self._answers(brokers, ["T1", "T2"])})
+        self._tables(rim, brokers, ["T1", "T2"])
+        watch.run_once()
+        self.assertEqual(watch.report["brokerDifferences"] + watch.report["topicDifferences"], 0)
+        self.assertFalse(watch.report["agree"])        # 127.0.0.1:1 could not be asked
+        watch.peers = ["a:9876"]
+        watch.run_once()
+        self.assertTrue(watch.report["agree"], watch.report)
+
+    def test_the_comparison_runs_off_the_reactor_from_copies(self):
+        brokers = {("C", "broker-a", 0): "10.0.0.1:10911"}
+        from twisted.internet.defer import Deferred
+        queued = []
+        watch, rim = self._watch({"a:9876": self._answers(brokers, ["T1"])},
+                                 offload=lambda work: queued.append(work) or Deferred())
+        watch.peers = ["a:9876"]
+        self._tables(rim, brokers, ["T1"])
+        watch.run_once()
+        self.assertEqual(len(queued), 1)
+        self.assertIsNone(watch.report)                # nothing compared on the reactor
+        rim.topic_queue_table["Later"] = {}            # the tables move on meanwhile
+        report = queued[0]()                           # the pool's thread
+        self.assertTrue(report["agree"])               # compared from the copy
+        watch._reported(report)
+        self.assertTrue(watch.report["agree"])
+
+    def test_a_full_pool_skips_a_round(self):
+        watch, rim = self._watch({}, offload=lambda work: None)
+        watch.peers = []
+        watch.run_once()
+        self.assertIsNone(watch.report)
+        self.assertIsNone(watch._running)              # the next round runs again
 
     def test_differences_listed_are_bounded_and_all_counted(self):
-        from rocketpy.web.peers import compare_digests
-        many = self.digest({}, [f"T{i}" for i in range(1000)])
-        report = compare_digests({"a": many, "b": self.digest({}, [])}, shown=50)
+        from rocketpy.admin.consistency import NamesrvView, compare_views
+        from rocketpy.web.peers import report_of
+        many = NamesrvView("a", topics=dict.fromkeys(f"T{i}" for i in range(1000)))
+        report = report_of(compare_views([many, NamesrvView("b")]), shown=50)
         self.assertEqual((len(report["topics"]), report["topicDifferences"]), (50, 1000))

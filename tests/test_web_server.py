@@ -365,8 +365,10 @@ def test_status_page_shows_divergence_with_its_peers():
                 time.sleep(0.2)
                 report = get_json(url + "api/peers")
             assert report["agree"] is False
-            assert report["brokers"] == [{"broker": "ClusterA/broker-a/0", "addresses": {
-                "this NameServer": None, peer.addr: "127.0.0.1:10911"}}]
+            assert report["brokers"] == [{"broker": "broker-a", "values": {
+                "this NameServer": None, peer.addr: "cluster ClusterA 0=127.0.0.1:10911"}}]
+            assert report["clusters"] == [{"cluster": "ClusterA", "values": {
+                "this NameServer": None, peer.addr: "broker-a"}}]
             assert {t["topic"] for t in report["topics"]} >= {"Orders", "Payments"}
             assert all(t["missingOn"] == ["this NameServer"] for t in report["topics"])
             errors = {r["nameserver"]: r["error"] for r in report["nameservers"]}
@@ -374,5 +376,5 @@ def test_status_page_shows_divergence_with_its_peers():
             assert "127.0.0.1:1" in errors and errors["127.0.0.1:1"]
             html = get(url)[2].decode()
             assert 'id="peers-verdict" data-agree="false"' in html
-            assert "The NameServers diverge: 1 broker(s)" in html
+            assert "The NameServers diverge: 1 cluster(s), 1 broker group(s)" in html
         client.close()

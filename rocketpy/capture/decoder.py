@@ -318,7 +318,8 @@ class CaptureDecoder:
     Suricata's flow manager bounds its flow table): past ``max_connections`` live connections,
     or ``max_buffered_bytes`` held by all of them together, the connection that has been idle
     longest is finished as if the capture ended for it (counted as ``evicted_connections``);
-    its later packets, if any, start a new one.  ``file`` names the capture the next packets
+    its later packets, if any, start a new one.  A range's decode (``plan``, the Spark job) keeps
+    the same bounds: one range of a hostile capture can open as many connections.  ``file`` names the capture the next packets
     come from (:meth:`begin_file` switches it, for a rotated set read as one capture).
     """
 
@@ -345,6 +346,7 @@ class CaptureDecoder:
         self._packets_since_sweep = 0
         self.plan = plan
         self.edges: dict = {}            # range mode: conn id -> what the job settles
+        self.resumed: set = set()        # range mode: the plan's live connections taken up
         self.reading_ahead = False
         self.unsettled: set = set()
         self.pos = (0, 0)                # (file index, record offset) of the current packet
@@ -389,18 +391,16 @@ class CaptureDecoder:
             if conn.settled:
                 self.unsettled.discard(conn)
             return
-        if self.plan is None:
-            self._account(conn)
-            self.active.move_to_end(conn)
+        self._account(conn)
+        self.active.move_to_end(conn)
         self._packets_since_sweep += 1
         # sweeping walks every open connection: amortise it over at least as many packets
         if (self._packets_since_sweep >= 4096 and ts >= self._next_sweep
                 and self._packets_since_sweep >= len(self.flows)):
             self.sweep(ts)
-        if self.plan is None:
-            while self.buffered > self.max_buffered_bytes and next(iter(self.active)) is not conn:
-                self._evict()
-            self.peak_buffered = max(self.peak_buffered, self.buffered)
+        while self.buffered > self.max_buffered_bytes and next(iter(self.active)) is not conn:
+            self._evict()
+        self.peak_buffered = max(self.peak_buffered, self.buffered)
 
     def _account(self, conn) -> None:
         """Whole-capture mode: note what ``conn`` holds now."""
@@ -416,9 +416,7 @@ class CaptureDecoder:
         self._drop(conn)
 
     def _new(self, key, seg, conn_id: str | None = None):
-        if self.plan is None:
-            while len(self.active) >= self.max_connections:
-                self._evict()
+        self._make_room()
         src, sport, dst, dport = key
         if conn_id is None:
             lo, hi = sorted(((src, sport), (dst, dport)))
@@ -433,13 +431,19 @@ class CaptureDecoder:
         self._add(key, conn)
         if self.plan is None:
             self.stats.count("connections")
-            self.active[conn] = 0
-            self.peak_connections = max(self.peak_connections, len(self.active))
         return self.flows[(src, sport, dst, dport)]
+
+    def _make_room(self) -> None:
+        """Evict until one more connection fits (a range's decode too: one range of a hostile
+        capture can open as many connections as a whole one)."""
+        while len(self.active) >= self.max_connections:
+            self._evict()
 
     def _add(self, key, conn) -> None:
         self.flows[key] = (conn, 0)
         self.flows[(key[2], key[3], key[0], key[1])] = (conn, 1)
+        self.active[conn] = 0
+        self.peak_connections = max(self.peak_connections, len(self.active))
 
     def _drop(self, conn):
         self.buffered -= self.active.pop(conn, 0)
@@ -461,8 +465,7 @@ class CaptureDecoder:
                 dd.reasm.tick(ts)
             conn._flush(0)
             conn._flush(1)
-            if self.plan is None:
-                self._account(conn)
+            self._account(conn)
             if conn.closed and ts - conn.last_ts > self.linger_ns and self.plan is None:
                 done.append(conn)
         for conn in done:
@@ -504,12 +507,14 @@ class CaptureDecoder:
         if entry is not None:
             return entry
         rkey = (key[2], key[3], key[0], key[1])
-        live = plan.live.get(key) or plan.live.get(rkey)
-        if live is None:                     # not in the plan (it never misses one)
-            self.stats.count("unplanned_packets")
+        okey = key if key in plan.live else rkey
+        live = plan.live.get(okey)
+        if live is None or okey in self.resumed:   # not in the plan (it never misses one), or
+            self.stats.count("unplanned_packets")  # evicted once already: no longer its start
             return self._new(key, seg)
         conn_id, starts = live
-        okey = key if key in plan.live else rkey
+        self.resumed.add(okey)
+        self._make_room()
         conn = Connection(okey, conn_id, self)
         for dd, start in zip(conn.dirs, starts):
             if start.seq is not None:

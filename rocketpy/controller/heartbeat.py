@@ -49,6 +49,7 @@ class BrokerHeartbeatManager:
         self.max_brokers = max_brokers
         self.broker_live_table = {}
         self._by_channel = {}      # channel -> set of identities
+        self._by_addr = {}         # broker address -> {identity: None}
 
     def on_broker_heartbeat(self, header, channel, now_ms, known=False):
         """Record a heartbeat (``header``: a BrokerHeartbeatRequestHeader with a broker id);
@@ -71,6 +72,7 @@ class BrokerHeartbeatManager:
                 header.cluster_name, header.broker_name, header.broker_addr, header.broker_id,
                 now_ms, timeout, channel, epoch, max_offset, confirm, priority)
             self._by_channel.setdefault(channel, set()).add(key)
+            self._by_addr.setdefault(header.broker_addr, {})[key] = None
             return True
         prev.last_update_timestamp = now_ms
         prev.heartbeat_timeout_millis = timeout
@@ -106,7 +108,17 @@ class BrokerHeartbeatManager:
     def _remove(self, key):
         info = self.broker_live_table.pop(key)
         self._unindex(key, info.channel)
+        keys = self._by_addr.get(info.broker_addr)
+        if keys is not None:
+            keys.pop(key, None)
+            if not keys:
+                del self._by_addr[info.broker_addr]
         return info
+
+    def live_at(self, broker_addr):
+        """The entries whose heartbeats name ``broker_addr`` (the identity binding's index)."""
+        table = self.broker_live_table
+        return [table[key] for key in self._by_addr.get(broker_addr, ())]
 
     def on_broker_channel_close(self, channel):
         """The brokers that were on ``channel``, now inactive: ``[(cluster, name, id)]``."""

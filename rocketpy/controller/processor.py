@@ -77,10 +77,13 @@ class ControllerRequestProcessor:
         :data:`ADMIN_CODES` (None: every request runs, as on Java's controller).
     :param leadership: a :class:`~rocketpy.controller.replicated.Leadership` (None: a single
         controller, always the leader).
+    :param broker_access: a :class:`~rocketpy.controller.access.ControllerBrokerAccess` over the
+        brokers' requests (None: every broker request runs, as on Java's controller).
     """
 
     def __init__(self, configuration, *, replicas=None, heartbeats=None, persist=None,
-                 notify=None, run=None, access_control=None, leadership=None):
+                 notify=None, run=None, access_control=None, leadership=None,
+                 broker_access=None):
         self.configuration = configuration
         config = configuration.controller_config
         self.config = config
@@ -90,6 +93,7 @@ class ControllerRequestProcessor:
         self.notify = notify or (lambda address, command: None)
         self.run = run or (lambda pending: pending.run())
         self.access_control = access_control
+        self.broker_access = broker_access
         self.leadership = leadership
         # Java reads the black list once, when the processor is built
         self.black_list = configuration.black_list()
@@ -116,6 +120,12 @@ class ControllerRequestProcessor:
         handler = self.handlers.get(request.code)
         if handler is not None and self.access_control is not None and _administrative(request):
             refusal = self.access_control.decide(request, channel)
+            if refusal is not None:
+                log.warning("controller request %s from %s refused: %s", request.code,
+                            getattr(channel, "remote_addr", channel), refusal)
+                return self._answer(request, ControllerResult(RC.NO_PERMISSION, refusal))
+        if handler is not None and self.broker_access is not None:
+            refusal = self.broker_access.decide(request, channel, now_ms)
             if refusal is not None:
                 log.warning("controller request %s from %s refused: %s", request.code,
                             getattr(channel, "remote_addr", channel), refusal)

@@ -14,20 +14,22 @@ NO_PERMISSION and a remark (a oneway is dropped), counted in :attr:`BrokerAccess
   names: 5.x keys live brokers by (cluster, address), so naming another cluster must not free
   it), its (name, id) slot, and its name's cluster (naming the group under another cluster is
   refused while another host holds a live member). A broker request naming an identity another
-  host holds is refused. A restart on the same host takes it over at once; on another host once
+  host holds is refused; so is a REGISTER_TOPIC_IN_NAMESRV adding queues to a group with live
+  members of which this host registered none. A restart on the same host takes it over at once; on another host once
   the old registration is gone (closed, or expired after 120 s).
 
 It cannot tell a genuine broker from an impostor that gets there first, and the peer address is
 what TCP says; against an attacker on the brokers' network use TLS with client certificates
 (``docs/security.md``)."""
 from rocketpy.remoting.codes import RequestCode
+from rocketpy.remoting.bodies import TopicRouteData
 from rocketpy.remoting.errors import RemotingCodecError
 from rocketpy.remoting.headers import (BrokerHeartbeatRequestHeader, QueryDataVersionRequestHeader,
                                        RegisterBrokerRequestHeader, UnRegisterBrokerRequestHeader)
 
 from .acl import client_address, describe_code, networks_refusal, parse_networks
 
-__all__ = ["BrokerAccessPolicy", "BROKER_ALLOW_NETWORKS", "BROKER_IDENTITY_BINDING",
+__all__ = ["BrokerAccessPolicy", "host_of", "BROKER_ALLOW_NETWORKS", "BROKER_IDENTITY_BINDING",
            "BROKER_ACCESS_KEYS", "BROKER_CODES"]
 
 BROKER_ALLOW_NETWORKS = "brokerAllowNetworks"
@@ -47,10 +49,12 @@ _IDENTITY_HEADERS = {
     int(RequestCode.BROKER_HEARTBEAT): BrokerHeartbeatRequestHeader,
 }
 _REGISTER = int(RequestCode.REGISTER_BROKER)
+_REGISTER_TOPIC = int(RequestCode.REGISTER_TOPIC_IN_NAMESRV)
 _LOCAL = "local"   # a peer without an IP address (a UNIX socket): this host
 
 
-def _host(channel):
+def host_of(channel):
+    """The IP a channel's peer connects from (the host an identity binds to)."""
     address = client_address(getattr(channel, "remote_addr", "") or "")
     return _LOCAL if address is None else str(address)
 
@@ -71,11 +75,14 @@ class BrokerAccessPolicy:
         if self.allow_networks:
             codes |= BROKER_CODES
         if self.bind_identity:
-            codes |= set(_IDENTITY_HEADERS)
+            codes |= set(_IDENTITY_HEADERS) | {_REGISTER_TOPIC}
         #: every code :meth:`decide` looks at (none when both protections are off)
         self.codes = frozenset(codes)
         self._hosts = {}            # channel id -> host of the connection that registered
-        self._keys_by_addr = {}     # broker address -> {live key a registration gave it: None}
+        # broker address -> {host: {live key: (id, address)}}, broker name -> the same: what
+        # registrations through this policy gave each host (checked against the tables on use)
+        self._by_addr = {}
+        self._by_name = {}
         self._key_count = 0
         self._sweep_at = 64
         #: refusals since start, by reason
@@ -100,81 +107,160 @@ class BrokerAccessPolicy:
             if refusal is not None:
                 self.refused["network"] += 1
                 return refusal
-        if self.bind_identity and code in _IDENTITY_HEADERS:
+        if self.bind_identity and (code in _IDENTITY_HEADERS or code == _REGISTER_TOPIC):
             return self._identity_refusal(request, channel)
         return None
 
     def _identity_refusal(self, request, channel):
+        if request.code == _REGISTER_TOPIC:
+            return self._topic_refusal(request, channel)
         try:
             header = _IDENTITY_HEADERS[request.code].from_ext_fields(request.ext_fields)
         except RemotingCodecError:
             return None   # the handler answers a malformed header as Java does
-        host = _host(channel)
-        for live, what in self._held(header):
-            owner = self._hosts.get(live.channel_id)
-            if owner is not None and owner != host:
-                self.refused["identity"] += 1
-                return (f"{what} is held by {owner} while its registration is live; refused "
-                        f"request code {describe_code(request.code)} from {host} "
-                        f"({BROKER_IDENTITY_BINDING})")
+        host = host_of(channel)
+        held = self._held(header, host)
+        if held is not None:
+            return self._refuse(*held, request.code, host)
         if request.code == _REGISTER:
             self._note(channel, host, header)
         return None
 
-    def _held(self, header):
-        """``(live entry, what)`` of every live registration ``header`` names: its address in
-        any cluster, the (name, id) slot, and the whole group when it names another cluster."""
+    def _refuse(self, what, owner, code, host):
+        self.refused["identity"] += 1
+        return (f"{what} is held by {owner} while its registration is live; refused "
+                f"request code {describe_code(code)} from {host} ({BROKER_IDENTITY_BINDING})")
+
+    def _held(self, header, host):
+        """``(what, owner)`` of the first live registration of another host ``header`` names
+        -- its address in any cluster, the (name, id) slot, the whole group when it names
+        another cluster -- or None. O(1) per request, amortized: see :meth:`_other_host`."""
         addr = header.broker_addr
-        for live in self._live_at(addr):
-            yield live, f"broker address {addr}"
+        owner = self._other_host(self._by_addr.get(addr), host, self._addr_valid)
+        if owner is not None:
+            return f"broker address {addr}", owner
         broker_data = self.rim.broker_addr_table.get(header.broker_name)
         if broker_data is None:
-            return
-        addrs = broker_data.broker_addrs
+            return None
         if header.cluster_name != broker_data.cluster:
-            for member in addrs.values():
-                for live in self._live_at(member):
-                    yield live, (f"broker {header.broker_name} of cluster {broker_data.cluster} "
-                                 f"(named in cluster {header.cluster_name})")
-        elif header.broker_id in addrs:
-            for live in self._live_at(addrs[header.broker_id]):
-                yield live, f"broker {header.broker_name} id {header.broker_id}"
+            owner = self._other_host(self._by_name.get(header.broker_name), host,
+                                     self._member_valid(header.broker_name))
+            if owner is not None:
+                return (f"broker {header.broker_name} of cluster {broker_data.cluster} "
+                        f"(named in cluster {header.cluster_name})"), owner
+            return None
+        slot_addr = broker_data.broker_addrs.get(header.broker_id)
+        if slot_addr is not None:
+            owner = self._other_host(self._by_addr.get(slot_addr), host, self._addr_valid)
+            if owner is not None:
+                return f"broker {header.broker_name} id {header.broker_id}", owner
+        return None
 
-    def _live_at(self, addr):
-        """The live entries of ``addr`` under any cluster (the live keys registrations through
-        this policy created, checked against the live table)."""
-        table = self.rim.broker_live_table
-        for key in self._keys_by_addr.get(addr, ()):
-            live = table.get(key)
-            if live is not None:
-                yield live
+    def _topic_refusal(self, request, channel):
+        """REGISTER_TOPIC_IN_NAMESRV adds queues to the groups its body names: each named group
+        with live members must have one registered by this host."""
+        if not request.body:
+            return None
+        try:
+            route = TopicRouteData.from_json(request.body)
+        except (RemotingCodecError, ValueError, TypeError):
+            return None   # the handler answers a malformed body as Java does
+        host = host_of(channel)
+        for name in dict.fromkeys(qd.broker_name for qd in route.queue_datas or ()):
+            holders = self._by_name.get(name)
+            valid = self._member_valid(name)
+            if holders and not self._live_key(holders.get(host), host, valid):
+                owner = self._other_host(holders, host, valid)
+                if owner is not None:
+                    return self._refuse(f"broker {name}", owner, request.code, host)
+        return None
+
+    # -- the index: identity -> host -> live keys its registrations gave it ----------------
+
+    def _addr_valid(self, host, key, member):
+        live = self.rim.broker_live_table.get(key)
+        return live is not None and self._hosts.get(live.channel_id) == host
+
+    def _member_valid(self, name):
+        broker_data = self.rim.broker_addr_table.get(name)
+
+        def valid(host, key, member):
+            return (broker_data is not None and self._addr_valid(host, key, member)
+                    and broker_data.broker_addrs.get(member[0]) == member[1])
+        return valid
+
+    def _other_host(self, holders, host, valid):
+        """The first host but ``host`` with a valid key in ``holders``, or None. What it passes
+        that is no longer valid is dropped for good (a key comes back only through a new
+        registration, :meth:`_note`), so a check costs O(1) amortized over the registrations."""
+        if not holders:
+            return None
+        gone, owner = [], None
+        for other, keys in holders.items():
+            if other == host:
+                continue
+            if self._live_key(keys, other, valid):
+                owner = other
+                break
+            gone.append(other)
+        for other in gone:
+            del holders[other]
+        return owner
+
+    def _live_key(self, keys, host, valid):
+        """Whether ``keys`` (of ``host``) holds a valid key; the invalid ones before it go."""
+        if not keys:
+            return False
+        gone, found = [], False
+        for key, member in keys.items():
+            if valid(host, key, member):
+                found = True
+                break
+            gone.append(key)
+        for key in gone:
+            del keys[key]
+        self._key_count -= len(gone)
+        return found
 
     def _note(self, channel, host, header):
-        """Remember the host of a registering connection and the live key its address gets;
-        forget connections and keys that hold no live entry any more whenever either index has
+        """Remember the host of a registering connection and the live key it gives its address
+        and its group's member; sweep what holds no live entry any more whenever the index has
         doubled since the last sweep."""
         channel_id = getattr(channel, "channel_id", channel)
-        addr = header.broker_addr
+        addr, name = header.broker_addr, header.broker_name
         key = self.rim.live_key(header.cluster_name, addr)
-        keys = self._keys_by_addr.get(addr)
-        new_key = keys is None or key not in keys
-        if (channel_id not in self._hosts or new_key) and \
+        member = (header.broker_id, addr)
+        known = self._by_name.get(name, {}).get(host, {}).get(key) == member
+        if (channel_id not in self._hosts or not known) and \
                 len(self._hosts) + self._key_count >= self._sweep_at:
             self._sweep()
         self._hosts[channel_id] = host
-        if new_key:
-            self._keys_by_addr.setdefault(addr, {})[key] = None
-            self._key_count += 1
+        by_addr = self._by_addr.setdefault(addr, {}).setdefault(host, {})
+        by_name = self._by_name.setdefault(name, {}).setdefault(host, {})
+        self._key_count += (key not in by_addr) + (key not in by_name)
+        by_addr[key] = member
+        by_name[key] = member
 
     def _sweep(self):
         table = self.rim.broker_live_table
         live = {entry.channel_id for entry in table.values()}
         self._hosts = {cid: h for cid, h in self._hosts.items() if cid in live}
-        by_addr = {}
-        for addr, keys in self._keys_by_addr.items():
-            kept = {key: None for key in keys if key in table}
-            if kept:
-                by_addr[addr] = kept
-        self._keys_by_addr = by_addr
-        self._key_count = sum(map(len, by_addr.values()))
+        self._by_addr = self._kept(self._by_addr, lambda ident: self._addr_valid)
+        self._by_name = self._kept(self._by_name, self._member_valid)
+        self._key_count = sum(len(keys) for index in (self._by_addr, self._by_name)
+                              for holders in index.values() for keys in holders.values())
         self._sweep_at = max(64, 2 * (len(self._hosts) + self._key_count))
+
+    @staticmethod
+    def _kept(index, valid_for):
+        out = {}
+        for ident, holders in index.items():
+            valid = valid_for(ident)
+            kept = {}
+            for host, keys in holders.items():
+                live = {key: m for key, m in keys.items() if valid(host, key, m)}
+                if live:
+                    kept[host] = live
+            if kept:
+                out[ident] = kept
+        return out

@@ -26,6 +26,7 @@ from twisted.logger import Logger
 from zope.interface import implementer
 
 from ..controller import ControllerConfiguration, ControllerRequestProcessor
+from ..controller.access import ControllerBrokerAccess
 from ..controller.processor import ADMIN_CODES
 from ..controller.replicated import ETCD_TYPE, EtcdSettings, Leadership
 from ..controller.store import SNAPSHOT_NAME, Journal, SnapshotError, load_state
@@ -38,6 +39,7 @@ from .controllergroup import ControllerGroup
 from .fileio import AppendLog, read_text, write_atomic, write_file_java
 from .periodic import PeriodicService
 from .server import RemotingServerService
+from ..transport import logs
 
 __all__ = ["ControllerHousekeeping", "ControllerScanService", "ControllerServerService",
            "make_controller_service", "controller_configuration", "controller_listen",
@@ -158,7 +160,8 @@ def make_controller_service(configuration, reactor, *, write_pool=None, listen=N
     """The controller's service tree; ``StartError``-worthy problems raise ValueError with one
     line naming them (an unreadable snapshot, an access-control file that cannot be read).
     ``adminAllowNetworks`` / ``aclEnable`` guard the controller's administrative requests as
-    they guard the NameServer's."""
+    they guard the NameServer's, ``brokerAllowNetworks`` / ``brokerIdentityBinding`` its broker
+    requests."""
     config = configuration.controller_config
     try:
         access = AccessControl.from_properties(configuration.all_configs, admin_codes=ADMIN_CODES)
@@ -183,6 +186,13 @@ def make_controller_service(configuration, reactor, *, write_pool=None, listen=N
         configuration, notify=notifier.send_oneway, run=run,
         persist=lambda events: (group or journal).record(events),
         access_control=access if access.enabled else None, leadership=leadership)
+    try:
+        broker_access = ControllerBrokerAccess.from_properties(
+            configuration.all_configs, processor.heartbeats, processor.replicas)
+    except AclConfigError as exc:
+        raise ValueError(str(exc)) from None
+    if broker_access.enabled:
+        processor.broker_access = broker_access
     if leadership is not None:   # the state lives in etcd: the group takes the DISK lane
         group = write_pool = ControllerGroup(reactor, processor.replicas, leadership, settings,
                                              config.controller_d_leger_group, write_pool)
@@ -193,7 +203,7 @@ def make_controller_service(configuration, reactor, *, write_pool=None, listen=N
         except (SnapshotError, OSError) as exc:
             raise ValueError(f"cannot load the controller state in {config.store_path}: "
                              f"{exc}") from None
-    log = Logger(namespace="rocketpy.controller")
+    log = Logger(namespace="rocketpy.controller", observer=logs.observer)
     if loaded:
         log.info("controller state loaded from {path}: {groups} broker groups, event {seq}",
                  path=config.store_path, groups=len(processor.replicas.sync_state_info_table),

@@ -25,6 +25,7 @@ from ..controller.replicated import (ReplicaLog, ReplicationError, append_txn, c
                                      key_prefix, parse_leader, range_request, unb64,
                                      watch_request)
 from .etcd import EtcdError, EtcdGateway
+from ..transport import logs
 
 __all__ = ["ControllerGroup", "LogEntry", "MAX_TXN_ENTRIES", "RETRY_SECONDS"]
 
@@ -54,7 +55,7 @@ class ControllerGroup(Service):
     """
 
     name = "controller-etcd"
-    log = Logger(namespace="rocketpy.controller")
+    log = Logger(namespace="rocketpy.controller", observer=logs.observer)
 
     def __init__(self, reactor, manager, leadership, settings, group, write_pool=None,
                  gateway=None):

@@ -20,8 +20,10 @@ def _by(name, doc, label, counts):
 class GuardCollector:
     """The families above, from the processor's guards, the writer and the memory service."""
 
-    def __init__(self, processor, write_pool=None, memory=None):
+    def __init__(self, processor, write_pool=None, memory=None, controller=None):
         self.processor = processor
+        #: the controller's processor (``enableControllerInNamesrv``), or None
+        self.controller = controller
         self.write_pool = write_pool
         self.memory = memory
 
@@ -60,6 +62,11 @@ class GuardCollector:
             yield _by("broker_requests_refused", "Broker requests refused by the broker access "
                       "policy (brokerAllowNetworks, brokerIdentityBinding), by reason.", "reason",
                       access.refused)
+        access = getattr(self.controller, "broker_access", None)
+        if access is not None:
+            yield _by("controller_broker_requests_refused", "Broker requests to the controller "
+                      "refused by brokerAllowNetworks / brokerIdentityBinding, by reason.",
+                      "reason", access.refused)
         pool = self.write_pool   # None: no writer thread (a test reactor), nothing counted
         yield CounterMetricFamily(_P + "file_write_jobs", "Writes asked of the writer thread "
                                   "(one per PUT/DELETE/UPDATE).", value=getattr(pool, "jobs", 0))

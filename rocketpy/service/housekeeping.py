@@ -8,6 +8,7 @@ from twisted.logger import Logger
 from zope.interface import implementer
 
 from ..transport.interfaces import IChannelEventListener
+from ..transport import logs
 
 __all__ = ["BrokerHousekeepingService"]
 
@@ -20,7 +21,7 @@ class BrokerHousekeepingService:
     :param submit: ``BatchUnregistrationService.submit(request)`` -> bool.
     """
 
-    log = Logger()
+    log = Logger(observer=logs.observer)
 
     def __init__(self, on_channel_destroy, submit):
         self._on_channel_destroy = on_channel_destroy

@@ -8,6 +8,7 @@ from twisted.internet.endpoints import serverFromString
 from twisted.logger import Logger
 
 from .startup import StartError
+from ..transport import logs
 
 __all__ = ["ListeningService"]
 
@@ -15,7 +16,7 @@ __all__ = ["ListeningService"]
 class ListeningService(Service):
     """Listen with ``factory`` on ``endpoint`` (an ``IStreamServerEndpoint`` or its string)."""
 
-    log = Logger()
+    log = Logger(observer=logs.observer)
 
     def __init__(self, endpoint, factory, reactor, description=None):
         if isinstance(endpoint, str):

@@ -1,15 +1,18 @@
 """Service layer: ``--logLevel``, the least severe log line written.
 
 twistd writes every event it is given, debug ones included, and a busy NameServer's log was
-mostly the per-connection debug lines (``channelActive``/``channelInactive``). twistd sets up its
-observers (stdout, ``--logfile``, ``--syslog``) itself, after the service tree is made and before
-it starts; so when the reactor runs the started tree, each of them is wrapped in a level
-filter (a reactor that never runs, in tests, changes nothing), and unwrapped again once the tree
-has stopped (after the reactor's shutdown when it runs: connections still close
-while the tree stops, and their debug lines stay out)."""
+mostly the per-connection debug lines (``channelActive``/``channelInactive``). rocketpy's loggers
+publish through one :class:`~twisted.logger.FilteringLogObserver`
+(:mod:`rocketpy.transport.logs`); while the service runs, its
+:class:`~twisted.logger.LogLevelFilterPredicate` lets through only ``--logLevel`` and above, to
+every observer (twistd's stdout, ``--logfile``, ``--syslog``, or any added later). The level is
+put back once the tree has stopped (after the reactor's shutdown when it runs: connections still
+close while the tree stops, and their debug lines stay out). Twisted's own events are not
+filtered (it writes no per-connection lines)."""
 from twisted.application.service import Service
-from twisted.logger import (FilteringLogObserver, LogLevel, LogLevelFilterPredicate,
-                            globalLogPublisher)
+from twisted.logger import LogLevel
+
+from ..transport import logs
 
 __all__ = ["LogLevelService", "log_level", "LOG_LEVELS"]
 
@@ -27,40 +30,33 @@ def log_level(name):
 
 
 class LogLevelService(Service):
-    """While running, the observers of ``publisher`` see only events at ``level`` or above."""
+    """While running, rocketpy's events below ``level`` reach no observer.
+
+    :param predicate: the :class:`~twisted.logger.LogLevelFilterPredicate` to set (default:
+        the one rocketpy's loggers publish through).
+    """
 
     name = "log-level"
 
-    def __init__(self, level, reactor, publisher=globalLogPublisher):
+    def __init__(self, level, reactor, predicate=None):
         self.level = level
         self.reactor = reactor
-        self.publisher = publisher
-        self._wrapped = []
+        self.predicate = logs.predicate if predicate is None else predicate
+        self._before = None
 
     def startService(self):
         super().startService()
-        if self.level is not LogLevel.debug:   # once twistd's observers are all there
-            self.reactor.callWhenRunning(self._wrap)
-
-    def _wrap(self):
-        if not self.running:
-            return
-        predicate = LogLevelFilterPredicate(defaultLogLevel=self.level)
-        for observer in list(self.publisher._observers):   # twistd's: no public list of them
-            wrapped = FilteringLogObserver(observer, [predicate])
-            self.publisher.removeObserver(observer)
-            self.publisher.addObserver(wrapped)
-            self._wrapped.append((observer, wrapped))
+        self._before = self.predicate.logLevelForNamespace("")
+        self.predicate.setLogLevelForNamespace("", self.level)   # "": every namespace
 
     def stopService(self):
         super().stopService()
         if getattr(self.reactor, "running", False):
-            self.reactor.addSystemEventTrigger("after", "shutdown", self._unwrap)
+            self.reactor.addSystemEventTrigger("after", "shutdown", self._restore)
         else:
-            self._unwrap()
+            self._restore()
 
-    def _unwrap(self):
-        for observer, wrapped in self._wrapped:
-            self.publisher.removeObserver(wrapped)
-            self.publisher.addObserver(observer)
-        self._wrapped = []
+    def _restore(self):
+        if self._before is not None and not self.running:
+            self.predicate.setLogLevelForNamespace("", self._before)
+        self._before = None

@@ -9,13 +9,15 @@ from twisted.application.service import Service
 from twisted.internet import task
 from twisted.logger import Logger
 
+from ..transport import logs
+
 __all__ = ["PeriodicService"]
 
 
 class PeriodicService(Service):
     """Call ``self.run_once()`` every ``interval`` seconds on ``clock`` while running."""
 
-    log = Logger()
+    log = Logger(observer=logs.observer)
 
     def __init__(self, interval, clock):
         self.interval = interval

@@ -11,6 +11,8 @@ import signal
 from twisted.application.service import Service
 from twisted.logger import Logger
 
+from ..transport import logs
+
 __all__ = ["StartError", "GracefulExit"]
 
 
@@ -27,7 +29,7 @@ class GracefulExit(Service):
     """While running, SIGTERM stops the reactor without marking the exit as a signal's."""
 
     name = "graceful-exit"
-    log = Logger()
+    log = Logger(observer=logs.observer)
 
     def __init__(self, reactor):
         self._reactor = reactor

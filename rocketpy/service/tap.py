@@ -41,10 +41,11 @@ from .propcheck import value_problem
 from .startup import GracefulExit, StartError
 from .server import RemotingServerService
 from .unregistration import BatchUnregistrationService
+from ..transport import logs
 
 __all__ = ["Options", "makeService", "FRAME_MAX_LENGTH_KEY"]
 
-log = Logger()
+log = Logger(observer=logs.observer)
 
 #: Java's ``-Dcom.rocketmq.remoting.frameMaxLength`` (NettyDecoder's limit, length field included).
 FRAME_MAX_LENGTH_KEY = "com.rocketmq.remoting.frameMaxLength"
@@ -412,9 +413,12 @@ def makeService(options, reactor=None):
         top.web = make_web_service(
             options["web"], route_info_manager=route, kv_config_manager=kv, factory=factory,
             unregistration=batch, processor=processor, policies=policies, reactor=reactor,
-            listen=options["listen"], nsaddr=options.get("nsaddr"), peers=options.get("peers"))
+            listen=options["listen"], nsaddr=options.get("nsaddr"), peers=options.get("peers"),
+            decode_pool=decode_pool)
         top.web.setServiceParent(top)
-        top.web.registry.register(GuardCollector(processor, write_pool, memory))
+        top.web.registry.register(GuardCollector(
+            processor, write_pool, memory,
+            controller=None if top.controller is None else top.controller.processor))
     _Hooks("boot-line", server.announce).setServiceParent(top)   # once every listener is bound
     top.route_info_manager = route
     top.processor = processor

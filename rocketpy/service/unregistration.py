@@ -11,6 +11,8 @@ from collections import deque
 from twisted.application.service import Service
 from twisted.logger import Logger
 
+from ..transport import logs
+
 __all__ = ["BatchUnregistrationService"]
 
 
@@ -22,7 +24,7 @@ class BatchUnregistrationService(Service):
     :param immediate: apply each request at once instead (Java 4.9 unregisters synchronously)."""
 
     name = "batch-unregistration"
-    log = Logger()
+    log = Logger(observer=logs.observer)
 
     def __init__(self, apply_batch, clock, capacity=3000, immediate=False):
         self._apply = apply_batch

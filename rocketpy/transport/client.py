@@ -43,6 +43,7 @@ from ..remoting.codes import (FLAG_ONEWAY, FLAG_RESPONSE, ResponseCode, not_supp
 from ..remoting.errors import RemotingCodecError
 from ..remoting.frame import DEFAULT_MAX_FRAME_LENGTH, decode_frame
 from ..remoting.splitter import FrameSplitter
+from . import logs
 
 __all__ = ["RemotingClient", "OnewayNotifier", "check_response", "split_address",
            "namesrv_addr_list",
@@ -335,7 +336,7 @@ class RemotingClient:
     :param rng: a ``random.Random`` for the first NameServer :meth:`invoke_any` tries.
     """
 
-    log = Logger()
+    log = Logger(observer=logs.observer)
 
     def __init__(self, reactor, clock=None, *, connect_timeout=CONNECT_TIMEOUT,
                  async_permits=SEMAPHORE_VALUE, oneway_permits=SEMAPHORE_VALUE,
@@ -655,7 +656,7 @@ class OnewayNotifier:
     :class:`RemotingClient` (NOTIFY_MIN_BROKER_ID_CHANGE: Java connects to each broker's listen
     address and keeps the channel). A failure is logged and dropped: a oneway has nobody to tell."""
 
-    log = Logger()
+    log = Logger(observer=logs.observer)
 
     def __init__(self, reactor, connect_timeout=CONNECT_TIMEOUT):
         self.client = RemotingClient(reactor, connect_timeout=connect_timeout)

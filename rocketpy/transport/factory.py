@@ -18,6 +18,7 @@ from .limits import LoadGovernor, RefusedConnection
 from .metrics import ServerMetrics
 from .protocol import RemotingServerProtocol, format_address
 from .tls import TlsMode
+from . import logs
 
 __all__ = ["RemotingServerFactory"]
 
@@ -37,7 +38,7 @@ class RemotingServerFactory(ServerFactory):
 
     protocol = RemotingServerProtocol
     noisy = False
-    log = Logger()
+    log = Logger(observer=logs.observer)
 
     def __init__(self, processor, listener=None, *, clock, max_frame_length=DEFAULT_MAX_FRAME_LENGTH,
                  idle_seconds=120, tls_mode=TlsMode.PERMISSIVE, tls_context_factory=None,

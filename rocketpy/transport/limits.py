@@ -47,12 +47,13 @@ from ..remoting.codes import OVERLOAD_REMARK, ResponseCode
 from ..remoting.command import FLAG_ONEWAY, FLAG_RESPONSE, RemotingCommand
 from ..remoting.frame import encode_template
 from ..remoting.layout import frames_at_least, peek_request
+from . import logs
 
 __all__ = ["ServerLimits", "LoadGovernor", "RefusedConnection", "overload_answer", "LIMIT_KEYS",
            "TROUBLE_EVENTS", "NOT_SHED",
            "trouble", "raise_open_files_limit"]
 
-log = Logger()
+log = Logger(observer=logs.observer)
 
 
 #: The stable ``rocketpy_event`` values of :func:`trouble` (operators grep and alert on these).
@@ -192,7 +193,7 @@ class LoadGovernor:
     budget (serve / shed / throttle), and the pending large-frame memory. A turn ends with
     ``clock.callLater(0, ...)``; ``overload_response`` is the processor's (or None)."""
 
-    log = Logger()
+    log = Logger(observer=logs.observer)
 
     def __init__(self, limits=None, clock=None, overload_response=None, metrics=None):
         self.limits = limits = limits or ServerLimits()

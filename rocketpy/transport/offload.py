@@ -39,6 +39,8 @@ from twisted.logger import Logger
 from twisted.python.failure import Failure
 from twisted.python.threadpool import ThreadPool
 
+from . import logs
+
 __all__ = ["DecodePool", "WritePool", "MAX_PENDING", "MAX_PENDING_PER_PEER", "STOP_WAIT",
            "THREAD_NAME", "WRITER_THREAD_NAME", "SWITCH_INTERVAL"]
 
@@ -88,7 +90,7 @@ class DecodePool:
     the reactor. ``switch_interval`` is ``sys.setswitchinterval`` while the pool runs (when lower
     than the one in force), restored when it stops."""
 
-    log = Logger()
+    log = Logger(observer=logs.observer)
 
     def __init__(self, reactor, max_pending=MAX_PENDING, name=THREAD_NAME,
                  switch_interval=SWITCH_INTERVAL, max_per_peer=MAX_PENDING_PER_PEER,
@@ -222,7 +224,7 @@ class WritePool:
     """The writer thread: :class:`~rocketpy.namesrv.pending.FileWrite` jobs, in order, the jobs of
     one file queued together written once. ``threads`` is the pool (tests step a fake one)."""
 
-    log = Logger()
+    log = Logger(observer=logs.observer)
 
     def __init__(self, reactor, name=WRITER_THREAD_NAME, threads=None):
         self._reactor = reactor

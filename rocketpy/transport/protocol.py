@@ -52,6 +52,7 @@ from .limits import LARGE_FRAME, NOT_SHED
 from .receiver import FrameReceiver
 from .sniff import PLAIN, TLS, sniff, start_tls
 from .tuning import READ_AHEAD_MAX, TransportTuning
+from . import logs
 
 __all__ = ["RemotingServerProtocol", "format_address", "READ_AHEAD_MAX"]
 
@@ -82,7 +83,7 @@ class RemotingServerProtocol(Protocol):
     :class:`~rocketpy.transport.connstate.PauseReasons`, what it holds of the next frame a
     :class:`~rocketpy.transport.receiver.FrameReceiver`."""
 
-    log = Logger()
+    log = Logger(observer=logs.observer)
 
     channel = None
     remote_addr = ""

@@ -18,12 +18,14 @@ import socket
 
 from twisted.logger import Logger
 
+from . import logs
+
 __all__ = ["TransportTuning", "READ_AHEAD_MAX"]
 
 #: Largest socket read while the rest of a big frame is awaited.
 READ_AHEAD_MAX = 1 << 20
 
-log = Logger()
+log = Logger(observer=logs.observer)
 
 
 class TransportTuning:

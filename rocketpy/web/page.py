@@ -323,13 +323,15 @@ def _peers(report):
     heading = tags.h2("NameServers compared")
     if report.get("nameservers") is None:
         return tags.section(heading, tags.p("Not compared yet.", class_="empty"), id="peers")
-    brokers, topics = report["brokerDifferences"], report["topicDifferences"]
+    clusters, brokers = report["clusterDifferences"], report["brokerDifferences"]
+    topics = report["topicDifferences"]
     if report["agree"]:
-        verdict = tags.p("All NameServers agree on brokers and topics.", class_="agree",
+        verdict = tags.p("All NameServers agree on clusters, brokers and topics.", class_="agree",
                          id="peers-verdict", **{"data-agree": "true"})
     else:
-        verdict = tags.p(f"The NameServers diverge: {brokers} broker(s) and {topics} topic(s) "
-                         "differ.", class_="bad", id="peers-verdict", **{"data-agree": "false"})
+        verdict = tags.p(f"The NameServers diverge: {clusters} cluster(s), {brokers} broker "
+                         f"group(s) and {topics} topic(s) differ.", class_="bad",
+                         id="peers-verdict", **{"data-agree": "false"})
     rows = [tags.tr(tags.td(row["nameserver"], class_="mono"),
                     tags.td(row["hash"] or "", class_="mono"),
                     tags.td("" if row["brokers"] is None else str(row["brokers"]), class_="num"),
@@ -338,19 +340,21 @@ def _peers(report):
                     class_="peer", **{"data-nameserver": row["nameserver"]})
             for row in report["nameservers"]]
     table = tags.table(tags.thead(tags.tr(tags.th("NameServer"), tags.th("Digest"),
-                                          tags.th("Brokers"), tags.th("Topics"), tags.th("Error"))),
+                                          tags.th("Broker groups"), tags.th("Topics"),
+                                          tags.th("Error"))),
                        tags.tbody(rows), id="peer-table")
     names = [row["nameserver"] for row in report["nameservers"] if row["error"] is None]
     details = []
-    if report["brokers"]:
-        details.append(tags.details(
-            tags.summary(f"{brokers} broker(s) differ"),
-            tags.table(tags.thead(tags.tr(tags.th("Cluster/group/id"), [tags.th(n) for n in names])),
-                       tags.tbody([tags.tr(tags.td(d["broker"], class_="mono"),
-                                           [tags.td(d["addresses"].get(n) or "—", class_="mono")
-                                            for n in names], class_="peer-broker")
-                                   for d in report["brokers"]])),
-            id="peers-brokers"))
+    for kind, count, title in (("cluster", clusters, "Cluster"), ("broker", brokers, "Broker group")):
+        if report[f"{kind}s"]:
+            details.append(tags.details(
+                tags.summary(f"{count} {title.lower()}(s) differ"),
+                tags.table(tags.thead(tags.tr(tags.th(title), [tags.th(n) for n in names])),
+                           tags.tbody([tags.tr(tags.td(d[kind], class_="mono"),
+                                               [tags.td(d["values"].get(n) or "—", class_="mono")
+                                                for n in names], class_=f"peer-{kind}")
+                                       for d in report[f"{kind}s"]])),
+                id=f"peers-{kind}s"))
     if report["topics"]:
         details.append(tags.details(
             tags.summary(f"{topics} topic(s) differ"),

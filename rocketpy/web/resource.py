@@ -25,6 +25,7 @@ from .metrics import MetricsPage
 from .nsaddr import PATH_PREFIX, AddressServer
 from .page import CONTENT_SECURITY_POLICY, page_parameters, render_status_page
 from .state import DEFAULT_LIMIT, MAX_LIMIT
+from ..transport import logs
 
 __all__ = ["StatusPage", "ApiResource", "WebRoot", "WebSite", "client_allowed", "API_ENDPOINTS",
            "MAX_BODY"]
@@ -259,7 +260,7 @@ class WebSite(Site):
     An oversized request line gets 414, not a dropped connection, and out-of-list peers and
     large bodies are refused before the body is read (:class:`_Channel`)."""
 
-    _logger = Logger()
+    _logger = Logger(observer=logs.observer)
     protocol = _Channel
     requestFactory = _BoundedRequest
 

@@ -64,15 +64,18 @@ class WebService(ListeningService):
 
 
 def make_web_service(endpoint, *, route_info_manager, kv_config_manager, factory, unregistration,
-                     processor, policies, reactor, listen=None, nsaddr=None, peers=None):
+                     processor, policies, reactor, listen=None, nsaddr=None, peers=None,
+                     decode_pool=None):
     """The web service for ``--web endpoint``, reading the given components (tap.makeService);
     ``nsaddr``: the address server's lists (:mod:`rocketpy.web.nsaddr`); ``peers``: the other
-    NameServers to compare with (:mod:`rocketpy.web.peers`)."""
+    NameServers to compare with (:mod:`rocketpy.web.peers`), compared on ``decode_pool`` (a
+    :class:`~rocketpy.transport.offload.DecodePool`; None: on the reactor)."""
     peer_watch = None
     if peers:
         from ..transport.client import RemotingClient
         from .peers import PeerWatch
-        peer_watch = PeerWatch(peers, route_info_manager, RemotingClient(reactor), reactor)
+        peer_watch = PeerWatch(peers, route_info_manager, RemotingClient(reactor), reactor,
+                               offload=None if decode_pool is None else decode_pool.submit)
     access = getattr(processor, "access_control", None)
     rates = TrafficRates(factory.metrics, reactor) if factory.metrics is not None else None
     view = NameServerView(

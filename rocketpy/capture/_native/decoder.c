@@ -1036,13 +1036,20 @@ static int evict(Decoder *dec) {
     return 0;
 }
 
+/* CaptureDecoder._make_room: evict until one more connection fits (a range's decode too) */
+static int make_room(Decoder *dec) {
+    while (dec->n_live >= dec->max_connections)
+        if (evict(dec) < 0)
+            return -1;
+    return 0;
+}
+
 /* CaptureDecoder._new: a connection for the segment's 4-tuple; its entry in *out */
 static hent_t *new_conn(Decoder *dec, const uint8_t *key, size_t klen, const segment_t *s,
                         const char *id, size_t id_len) {
     char base[200], idbuf[220];
-    while (!dec->has_plan && dec->n_live >= dec->max_connections)
-        if (evict(dec) < 0)
-            return NULL;
+    if (make_room(dec) < 0)
+        return NULL;
     if (!id) {
         int alen = key[0];
         const uint8_t *src = key + 1, *dst = key + 3 + alen;
@@ -1114,8 +1121,7 @@ static int sweep(Decoder *dec, int64_t ts) {
                 return -1;
         if (conn_flush(dec, c, 0) < 0 || conn_flush(dec, c, 1) < 0)
             return -1;
-        if (!dec->has_plan)
-            account(dec, c);
+        account(dec, c);
     }
     for (size_t i = 0; !dec->has_plan && i < n; i++) {
         conn_t *c = w[i];
@@ -1194,6 +1200,9 @@ static hent_t *planned(Decoder *dec, const uint8_t *key, size_t klen, const segm
         okey = rev;
         olen = (size_t)rlen;
     }
+    if (l && l->ptr) {         /* evicted once already: its plan start is no longer its start */
+        l = NULL;
+    }
     if (!l) {                  /* not in the plan (it never misses one) */
         dec->st.v[ST_UNPLANNED]++;
         hent_t *n = new_conn(dec, key, klen, s, NULL, 0);
@@ -1203,6 +1212,11 @@ static hent_t *planned(Decoder *dec, const uint8_t *key, size_t klen, const segm
     }
     size_t len;
     const char *id = plan_id(dec->plan_live_ids, l->value, &len);
+    l->ptr = dec;              /* taken up (the CaptureDecoder's resumed) */
+    if (make_room(dec) < 0) {
+        *err = 1;
+        return NULL;
+    }
     conn_t *c = id ? conn_new(dec, okey, olen, id, len) : NULL;
     if (!c || add_conn(dec, c) < 0) {
         if (c)
@@ -1298,24 +1312,20 @@ static int segment(Decoder *dec, const segment_t *s, int64_t ts, int64_t offset)
         }
         return 0;
     }
-    if (!dec->has_plan) {
-        account(dec, c);
-        lru_unlink(dec, c);
-        lru_append(dec, c);
-    }
+    account(dec, c);
+    lru_unlink(dec, c);
+    lru_append(dec, c);
     dec->packets_since_sweep++;
     /* the reference's schedule (its sweep walks every open connection, amortised over at least
      * as many packets); ours walks the watched ones at the same moments */
     if (dec->packets_since_sweep >= 4096 && ts >= dec->next_sweep
         && dec->packets_since_sweep >= (int64_t)dec->n_flows && sweep(dec, ts) < 0)
         return -1;
-    if (!dec->has_plan) {
-        while (dec->buffered > dec->max_buffered_bytes && dec->lru_first != c)
-            if (evict(dec) < 0)
-                return -1;
-        if (dec->buffered > dec->peak_buffered)
-            dec->peak_buffered = dec->buffered;
-    }
+    while (dec->buffered > dec->max_buffered_bytes && dec->lru_first != c)
+        if (evict(dec) < 0)
+            return -1;
+    if (dec->buffered > dec->peak_buffered)
+        dec->peak_buffered = dec->buffered;
     return 0;
 }
 
