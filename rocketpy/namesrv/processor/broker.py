@@ -110,7 +110,7 @@ class BrokerHandlers:
         rim = self.routes
         data_version = None
         if request.body:
-            bean = bodies.DataVersion.from_json(request.body)
+            bean = bodies.DataVersion.from_json(request.body, self.wire.header_dialect)
             data_version = DataVersion(bean.counter or 0, bean.timestamp or 0, bean.state_version or 0)
         changed = rim.is_broker_topic_config_changed(header.cluster_name, header.broker_addr,
                                                      data_version)

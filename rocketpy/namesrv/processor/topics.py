@@ -5,6 +5,7 @@ lists). 5.x answers SYSTEM_ERROR "disable" for lists switched off (``enableAllTo
 ``enableTopicList``); 4.9 has no switches."""
 from rocketpy.remoting import bodies
 from rocketpy.remoting.codes import RequestCode, ResponseCode
+from rocketpy.remoting.fastjson import FASTJSON_1_2_83
 from rocketpy.remoting.headers import (AddWritePermOfBrokerResponseHeader,
                                        WipeWritePermOfBrokerResponseHeader)
 
@@ -28,8 +29,11 @@ def _topic_list(topics, broker_addr=None):
 class TopicHandlers:
     """:param handler_set: the :class:`~rocketpy.namesrv.policy.HandlerSet` (the list switches)."""
 
-    def __init__(self, route_info_manager, namesrv_config, handler_set, route_bounds):
+    def __init__(self, route_info_manager, namesrv_config, handler_set, route_bounds,
+                 dialect=FASTJSON_1_2_83):
         self.routes = route_info_manager
+        #: the fastjson release that reads request bodies
+        self.dialect = dialect
         self.config = namesrv_config
         self.handlers = handler_set
         self.bounds = route_bounds
@@ -73,7 +77,7 @@ class TopicHandlers:
     @responder(RequestCode.REGISTER_TOPIC_IN_NAMESRV)
     def register_topic_in_namesrv(self, header, request, channel, now_ms):
         if request.body:
-            route = bodies.TopicRouteData.from_json(request.body)
+            route = bodies.TopicRouteData.from_json(request.body, self.dialect)
             queue_datas = [QueueData(qd.broker_name, qd.read_queue_nums, qd.write_queue_nums,
                                      qd.perm, qd.topic_sys_flag) for qd in route.queue_datas or ()]
             if queue_datas:
