@@ -1311,4 +1311,4 @@ def broker_name_list(data):
     it as a raw ``List``). Raises :class:`BodyDecodeError` for anything else."""
     if data is None:
         raise BodyDecodeError("broker name list: no body")
-    return list_of(STR).load(fastjson.loads(data), "brokerNames")
+    return list_of(STR).load(fastjson.loads_lenient(data), "brokerNames")
