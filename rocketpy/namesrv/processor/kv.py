@@ -40,8 +40,12 @@ class KVHandlers:
                      f"No config item, Namespace: {java_string(header.namespace)} "
                      f"Key: {java_string(header.key)}", GetKVConfigResponseHeader())
 
-    @responder(RequestCode.DELETE_KV_CONFIG)
+    # Without a namespace or key Java removes null from its HashMaps, which hold none (PUT_KV_CONFIG
+    # here refuses a null), and rewrites the unchanged file (deleteKVConfig at 4.9.8, 5.0.0, 5.3.3).
+    @responder(RequestCode.DELETE_KV_CONFIG, java_decode=True)
     def delete_kv_config(self, header, request, channel, now_ms):
+        if header.namespace is None or header.key is None:
+            return ok()
         return durable(self.kv.delete_kv_config(header.namespace, header.key), ok(), _KV_CONFIG)
 
     @responder(RequestCode.GET_KVLIST_BY_NAMESPACE, java_decode=True)

@@ -40,14 +40,18 @@ class TopicHandlers:
         #: topics from which the all-topic list is built by a Pending
         self.offload_from = OFFLOAD_TOPIC_LIST_FROM
 
-    @responder(RequestCode.WIPE_WRITE_PERM_OF_BROKER)
+    # Without a broker name Java looks up null in each topic's HashMap of queue data, finds
+    # none, and answers a count of 0 (operateWritePermOfBroker at 4.9.8, 5.0.0 and 5.3.3).
+    @responder(RequestCode.WIPE_WRITE_PERM_OF_BROKER, java_decode=True)
     def wipe_write_perm_of_broker(self, header, request, channel, now_ms):
-        count = self.routes.wipe_write_perm_of_broker(header.broker_name)
+        count = 0 if header.broker_name is None else \
+            self.routes.wipe_write_perm_of_broker(header.broker_name)
         return ok(header=WipeWritePermOfBrokerResponseHeader(wipe_topic_count=count))
 
-    @responder(RequestCode.ADD_WRITE_PERM_OF_BROKER)
+    @responder(RequestCode.ADD_WRITE_PERM_OF_BROKER, java_decode=True)
     def add_write_perm_of_broker(self, header, request, channel, now_ms):
-        count = self.routes.add_write_perm_of_broker(header.broker_name)
+        count = 0 if header.broker_name is None else \
+            self.routes.add_write_perm_of_broker(header.broker_name)
         return ok(header=AddWritePermOfBrokerResponseHeader(add_topic_count=count))
 
     @responder(RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER)
@@ -69,9 +73,12 @@ class TopicHandlers:
                 return Pending(work, finish)
         return _topic_list(self.routes.get_all_topic_list())
 
-    @responder(RequestCode.DELETE_TOPIC_IN_NAMESRV)
+    # Without a topic Java removes null from the topic table: 4.9.8's HashMap holds no null key,
+    # 5.x's ConcurrentHashMap throws and deleteTopic logs it; SUCCESS, nothing deleted.
+    @responder(RequestCode.DELETE_TOPIC_IN_NAMESRV, java_decode=True)
     def delete_topic_in_namesrv(self, header, request, channel, now_ms):
-        self.routes.delete_topic(header.topic, header.cluster_name or None)
+        if header.topic is not None:
+            self.routes.delete_topic(header.topic, header.cluster_name or None)
         return ok()
 
     @responder(RequestCode.REGISTER_TOPIC_IN_NAMESRV)
