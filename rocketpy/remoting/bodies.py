@@ -992,14 +992,14 @@ def _read_json(data, topic, data_version):
         raise _Unusual
     table = {}
     fields = _TOPIC_FIELDS
-    topic_keys = _TOPIC_KEYS
+    exact_keys = _TOPIC_KEYS.issuperset
     for name, config in _object_or_empty(wrapper.get(_TABLE)).items():
         # the usual entry (every field there under its exact name, a name and four Java ints) in
         # one C call and two tests; anything else (absent or null fields, odd types) field by field
         try:
             values = fields(config)
             name_, read, write, perm, flag = values
-            if not config.keys() <= topic_keys:
+            if not exact_keys(config):
                 raise _Unusual
         except (KeyError, TypeError):
             name_ = read = None
