@@ -60,3 +60,16 @@ def test_delete_kv_config_without_namespace_or_key_deletes_nothing(tmp_path, pro
         assert (answer.code, answer.remark) == (ResponseCode.SUCCESS, None), ext
     answer = call(proc, RequestCode.GET_KV_CONFIG, kv)
     assert (answer.code, answer.ext_fields) == (ResponseCode.SUCCESS, {"value": "v"})
+
+
+@pytest.mark.parametrize("profile", [PROFILE_50, PROFILE_53], ids=lambda p: p.name)
+def test_broker_member_group_without_a_broker_name_is_an_empty_group(tmp_path, profile):
+    """getBrokerMemberGroup: brokerAddrTable (a ConcurrentHashMap) .get(null) throws, is logged,
+    and the group built from the header's null name and cluster goes out empty."""
+    proc = _server(tmp_path, profile)
+    answer = call(proc, RequestCode.GET_BROKER_MEMBER_GROUP, {"clusterName": "C"})
+    assert (answer.code, answer.body) == (
+        ResponseCode.SUCCESS, b'{"brokerMemberGroup":{"brokerAddrs":{},"cluster":"C"}}')
+    answer = call(proc, RequestCode.GET_BROKER_MEMBER_GROUP, {})
+    assert (answer.code, answer.body) == (ResponseCode.SUCCESS,
+                                          b'{"brokerMemberGroup":{"brokerAddrs":{}}}')
