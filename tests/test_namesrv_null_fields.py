@@ -73,3 +73,15 @@ def test_broker_member_group_without_a_broker_name_is_an_empty_group(tmp_path, p
     answer = call(proc, RequestCode.GET_BROKER_MEMBER_GROUP, {})
     assert (answer.code, answer.body) == (ResponseCode.SUCCESS,
                                           b'{"brokerMemberGroup":{"brokerAddrs":{}}}')
+
+
+@pytest.mark.parametrize("profile", PROFILES, ids=lambda p: p.name)
+def test_put_kv_config_without_namespace_or_key_answers_javas_own_check(tmp_path, profile):
+    """putKVConfig tests namespace and key itself: SYSTEM_ERROR 'namespace or key is null'."""
+    proc = _server(tmp_path, profile)
+    for ext in ({"key": "k", "value": "v"}, {"namespace": "NS", "value": "v"}, {}):
+        answer = call(proc, RequestCode.PUT_KV_CONFIG, ext)
+        assert (answer.code, answer.remark) == (ResponseCode.SYSTEM_ERROR,
+                                                "namespace or key is null"), ext
+    answer = call(proc, RequestCode.GET_KVLIST_BY_NAMESPACE, {"namespace": "NS"})
+    assert answer.code == ResponseCode.QUERY_NOT_FOUND
