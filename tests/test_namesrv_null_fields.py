@@ -85,3 +85,17 @@ def test_put_kv_config_without_namespace_or_key_answers_javas_own_check(tmp_path
                                                 "namespace or key is null"), ext
     answer = call(proc, RequestCode.GET_KVLIST_BY_NAMESPACE, {"namespace": "NS"})
     assert answer.code == ResponseCode.QUERY_NOT_FOUND
+
+
+@pytest.mark.parametrize("profile", [PROFILE_50, PROFILE_53], ids=lambda p: p.name)
+def test_register_topic_without_a_topic_registers_nothing(tmp_path, profile):
+    """registerTopic: topicQueueTable (a ConcurrentHashMap) .containsKey(null) throws and is
+    logged: SUCCESS, no topic. The body is still decoded first: a broken one fails."""
+    proc = _server(tmp_path, profile)
+    topics = call(proc, RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER).body
+    body = b'{"queueDatas":[{"brokerName":"broker-a","perm":6,"readQueueNums":4,"writeQueueNums":4}]}'
+    answer = call(proc, RequestCode.REGISTER_TOPIC_IN_NAMESRV, {}, body=body)
+    assert (answer.code, answer.remark) == (ResponseCode.SUCCESS, None)
+    assert call(proc, RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER).body == topics
+    answer = call(proc, RequestCode.REGISTER_TOPIC_IN_NAMESRV, {}, body=b'{"queueDatas":[')
+    assert answer.code == ResponseCode.SYSTEM_ERROR and "JSONException" in answer.remark

@@ -81,13 +81,15 @@ class TopicHandlers:
             self.routes.delete_topic(header.topic, header.cluster_name or None)
         return ok()
 
-    @responder(RequestCode.REGISTER_TOPIC_IN_NAMESRV)
+    # Without a topic Java still decodes the body, then registerTopic asks its ConcurrentHashMap
+    # for null, which throws, and logs it: SUCCESS, nothing registered (5.0.0 and 5.3.3).
+    @responder(RequestCode.REGISTER_TOPIC_IN_NAMESRV, java_decode=True)
     def register_topic_in_namesrv(self, header, request, channel, now_ms):
         if request.body:
             route = bodies.TopicRouteData.from_json(request.body, self.dialect)
             queue_datas = [QueueData(qd.broker_name, qd.read_queue_nums, qd.write_queue_nums,
                                      qd.perm, qd.topic_sys_flag) for qd in route.queue_datas or ()]
-            if queue_datas:
+            if queue_datas and header.topic is not None:
                 refusal = self.bounds.topic_refusal(self.routes, header.topic, queue_datas)
                 if refusal is not None:
                     return refusal
