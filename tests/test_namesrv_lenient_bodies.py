@@ -158,3 +158,12 @@ def test_register_topic_reads_a_lenient_route(tmp_path, profile):
     assert answer.code == ResponseCode.SUCCESS
     queue = bodies.TopicRouteData.from_json(answer.body).queue_datas[0]
     assert (queue.broker_name, queue.read_queue_nums, queue.write_queue_nums) == ("broker-a", 4, 4)
+
+
+def test_is_prefix_matches_only_a_boolean_property():
+    """smartMatch retries a key starting with ``is`` without it, and keeps the match only for a
+    boolean property (1.2.69 and 1.2.83): ``isOrder`` sets TopicConfig.order, ``isPerm`` is
+    ignored."""
+    for dialect in (fastjson.FASTJSON_1_2_69, fastjson.FASTJSON_1_2_83):
+        config = bodies.TopicConfig.from_json(b"{topicName:'t',isOrder:true,isPerm:2}", dialect)
+        assert (config.order, config.perm) == (True, bodies.TopicConfig().perm)

@@ -306,8 +306,8 @@ class JsonBean:
     @classmethod
     def _smart_match(cls, key, where):
         """The property ``JavaBeanDeserializer.smartMatch`` finds for a key that is no
-        property's exact name (case ignored; in 1.2.83 also ``_`` and ``-``), or None. The
-        dialect rides on the root of ``where``."""
+        property's exact name (case ignored; in 1.2.83 also ``_`` and ``-``; a boolean property
+        also after ``is``), or None. The dialect rides on the root of ``where``."""
         if not isinstance(key, str):
             return None
         while isinstance(where, tuple):
@@ -321,7 +321,12 @@ class JsonBean:
             names = smart[dialect] = {}
             for name, entry in cls._LOADERS.items():
                 names.setdefault(dialect.smart_key(name), entry)
-        return names.get(dialect.smart_key(key))
+        entry = names.get(dialect.smart_key(key))
+        if entry is None and key.startswith("is"):
+            entry = names.get(dialect.smart_key(key[2:]))
+            if entry is not None and entry[2] is not bool:
+                return None
+        return entry
 
     @classmethod
     def _from_obj(cls, obj, where):
