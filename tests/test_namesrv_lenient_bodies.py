@@ -1,6 +1,6 @@
 """Request bodies in the forms fastjson's parser accepts, as Java's NameServer reads them
 (``RemotingSerializable.decode`` -> ``JSON.parseObject``): a genuine REGISTER_BROKER body of a
-4.9.8 and of a 5.3.3 broker, re-encoded in each form, registers what the genuine body registers
+4.9.8, a 5.0.0 and a 5.3.3 broker, re-encoded in each form, registers what the genuine body registers
 (every topic's route answered byte for byte alike). Property names are matched as each release's
 fastjson matches them: any case in 1.2.69 (4.9.8, 5.0.0) and 1.2.83 (5.3.3), also without
 ``_``/``-`` in 1.2.83 only. docs/protocol.md lists the forms with the fastjson source lines."""
@@ -26,7 +26,7 @@ def _genuine(name):
     """(profile, version, body) of the capture's first REGISTER_BROKER."""
     for event in replay.replay_events(PCAP / name):
         if event.kind == "request" and event.request.code == RequestCode.REGISTER_BROKER:
-            profile = PROFILE_49 if name.startswith("rmq49") else PROFILE_53
+            profile = {"rmq49": PROFILE_49, "rmq50": PROFILE_50, "rmq53": PROFILE_53}[name[:5]]
             return profile, event.request.version, event.request.body
     raise AssertionError(f"no REGISTER_BROKER in {name}")
 
@@ -71,7 +71,7 @@ FORMS = [
     ("pascal-case-properties", lambda obj: _write(obj, key=_property(lambda k: k[0].upper() + k[1:]))),
 ]
 
-CAPTURES = ["rmq49-broker-register.pcap", "rmq53-broker-register.pcap"]
+CAPTURES = ["rmq49-broker-register.pcap", "rmq50-broker-register.pcap", "rmq53-broker-register.pcap"]
 
 
 def _routes(proc, topics):
@@ -116,7 +116,7 @@ def _separators(tmp_path, profile, version, body):
     register(genuine, body=body, version=version)
     snake = make(tmp_path / "snake", profile)
     assert register(snake, body=text, version=version).code == ResponseCode.SUCCESS
-    if profile is PROFILE_53:
+    if profile.fastjson == "1.2.83":
         assert _routes(snake, topics) == _routes(genuine, topics)
     else:
         assert {code for code, _ in _routes(snake, topics).values()} == {ResponseCode.TOPIC_NOT_EXIST}
