@@ -1,7 +1,7 @@
 """Request bodies in the forms fastjson's parser accepts, as Java's NameServer reads them
 (``RemotingSerializable.decode`` -> ``JSON.parseObject``): a genuine REGISTER_BROKER body of a
-4.9.8, a 5.0.0 and a 5.3.3 broker, re-encoded in each form, registers what the genuine body registers
-(every topic's route answered byte for byte alike). Property names are matched as each release's
+4.9.8, a 5.0.0 and a 5.3.3 broker, re-encoded in each form, registers what the genuine body
+registers (every topic's route answered byte for byte alike). Property names are matched as each release's
 fastjson matches them: any case in 1.2.69 (4.9.8, 5.0.0) and 1.2.83 (5.3.3), also without
 ``_``/``-`` in 1.2.83 only. docs/protocol.md lists the forms with the fastjson source lines."""
 import json
