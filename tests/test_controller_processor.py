@@ -10,7 +10,7 @@ from rocketpy.controller.replicas import ReplicasInfoManager
 from rocketpy.namesrv import Channel
 from rocketpy.namesrv.acl import AccessControl, parse_networks
 from rocketpy.namesrv.pending import DISK, FileWrite, Pending
-from rocketpy.remoting import RemotingCommand, headers as H
+from rocketpy.remoting import RemotingCommand, bodies, headers as H
 from rocketpy.remoting.codes import ResponseCode as RC
 
 PROPS = {"controllerDLegerGroup": "g", "controllerDLegerPeers": "n0-127.0.0.1:9878;n1-10.0.0.2:9878",
@@ -435,3 +435,18 @@ def test_strangers_filling_the_live_table_do_not_keep_a_known_broker_dead():
         broker_addr="127.0.0.1:10001", broker_id=1, **GROUP))
     assert answer.code == 0
     assert processor.heartbeats.is_broker_active("c", "b", 1, 1000)
+
+
+def test_request_bodies_in_fastjson_forms_read_as_java():
+    """CONTROLLER_GET_SYNC_STATE_DATA's name list and ALTER_SYNC_STATE_SET's SyncStateSet are
+    read by fastjson (``RemotingSerializable.decode``): single quotes, comments, stray commas
+    and property names in another case mean what strict JSON means."""
+    processor = _processor()
+    for broker_id in (1, 2):
+        _join(processor, broker_id, CH1)
+    strict = _call(processor, 1006, body=b'["b"]')
+    lenient = _call(processor, 1006, body=b"[/* the group */'b',]")
+    assert strict.code == 0 and b'"inSyncReplicas"' in strict.body
+    assert (lenient.code, lenient.body) == (strict.code, strict.body)
+    assert bodies.SyncStateSet.from_json(b"{SyncStateSet:['1',2,],'SYNCSTATESETEPOCH':3}") == \
+        bodies.SyncStateSet.from_json(b'{"syncStateSet":[1,2],"syncStateSetEpoch":3}')

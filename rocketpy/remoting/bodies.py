@@ -27,7 +27,9 @@ servers, a mapping) over :data:`MAX_JSON_PART`. Every part is charged to the dec
 declared topic and mapping counts before the first, a JSON part's values before it is parsed.
 Every decoding failure raises :class:`~rocketpy.remoting.errors.BodyDecodeError`."""
 import json
+import re
 import struct
+from decimal import Decimal
 import zlib
 from operator import itemgetter
 from typing import Any, Callable, NamedTuple
@@ -80,6 +82,16 @@ def check_body_crc32(body, expected):
         raise CrcMismatchError(f"bodyCrc32 {expected} does not match the body's {body_crc32(body)}")
 
 
+class _Root(str):
+    """A body's name at the root of its location path, carrying the fastjson release that reads
+    it (:meth:`JsonBean._smart_match`)."""
+
+    def __new__(cls, name, dialect):
+        self = super().__new__(cls, name)
+        self.dialect = dialect
+        return self
+
+
 # --- value converters: (load(json_value, where) -> python, dump(python) -> json_value | None)
 
 class Conv(NamedTuple):
@@ -117,23 +129,37 @@ def _load_str(value, where):
         return value
     if value is True or value is False:  # fastjson turns scalars into the String field's text
         return "true" if value else "false"
-    if isinstance(value, (int, float)):
+    if isinstance(value, (int, float, Decimal)):
         return str(value)
     _fail(where, "expected a string", value)
 
 
+#: ``TypeUtils.castToInt`` drops a ``.000`` tail (``castToLong`` does not)
+_TRAILING_ZEROS = re.compile(r"\.0*\Z")
+_INF = float("inf")
+
+
 def _int_loader(bounds):
     low, high = bounds
+    is_int = bounds == _INT32
 
     def load(value, where):
         if type(value) is int:
             if low <= value <= high:
                 return value
             result = value
-        elif isinstance(value, str) and _JAVA_INTEGER.fullmatch(value):
-            result = _int_or_none(value)
-        elif isinstance(value, float) and value.is_integer():
-            result = int(value)
+        elif isinstance(value, str):
+            # castToInt / castToLong: commas dropped, and for an int a .0 tail
+            text = value.replace(",", "") if "," in value else value
+            if is_int and "." in text:
+                text = _TRAILING_ZEROS.sub("", text, count=1)
+            if not _JAVA_INTEGER.fullmatch(text):
+                _fail(where, "expected an integer", value)
+            result = _int_or_none(text)
+        elif isinstance(value, (float, Decimal)) and value == value and abs(value) != _INF:
+            # a number with a fraction, a BigDecimal to fastjson: IntegerCodec and LongCodec cut
+            # it to its integer part and keep the low bits (TypeUtils.intValue, longValue)
+            return (int(value) - low) % (high - low + 1) + low
         else:
             _fail(where, "expected an integer", value)
         if result is None or not low <= result <= high:
@@ -268,11 +294,39 @@ class JsonBean:
     # -- decoding
 
     @classmethod
-    def from_json(cls, data):
-        """Parse a body (bytes or str) written by fastjson, either dialect."""
+    def from_json(cls, data, dialect=fastjson.FASTJSON_1_2_83):
+        """Parse a body (bytes or str) as ``dialect`` (the fastjson release of the Java side)
+        reads it: fastjson's output in either dialect, and every form its parser takes beyond
+        JSON (:func:`~rocketpy.remoting.fastjson.loads_lenient`), keys matched to properties
+        as :meth:`_smart_match` says."""
         if data is None:
             raise BodyDecodeError(f"{cls.__name__}: no body")
-        return cls._from_obj(fastjson.loads(data), cls.__name__)
+        return cls._from_obj(fastjson.loads_lenient(data), _Root(cls.__name__, dialect))
+
+    @classmethod
+    def _smart_match(cls, key, where):
+        """The property ``JavaBeanDeserializer.smartMatch`` finds for a key that is no
+        property's exact name (case ignored; in 1.2.83 also ``_`` and ``-``; a boolean property
+        also after ``is``), or None. The dialect rides on the root of ``where``."""
+        if not isinstance(key, str):
+            return None
+        while isinstance(where, tuple):
+            where = where[0]
+        dialect = getattr(where, "dialect", fastjson.FASTJSON_1_2_83)
+        smart = cls.__dict__.get("_SMART")
+        if smart is None:
+            smart = cls._SMART = {}
+        names = smart.get(dialect)
+        if names is None:
+            names = smart[dialect] = {}
+            for name, entry in cls._LOADERS.items():
+                names.setdefault(dialect.smart_key(name), entry)
+        entry = names.get(dialect.smart_key(key))
+        if entry is None and key.startswith("is"):
+            entry = names.get(dialect.smart_key(key[2:]))
+            if entry is not None and entry[2] is not bool:
+                return None
+        return entry
 
     @classmethod
     def _from_obj(cls, obj, where):
@@ -281,11 +335,22 @@ class JsonBean:
         loaders = cls._LOADERS
         values = {}
         extras = {}
+        smart = None   # properties set through a smart-matched key: a later key for one is ignored
         for key, value in obj.items():
             entry = loaders.get(key)
             if entry is None:
-                extras[key] = value
-            elif value is not None:
+                entry = cls._smart_match(key, where)
+                if entry is None:
+                    extras[key] = value
+                    continue
+                if smart is None:
+                    smart = set()
+                if entry[0] in smart or entry[0] in values:
+                    continue
+                smart.add(entry[0])
+            elif smart is not None and entry[0] in smart:
+                continue
+            if value is not None:
                 attr, load, exact = entry
                 values[attr] = value if type(value) is exact else load(value, (where, key))
         if len(values) != len(cls.PROPS):
@@ -792,20 +857,20 @@ class RegisterBrokerBody(JsonBean):
 
     @classmethod
     def decode(cls, data, compressed, broker_version=MQVersion.V5_3_3,
-               max_inflated=DEFAULT_MAX_INFLATED, budget=None):
+               max_inflated=DEFAULT_MAX_INFLATED, budget=None, dialect=fastjson.FASTJSON_1_2_83):
         """``RegisterBrokerBody.decode(data, compressed, brokerVersion)`` of 5.3.
 
         ``broker_version`` is the request's ``version``: the queue-mapping tail of the
         compressed form is read only from V5_0_0 on. No body (``None`` or empty, which Java
         reads as null) gives an empty body whose DataVersion is all zeros, as the Java
         NameServer builds it. ``budget`` is charged as :func:`read_compressed` and
-        :func:`charge_plain` say.
+        :func:`charge_plain` say; a JSON body is read as ``dialect`` reads it.
         """
         if not data:
             return cls()
         if not compressed:
             charge_plain(budget, data)
-            return cls.from_json(data)
+            return cls.from_json(data, dialect)
         data_version, table, filter_servers, infos = read_compressed(
             data, broker_version, _topic_beans, max_inflated, budget)
         self = cls()
@@ -881,6 +946,12 @@ _VERSION, _TABLE, _MAPPINGS = (TopicConfigAndMappingSerializeWrapper._WIRE[a] fo
 _COUNTER, _TIMESTAMP, _STATE = (DataVersion._WIRE[a] for a in
                                 ("counter", "timestamp", "state_version"))
 _INT_MIN, _INT_MAX = _INT32
+# Keys the fast reader knows; any other (a property in another case, which fastjson matches,
+# or one it ignores) sends the body to the beans
+_BODY_KEYS = frozenset(RegisterBrokerBody._LOADERS)
+_WRAPPER_KEYS = frozenset(TopicConfigAndMappingSerializeWrapper._LOADERS)
+_VERSION_KEYS = frozenset(DataVersion._LOADERS)
+_TOPIC_KEYS = frozenset(TopicConfig._LOADERS)
 
 
 def _int_or_default(value, default):
@@ -913,23 +984,28 @@ def _read_json(data, topic, data_version):
         obj = json.loads(data)
     except (ValueError, RecursionError):
         raise _Unusual from None
-    if type(obj) is not dict:
+    if type(obj) is not dict or not obj.keys() <= _BODY_KEYS:
         raise _Unusual
     filters = _object_or_empty(obj.get(_FILTERS), list)
     if any(type(f) is not str for f in filters):
         raise _Unusual
     wrapper = _object_or_empty(obj.get(_WRAPPER))
-    if wrapper.get(_MAPPINGS):
+    if wrapper.get(_MAPPINGS) or not wrapper.keys() <= _WRAPPER_KEYS:
         raise _Unusual
     version = _object_or_empty(wrapper.get(_VERSION))
+    if not version.keys() <= _VERSION_KEYS:
+        raise _Unusual
     table = {}
     fields = _TOPIC_FIELDS
+    exact_keys = _TOPIC_KEYS.issuperset
     for name, config in _object_or_empty(wrapper.get(_TABLE)).items():
-        # the usual entry (every field there, a name and four Java ints) in one C call and one
-        # test; anything else (absent or null fields, odd types) field by field
+        # the usual entry (every field there under its exact name, a name and four Java ints) in
+        # one C call and two tests; anything else (absent or null fields, odd types) field by field
         try:
             values = fields(config)
             name_, read, write, perm, flag = values
+            if not exact_keys(config):
+                raise _Unusual
         except (KeyError, TypeError):
             name_ = read = None
         if not (name_.__class__ is str
@@ -944,7 +1020,7 @@ def _read_json(data, topic, data_version):
 
 def _topic_values(name, config):
     """A topic's values with Java's defaults for absent or null fields."""
-    if config.__class__ is not dict:
+    if config.__class__ is not dict or not config.keys() <= _TOPIC_KEYS:
         raise _Unusual
     get = config.get
     topic = get(_TOPIC_NAME)
@@ -1031,14 +1107,14 @@ def charge_plain(budget, data):
 
 def read_register_broker_body(data, compressed, broker_version, topic, data_version,
                               check_count=None, max_inflated=DEFAULT_MAX_INFLATED, budget=None,
-                              check_mappings=None):
+                              check_mappings=None, dialect=fastjson.FASTJSON_1_2_83):
     """A REGISTER_BROKER body made straight into the caller's records, as
     :meth:`RegisterBrokerBody.decode` reads it: ``(data_version(counter, timestamp,
     state_version), {name: topic(name, read, write, perm, topic_sys_flag)}, filter server list,
     {topic: TopicQueueMappingInfo})``. ``check_count(count)`` sees a compressed body's
     topic count before any topic is inflated (and may raise), ``check_mappings(count)`` the
-    mapping count; every part is charged to ``budget`` while it is read. Raises what the codec
-    raises.
+    mapping count; every part is charged to ``budget`` while it is read; a JSON body the usual
+    reader cannot take is read as ``dialect`` reads it. Raises what the codec raises.
     """
     if compressed and data:
         def read_topics(lines, count):
@@ -1056,8 +1132,9 @@ def read_register_broker_body(data, compressed, broker_version, topic, data_vers
             return _read_json(data, topic, data_version)
         except _Unusual:
             pass
-    return register_broker_body_records(RegisterBrokerBody.decode(data, compressed, broker_version),
-                                        topic, data_version)
+    return register_broker_body_records(
+        RegisterBrokerBody.decode(data, compressed, broker_version, dialect=dialect),
+        topic, data_version)
 
 
 class QueueData(JsonBean):
@@ -1239,4 +1316,4 @@ def broker_name_list(data):
     it as a raw ``List``). Raises :class:`BodyDecodeError` for anything else."""
     if data is None:
         raise BodyDecodeError("broker name list: no body")
-    return list_of(STR).load(fastjson.loads(data), "brokerNames")
+    return list_of(STR).load(fastjson.loads_lenient(data), "brokerNames")

@@ -25,7 +25,7 @@ from decimal import Decimal, InvalidOperation
 from .errors import BodyDecodeError
 
 __all__ = ["loads", "dumps", "escape_string", "lenient_decoder", "raw_string_literals", "Bean",
-           "Dialect", "FASTJSON_1_2_69", "FASTJSON_1_2_83", "read_lenient"]
+           "Dialect", "FASTJSON_1_2_69", "FASTJSON_1_2_83", "read_lenient", "loads_lenient"]
 
 _json_loads = json.loads
 #: fastjson's reading of a string: raw control characters are taken as they are.
@@ -485,3 +485,18 @@ def read_lenient(text, object_pairs_hook=dict):
     if reader.pos != len(text):
         reader.fail("not close json text")
     return obj
+
+
+def loads_lenient(data):
+    """A request body as Java's ``JSON.parseObject`` reads it: :func:`loads`, and when that
+    fails :func:`read_lenient` (what fastjson's parser reads beyond JSON). Raises
+    :class:`BodyDecodeError` with the strict parser's complaint."""
+    try:
+        return loads(data)
+    except BodyDecodeError as exc:
+        error = exc
+    try:
+        text = data.decode("utf-8") if isinstance(data, (bytes, bytearray, memoryview)) else data
+        return read_lenient(text)
+    except (ValueError, RecursionError):   # UnicodeDecodeError is a ValueError
+        raise error from None

@@ -86,8 +86,9 @@ class DefaultRequestProcessor:
                            self.route_bounds),
             RouteHandlers(rim, kv_config_manager, config, policies, startup_ms,
                           bool(config.cluster_test)),   # Java reads clusterTest once
-            TopicHandlers(rim, config, policies.handlers, self.route_bounds),
-            AdminHandlers(configuration, rim.invalidate_routes, self.config_guard))
+            TopicHandlers(rim, config, policies.handlers, self.route_bounds, self.header_dialect),
+            AdminHandlers(configuration, rim.invalidate_routes, self.config_guard,
+                          self.header_dialect))
         missing = policies.handlers.missing
         #: request code -> handler(header, request, channel, now_ms)
         self.handlers = {code: fn for code, (_, fn, _) in table.items() if code not in missing}

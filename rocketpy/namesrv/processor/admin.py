@@ -8,6 +8,7 @@ snapshot; the answer waits until the config file is written, as Java's ``Configu
 persists before it returns."""
 from rocketpy.remoting import bodies
 from rocketpy.remoting.codes import RequestCode, ResponseCode
+from rocketpy.remoting.fastjson import FASTJSON_1_2_83
 
 from ..javaprops import PropertiesError, body_to_properties
 from .replies import durable, error, ok, responder
@@ -21,8 +22,10 @@ class AdminHandlers:
     :param config_guard: the :class:`~rocketpy.namesrv.configguard.ConfigUpdateGuard`.
     """
 
-    def __init__(self, configuration, invalidate_routes, config_guard):
+    def __init__(self, configuration, invalidate_routes, config_guard, dialect=FASTJSON_1_2_83):
         self.configuration = configuration
+        #: the fastjson release that reads request bodies
+        self.dialect = dialect
         self.invalidate_routes = invalidate_routes
         self.config_guard = config_guard
 
@@ -48,6 +51,6 @@ class AdminHandlers:
 
     @responder(RequestCode.GET_CLIENT_CONFIG)
     def get_client_config(self, header, request, channel, now_ms):
-        keys = bodies.GetRemoteClientConfigBody.from_json(request.body).keys or []
+        keys = bodies.GetRemoteClientConfigBody.from_json(request.body, self.dialect).keys or []
         text = self.configuration.client_configs_text(keys)
         return ok(text.encode("utf-8", "replace") if text else None)

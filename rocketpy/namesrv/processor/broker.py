@@ -110,7 +110,7 @@ class BrokerHandlers:
         rim = self.routes
         data_version = None
         if request.body:
-            bean = bodies.DataVersion.from_json(request.body)
+            bean = bodies.DataVersion.from_json(request.body, self.wire.header_dialect)
             data_version = DataVersion(bean.counter or 0, bean.timestamp or 0, bean.state_version or 0)
         changed = rim.is_broker_topic_config_changed(header.cluster_name, header.broker_addr,
                                                      data_version)
@@ -126,9 +126,12 @@ class BrokerHandlers:
                                                         now_ms)
         return ok()
 
-    @responder(RequestCode.GET_BROKER_MEMBER_GROUP)
+    # Without a broker name Java's getBrokerMemberGroup asks its ConcurrentHashMap for null, which
+    # throws; it logs that and answers the group it built, empty (5.0.0 and 5.3.3).
+    @responder(RequestCode.GET_BROKER_MEMBER_GROUP, java_decode=True)
     def get_broker_member_group(self, header, request, channel, now_ms):
-        addrs = self.routes.get_broker_member_group(header.broker_name)
+        addrs = {} if header.broker_name is None else \
+            self.routes.get_broker_member_group(header.broker_name)
         body = self.wire.member_group(header.cluster_name, header.broker_name, addrs)
         return Reply(ResponseCode.SUCCESS, NOT_SET_REMARK, None, body)
 

@@ -6,9 +6,10 @@ never reused, so nothing here invalidates anything. A put or delete is answered 
 holds it (as Java answers after ``persist()``); a put over a KV bound (``kvConfigMax*``) is
 refused with INVALID_PARAMETER naming the bound."""
 from rocketpy.remoting.codes import RequestCode, ResponseCode
+from rocketpy.remoting.errors import MissingFieldError
 from rocketpy.remoting.headers import GetKVConfigResponseHeader
 
-from .replies import durable, error, java_string, ok, responder
+from .replies import durable, error, failure_remark, java_string, ok, responder
 
 __all__ = ["KVHandlers"]
 
@@ -21,8 +22,14 @@ class KVHandlers:
     def __init__(self, kv_config_manager):
         self.kv = kv_config_manager
 
-    @responder(RequestCode.PUT_KV_CONFIG)
+    # putKVConfig checks namespace and key itself (4.9.8, 5.0.0, 5.3.3). Java would store a null
+    # value, which its file then leaves out; rocketpy keeps refusing that one.
+    @responder(RequestCode.PUT_KV_CONFIG, java_decode=True)
     def put_kv_config(self, header, request, channel, now_ms):
+        if header.namespace is None or header.key is None:
+            return error(ResponseCode.SYSTEM_ERROR, "namespace or key is null")
+        if header.value is None:
+            return error(ResponseCode.SYSTEM_ERROR, failure_remark(MissingFieldError("value")))
         refusal = self.kv.refusal(header.namespace, header.key, header.value)
         if refusal is not None:
             return error(ResponseCode.INVALID_PARAMETER, f"Can not put KV config: {refusal}")
@@ -40,8 +47,12 @@ class KVHandlers:
                      f"No config item, Namespace: {java_string(header.namespace)} "
                      f"Key: {java_string(header.key)}", GetKVConfigResponseHeader())
 
-    @responder(RequestCode.DELETE_KV_CONFIG)
+    # Without a namespace or key Java removes null from its HashMaps, which hold none (PUT_KV_CONFIG
+    # here refuses a null), and rewrites the unchanged file (deleteKVConfig at 4.9.8, 5.0.0, 5.3.3).
+    @responder(RequestCode.DELETE_KV_CONFIG, java_decode=True)
     def delete_kv_config(self, header, request, channel, now_ms):
+        if header.namespace is None or header.key is None:
+            return ok()
         return durable(self.kv.delete_kv_config(header.namespace, header.key), ok(), _KV_CONFIG)
 
     @responder(RequestCode.GET_KVLIST_BY_NAMESPACE, java_decode=True)

@@ -26,6 +26,7 @@ from rocketpy.remoting import bodies
 from rocketpy.remoting.codes import MQVersion, ResponseCode
 from rocketpy.remoting.budget import DEFAULT_DECODE_BUDGET, DecodeBudget
 from rocketpy.remoting.errors import BodyDecodeError, DecodeBudgetExceeded
+from rocketpy.remoting.fastjson import FASTJSON_1_2_83
 from rocketpy.remoting.headers import RegisterBrokerResponseHeader
 
 from ..model import DataVersion, TopicConfig, TopicConfigWrapper
@@ -46,12 +47,12 @@ _UNDECODABLE_REMARK = java_exception_remark(
 
 
 def read_body(body, compressed, broker_version, check_count=None, budget=None,
-              check_mappings=None):
-    """(wrapper, filter servers) of a RegisterBrokerBody, as route records; raises the codec's
-    errors."""
+              check_mappings=None, dialect=FASTJSON_1_2_83):
+    """(wrapper, filter servers) of a RegisterBrokerBody, as route records, a JSON body read as
+    ``dialect`` (the release's fastjson) reads it; raises the codec's errors."""
     version, table, filters, infos = bodies.read_register_broker_body(
         body, compressed, broker_version, TopicConfig, DataVersion, check_count,
-        budget=budget, check_mappings=check_mappings)
+        budget=budget, check_mappings=check_mappings, dialect=dialect)
     return TopicConfigWrapper(version, table, infos, blake2b(body, digest_size=16).digest()), filters
 
 
@@ -195,6 +196,7 @@ class RegistrationReader:
                  decode_budget=DEFAULT_DECODE_BUDGET):
         self._body_version = registration.body_version
         self._null_body_remark = wire.null_register_body_remark
+        self._dialect = wire.header_dialect
         self._is_live = is_live
         self.max_topics = max_topics
         self.decode_budget = decode_budget
@@ -264,11 +266,12 @@ class RegistrationReader:
                 return TopicConfigWrapper(), None
             bodies.charge_plain(budget, body)
             version, table, _, infos = bodies.register_broker_body_records(
-                bodies.TopicConfigSerializeWrapper.from_json(body), TopicConfig, DataVersion)
+                bodies.TopicConfigSerializeWrapper.from_json(body, self._dialect), TopicConfig,
+                DataVersion)
             return TopicConfigWrapper(version, table, infos), None
         try:
             return read_body(body, compressed, self._body_version(request_version),
-                             self._check_count, budget, self._check_mappings)
+                             self._check_count, budget, self._check_mappings, self._dialect)
         except DecodeBudgetExceeded:
             raise
         except BodyDecodeError:

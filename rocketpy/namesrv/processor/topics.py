@@ -5,6 +5,7 @@ lists). 5.x answers SYSTEM_ERROR "disable" for lists switched off (``enableAllTo
 ``enableTopicList``); 4.9 has no switches."""
 from rocketpy.remoting import bodies
 from rocketpy.remoting.codes import RequestCode, ResponseCode
+from rocketpy.remoting.fastjson import FASTJSON_1_2_83
 from rocketpy.remoting.headers import (AddWritePermOfBrokerResponseHeader,
                                        WipeWritePermOfBrokerResponseHeader)
 
@@ -28,22 +29,29 @@ def _topic_list(topics, broker_addr=None):
 class TopicHandlers:
     """:param handler_set: the :class:`~rocketpy.namesrv.policy.HandlerSet` (the list switches)."""
 
-    def __init__(self, route_info_manager, namesrv_config, handler_set, route_bounds):
+    def __init__(self, route_info_manager, namesrv_config, handler_set, route_bounds,
+                 dialect=FASTJSON_1_2_83):
         self.routes = route_info_manager
+        #: the fastjson release that reads request bodies
+        self.dialect = dialect
         self.config = namesrv_config
         self.handlers = handler_set
         self.bounds = route_bounds
         #: topics from which the all-topic list is built by a Pending
         self.offload_from = OFFLOAD_TOPIC_LIST_FROM
 
-    @responder(RequestCode.WIPE_WRITE_PERM_OF_BROKER)
+    # Without a broker name Java looks up null in each topic's HashMap of queue data, finds
+    # none, and answers a count of 0 (operateWritePermOfBroker at 4.9.8, 5.0.0 and 5.3.3).
+    @responder(RequestCode.WIPE_WRITE_PERM_OF_BROKER, java_decode=True)
     def wipe_write_perm_of_broker(self, header, request, channel, now_ms):
-        count = self.routes.wipe_write_perm_of_broker(header.broker_name)
+        count = 0 if header.broker_name is None else \
+            self.routes.wipe_write_perm_of_broker(header.broker_name)
         return ok(header=WipeWritePermOfBrokerResponseHeader(wipe_topic_count=count))
 
-    @responder(RequestCode.ADD_WRITE_PERM_OF_BROKER)
+    @responder(RequestCode.ADD_WRITE_PERM_OF_BROKER, java_decode=True)
     def add_write_perm_of_broker(self, header, request, channel, now_ms):
-        count = self.routes.add_write_perm_of_broker(header.broker_name)
+        count = 0 if header.broker_name is None else \
+            self.routes.add_write_perm_of_broker(header.broker_name)
         return ok(header=AddWritePermOfBrokerResponseHeader(add_topic_count=count))
 
     @responder(RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER)
@@ -65,18 +73,23 @@ class TopicHandlers:
                 return Pending(work, finish)
         return _topic_list(self.routes.get_all_topic_list())
 
-    @responder(RequestCode.DELETE_TOPIC_IN_NAMESRV)
+    # Without a topic Java removes null from the topic table: 4.9.8's HashMap holds no null key,
+    # 5.x's ConcurrentHashMap throws and deleteTopic logs it; SUCCESS, nothing deleted.
+    @responder(RequestCode.DELETE_TOPIC_IN_NAMESRV, java_decode=True)
     def delete_topic_in_namesrv(self, header, request, channel, now_ms):
-        self.routes.delete_topic(header.topic, header.cluster_name or None)
+        if header.topic is not None:
+            self.routes.delete_topic(header.topic, header.cluster_name or None)
         return ok()
 
-    @responder(RequestCode.REGISTER_TOPIC_IN_NAMESRV)
+    # Without a topic Java still decodes the body, then registerTopic asks its ConcurrentHashMap
+    # for null, which throws, and logs it: SUCCESS, nothing registered (5.0.0 and 5.3.3).
+    @responder(RequestCode.REGISTER_TOPIC_IN_NAMESRV, java_decode=True)
     def register_topic_in_namesrv(self, header, request, channel, now_ms):
         if request.body:
-            route = bodies.TopicRouteData.from_json(request.body)
+            route = bodies.TopicRouteData.from_json(request.body, self.dialect)
             queue_datas = [QueueData(qd.broker_name, qd.read_queue_nums, qd.write_queue_nums,
                                      qd.perm, qd.topic_sys_flag) for qd in route.queue_datas or ()]
-            if queue_datas:
+            if queue_datas and header.topic is not None:
                 refusal = self.bounds.topic_refusal(self.routes, header.topic, queue_datas)
                 if refusal is not None:
                     return refusal

@@ -1,0 +1,169 @@
+"""Request bodies in the forms fastjson's parser accepts, as Java's NameServer reads them
+(``RemotingSerializable.decode`` -> ``JSON.parseObject``): a genuine REGISTER_BROKER body of a
+4.9.8, a 5.0.0 and a 5.3.3 broker, re-encoded in each form, registers what the genuine body
+registers (every topic's route answered byte for byte alike). Property names are matched as each release's
+fastjson matches them: any case in 1.2.69 (4.9.8, 5.0.0) and 1.2.83 (5.3.3), also without
+``_``/``-`` in 1.2.83 only. docs/protocol.md lists the forms with the fastjson source lines."""
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+import replay
+from processorutil import call, make, register
+from rocketpy.namesrv.profile import PROFILE_49, PROFILE_50, PROFILE_53
+from rocketpy.remoting import bodies, fastjson
+from rocketpy.remoting.codes import RequestCode, ResponseCode
+
+PCAP = Path(__file__).resolve().parent.parent.parent / "shared" / "fixtures" / "pcap"
+
+#: every bean property name rocketpy knows (map keys, such as topic names, are not among them)
+PROPERTIES = frozenset(name for cls in bodies.JsonBean.__subclasses__() for name in cls._LOADERS)
+
+
+def _genuine(name):
+    """(profile, version, body) of the capture's first REGISTER_BROKER."""
+    for event in replay.replay_events(PCAP / name):
+        if event.kind == "request" and event.request.code == RequestCode.REGISTER_BROKER:
+            profile = {"rmq49": PROFILE_49, "rmq50": PROFILE_50, "rmq53": PROFILE_53}[name[:5]]
+            return profile, event.request.version, event.request.body
+    raise AssertionError(f"no REGISTER_BROKER in {name}")
+
+
+def _write(obj, key=lambda k: json.dumps(k), string=json.dumps, number=str, before="", after=""):
+    """``obj`` as JSON text with each part written by the given functions."""
+    if isinstance(obj, dict):
+        items = [f"{before}{key(k)}:{_write(v, key, string, number, before, after)}"
+                 for k, v in obj.items()]
+        return "{" + ",".join(items) + after + "}"
+    if isinstance(obj, list):
+        return "[" + ",".join(_write(v, key, string, number, before, after) for v in obj) + after + "]"
+    if isinstance(obj, str):
+        return string(obj)
+    if obj is True or obj is False or obj is None:
+        return json.dumps(obj)
+    return number(obj)
+
+
+def _quote1(text):
+    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def _property(rename):
+    return lambda k: json.dumps(rename(k) if k in PROPERTIES else k)
+
+
+def _snake(name):
+    return re.sub(r"([A-Z])", lambda m: "_" + m.group(1).lower(), name)
+
+
+#: (id, body text from the parsed genuine body)
+FORMS = [
+    ("single-quotes", lambda obj: _write(obj, key=_quote1, string=_quote1)),
+    ("unquoted-keys", lambda obj: _write(
+        obj, key=lambda k: k if re.fullmatch(r"[A-Za-z_$][A-Za-z0-9_]*", k) else json.dumps(k))),
+    ("comments-and-commas", lambda obj: _write(obj, before="/* c */,", after=",\n// end\n")),
+    # IntegerCodec / LongCodec: a BigDecimal cut to its integer part; in a string too
+    ("decimal-numbers", lambda obj: _write(obj, number=lambda n: f"{n}.9")),
+    ("numbers-as-strings-with-commas", lambda obj: _write(obj, number=lambda n: f"'{n:,}'")),
+    ("upper-case-properties", lambda obj: _write(obj, key=_property(str.upper))),
+    ("pascal-case-properties", lambda obj: _write(obj, key=_property(lambda k: k[0].upper() + k[1:]))),
+]
+
+CAPTURES = ["rmq49-broker-register.pcap", "rmq50-broker-register.pcap", "rmq53-broker-register.pcap"]
+
+
+def _routes(proc, topics):
+    answers = {}
+    for topic in topics:
+        answer = call(proc, RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": topic})
+        answers[topic] = (answer.code, answer.body)
+    return answers
+
+
+@pytest.mark.parametrize("capture", CAPTURES)
+@pytest.mark.parametrize("form,write", FORMS, ids=[f[0] for f in FORMS])
+def test_genuine_registration_body_in_a_lenient_form_registers_alike(tmp_path, capture, form, write):
+    profile, version, body = _genuine(capture)
+    obj = json.loads(body)
+    topics = list(obj["topicConfigSerializeWrapper"]["topicConfigTable"])
+    assert len(topics) > 5
+    genuine = make(tmp_path / "genuine", profile)
+    assert register(genuine, body=body, version=version).code == ResponseCode.SUCCESS
+    lenient = make(tmp_path / "lenient", profile)
+    text = write(obj).encode()
+    answer = register(lenient, body=text, version=version)
+    assert answer.code == ResponseCode.SUCCESS, (form, answer.remark)
+    assert _routes(lenient, topics) == _routes(genuine, topics)
+    assert all(code == ResponseCode.SUCCESS for code, _ in _routes(lenient, topics).values())
+
+
+def test_separators_in_property_names_match_only_in_fastjson_1_2_83(tmp_path):
+    """``topic_config_serialize_wrapper``: 5.3.3 (1.2.83, ``fnv1a_64_extract``) reads it as
+    ``topicConfigSerializeWrapper``; 4.9.8 (1.2.69, case only) ignores the key and registers
+    the broker without topics."""
+    for capture in CAPTURES:
+        _separators(tmp_path / capture, *_genuine(capture))
+
+
+def _separators(tmp_path, profile, version, body):
+    obj = json.loads(body)
+    topics = list(obj["topicConfigSerializeWrapper"]["topicConfigTable"])
+    text = _write(obj, key=_property(_snake)).encode()
+    assert b"topic_config_table" in text
+    genuine = make(tmp_path / "genuine", profile)
+    register(genuine, body=body, version=version)
+    snake = make(tmp_path / "snake", profile)
+    assert register(snake, body=text, version=version).code == ResponseCode.SUCCESS
+    if profile.fastjson == "1.2.83":
+        assert _routes(snake, topics) == _routes(genuine, topics)
+    else:
+        assert {code for code, _ in _routes(snake, topics).values()} == {ResponseCode.TOPIC_NOT_EXIST}
+
+
+def test_a_smart_matched_property_keeps_its_first_value():
+    """As for headers: once a property is set, a later key for it is ignored (setFlags)."""
+    version = bodies.DataVersion.from_json(b'{"Counter":3,"counter":4,"COUNTER":5}')
+    assert version.counter == 3
+    version = bodies.DataVersion.from_json(b'{"counter":3,"Counter":4}')
+    assert version.counter == 3
+
+
+@pytest.mark.parametrize("profile", [PROFILE_49, PROFILE_53], ids=lambda p: p.name)
+def test_query_data_version_reads_a_lenient_body(tmp_path, profile):
+    proc = make(tmp_path, profile)
+    assert register(proc).code == ResponseCode.SUCCESS
+    stored = call(proc, RequestCode.QUERY_DATA_VERSION,
+                  {"brokerAddr": "127.0.0.1:10911", "clusterName": "C", "brokerName": "broker-a",
+                   "brokerId": "0"}, body=b"{'counter':99,/* x */ Timestamp:'1',}")
+    assert stored.code == ResponseCode.SUCCESS and stored.ext_fields["changed"] == "true"
+    same = json.loads(stored.body)
+    lenient = "{" + ",".join(f"{k.upper()}:'{v}'" for k, v in same.items()) + ",}"
+    again = call(proc, RequestCode.QUERY_DATA_VERSION,
+                 {"brokerAddr": "127.0.0.1:10911", "clusterName": "C", "brokerName": "broker-a",
+                  "brokerId": "0"}, body=lenient.encode())
+    assert again.code == ResponseCode.SUCCESS and again.ext_fields["changed"] == "false"
+
+
+@pytest.mark.parametrize("profile", [PROFILE_50, PROFILE_53], ids=lambda p: p.name)
+def test_register_topic_reads_a_lenient_route(tmp_path, profile):
+    proc = make(tmp_path, profile)
+    assert register(proc).code == ResponseCode.SUCCESS
+    route = (b"{QueueDatas:[{brokerName:'broker-a',ReadQueueNums:'4',writeQueueNums:4.0,"
+             b"perm:6,topicSysFlag:0,},],/* the rest */}")
+    assert call(proc, RequestCode.REGISTER_TOPIC_IN_NAMESRV, {"topic": "T9"},
+                body=route).code == ResponseCode.SUCCESS
+    answer = call(proc, RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": "T9"})
+    assert answer.code == ResponseCode.SUCCESS
+    queue = bodies.TopicRouteData.from_json(answer.body).queue_datas[0]
+    assert (queue.broker_name, queue.read_queue_nums, queue.write_queue_nums) == ("broker-a", 4, 4)
+
+
+def test_is_prefix_matches_only_a_boolean_property():
+    """smartMatch retries a key starting with ``is`` without it, and keeps the match only for a
+    boolean property (1.2.69 and 1.2.83): ``isOrder`` sets TopicConfig.order, ``isPerm`` is
+    ignored."""
+    for dialect in (fastjson.FASTJSON_1_2_69, fastjson.FASTJSON_1_2_83):
+        config = bodies.TopicConfig.from_json(b"{topicName:'t',isOrder:true,isPerm:2}", dialect)
+        assert (config.order, config.perm) == (True, bodies.TopicConfig().perm)

@@ -1,0 +1,101 @@
+"""Request headers without a field the handler reads, answered as each release's handler answers
+them. Java's header decoding only logs a missing field (RemotingCommand.decodeCommandCustomHeader
+catches its own "the custom field <...> is null" at 4.9.8, 5.0.0 and 5.3.3), so the handler runs
+with null: these handlers look null up in a HashMap, find nothing and answer SUCCESS, where
+rocketpy answered SYSTEM_ERROR "the custom field <...> is null"."""
+import pytest
+
+from processorutil import call, make, register
+from rocketpy.namesrv.profile import PROFILE_49, PROFILE_50, PROFILE_53
+from rocketpy.remoting.codes import RequestCode, ResponseCode
+
+PROFILES = [PROFILE_49, PROFILE_50, PROFILE_53]
+
+
+def _server(tmp_path, profile):
+    proc = make(tmp_path, profile)
+    assert register(proc).code == ResponseCode.SUCCESS
+    return proc
+
+
+def _route(proc):
+    answer = call(proc, RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": "T1"})
+    assert answer.code == ResponseCode.SUCCESS
+    return answer.body
+
+
+@pytest.mark.parametrize("profile", PROFILES, ids=lambda p: p.name)
+def test_write_perm_without_a_broker_name_counts_no_topic(tmp_path, profile):
+    """operateWritePermOfBroker: queueDataMap.get(null) finds no queue data: count 0."""
+    proc = _server(tmp_path, profile)
+    before = _route(proc)
+    codes = [(RequestCode.WIPE_WRITE_PERM_OF_BROKER, "wipeTopicCount")]
+    if profile is not PROFILE_49:
+        codes.append((RequestCode.ADD_WRITE_PERM_OF_BROKER, "addTopicCount"))
+    for code, count in codes:
+        answer = call(proc, code, {})
+        assert (answer.code, answer.ext_fields) == (ResponseCode.SUCCESS, {count: "0"}), code
+    assert _route(proc) == before
+    answer = call(proc, RequestCode.WIPE_WRITE_PERM_OF_BROKER, {"brokerName": "broker-a"})
+    assert answer.ext_fields == {"wipeTopicCount": "2"}
+
+
+@pytest.mark.parametrize("profile", PROFILES, ids=lambda p: p.name)
+def test_delete_topic_without_a_topic_deletes_nothing(tmp_path, profile):
+    proc = _server(tmp_path, profile)
+    before = _route(proc)
+    for ext in ({}, {"clusterName": "C"}):
+        answer = call(proc, RequestCode.DELETE_TOPIC_IN_NAMESRV, ext)
+        assert (answer.code, answer.remark) == (ResponseCode.SUCCESS, None)
+    assert _route(proc) == before
+
+
+@pytest.mark.parametrize("profile", PROFILES, ids=lambda p: p.name)
+def test_delete_kv_config_without_namespace_or_key_deletes_nothing(tmp_path, profile):
+    proc = _server(tmp_path, profile)
+    kv = {"namespace": "NS", "key": "k"}
+    assert call(proc, RequestCode.PUT_KV_CONFIG, dict(kv, value="v")).code == ResponseCode.SUCCESS
+    for ext in ({}, {"namespace": "NS"}, {"key": "k"}):
+        answer = call(proc, RequestCode.DELETE_KV_CONFIG, ext)
+        assert (answer.code, answer.remark) == (ResponseCode.SUCCESS, None), ext
+    answer = call(proc, RequestCode.GET_KV_CONFIG, kv)
+    assert (answer.code, answer.ext_fields) == (ResponseCode.SUCCESS, {"value": "v"})
+
+
+@pytest.mark.parametrize("profile", [PROFILE_50, PROFILE_53], ids=lambda p: p.name)
+def test_broker_member_group_without_a_broker_name_is_an_empty_group(tmp_path, profile):
+    """getBrokerMemberGroup: brokerAddrTable (a ConcurrentHashMap) .get(null) throws, is logged,
+    and the group built from the header's null name and cluster goes out empty."""
+    proc = _server(tmp_path, profile)
+    answer = call(proc, RequestCode.GET_BROKER_MEMBER_GROUP, {"clusterName": "C"})
+    assert (answer.code, answer.body) == (
+        ResponseCode.SUCCESS, b'{"brokerMemberGroup":{"brokerAddrs":{},"cluster":"C"}}')
+    answer = call(proc, RequestCode.GET_BROKER_MEMBER_GROUP, {})
+    assert (answer.code, answer.body) == (ResponseCode.SUCCESS,
+                                          b'{"brokerMemberGroup":{"brokerAddrs":{}}}')
+
+
+@pytest.mark.parametrize("profile", PROFILES, ids=lambda p: p.name)
+def test_put_kv_config_without_namespace_or_key_answers_javas_own_check(tmp_path, profile):
+    """putKVConfig tests namespace and key itself: SYSTEM_ERROR 'namespace or key is null'."""
+    proc = _server(tmp_path, profile)
+    for ext in ({"key": "k", "value": "v"}, {"namespace": "NS", "value": "v"}, {}):
+        answer = call(proc, RequestCode.PUT_KV_CONFIG, ext)
+        assert (answer.code, answer.remark) == (ResponseCode.SYSTEM_ERROR,
+                                                "namespace or key is null"), ext
+    answer = call(proc, RequestCode.GET_KVLIST_BY_NAMESPACE, {"namespace": "NS"})
+    assert answer.code == ResponseCode.QUERY_NOT_FOUND
+
+
+@pytest.mark.parametrize("profile", [PROFILE_50, PROFILE_53], ids=lambda p: p.name)
+def test_register_topic_without_a_topic_registers_nothing(tmp_path, profile):
+    """registerTopic: topicQueueTable (a ConcurrentHashMap) .containsKey(null) throws and is
+    logged: SUCCESS, no topic. The body is still decoded first: a broken one fails."""
+    proc = _server(tmp_path, profile)
+    topics = call(proc, RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER).body
+    body = b'{"queueDatas":[{"brokerName":"broker-a","perm":6,"readQueueNums":4,"writeQueueNums":4}]}'
+    answer = call(proc, RequestCode.REGISTER_TOPIC_IN_NAMESRV, {}, body=body)
+    assert (answer.code, answer.remark) == (ResponseCode.SUCCESS, None)
+    assert call(proc, RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER).body == topics
+    answer = call(proc, RequestCode.REGISTER_TOPIC_IN_NAMESRV, {}, body=b'{"queueDatas":[')
+    assert answer.code == ResponseCode.SYSTEM_ERROR and "JSONException" in answer.remark
