@@ -14,6 +14,7 @@ from . import codes
 from .command import RemotingCommand
 from .errors import HeaderDecodeError, TruncatedFrameError
 from .fastjson import FASTJSON_1_2_83, escape_string, raw_string_literals, read_lenient
+from .kernel import KERNEL
 from .layout import (DEFAULT_MAX_FRAME_LENGTH, FRAME, FRAME_COMPILED, JSON,
                      PREFIX_SIZE, ROCKETMQ, ROCKETMQ_EXT_LENGTH, ROCKETMQ_FIXED, ROCKETMQ_HEADER,
                      ROCKETMQ_KEY_LENGTH, ROCKETMQ_VALUE_LENGTH,
@@ -22,7 +23,7 @@ from .layout import (DEFAULT_MAX_FRAME_LENGTH, FRAME, FRAME_COMPILED, JSON,
 
 __all__ = ["FRAME", "FRAME_COMPILED", "ROCKETMQ_HEADER", "ROCKETMQ_HEADER_COMPILED",
            "DEFAULT_MAX_FRAME_LENGTH", "decode_frame", "encode_frame", "encode_template",
-           "decode_header", "encode_header", "frame_length", "HEADER_PROPERTIES"]
+           "decode_header", "python_decode_header", "encode_header", "frame_length", "HEADER_PROPERTIES"]
 
 _SERIALIZE_NAMES = {JSON: "JSON", ROCKETMQ: "ROCKETMQ"}
 #: Java's ``String.getBytes(UTF_8)`` writes '?' for a lone surrogate (a JSON "\\ud800" a peer
@@ -277,7 +278,18 @@ def _decode_json_header(header, dialect=FASTJSON_1_2_83):
 
 def decode_header(serialize_type, header, dialect=FASTJSON_1_2_83):
     """A command (without body) from header bytes of the given serialize type; a JSON header
-    read as ``dialect`` (the fastjson release of the Java side) reads it."""
+    read as ``dialect`` (the fastjson release of the Java side) reads it. The compiled header
+    kernel reads the usual headers (the same for every dialect); what it leaves, and every
+    header when it is not built, is read here."""
+    if KERNEL is not None:
+        command = KERNEL.read_header(serialize_type, header)
+        if command is not None:
+            return command
+    return python_decode_header(serialize_type, header, dialect)
+
+
+def python_decode_header(serialize_type, header, dialect=FASTJSON_1_2_83):
+    """:func:`decode_header` without the kernel: the oracle the kernel is held to."""
     if serialize_type == JSON:
         return _decode_json_header(header, dialect)
     if serialize_type == ROCKETMQ:
