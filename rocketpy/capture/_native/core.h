@@ -109,12 +109,8 @@ static inline uint64_t rd64(const uint8_t *p, int be) {
     return be ? ((uint64_t)rd32be(p) << 32 | rd32be(p + 4)) : ((uint64_t)rd32le(p + 4) << 32 | rd32le(p));
 }
 
-/* ---- reading a frame's prefix: its whole length, serialize type and header length */
-static inline int64_t frame_total(const uint8_t *f) { return (int64_t)rd32be(f) + LENGTH_SIZE; }
-static inline int frame_type(const uint8_t *f) { return f[TYPE_AT]; }
-static inline int64_t frame_header_length(const uint8_t *f) {
-    return rd32be(f + TYPE_AT) & HEADER_LENGTH_MASK;
-}
+/* (a frame's prefix is read by the header kernel: rk_frame_total, rk_frame_type,
+ * rk_frame_header_length) */
 
 /* ---- statistics (the keys of rocketpy.capture.decoder.Stats) ------------------------------- */
 enum {

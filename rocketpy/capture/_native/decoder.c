@@ -167,8 +167,8 @@ static int build_row(Decoder *dec, conn_t *c, int d, const framer_t *f, const fr
     r->frame_len = (int32_t)fr->length;
     if (len < PREFIX_SIZE)
         goto damaged;
-    int stype = frame_type(data);
-    size_t hlen = (size_t)frame_header_length(data);
+    int stype = rk_frame_type(data);
+    size_t hlen = (size_t)rk_frame_header_length(data);
     r->serialize_type = stype <= 1 ? str_of(SER_NAMES[stype], strlen(SER_NAMES[stype])) : STR_NULL;
     if (!fr->damaged) {
         str_t err = STR_NULL;
