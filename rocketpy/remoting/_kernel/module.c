@@ -170,7 +170,7 @@ static PyObject *peek(PyObject *self, PyObject *arg) {
     PyBuffer_Release(&b);
     if (r < 0)
         return NULL;
-    if (!r)
+    if (!r || !SCRATCH.opaque_end)     /* no opaque written: nothing to answer to */
         Py_RETURN_NONE;
     return Py_BuildValue("(iii)", SCRATCH.code, SCRATCH.opaque, SCRATCH.flag);
 }
@@ -182,7 +182,8 @@ static PyMethodDef METHODS[] = {
      "read_header(serialize_type, header): the RemotingCommand of a usual header, or None"},
     {"request_key", request_key, METH_O,
      "request_key(frame): ((header before the opaque, frame after it), opaque), or None"},
-    {"peek", peek, METH_O, "peek(frame): (code, opaque, flag) of a usual header, or None"},
+    {"peek", peek, METH_O,
+     "peek(frame): (code, opaque, flag) of a usual header that writes its opaque, or None"},
     {NULL, NULL, 0, NULL},
 };
 
