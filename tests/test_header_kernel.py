@@ -6,6 +6,7 @@ type and the verbatim strings too); wherever the codec refuses a header, the ker
 on headers built to sit on the kernel's edges. The answer cache's key and the overload peek read
 through the kernel must equal what the byte search finds where both answer."""
 import random
+import time
 
 import pytest
 
@@ -168,3 +169,29 @@ def test_the_peek_reads_what_the_byte_search_could_not():
     frame = layout.build_frame(0, b'{"code":105,"extFields":{"a":"9"},"opaque":42}')
     assert _searched(pytest.MonkeyPatch(), layout.peek_request, frame) is None
     assert layout.peek_request(frame) == (105, 42, 0)
+
+
+def _cpu(func, arg, tries=5):
+    best = float("inf")
+    for _ in range(tries):
+        t = time.process_time()
+        for _ in range(20):
+            func(arg)
+        best = min(best, time.process_time() - t)
+    return best
+
+
+@pytest.mark.parametrize("how", ["json", "binary"])
+def test_cost_grows_linearly_with_the_extfields_a_stranger_writes(how):
+    """n and 4n distinct extFields keys (the duplicate check is hashed past a few): the best of
+    five CPU times may grow at most 8x (linear work 4x; a key-by-key scan would be 16x). Ratios
+    only, as tests/test_capture_complexity.py."""
+    def header(n):
+        cmd = codec_frame.RemotingCommand(105, ext_fields={f"key{i:06d}": "v" for i in range(n)},
+                                          serialize_type=0 if how == "json" else 1)
+        return codec_frame.encode_header(cmd)
+    stype = 0 if how == "json" else 1
+    small, big = header(5000), header(20000)
+    assert len(KERNEL.read_header(stype, big).ext_fields) == 20000
+    assert _cpu(lambda h: KERNEL.read_header(stype, h), big) <= 8 * _cpu(
+        lambda h: KERNEL.read_header(stype, h), small)

@@ -17,6 +17,10 @@ static rk_language_t LANGUAGES[MAX_LANGUAGES];
 static size_t N_LANGUAGES;
 static PyObject *SERIALIZE[2];                 /* the ints JSON, ROCKETMQ */
 static rk_header_t SCRATCH;                    /* used with the GIL held only */
+/* past this, the scratch's buffers are given back after the header (a stranger's 16 MiB header
+ * is not kept for the life of the process) */
+#define KEEP_TEXT (1 << 20)
+#define KEEP_EXT 4096
 
 static PyObject *configure(PyObject *self, PyObject *args) {
     PyObject *command, *languages, *key, *value;
@@ -66,6 +70,11 @@ static int read_into(int stype, const uint8_t *p, size_t n, rk_header_t *h) {
     return r && !h->raw_controls;      /* the codec remembers how such strings were written */
 }
 
+static void trim(rk_header_t *h) {
+    if (h->text_cap > KEEP_TEXT || h->cap_ext > KEEP_EXT)
+        rk_header_free(h);
+}
+
 static PyObject *command_of(int stype, rk_header_t *h) {
     PyObject *args[10] = {NULL};
     PyObject *out = NULL;
@@ -113,6 +122,7 @@ static PyObject *read_header(PyObject *self, PyObject *args) {
     } else {
         int r = read_into(stype, b.buf, (size_t)b.len, &SCRATCH);
         out = r < 0 ? NULL : r ? command_of(stype, &SCRATCH) : Py_NewRef(Py_None);
+        trim(&SCRATCH);
     }
     PyBuffer_Release(&b);
     return out;
@@ -155,6 +165,7 @@ static PyObject *request_key(PyObject *self, PyObject *arg) {
         }
     }
     PyBuffer_Release(&b);
+    trim(&SCRATCH);
     if (r < 0)
         return NULL;
     return r ? out : Py_NewRef(Py_None);
@@ -168,11 +179,14 @@ static PyObject *peek(PyObject *self, PyObject *arg) {
     size_t hlen;
     int r = frame_header(b.buf, (size_t)b.len, &stype, &hlen);
     PyBuffer_Release(&b);
+    int written = SCRATCH.opaque_end != 0;
+    int32_t code = SCRATCH.code, opaque = SCRATCH.opaque, flag = SCRATCH.flag;
+    trim(&SCRATCH);
     if (r < 0)
         return NULL;
-    if (!r || !SCRATCH.opaque_end)     /* no opaque written: nothing to answer to */
+    if (!r || !written)                /* no opaque written: nothing to answer to */
         Py_RETURN_NONE;
-    return Py_BuildValue("(iii)", SCRATCH.code, SCRATCH.opaque, SCRATCH.flag);
+    return Py_BuildValue("(iii)", code, opaque, flag);
 }
 
 static PyMethodDef METHODS[] = {
