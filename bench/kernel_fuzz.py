@@ -4,8 +4,8 @@ Builds the compiled modules with ``-fsanitize=address`` into a scratch copy of t
 bench/capture_fuzz.py does), then, in a Python with libasan preloaded, reads hostile headers and
 frames with the kernel: mutated genuine frames (tests/fuzzharness.py's Mutator: bit flips, bad
 lengths, mutated JSON trees, bad binary headers), the same headers as the other serialize type,
-truncations at every length of a few, and random bytes.  Each is read three ways
-(``read_header``, ``request_key``, ``peek``) and every reading is compared with the Python codec's
+truncations at every length of a few, and random bytes.  Each is read four ways
+(``read_header``, ``read_frame``, ``request_key``, ``peek``) and every reading is compared with the Python codec's
 (the oracle): a different command, or a command where the codec refuses the header, is a finding;
 an out-of-bounds access is caught by ASan.  Runs ``--inputs N`` inputs (tests/test_kernel_fuzz.py
 runs a fixed number) or ``--seconds``.
@@ -49,7 +49,7 @@ def _headers(rng, mutator, layout):
 def fuzz_loop(seconds, seed, inputs):
     from fuzzharness import Mutator, corpus
     from rocketpy.remoting import frame as codec_frame, layout
-    from rocketpy.remoting.errors import HeaderDecodeError
+    from rocketpy.remoting.errors import HeaderDecodeError, RemotingCodecError
     from rocketpy.remoting.kernel import KERNEL
     if KERNEL is None:
         raise SystemExit("kernel_fuzz: rocketpy.remoting._kernel is not built")
@@ -61,6 +61,18 @@ def fuzz_loop(seconds, seed, inputs):
         got = KERNEL.read_header(serialize_type, header)
         KERNEL.request_key(frame)
         KERNEL.peek(frame)
+        limit = rng.choice([layout.DEFAULT_MAX_FRAME_LENGTH, 64, 300])
+        whole = KERNEL.read_frame(frame, limit)
+        if whole is not None:
+            saved, codec_frame.KERNEL = codec_frame.KERNEL, None
+            try:
+                want = codec_frame.decode_frame(frame, limit)
+            except RemotingCodecError as exc:
+                raise SystemExit(f"kernel_fuzz: finding: the kernel read frame {frame!r}, the codec says {exc}")
+            finally:
+                codec_frame.KERNEL = saved
+            if (whole, whole.body, type(whole.language)) != (want, want.body, type(want.language)):
+                raise SystemExit(f"kernel_fuzz: finding: frame {frame!r} read as {whole!r}, the codec reads {want!r}")
         if got is not None:
             read += 1
             try:

@@ -13,7 +13,7 @@ import pytest
 import fuzzharness as fh
 from rocketpy.remoting import frame as codec_frame
 from rocketpy.remoting import layout
-from rocketpy.remoting.errors import HeaderDecodeError
+from rocketpy.remoting.errors import HeaderDecodeError, RemotingCodecError
 from rocketpy.remoting.fastjson import FASTJSON_1_2_69, FASTJSON_1_2_83
 from rocketpy.remoting.kernel import KERNEL
 
@@ -195,3 +195,36 @@ def test_cost_grows_linearly_with_the_extfields_a_stranger_writes(how):
     assert len(KERNEL.read_header(stype, big).ext_fields) == 20000
     assert _cpu(lambda h: KERNEL.read_header(stype, h), big) <= 8 * _cpu(
         lambda h: KERNEL.read_header(stype, h), small)
+
+
+def _python_frame(frame, max_frame_length):
+    saved, codec_frame.KERNEL = codec_frame.KERNEL, None
+    try:
+        return codec_frame.decode_frame(frame, max_frame_length)
+    except RemotingCodecError:
+        return None
+    finally:
+        codec_frame.KERNEL = saved
+
+
+def test_whole_frames_read_as_the_codec_reads_them():
+    """read_frame (decode_frame's kernel path): the prefix's checks, the header and the body."""
+    rng = random.Random(11)
+    mutator = fh.Mutator(rng, CORPUS)
+    read = 0
+    frames = [(f, layout.DEFAULT_MAX_FRAME_LENGTH) for f in CORPUS]
+    frames += [(mutator.mutate(), rng.choice([layout.DEFAULT_MAX_FRAME_LENGTH, 64, 300]))
+               for _ in range(MUTATED)]
+    for frame, limit in frames:
+        got = KERNEL.read_frame(frame, limit)
+        if got is not None:
+            want = _python_frame(frame, limit)
+            assert want is not None and _fields(got) + (got.body,) == _fields(want) + (want.body,), frame
+            read += 1
+    assert read > len(CORPUS)
+    # a frame over the limit, or with a length that is not its own, is the codec's to refuse
+    big = CORPUS[0]
+    assert KERNEL.read_frame(big, len(big) - 1) is None
+    assert KERNEL.read_frame(big + b"x", layout.DEFAULT_MAX_FRAME_LENGTH) is None
+    with pytest.raises(RemotingCodecError):
+        codec_frame.decode_frame(big, len(big) - 1)

@@ -300,7 +300,13 @@ def python_decode_header(serialize_type, header, dialect=FASTJSON_1_2_83):
 
 
 def decode_frame(data, max_frame_length=DEFAULT_MAX_FRAME_LENGTH, dialect=FASTJSON_1_2_83):
-    """Decode one whole frame (length prefix included) into a :class:`RemotingCommand`."""
+    """Decode one whole frame (length prefix included) into a :class:`RemotingCommand`. The
+    header kernel reads a usual frame whole; anything else (and every frame without it) is read
+    here, which names what is wrong."""
+    if KERNEL is not None:
+        command = KERNEL.read_frame(data, max_frame_length)
+        if command is not None:
+            return command
     if len(data) < PREFIX_SIZE:
         raise TruncatedFrameError(f"{len(data)} bytes is shorter than the 8-byte frame prefix")
     total, serialize_type, header_length = read_prefix(data)

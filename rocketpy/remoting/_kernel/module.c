@@ -128,6 +128,38 @@ static PyObject *read_header(PyObject *self, PyObject *args) {
     return out;
 }
 
+/* a whole frame (decode_frame): its command with the body, or None for anything irregular (a
+ * length that is not the frame's, over the limit, a header past the frame, an unusual header):
+ * the Python codec then reads it and names what is wrong */
+static PyObject *read_frame(PyObject *self, PyObject *args) {
+    Py_buffer b;
+    long long max_frame_length;
+    if (!PyArg_ParseTuple(args, "y*L", &b, &max_frame_length))
+        return NULL;
+    const uint8_t *f = b.buf;
+    size_t n = (size_t)b.len;
+    PyObject *out = Py_NewRef(Py_None);
+    if (n >= PREFIX_SIZE && (size_t)rk_frame_total(f) == n && (long long)n <= max_frame_length) {
+        int stype = rk_frame_type(f);
+        size_t hlen = (size_t)rk_frame_header_length(f);
+        int r = hlen <= n - PREFIX_SIZE ? read_into(stype, f + PREFIX_SIZE, hlen, &SCRATCH) : 0;
+        if (r) {
+            Py_DECREF(out);
+            out = r < 0 ? NULL : command_of(stype, &SCRATCH);
+        }
+        size_t body = n - PREFIX_SIZE - hlen;
+        if (r > 0 && out && out != Py_None && body) {
+            PyObject *bytes = PyBytes_FromStringAndSize((const char *)f + PREFIX_SIZE + hlen, (Py_ssize_t)body);
+            if (!bytes || PyObject_SetAttrString(out, "body", bytes) < 0)
+                Py_CLEAR(out);
+            Py_XDECREF(bytes);
+        }
+        trim(&SCRATCH);
+    }
+    PyBuffer_Release(&b);
+    return out;
+}
+
 /* the header of a whole frame, read: 1, 0 not the kernel's (or not all there), -1 error */
 static int frame_header(const uint8_t *f, size_t n, int *stype, size_t *hlen) {
     if (n < PREFIX_SIZE)
@@ -194,6 +226,8 @@ static PyMethodDef METHODS[] = {
      "configure(command_class, {language name: LanguageCode}): what read_header builds"},
     {"read_header", read_header, METH_VARARGS,
      "read_header(serialize_type, header): the RemotingCommand of a usual header, or None"},
+    {"read_frame", read_frame, METH_VARARGS,
+     "read_frame(frame, max_frame_length): the RemotingCommand of a whole usual frame, or None"},
     {"request_key", request_key, METH_O,
      "request_key(frame): ((header before the opaque, frame after it), opaque), or None"},
     {"peek", peek, METH_O,
