@@ -1,18 +1,48 @@
-"""Build script: everything is declared in setup.cfg except the compiled capture decoder.
+"""Build script: everything is declared in setup.cfg except the compiled modules.
 
-``rocketpy.capture._native`` is a plain C extension (no Cython, nothing to download at build
-time: gcc and the Python headers are all it needs).  It is optional: when it cannot be built
-(no compiler, an unusual platform) the install still succeeds and rocketpy.capture uses the
-pure-Python decoder, with one warning when it is first imported.
+``rocketpy.remoting._kernel`` (the header kernel: a frame's prefix, the binary and the usual JSON
+header) and ``rocketpy.capture._native`` (the capture decoder, which links the same kernel
+source) are plain C extensions (no Cython, nothing to download at build time: gcc and the Python
+headers are all they need).  Both are optional: when they cannot be built (no compiler, an
+unusual platform) the install still succeeds and the pure-Python codec and decoder are used.
+
+Before compiling, the layout the C code reads frames with is written from
+``rocketpy/remoting/layout.py`` to ``rocketpy/remoting/_kernel/layout_gen.h``, so C states no
+offset of its own.
 """
+import importlib.util
+import sys
 from glob import glob
+from pathlib import Path
 
 from setuptools import Extension, setup
 
-setup(ext_modules=[Extension(
-    "rocketpy.capture._native",
-    sources=sorted(glob("rocketpy/capture/_native/*.c")),
-    depends=sorted(glob("rocketpy/capture/_native/*.h")),
-    extra_compile_args=["-std=gnu11", "-O2", "-fvisibility=hidden"],
-    optional=True,
-)])
+ROOT = Path(__file__).resolve().parent
+KERNEL = "rocketpy/remoting/_kernel"
+
+
+def write_layout_header():
+    """layout_gen.h from the codec's layout (rewritten only when it changed)."""
+    sys.path.insert(0, str(ROOT))
+    try:
+        from rocketpy.remoting import layout_c
+    finally:
+        sys.path.remove(str(ROOT))
+    path = ROOT / layout_c.GENERATED_HEADER
+    text = layout_c.c_header()
+    if not path.exists() or path.read_text() != text:
+        path.write_text(text)
+
+
+write_layout_header()
+OPTIONS = dict(include_dirs=[KERNEL], extra_compile_args=["-std=gnu11", "-O2", "-fvisibility=hidden"],
+               optional=True)
+KERNEL_HEADERS = sorted(glob(f"{KERNEL}/*.h"))
+
+setup(ext_modules=[
+    Extension("rocketpy.remoting._kernel", sources=sorted(glob(f"{KERNEL}/*.c")),
+              depends=KERNEL_HEADERS, **OPTIONS),
+    Extension("rocketpy.capture._native",
+              sources=sorted(glob("rocketpy/capture/_native/*.c")) + [f"{KERNEL}/kernel.c"],
+              depends=sorted(glob("rocketpy/capture/_native/*.h")) + KERNEL_HEADERS, **OPTIONS),
+])

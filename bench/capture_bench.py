@@ -213,6 +213,8 @@ def main(argv=None):
     p.add_argument("--one-conn-out", default="/tmp/rmq-capture-one-conn.pcap")
     p.add_argument("--chunk-mb", type=float, default=128, help="the job's default")
     p.add_argument("--baseline", help="a checkout of the previous release: time its CLI too")
+    p.add_argument("--baseline-engine", default="python", choices=("python", "native"),
+                   help="the previous release's engine (native: compare compiled cores)")
     p.add_argument("--skip-tshark", action="store_true")
     p.add_argument("--skip-python", action="store_true", help="skip the pure-Python engine")
     p.add_argument("--skip-spark", action="store_true")
@@ -247,9 +249,12 @@ def main(argv=None):
                                        f"CPU {LAST_CPU[0]:.1f} s ({LAST_CPU[0] / wall:.2f} cores)")
     if a.baseline:
         for fmt in ("parquet", "json"):
+            def run_baseline(fmt=fmt):
+                return bench_cli(a.out, fmt, a.baseline_engine, str(tmp / f"b.{fmt}"), Path(a.baseline))
+            wall = best(run_baseline) if a.baseline_engine == "native" else run_baseline()
             rate[("baseline", fmt)] = line(
-                f"previous release --format {fmt}", mb,
-                bench_cli(a.out, fmt, "python", str(tmp / f"b.{fmt}"), Path(a.baseline)))
+                f"previous release --format {fmt} ({a.baseline_engine})", mb, wall,
+                f"CPU {LAST_CPU[0]:.1f} s")
     if not a.skip_spark:
         for master in a.masters.split(","):
             frames, cold, warm, _ = bench_spark([a.out], master, a.chunk_mb, str(tmp / "spark"))

@@ -13,6 +13,12 @@ rows parse only what the schema covers (framing, plus the binary header; a JSON 
 through ``json.loads``), so they are the cost of the specification, not of a full command. The
 last rows add what a NameServer does with the frame: typed header and typed body.
 
+The fast path runs twice, back to back: with the compiled header kernel
+(``rocketpy.remoting._kernel``) and with the pure-Python codec alone (the fallback, what ran
+before the kernel). The last table is the header decode cost per frame over every genuine
+capture frame (``tests/fuzzharness.corpus``), and the answer cache's key and the overload peek,
+both ways.
+
 Run: ``python3 bench/codec_bench.py [--seconds 0.5]``.
 """
 import argparse
@@ -24,6 +30,7 @@ import timeit
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
 from rocketpy.remoting import RemotingCommand, decode_frame, encode_frame  # noqa: E402
+from rocketpy.remoting import frame as codec_frame, layout  # noqa: E402
 from rocketpy.remoting import bodies as B, headers as H  # noqa: E402
 from rocketpy.remoting.codes import MQVersion  # noqa: E402
 from rocketpy.remoting.frame import (FRAME, FRAME_COMPILED, ROCKETMQ_HEADER,  # noqa: E402
@@ -89,6 +96,67 @@ def rate(func, arg, seconds):
     return 1.0 / best
 
 
+def kernel_off(func):
+    """``func`` run with the kernel left out (the pure-Python codec reads every header)."""
+    def run(arg):
+        return func(arg)
+    run.no_kernel = True
+    return run
+
+
+def measure(func, arg, seconds):
+    """rate() with the kernel on, or off for a kernel_off function."""
+    if not getattr(func, "no_kernel", False):
+        return rate(func, arg, seconds)
+    saved = codec_frame.KERNEL, layout.KERNEL
+    codec_frame.KERNEL = layout.KERNEL = None
+    try:
+        return rate(func, arg, seconds)
+    finally:
+        codec_frame.KERNEL, layout.KERNEL = saved
+
+
+def per_frame(func, frames, repeat=5):
+    """Best microseconds per frame of ``func`` over all ``frames``."""
+    def run():
+        for f in frames:
+            func(f)
+    best = min(timeit.repeat(run, number=1, repeat=repeat))
+    return best / len(frames) * 1e6
+
+
+def corpus_table():
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests"))
+    import fuzzharness
+    frames = fuzzharness.corpus()
+    requests = fuzzharness.request_corpus()
+    spans = [layout.header_span(f) for f in frames]
+    headers = [(t, f[a:b]) for (t, a, b), f in zip(spans, frames)]
+    kernel = codec_frame.KERNEL
+
+    def kernel_header(th):
+        return kernel.read_header(*th)
+
+    def python_header(th):
+        return codec_frame.python_decode_header(*th)
+
+    print(f"\nper genuine frame ({len(frames)} frames, {len(requests)} requests), microseconds:")
+    print(f"{'what':40} {'kernel':>10} {'Python':>10}")
+    rows = [("header decode", kernel_header, python_header, headers)]
+    saved = codec_frame.KERNEL, layout.KERNEL
+    for label, fn in (("answer cache key (request_without_opaque)", layout.request_without_opaque),
+                      ("overload peek (peek_request)", layout.peek_request)):
+        rows.append((label, fn, kernel_off(fn), requests))
+    for label, on, off, items in rows:
+        fast = per_frame(on, items)
+        codec_frame.KERNEL = layout.KERNEL = None
+        try:
+            slow = per_frame(off, items)
+        finally:
+            codec_frame.KERNEL, layout.KERNEL = saved
+        print(f"{label:40} {fast:10.2f} {slow:10.2f}")
+
+
 def full_register(frame):
     cmd = decode_frame(frame)
     header = H.RegisterBrokerRequestHeader.from_ext_fields(cmd.ext_fields)
@@ -124,7 +192,8 @@ def main():
         ("construct plain", construct_decode(FRAME, ROCKETMQ_HEADER), construct_encode(FRAME)),
         ("construct compiled", construct_decode(FRAME_COMPILED, ROCKETMQ_HEADER_COMPILED),
          construct_encode(FRAME_COMPILED)),
-        ("fast path", decode_frame, encode_frame),
+        ("fast path, kernel", decode_frame, encode_frame),
+        ("fast path, Python", kernel_off(decode_frame), encode_frame),
     ]
     print(f"{'workload':40} {'bytes':>8} {'way':20} {'decode/s':>12} {'encode/s':>12}")
     for label, frame in workloads:
@@ -133,16 +202,18 @@ def main():
         cmd = decode_frame(frame)
         for way, decode, encode in ways:
             encode_arg = cmd if encode is encode_frame else parts
-            print(f"{label:40} {len(frame):8d} {way:20} {rate(decode, frame, args.seconds):12,.0f} "
+            print(f"{label:40} {len(frame):8d} {way:20} {measure(decode, frame, args.seconds):12,.0f} "
                   f"{rate(encode, encode_arg, args.seconds):12,.0f}")
     print()
     print("with typed header and body (what the NameServer does per request):")
     for label, func, frame in [
         ("route query -> typed header -> answer frame", full_route, ROUTE_QUERY),
+        ("  (kernel off)", kernel_off(full_route), ROUTE_QUERY),
         ("register 1000, JSON: header+crc+body", full_register, registration(1000)),
         ("register 1000, zlib: header+crc+body", full_register, registration(1000, True)),
     ]:
-        print(f"{label:48} {rate(func, frame, args.seconds):12,.1f} frames/s")
+        print(f"{label:48} {measure(func, frame, args.seconds):12,.1f} frames/s")
+    corpus_table()
 
 
 if __name__ == "__main__":

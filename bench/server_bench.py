@@ -13,6 +13,9 @@
 2. Re-registrations of one 1,000-topic broker (unchanged data version), 4 connections x 2 in
    flight, as every broker re-registers every 30 s (``nsload.py register``).
 
+With ``--without-kernel-too`` the route queries run first against a server without the compiled
+header kernel (``ROCKETPY_NO_KERNEL=1``), then with it, back to back.
+
 Prints one JSON line per run and a table comparing with the Java 4.9.8 NameServer's figures
 recorded on this machine class (``../shared/fixtures/perf.md``). The load generator shares the
 machine with the server: compare servers in one run, back to back.
@@ -135,11 +138,24 @@ def main():
     p.add_argument("--skip-register", action="store_true")
     p.add_argument("--server-arg", action="append", default=[],
                    help="extra rocketnamesrv option, e.g. --server-arg=--no-answer-cache")
+    p.add_argument("--without-kernel-too", action="store_true",
+                   help="route queries first to a server without the compiled header kernel "
+                        "(ROCKETPY_NO_KERNEL=1: the pure-Python codec), then with it")
     args = p.parse_args()
     with tempfile.TemporaryDirectory(prefix="rocketpy-bench-") as work:
         exe = build_nsload(work)
-        proc, host, port = target(work, args.addr, args.server_arg)
         results = {}
+        if args.without_kernel_too and not args.addr and not args.skip_routes:
+            os.environ["ROCKETPY_NO_KERNEL"] = "1"
+            proc, host, port = target(work, None, args.server_arg)
+            try:
+                for name, r in route_runs(exe, host, port, args, proc.pid).items():
+                    results[f"{name} (no kernel)"] = r
+            finally:
+                del os.environ["ROCKETPY_NO_KERNEL"]
+                proc.send_signal(signal.SIGTERM)
+                proc.wait(30)
+        proc, host, port = target(work, args.addr, args.server_arg)
         try:
             if not args.skip_routes:
                 results.update(route_runs(exe, host, port, args, proc and proc.pid))

@@ -76,18 +76,19 @@ def test_the_check_catches_a_hand_sliced_prefix():
 
 
 NATIVE = ROOT / "rocketpy" / "capture" / "_native"
-#: the core's frame code: where a frame's bytes are read
-FRAME_CODE = ("stream.c", "header.c", "decoder.c")
+KERNEL = ROOT / "rocketpy" / "remoting" / "_kernel"
+#: the C code that reads a frame's bytes: the header kernel and the capture core's frame code
+FRAME_CODE = (KERNEL / "kernel.c", KERNEL / "kernel.h", KERNEL / "module.c",
+              NATIVE / "stream.c", NATIVE / "header.c", NATIVE / "decoder.c")
 
 
-def c_layout_block(text):
-    """``{name: value}`` of the ``#define`` lines of core.h's frame-layout block."""
-    block = text.split("---- frame layout", 1)[1].split("(end of the frame layout)", 1)[0]
-    return {m[1]: eval(m[2], {}) for m in re.finditer(r"^#define (\w+) ([^/\n]+)", block, re.M)}
+def c_defines(text):
+    """``{name: value text}`` of a C file's ``#define NAME value`` lines."""
+    return {m[1]: m[2].strip() for m in re.finditer(r"^#define (\w+) ([^/\n]+)", text, re.M)}
 
 
 def layout_in_c():
-    """What core.h's names must be, from the codec's schema."""
+    """What the C names must be, from the codec's schema (stated apart from layout_c.py)."""
     from rocketpy.remoting import layout
     fields = layout.ROCKETMQ_FIELDS
     return {
@@ -99,18 +100,29 @@ def layout_in_c():
         "RMQ_FIXED_SIZE": layout.ROCKETMQ_FIXED.size, "RMQ_MIN_HEADER": layout.ROCKETMQ_MIN_HEADER,
         "RMQ_CODE_AT": fields["code"][0], "RMQ_LANGUAGE_AT": fields["language"][0],
         "RMQ_VERSION_AT": fields["version"][0], "RMQ_OPAQUE_AT": fields["opaque"][0],
+        "RMQ_OPAQUE_SIZE": layout.ROCKETMQ_OPAQUE[1] - layout.ROCKETMQ_OPAQUE[0],
         "RMQ_FLAG_AT": fields["flag"][0], "RMQ_REMARK_LENGTH_AT": layout.ROCKETMQ_FIXED.size - 4,
+        "RMQ_EXT_LENGTH_SIZE": layout.ROCKETMQ_EXT_LENGTH.size,
+        "RMQ_KEY_LENGTH_SIZE": layout.ROCKETMQ_KEY_LENGTH.size,
+        "RMQ_VALUE_LENGTH_SIZE": layout.ROCKETMQ_VALUE_LENGTH.size,
         "RMQ_MAX_LANGUAGE": layout.MAX_LANGUAGE,
-        "MAX_HUNT_HEADER": __import__("rocketpy.capture.framing", fromlist=["x"])._MAX_HUNT_HEADER,
     }
 
 
-def test_the_compiled_core_states_the_layout_once_as_the_codec_does():
-    assert c_layout_block((NATIVE / "core.h").read_text()) == layout_in_c()
-    for name in FRAME_CODE:
-        assert "#define" not in "".join(
-            line for line in (NATIVE / name).read_text().splitlines(True)
-            if any(k in line for k in layout_in_c())), name
+def test_the_c_layout_is_generated_from_the_codecs():
+    from rocketpy.remoting import layout_c
+    assert {k: eval(v, {}) for k, v in c_defines(layout_c.c_header()).items()} == layout_in_c()
+    # the header the modules were compiled with is the one setup.py writes now
+    assert (ROOT / layout_c.GENERATED_HEADER).read_text() == layout_c.c_header()
+    # and the capture's own bound is still the Python reader's
+    from rocketpy.capture import framing
+    assert eval(c_defines((NATIVE / "core.h").read_text())["MAX_HUNT_HEADER"], {}) == framing._MAX_HUNT_HEADER
+
+
+def test_no_c_source_restates_the_layout():
+    names = layout_in_c()
+    for path in (*FRAME_CODE, NATIVE / "core.h"):
+        assert not set(c_defines(path.read_text())) & set(names), path.name
 
 
 #: a frame read at a literal offset, or its literal bytes: ``b[4]``, ``rd32be(data + 4)``,
@@ -125,8 +137,8 @@ def literal_reads(text):
 
 
 def test_the_compiled_core_reads_no_frame_at_a_literal_offset():
-    assert {name: literal_reads((NATIVE / name).read_text()) for name in FRAME_CODE} == {
-        name: [] for name in FRAME_CODE}
+    assert {path.name: literal_reads(path.read_text()) for path in FRAME_CODE} == {
+        path.name: [] for path in FRAME_CODE}
     # (and the check sees one)
     assert [n for n, _ in literal_reads("int t = b[4];\nint x = b[TYPE_AT];\n"
                                         "h = rd32be(data + 4) & 0xFFFFFF;\n"

@@ -4,7 +4,9 @@ serialisations (Java ``RemotingCommand.encode``/``decode``, ``RocketMQSerializab
 Frames are on every request's path, so the header codecs here use ``struct`` and the C JSON
 scanner instead of running the :mod:`rocketpy.remoting.layout` schemas (~1-4 µs against
 construct's ~10-100 µs). The golden tests run every captured frame through both and require
-identical results: the schemas stay the specification, this a proven-equal shortcut."""
+identical results: the schemas stay the specification, this a proven-equal shortcut. Usual
+headers go first to the compiled header kernel (:mod:`rocketpy.remoting.kernel`, ~0.7 µs), held
+equal to :func:`python_decode_header` here, which reads whatever it leaves."""
 import json
 import re
 import struct
@@ -14,6 +16,7 @@ from . import codes
 from .command import RemotingCommand
 from .errors import HeaderDecodeError, TruncatedFrameError
 from .fastjson import FASTJSON_1_2_83, escape_string, raw_string_literals, read_lenient
+from .kernel import KERNEL
 from .layout import (DEFAULT_MAX_FRAME_LENGTH, FRAME, FRAME_COMPILED, JSON,
                      PREFIX_SIZE, ROCKETMQ, ROCKETMQ_EXT_LENGTH, ROCKETMQ_FIXED, ROCKETMQ_HEADER,
                      ROCKETMQ_KEY_LENGTH, ROCKETMQ_VALUE_LENGTH,
@@ -22,7 +25,7 @@ from .layout import (DEFAULT_MAX_FRAME_LENGTH, FRAME, FRAME_COMPILED, JSON,
 
 __all__ = ["FRAME", "FRAME_COMPILED", "ROCKETMQ_HEADER", "ROCKETMQ_HEADER_COMPILED",
            "DEFAULT_MAX_FRAME_LENGTH", "decode_frame", "encode_frame", "encode_template",
-           "decode_header", "encode_header", "frame_length", "HEADER_PROPERTIES"]
+           "decode_header", "python_decode_header", "encode_header", "frame_length", "HEADER_PROPERTIES"]
 
 _SERIALIZE_NAMES = {JSON: "JSON", ROCKETMQ: "ROCKETMQ"}
 #: Java's ``String.getBytes(UTF_8)`` writes '?' for a lone surrogate (a JSON "\\ud800" a peer
@@ -277,7 +280,18 @@ def _decode_json_header(header, dialect=FASTJSON_1_2_83):
 
 def decode_header(serialize_type, header, dialect=FASTJSON_1_2_83):
     """A command (without body) from header bytes of the given serialize type; a JSON header
-    read as ``dialect`` (the fastjson release of the Java side) reads it."""
+    read as ``dialect`` (the fastjson release of the Java side) reads it. The compiled header
+    kernel reads the usual headers (the same for every dialect); what it leaves, and every
+    header when it is not built, is read here."""
+    if KERNEL is not None:
+        command = KERNEL.read_header(serialize_type, header)
+        if command is not None:
+            return command
+    return python_decode_header(serialize_type, header, dialect)
+
+
+def python_decode_header(serialize_type, header, dialect=FASTJSON_1_2_83):
+    """:func:`decode_header` without the kernel: the oracle the kernel is held to."""
     if serialize_type == JSON:
         return _decode_json_header(header, dialect)
     if serialize_type == ROCKETMQ:
@@ -286,7 +300,13 @@ def decode_header(serialize_type, header, dialect=FASTJSON_1_2_83):
 
 
 def decode_frame(data, max_frame_length=DEFAULT_MAX_FRAME_LENGTH, dialect=FASTJSON_1_2_83):
-    """Decode one whole frame (length prefix included) into a :class:`RemotingCommand`."""
+    """Decode one whole frame (length prefix included) into a :class:`RemotingCommand`. The
+    header kernel reads a usual frame whole; anything else (and every frame without it) is read
+    here, which names what is wrong."""
+    if KERNEL is not None:
+        command = KERNEL.read_frame(data, max_frame_length)
+        if command is not None:
+            return command
     if len(data) < PREFIX_SIZE:
         raise TruncatedFrameError(f"{len(data)} bytes is shorter than the 8-byte frame prefix")
     total, serialize_type, header_length = read_prefix(data)

@@ -19,9 +19,10 @@ from construct import (Bytes, FormatField, GreedyBytes, GreedyRange, Int8sb, Int
                        Int16ub, Int24ub, Int32sb, Int32ub, Prefixed, Rebuild, Struct, len_, this)
 
 from .errors import FrameTooLargeError, TruncatedFrameError
+from .kernel import KERNEL
 
 __all__ = ["FRAME", "FRAME_COMPILED", "ROCKETMQ_HEADER", "ROCKETMQ_HEADER_COMPILED",
-           "DEFAULT_MAX_FRAME_LENGTH", "JSON", "ROCKETMQ", "PREFIX_SIZE", "LENGTH_SIZE",
+           "DEFAULT_MAX_FRAME_LENGTH", "JSON", "ROCKETMQ", "JSON_HEADER_START", "PREFIX_SIZE", "LENGTH_SIZE",
            "ROCKETMQ_FIXED", "ROCKETMQ_FIELDS", "ROCKETMQ_OPAQUE", "ROCKETMQ_MIN_HEADER",
            "ROCKETMQ_EXT_LENGTH", "ROCKETMQ_KEY_LENGTH", "ROCKETMQ_VALUE_LENGTH",
            "frame_length", "frame_total", "read_prefix", "pack_prefix", "build_frame",
@@ -35,6 +36,8 @@ __all__ = ["FRAME", "FRAME_COMPILED", "ROCKETMQ_HEADER", "ROCKETMQ_HEADER_COMPIL
 DEFAULT_MAX_FRAME_LENGTH = 16 * 1024 * 1024
 
 JSON, ROCKETMQ = 0, 1
+#: the first byte of a JSON header (fastjson writes an object)
+JSON_HEADER_START = ord("{")
 
 FRAME = Struct(
     "length" / Rebuild(Int32ub, 4 + len_(this.header) + len_(this.body)),
@@ -281,7 +284,7 @@ def plausible_prefix(buf, i, max_frame_length=DEFAULT_MAX_FRAME_LENGTH):
             or header_length > total - PREFIX_SIZE):
         return IMPLAUSIBLE
     if serialize_type == JSON:
-        if n > PREFIX_SIZE and buf[i + PREFIX_SIZE] != 0x7B:          # '{'
+        if n > PREFIX_SIZE and buf[i + PREFIX_SIZE] != JSON_HEADER_START:
             return IMPLAUSIBLE
     elif header_length < ROCKETMQ_MIN_HEADER:
         return IMPLAUSIBLE
@@ -318,8 +321,13 @@ def request_without_opaque(frame):
     when the opaque cannot be found cheaply and unambiguously.
 
     Two requests with equal keys differ at most in their opaque, which is what lets an answer be
-    reused (:mod:`rocketpy.transport.answercache`).
+    reused (:mod:`rocketpy.transport.answercache`). The header kernel reads a usual header
+    whole; other forms are searched here.
     """
+    if KERNEL is not None:
+        found = KERNEL.request_key(frame)
+        if found is not None:
+            return found
     mark = _PREFIX.unpack_from(frame, 0)[1]      # (inlined read_prefix: this is the hot path)
     serialize_type, start = mark >> 24, PREFIX_SIZE
     header_end = PREFIX_SIZE + (mark & _HEADER_LENGTH_MASK)
@@ -348,7 +356,12 @@ def request_without_opaque(frame):
 
 def peek_request(frame):
     """``(code, opaque, flag)`` of a whole frame without decoding it, or None when that cannot
-    be done cheaply and unambiguously (the caller then decodes it properly)."""
+    be done cheaply and unambiguously (the caller then decodes it properly). The header kernel
+    reads a usual header whole; other forms are searched here."""
+    if KERNEL is not None:
+        found = KERNEL.peek(frame)
+        if found is not None:
+            return found
     if len(frame) < PREFIX_SIZE:
         return None
     serialize_type, start, end = header_span(frame)

@@ -7,8 +7,8 @@
  * is checked against the buffer before it is used (bench/capture_fuzz.py runs this code under
  * AddressSanitizer on random and mutated captures).
  *
- * Layout facts (frame prefix, binary header fields) restate rocketpy/remoting/layout.py; the
- * module exports them as LAYOUT and a test compares them with the codec's.
+ * Layout facts (frame prefix, binary header fields) are generated from rocketpy/remoting/layout.py
+ * (layout_gen.h); the module exports them as LAYOUT and a test compares them with the codec's.
  */
 #ifndef ROCKETPY_NATIVE_CORE_H
 #define ROCKETPY_NATIVE_CORE_H
@@ -19,26 +19,11 @@
 #include <string.h>
 
 /* ---- frame layout (rocketpy.remoting.layout) ------------------------------------------------
- * Every offset and size the core reads a frame with is named here, and only here:
- * tests/test_layout_single_source.py reads this block and holds each value to layout.py's, and
- * fails on a frame read by a literal offset in the core's frame code. */
-#define LENGTH_SIZE 4
-#define PREFIX_SIZE 8
-#define TYPE_AT 4                  /* the serialize type; the header length is the 24 bits after it */
-#define HEADER_LENGTH_MASK 0xFFFFFF
-#define JSON_HEADER_START 0x7B     /* '{': the first byte of a JSON header */
-#define MAX_FRAME_LENGTH (16 * 1024 * 1024)
-#define SER_JSON 0
-#define SER_ROCKETMQ 1
-#define RMQ_FIXED_SIZE 17          /* code i16, language i8, version i16, opaque i32, flag i32, remark len u32 */
-#define RMQ_MIN_HEADER 21          /* ... plus the extFields length u32 */
-#define RMQ_CODE_AT 0
-#define RMQ_LANGUAGE_AT 2
-#define RMQ_VERSION_AT 3
-#define RMQ_OPAQUE_AT 5
-#define RMQ_FLAG_AT 9
-#define RMQ_REMARK_LENGTH_AT 13
-#define RMQ_MAX_LANGUAGE 30        /* the highest language code a frame start is believed with */
+ * Every offset and size the core reads a frame with comes from layout_gen.h, which setup.py
+ * writes from layout.py (included by the header kernel, rocketpy/remoting/_kernel/kernel.h, which
+ * also reads the headers); tests/test_layout_single_source.py fails on a frame read by a literal
+ * offset in the core's frame code.  Only the capture's own bound is stated here. */
+#include "kernel.h"
 #define MAX_HUNT_HEADER (1 << 20)
 /* (end of the frame layout) */
 
@@ -124,12 +109,8 @@ static inline uint64_t rd64(const uint8_t *p, int be) {
     return be ? ((uint64_t)rd32be(p) << 32 | rd32be(p + 4)) : ((uint64_t)rd32le(p + 4) << 32 | rd32le(p));
 }
 
-/* ---- reading a frame's prefix: its whole length, serialize type and header length */
-static inline int64_t frame_total(const uint8_t *f) { return (int64_t)rd32be(f) + LENGTH_SIZE; }
-static inline int frame_type(const uint8_t *f) { return f[TYPE_AT]; }
-static inline int64_t frame_header_length(const uint8_t *f) {
-    return rd32be(f + TYPE_AT) & HEADER_LENGTH_MASK;
-}
+/* (a frame's prefix is read by the header kernel: rk_frame_total, rk_frame_type,
+ * rk_frame_header_length) */
 
 /* ---- statistics (the keys of rocketpy.capture.decoder.Stats) ------------------------------- */
 enum {
@@ -213,23 +194,13 @@ int walker_truncated(walker_t *w);
 extern PyObject *CaptureFormatError;
 
 /* ---- strings produced for rows ------------------------------------------------------------ */
-typedef struct { const char *p; int32_t n; } str_t;    /* p == NULL: null */
-#define STR_NULL ((str_t){NULL, 0})
-static inline str_t str_of(const char *p, size_t n) { str_t s = {p, (int32_t)n}; return s; }
-
-typedef struct { str_t key, value; } kv_t;
+/* (str_t, kv_t: the header kernel's) */
 
 /* ---- a decoded header -------------------------------------------------------------------- */
 typedef struct {
-    int32_t code, flag, opaque, version;
+    rk_header_t k;             /* the fields, as the header kernel reads them */
     str_t language;            /* the column's text */
-    str_t remark;
-    int has_ext;
-    kv_t *ext;
-    size_t n_ext, cap_ext;
-    uint32_t *kidx;            /* extFields keys -> 1 + entry, once there are many (has_key) */
-    size_t cap_kidx, n_kidx;   /* n_kidx: entries indexed so far */
-    buf_t text;                /* decoded strings live here */
+    buf_t text;                /* strings the codec's fallback answered live here */
 } header_t;
 
 void header_reset(header_t *h);

@@ -140,17 +140,17 @@ static str_t lookup_ext(const row_t *r, const char *name) {
 
 static void header_columns(row_t *r, const header_t *h) {
     r->has_header = 1;
-    r->code = h->code;
-    r->flag = h->flag;
-    r->opaque = h->opaque;
-    r->version = h->version;
-    r->code_name = table_name(h->flag & 1 ? &CFG.response : &CFG.request, h->code);
+    r->code = h->k.code;
+    r->flag = h->k.flag;
+    r->opaque = h->k.opaque;
+    r->version = h->k.version;
+    r->code_name = table_name(h->k.flag & 1 ? &CFG.response : &CFG.request, h->k.code);
     r->language = h->language;
-    r->version_name = table_name(&CFG.version, h->version);
-    r->remark = h->remark;
-    r->has_ext = h->has_ext;
-    r->ext = h->ext;
-    r->n_ext = h->n_ext;
+    r->version_name = table_name(&CFG.version, h->k.version);
+    r->remark = h->k.remark;
+    r->has_ext = h->k.has_ext;
+    r->ext = h->k.ext;
+    r->n_ext = h->k.n_ext;
 }
 
 /* rows.frame_row for a cut frame (pairing columns left null) */
@@ -167,8 +167,8 @@ static int build_row(Decoder *dec, conn_t *c, int d, const framer_t *f, const fr
     r->frame_len = (int32_t)fr->length;
     if (len < PREFIX_SIZE)
         goto damaged;
-    int stype = frame_type(data);
-    size_t hlen = (size_t)frame_header_length(data);
+    int stype = rk_frame_type(data);
+    size_t hlen = (size_t)rk_frame_header_length(data);
     r->serialize_type = stype <= 1 ? str_of(SER_NAMES[stype], strlen(SER_NAMES[stype])) : STR_NULL;
     if (!fr->damaged) {
         str_t err = STR_NULL;

@@ -1,6 +1,5 @@
 #include "htab.h"
 
-uint64_t HASH_KEY[3] = {0x9E3779B97F4A7C15ULL, 0xBF58476D1CE4E5B9ULL, 0x94D049BB133111EBULL};
 
 static hent_t *find(const htab_t *t, const void *key, size_t klen, uint64_t h) {
     size_t mask = t->cap - 1;

@@ -26,44 +26,9 @@ typedef struct {
     size_t cap, used, filled;  /* filled counts deleted slots too */
 } htab_t;
 
-/* A keyed hash (wyhash's construction): sixteen bytes at a time folded through a full 64x64->128
- * bit multiply with secret, per-process keys (getrandom at import).  Flow keys and bodies come
- * from strangers; with the keys inside the multiply, which input differences cancel depends on
- * the keys, so colliding inputs cannot be prepared (an xor-then-multiply hash lets a flipped top
- * bit be cancelled in the next word whatever its seed). */
-extern uint64_t HASH_KEY[3];
-
-static inline uint64_t mum(uint64_t a, uint64_t b) {
-    unsigned __int128 r = (unsigned __int128)a * b;
-    return (uint64_t)r ^ (uint64_t)(r >> 64);
-}
-
-static inline uint64_t rd64le(const uint8_t *p) {
-    uint64_t v;
-    memcpy(&v, p, 8);
-    return v;
-}
-
-static inline uint64_t hash_bytes(const uint8_t *p, size_t n) {
-    uint64_t h = HASH_KEY[0] ^ mum(n ^ HASH_KEY[1], HASH_KEY[2]), a, b;
-    size_t i = n;
-    for (; i > 16; p += 16, i -= 16)
-        h = mum(rd64le(p) ^ HASH_KEY[1], rd64le(p + 8) ^ h);
-    if (i >= 8) {                 /* the last 8..16 bytes (overlapping reads) */
-        a = rd64le(p);
-        b = rd64le(p + i - 8);
-    } else if (i >= 4) {
-        uint32_t x, y;
-        memcpy(&x, p, 4);
-        memcpy(&y, p + i - 4, 4);
-        a = x;
-        b = y;
-    } else {
-        a = i ? (uint64_t)p[0] << 16 | (uint64_t)p[i >> 1] << 8 | p[i - 1] : 0;
-        b = 0;
-    }
-    return mum(HASH_KEY[1] ^ n, mum(a ^ HASH_KEY[1], b ^ h));
-}
+/* the keyed hash is the header kernel's (rocketpy/remoting/_kernel/kernel.h) */
+#define HASH_KEY RK_HASH_KEY
+#define hash_bytes rk_hash_bytes
 
 hent_t *htab_get(const htab_t *t, const void *key, size_t klen);
 /* insert or find: the entry (new ones zeroed: ptr NULL, value 0), NULL on error (set) */

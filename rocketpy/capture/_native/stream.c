@@ -72,17 +72,17 @@ static inline void count_skipped(framer_t *f, int64_t n) {
 static int plausible(framer_t *f, const uint8_t *b, size_t avail, int need_header) {
     if (avail < PREFIX_SIZE) {
         if (avail >= LENGTH_SIZE) {
-            int64_t total = frame_total(b);
+            int64_t total = rk_frame_total(b);
             if (!(2 * LENGTH_SIZE <= total && total <= MAX_FRAME_LENGTH))
                 return BAD;
         }
-        if (avail > TYPE_AT && frame_type(b) > SER_ROCKETMQ)
+        if (avail > TYPE_AT && rk_frame_type(b) > SER_ROCKETMQ)
             return BAD;
         return MORE;
     }
-    int64_t total = frame_total(b);
-    int stype = frame_type(b);
-    int64_t hlen = frame_header_length(b);
+    int64_t total = rk_frame_total(b);
+    int stype = rk_frame_type(b);
+    int64_t hlen = rk_frame_header_length(b);
     if (total > MAX_FRAME_LENGTH || stype > SER_ROCKETMQ || hlen == 0 || hlen > total - PREFIX_SIZE)
         return BAD;
     if (stype == SER_JSON) {
@@ -169,8 +169,8 @@ static int64_t candidate(const uint8_t *b, size_t n, size_t pos) {
         size_t i = (size_t)(z - b);
         /* a length under 16 MiB; JSON with its '{', or ROCKETMQ with a header under 64 KiB */
         const uint8_t *f = b + i;
-        if ((frame_type(f) == SER_JSON && i + PREFIX_SIZE < n && f[PREFIX_SIZE] == JSON_HEADER_START)
-            || (frame_type(f) == SER_ROCKETMQ && f[TYPE_AT + 1] == 0))
+        if ((rk_frame_type(f) == SER_JSON && i + PREFIX_SIZE < n && f[PREFIX_SIZE] == JSON_HEADER_START)
+            || (rk_frame_type(f) == SER_ROCKETMQ && f[TYPE_AT + 1] == 0))
             return (int64_t)i;
         pos = i + 1;
     }
@@ -237,7 +237,7 @@ static int parse(framer_t *f, int64_t ts) {
         size_t n = buf_len(&f->buf);
         if (n - pos < PREFIX_SIZE)
             break;
-        int64_t total = frame_total(b + pos);
+        int64_t total = rk_frame_total(b + pos);
         if ((int64_t)(n - pos) < total) {
             int v = plausible(f, b + pos, n - pos, !f->found);
             if (v < 0)
@@ -281,9 +281,9 @@ static int64_t whole_frames(framer_t *f, const uint8_t *d, size_t n, int64_t ts)
     while (n - pos > PREFIX_SIZE) {
         if (f->has_limit && offset + (int64_t)pos >= f->limit)
             break;
-        int64_t total = frame_total(d + pos);
-        int stype = frame_type(d + pos);
-        int64_t hlen = frame_header_length(d + pos);
+        int64_t total = rk_frame_total(d + pos);
+        int stype = rk_frame_type(d + pos);
+        int64_t hlen = rk_frame_header_length(d + pos);
         if ((int64_t)(n - pos) < total || total > MAX_FRAME_LENGTH)
             break;
         if (hlen == 0 || hlen > total - PREFIX_SIZE || stype > SER_ROCKETMQ
@@ -350,7 +350,7 @@ int framer_gap(framer_t *f, int64_t n, int64_t ts) {
     if (f->synced && have >= PREFIX_SIZE) {
         int v = plausible(f, buf_data(&f->buf), have, 0);
         if (v == OK) {
-            int64_t total = frame_total(buf_data(&f->buf));
+            int64_t total = rk_frame_total(buf_data(&f->buf));
             int64_t rest = total - (int64_t)have, lost = n < rest ? n : rest;
             int len = snprintf(msg, sizeof msg, "frame incomplete: %lld of its %lld bytes lost in the capture",
                                (long long)lost, (long long)total);
@@ -384,7 +384,7 @@ int framer_finish(framer_t *f, int64_t ts) {
     size_t have = buf_len(&f->buf);
     if (!f->abandoned && !f->settled && have) {
         if (f->synced && have >= PREFIX_SIZE && plausible(f, buf_data(&f->buf), have, 0) == OK) {
-            int64_t total = frame_total(buf_data(&f->buf));
+            int64_t total = rk_frame_total(buf_data(&f->buf));
             int len = snprintf(msg, sizeof msg, "capture ended mid-frame: %zu of %lld bytes seen",
                                have, (long long)total);
             if (damaged(f, total, total - (int64_t)have, ts, msg, (size_t)len) < 0)

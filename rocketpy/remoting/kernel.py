@@ -1,0 +1,21 @@
+"""Wire codec layer: the compiled header kernel (``rocketpy/remoting/_kernel``), when it is built.
+
+It reads a frame's prefix, a binary header and the usual JSON header in C, for the codec
+(:func:`~rocketpy.remoting.frame.decode_header`), the answer cache's key and the overload peek
+(:mod:`~rocketpy.remoting.layout`); the capture core links the same source. It answers None for
+anything it leaves to the Python codec, which stays the specification: the two are proven equal
+on every genuine capture frame and the fuzz corpus (``tests/test_header_kernel.py``).
+``ROCKETPY_NO_KERNEL=1`` leaves it out (the benchmarks compare both in one run)."""
+import os
+
+from . import codes
+from .command import RemotingCommand
+
+KERNEL = None
+if not os.environ.get("ROCKETPY_NO_KERNEL"):
+    try:
+        from . import _kernel as KERNEL
+    except ImportError:    # not built (no compiler): the pure-Python codec reads every header
+        KERNEL = None
+    else:
+        KERNEL.configure(RemotingCommand, dict(codes.LanguageCode.__members__))
