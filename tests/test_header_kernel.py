@@ -228,3 +228,35 @@ def test_whole_frames_read_as_the_codec_reads_them():
     assert KERNEL.read_frame(big + b"x", layout.DEFAULT_MAX_FRAME_LENGTH) is None
     with pytest.raises(RemotingCodecError):
         codec_frame.decode_frame(big, len(big) - 1)
+
+
+def test_a_tree_where_nothing_was_built_reads_frames_in_python(tmp_path):
+    """Without the compiled modules (no compiler) only the C source directories ``_kernel`` and
+    ``_native`` are there, which Python imports as empty namespace packages: the codec and the
+    capture decoder must fall back to Python, not fail on the missing functions."""
+    import shutil
+    import subprocess
+    import sys
+    from pathlib import Path
+    root = Path(__file__).resolve().parents[1]
+    shutil.copytree(root / "rocketpy", tmp_path / "rocketpy",
+                    ignore=shutil.ignore_patterns("*.so", "__pycache__"))
+    from rocketpy.remoting.command import RemotingCommand
+    request = RemotingCommand.request(105, {"topic": "T"}, version=479)
+    frame = codec_frame.encode_frame(request)
+    script = ("import sys, warnings\n"
+              "from rocketpy.remoting.kernel import KERNEL\n"
+              "from rocketpy.remoting import decode_frame\n"
+              "from rocketpy.capture import engine\n"
+              "with warnings.catch_warnings(record=True) as caught:\n"
+              "    warnings.simplefilter('always')\n"
+              "    native = engine._native_module()\n"
+              "command = decode_frame(sys.stdin.buffer.read())\n"
+              "print(KERNEL, native, command.code, command.opaque, command.ext_fields['topic'],\n"
+              "      [type(w.message).__name__ for w in caught])\n")
+    env = {"PYTHONPATH": str(tmp_path), "PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}
+    done = subprocess.run([sys.executable, "-c", script], input=frame, capture_output=True,
+                          env=env, cwd=tmp_path, timeout=120)
+    assert done.returncode == 0, done.stderr.decode()
+    assert done.stdout.decode().split() == ["None", "None", "105", str(request.opaque), "T",
+                                            "['NativeDecoderMissing']"]

@@ -26,6 +26,7 @@ import pyarrow as pa
 from rocketpy.remoting import codes
 from rocketpy.remoting.errors import RemotingCodecError
 from rocketpy.remoting.frame import decode_header
+from rocketpy.remoting.kernel import built_extension
 
 from . import rows as _rows
 from .arrow import ARROW_SCHEMA, rows_to_batch
@@ -112,6 +113,8 @@ def _native_module():
         return None
     try:
         from . import _native
+        if built_extension(_native) is None:
+            raise ImportError("only its C source directory is there")
     except ImportError as exc:
         warnings.warn(f"the compiled capture decoder is not built ({exc}); the pure-Python "
                       "decoder runs instead: the same rows, 15-30x slower", NativeDecoderMissing,

@@ -11,11 +11,21 @@ import os
 from . import codes
 from .command import RemotingCommand
 
+
+
+def built_extension(module):
+    """``module`` if it is the compiled extension, None if it is only the C source directory
+    of the same name (a tree where nothing was built imports that as an empty namespace
+    package)."""
+    return module if getattr(module, "__file__", None) else None
+
+
 KERNEL = None
 if not os.environ.get("ROCKETPY_NO_KERNEL"):
     try:
         from . import _kernel as KERNEL
     except ImportError:    # not built (no compiler): the pure-Python codec reads every header
         KERNEL = None
-    else:
+    KERNEL = built_extension(KERNEL)
+    if KERNEL is not None:
         KERNEL.configure(RemotingCommand, dict(codes.LanguageCode.__members__))
