@@ -167,6 +167,11 @@ class RouteInfoManager:
             self._touched_topics.add(topic)
             self._dirty = True
 
+    def _remove_broker_topics(self, broker_name):
+        remove = self._remove_queue_data
+        for topic in self.topics_of_broker(broker_name):
+            remove(topic, broker_name)
+
     def _drop_topic(self, topic):
         held = self.topic_queue_table.get(topic)
         if held is not None:
@@ -402,8 +407,7 @@ class RouteInfoManager:
         without a master under acting master, its write permission."""
         delta = RouteDelta()
         for name in removed:
-            for topic in self.topics_of_broker(name):
-                delta.remove_queue_data(topic, name)
+            delta.remove_broker_topics(name)
         for name in reduced:
             broker_data = self.broker_addr_table.get(name)
             if broker_data is None or not broker_data.enable_acting_master:
