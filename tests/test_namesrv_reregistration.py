@@ -267,3 +267,28 @@ def test_no_reuse_key_inside_the_wait_window_or_in_cluster_test_mode(tmp_path):
     assert not reusable(proc, route, 44_999)
     assert reusable(proc, route, 45_000)
     assert not reusable(make(tmp_path, cluster_test=True), route)
+
+
+# ------------------------------------------------------------------ the decode
+
+@pytest.mark.parametrize("profile", [PROFILE_49, PROFILE_50, PROFILE_53])
+def test_unchanged_reregistration_is_not_decoded_again_and_the_cache_keeps_no_topics(
+        tmp_path, monkeypatch, profile):
+    """The cache remembers a digest, not the decoded topics: an identical body is decoded
+    again only when the tables would read its topics (5.x: one was removed meanwhile)."""
+    proc = make(tmp_path, profile)
+    rim = proc.route_info_manager
+    decodes = count_calls(monkeypatch, bodies, "read_register_broker_body")
+    body = body_of(["T1", "T2", "T3"])
+    for opaque in range(1, 4):
+        assert register(proc, body, opaque=opaque).code == 0
+    assert len(decodes) == 1
+    [entry] = proc.reader.cache._last.values()
+    assert entry[3][0].topic_config_table == {}
+    rim.delete_topic("T2")
+    assert register(proc, body).code == 0
+    assert ("T2" in rim.topic_queue_table) is (profile is not PROFILE_49)   # Java's rules
+    assert len(decodes) == (1 if profile is PROFILE_49 else 2)
+    register(proc, body)
+    assert len(decodes) == (1 if profile is PROFILE_49 else 2)
+

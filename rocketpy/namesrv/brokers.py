@@ -112,6 +112,12 @@ class Registration49:
             delta.notify_min_broker_id_changed(addrs, None, ha_server_addr)
         return rim.master_result(cluster_name, broker_id, addrs)
 
+    def repeats_applied(self, rim, broker_data, broker_id, enable_acting_master, wrapper):
+        """Whether a registration of ``wrapper``'s body, from a broker whose live entry already
+        has its data version and whose group holds its address under ``broker_id``, would
+        read none of its topics (4.9: never, without a new data version)."""
+        return True
+
     # -- what 5.x does differently
 
     #: a new smallest brokerId is told to the group (``notifyMinBrokerIdChanged``, 5.x)
@@ -210,6 +216,14 @@ class Registration5(Registration49):
         if changed or first:
             for topic, info in mapping.items():
                 delta.set_mapping(topic, info)
+
+    def repeats_applied(self, rim, broker_data, broker_id, enable_acting_master, wrapper):
+        """... 5.x: a broker whose topics are not applied, or the topic table applied last for
+        the group (its content digest), nothing of it removed since and none to delete."""
+        if not self.may_apply_topics(broker_data, broker_id, enable_acting_master):
+            return True
+        return (not rim.config.delete_topic_with_broker_registration and wrapper.digest is not None
+                and rim.applied_digest(broker_data.broker_name) == wrapper.digest)
 
     def may_apply_topics(self, broker_data, broker_id, enable_acting_master):
         """A master's, or a prime slave's: the lowest id of its group, from a broker that sends

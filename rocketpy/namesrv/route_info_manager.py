@@ -321,6 +321,26 @@ class RouteInfoManager:
                                       not every)
             self._applied[broker_name] = digest
 
+    def applied_digest(self, broker_name):
+        """The content digest of the topic table applied last for ``broker_name``'s group, while
+        nothing of it has been removed; else None."""
+        return self._applied.get(broker_name)
+
+    def repeats_applied(self, cluster_name, broker_addr, broker_name, broker_id,
+                        enable_acting_master, wrapper):
+        """True when registering ``wrapper`` (``topic_config_table`` unread) would change no
+        topic: the address is live with the body's data version, its group holds it under
+        ``broker_id``, and the release would read none of its topics. The registration-body cache
+        then needs no decoded table, only this answer."""
+        live = self.broker_live_info(cluster_name, broker_addr)
+        if live is None or live.data_version != wrapper.data_version:
+            return False
+        broker_data = self.broker_addr_table.get(broker_name)
+        if broker_data is None or broker_data.broker_addrs.get(broker_id) != broker_addr:
+            return False
+        return self.registration.repeats_applied(self, broker_data, broker_id,
+                                                 enable_acting_master, wrapper)
+
     def master_result(self, cluster_name, broker_id, addrs):
         """The registration's result: ``haServerAddr``/``masterAddr`` of a slave's live master."""
         if broker_id != MASTER_ID:
