@@ -22,6 +22,10 @@ class Registration49:
     lists_missing_filter_servers = False
     #: REGISTER_TOPIC_IN_NAMESRV adds to a topic that exists
     merges_topics = True
+    #: whether a master's registration with a new data version walks every topic through
+    #: ``merge_topics``, which ``RouteInfoManager.walk_view`` may narrow to the changed ones
+    #: (5.x; 4.9's ``put_topics`` walk is left whole)
+    walks_present_topics = False
 
     def __init__(self, *, body_broker_version, queues_unregistrations):
         self._body_version = body_broker_version
@@ -151,6 +155,7 @@ class Registration5(Registration49):
     REGISTER_TOPIC_IN_NAMESRV adds to a topic that exists) tell the 5.x releases apart."""
 
     lists_missing_filter_servers = True
+    walks_present_topics = True
 
     def __init__(self, *, wipe_needs_acting_master, by_address, merges_topics,
                  body_broker_version, queues_unregistrations):
