@@ -19,8 +19,10 @@ the server has unregistered every broker (its route table empty) and settled.
 the other; past the bound (``--bound``, ``namesrvMaxTopicBrokerPairs``) they must be refused
 with SYSTEM_ERROR, and the latency of a route query asked meanwhile is printed.
 
-Java's figure is an estimate from its data structures, not a measurement (no JVM NameServer
-runs here): see ``docs/reliability.md``.
+Each seed's line carries Java's figure beside it (``java_live_heap_bytes_per_pair``): the
+genuine Java 4.9.8 NameServer's live heap after a full GC for the same seeds, measured on this
+machine class (``../shared/fixtures/perf.md``; no JVM runs here): 292 bytes per pair with one
+broker per topic, 78 with 100 brokers sharing 10,000 topics. See ``docs/reliability.md``.
 """
 import argparse
 import json
@@ -41,6 +43,8 @@ from rocketpy.remoting import RemotingCommand, decode_frame  # noqa: E402
 from serverproc import RemotingClient  # noqa: E402
 
 NSLOAD = ROOT.parent / "shared" / "bench" / "nsload.py"
+#: the Java 4.9.8 NameServer's live heap per topic-broker pair (1 M pairs, ../shared/fixtures/perf.md)
+JAVA_BYTES_PER_PAIR = {"spread": 292, "shared": 78}
 
 
 def call(port, code, ext=None, body=None, timeout=120):
@@ -84,7 +88,8 @@ def seed_and_leave(port, pid, brokers, topics, shared, hold, settle):
     time.sleep(settle)           # the memory service looks every 5 s
     after = rss_mib(pid)
     pairs = brokers * topics if shared else topics
-    return {"brokers": brokers, "topics": topics, "pairs": pairs, "shared": shared,
+    java = JAVA_BYTES_PER_PAIR["shared" if shared else "spread"]
+    return {"java_live_heap_bytes_per_pair": java, "brokers": brokers, "topics": topics, "pairs": pairs, "shared": shared,
             "rss_before_mib": round(before, 1), "rss_peak_mib": round(peak, 1),
             "rss_after_mib": round(after, 1), "seed_seconds": round(seeded - hold, 1),
             "bytes_per_pair_at_peak": round((peak - before) * 1024 * 1024 / pairs)}

@@ -1,60 +1,42 @@
-"""The registration-body cache: bounded by entries and by the bytes of the bodies it keeps."""
-from rocketpy.namesrv.processor.registration import RegistrationBodies
+"""The registration-body cache: what each broker address sent last, by digest, without its
+topics; bounded by entries."""
+from brokerbody import register_body
+from rocketpy.namesrv.processor.registration import RegistrationBodies, read_body
 
 
-def test_cache_stays_within_its_byte_bound_dropping_the_oldest():
-    cache = RegistrationBodies(limit=4096, max_bytes=10_000)
-    for i in range(50):
-        cache.put(f"b{i}", bytes([i]) * 3000, False, 479, object())
-        assert cache.bytes == sum(len(e[0]) for e in cache._last.values()) <= 10_000
-    assert list(cache._last) == ["b47", "b48", "b49"]
-    assert cache.entry("b49", bytes([49]) * 3000, False, 479) is not None
-    assert cache.entry("b0", bytes([0]) * 3000, False, 479) is None
-
-
-def test_default_bound_holds_four_full_frames_not_4096():
+def test_an_identical_body_is_found_a_changed_one_is_not():
     cache = RegistrationBodies()
-    body = b"x" * (16 * 1024 * 1024)
-    for i in range(10):
-        cache.put(i, body, False, 479, None)
-    assert len(cache._last) == 4 and cache.bytes == 64 * 1024 * 1024
+    body = register_body(["T1", "T2"], 1)
+    cache.put("a", body, False, 479, read_body(body, False, 479))
+    assert cache.entry("a", bytes(body), False, 479) is not None     # equal bytes, another object
+    assert cache.entry("a", body, True, 479) is None                 # compressed differs
+    assert cache.entry("a", body, False, 400) is None                # request version differs
+    assert cache.entry("a", body[:-1] + b" ", False, 479) is None    # same length, other bytes
+    assert cache.entry("b", body, False, 479) is None
 
 
-def test_replacing_forgetting_and_sweeping_keep_the_byte_count():
-    cache = RegistrationBodies(max_bytes=1000)
-    cache.put("a", b"a" * 400, False, 479, None)
-    cache.put("b", b"b" * 400, False, 479, None)
-    cache.put("a", b"A" * 500, False, 479, None)       # re-registration: replaces, newest now
-    assert cache.bytes == 900 and list(cache._last) == ["b", "a"]
-    cache.put("c", b"c" * 300, False, 479, None)       # evicts b, the oldest
-    assert list(cache._last) == ["a", "c"] and cache.bytes == 800
-    cache.forget("a")
-    cache.forget_departed(lambda key: False)
-    assert cache.bytes == 0 and not cache._last
-    cache.put("huge", b"h" * 1001, False, 479, None)   # bigger than the bound: not kept
-    assert cache.bytes == 0 and not cache._last
+def test_an_entry_keeps_no_topics_whatever_the_body():
+    """Keeping decoded topics (230 B each) made the cache the biggest thing in the server after
+    the route state: 64 MiB at 28 brokers of 10,000 topics."""
+    cache = RegistrationBodies()
+    for key, count in (("small", 2), ("big", 20_000)):
+        body = register_body([f"T{i}" for i in range(count)], 1)
+        wrapper, _ = read_body(body, False, 479)
+        cache.put(key, body, False, 479, (wrapper, None))
+        light, _ = cache.entry(key, body, False, 479)[3]
+        assert light.topic_config_table == {} and light.topic_queue_mapping_info_map == {}
+        assert (light.data_version, light.digest) == (wrapper.data_version, wrapper.digest)
+        assert not any(isinstance(v, (bytes, bytearray)) and len(v) > 64
+                       for v in cache._last[key])                    # nor the body
 
 
-def test_entry_count_bound_drops_the_oldest_too():
+def test_entry_count_bound_drops_the_oldest():
     cache = RegistrationBodies(limit=3)
     for key in "abcde":
-        cache.put(key, key.encode(), False, 479, None)
-    assert list(cache._last) == ["c", "d", "e"] and cache.bytes == 3
-
-
-def test_decoded_topics_count_against_the_byte_bound():
-    """What the cache keeps decoded costs more than the body (and a compressed body of a few
-    KB can decode to 100,000 topics): each entry is charged its body and its topics."""
-    from rocketpy.namesrv.processor.registration import DECODED_TOPIC_BYTES, read_body
-    from brokerbody import register_body
-    body = register_body([f"T{i}" for i in range(2000)], 1)
-    decoded = read_body(body, False, 479)
-    cost = len(body) + 2000 * DECODED_TOPIC_BYTES
-    cache = RegistrationBodies(max_bytes=cost - 1)
-    cache.put("a", body, False, 479, decoded)
-    assert cache._last == {} and cache.bytes == 0     # over the bound once decoded: not kept
-    cache = RegistrationBodies(max_bytes=cost + cost // 2)
-    cache.put("a", body, False, 479, decoded)
-    assert cache.bytes == cost
-    cache.put("b", body, False, 479, decoded)         # two do not fit
-    assert list(cache._last) == ["b"] and cache.bytes == cost
+        cache.put(key, key.encode(), False, 479, read_body(b"", False, 479))
+    assert list(cache._last) == ["c", "d", "e"]
+    cache.put("c", b"C", False, 479, read_body(b"", False, 479))    # re-registration: newest
+    assert list(cache._last) == ["d", "e", "c"]
+    cache.forget("d")
+    cache.forget_departed(lambda key: key == "e")
+    assert list(cache._last) == ["e"]

@@ -267,3 +267,88 @@ def test_no_reuse_key_inside_the_wait_window_or_in_cluster_test_mode(tmp_path):
     assert not reusable(proc, route, 44_999)
     assert reusable(proc, route, 45_000)
     assert not reusable(make(tmp_path, cluster_test=True), route)
+
+
+# ------------------------------------------------------------------ the decode
+
+@pytest.mark.parametrize("profile", [PROFILE_49, PROFILE_50, PROFILE_53])
+def test_unchanged_reregistration_is_not_decoded_again_and_the_cache_keeps_no_topics(
+        tmp_path, monkeypatch, profile):
+    """The cache remembers a digest, not the decoded topics: an identical body is decoded
+    again only when the tables would read its topics (5.x: one was removed meanwhile)."""
+    proc = make(tmp_path, profile)
+    rim = proc.route_info_manager
+    decodes = count_calls(monkeypatch, bodies, "read_register_broker_body")
+    body = body_of(["T1", "T2", "T3"])
+    for opaque in range(1, 4):
+        assert register(proc, body, opaque=opaque).code == 0
+    assert len(decodes) == 1
+    [entry] = proc.reader.cache._last.values()
+    assert entry[3][0].topic_config_table == {}
+    rim.delete_topic("T2")
+    assert register(proc, body).code == 0
+    assert ("T2" in rim.topic_queue_table) is (profile is not PROFILE_49)   # Java's rules
+    assert len(decodes) == (1 if profile is PROFILE_49 else 2)
+    register(proc, body)
+    assert len(decodes) == (1 if profile is PROFILE_49 else 2)
+
+
+
+# ------------------------------------------------------------------ the walk, narrowed off the reactor
+
+def _narrowing(proc, walk_from):
+    proc.handlers[103].__self__.narrow_walk_from = walk_from
+
+
+@pytest.mark.parametrize("count", [400, 800])
+def test_a_new_data_version_walks_only_the_changed_topics_on_the_reactor(tmp_path, monkeypatch,
+                                                                        count):
+    """The decode's work finds the topics whose queue data would change; the reactor walks
+    those (3 of 400 or 800), and the tables end as the full walk leaves them."""
+    topics = [f"T{i}" for i in range(count)]
+    changed = body_of(topics, counter=2).replace(b'"T7", "topicSysFlag": 0, "writeQueueNums": 4',
+                                                b'"T7", "topicSysFlag": 0, "writeQueueNums": 8')
+    changed = changed.replace(
+        b'"readQueueNums": 4, "topicFilterType": "SINGLE_TAG", "topicName": "T11"',
+        b'"readQueueNums": 2, "topicFilterType": "SINGLE_TAG", "topicName": "T11"')
+    tables, walked = [], []
+    for walk_from in (10, 10 ** 9):                    # narrowed, and the full walk
+        proc = make(tmp_path / str(walk_from))
+        _narrowing(proc, walk_from)
+        rim = proc.route_info_manager
+        assert register(proc, body_of(topics)).code == 0
+        rim.delete_topic("T3")                         # missing now: walked again
+        walks = count_calls(monkeypatch, rim, "_apply_topic_configs")
+        assert register(proc, changed).code == 0
+        [(broker, configs, wipe, missing_only)] = walks
+        walked.append(sorted(config.topic_name for config in configs))
+        tables.append({t: dict(m) for t, m in rim.topic_queue_table.items()})
+        monkeypatch.undo()
+    assert walked == [["T11", "T3", "T7"], sorted(topics)]
+    assert tables[0] == tables[1]
+    assert tables[0]["T7"]["broker-a"] == QueueData("broker-a", 4, 8, 6, 0)
+    assert tables[0]["T11"]["broker-a"] == QueueData("broker-a", 2, 4, 6, 0)
+
+
+def test_a_narrowed_walk_is_dropped_when_the_brokers_queue_data_changed_meanwhile(tmp_path):
+    proc = make(tmp_path)
+    _narrowing(proc, 10)
+    rim = proc.route_info_manager
+    topics = [f"T{i}" for i in range(300)]
+    assert register(proc, body_of(topics)).code == 0
+    ext = {"brokerName": "broker-a", "brokerAddr": ADDR, "clusterName": "C", "haServerAddr": "ha",
+           "brokerId": "0", "compressed": "false", "bodyCrc32": "0"}
+    walks = []
+    real = rim._apply_topic_configs
+    rim._apply_topic_configs = lambda name, configs, *rest: walks.append(len(configs)) or real(
+        name, configs, *rest)
+    for counter, meanwhile in ((2, None), (3, "T5")):
+        pending = proc.process(RemotingCommand.request(103, ext, body_of(topics, counter=counter),
+                                                       opaque=counter, version=479),
+                               CH, 1000, offload=True)
+        result = pending.work()                        # off the reactor: nothing to walk
+        if meanwhile:
+            rim.delete_topic(meanwhile)                # on the reactor, before the answer
+        assert pending.finish(result).code == 0
+    assert walks == [0, 300]                           # narrowed; then all, as the view is stale
+    assert set(rim.topic_queue_table) == set(topics)  # the full walk put T5 back, as Java

@@ -81,3 +81,18 @@ def test_every_public_change_of_the_tables_goes_through_apply():
                  for node in ast.walk(method) if isinstance(node, ast.Call)
                  and isinstance(node.func, ast.Attribute) and node.func.attr in steps]
     assert len(steps) > 10 and offenders == []
+
+
+def test_a_departed_broker_leaves_its_topics_in_one_step_whatever_their_number():
+    """The unregistration's delta names the broker once, not each of its topics: one entry per
+    topic held ~150 MB of steps when a broker of 1 M topics left, kept by the allocator after."""
+    for count in (1_000, 2_000):
+        rim = RouteInfoManager(NamesrvConfig(), PROFILE_53)
+        table = {f"T{i}": TopicConfig(f"T{i}", 4, 4, 6) for i in range(count)}
+        rim.register_broker("C", "10.0.0.1:10911", "a", 0, "ha",
+                            TopicConfigWrapper(DataVersion(1, 1, 0), table), None, Channel(1, ""), 0)
+        steps, apply = [], rim.apply
+        rim.apply = lambda delta: steps.append(len(delta)) or apply(delta)
+        rim.unregister_brokers(rim.on_channel_destroy(1))
+        assert not rim.topic_queue_table and rim.queue_data_count == 0
+        assert max(steps) <= 4, steps

@@ -8,10 +8,13 @@ closed in the meantime gets nothing and registers nothing, a full pool answers S
 daemon thread. And against the real server: a 3-million-line topic bomb on one connection does
 not keep another connection from being answered first.
 """
+import gc
 import queue
 import sys
 import threading
 import time
+import weakref
+from functools import partial
 from pathlib import Path
 
 import pytest
@@ -243,6 +246,29 @@ class DecodePoolTests(SynchronousTestCase):
             self.assertNotEqual(ident, threading.get_ident())
         self.assertEqual((pool.pending, pool.done), (0, 2))
         self.assertIsNotNone(pool.submit(lambda: None))
+
+    def test_the_thread_keeps_nothing_of_a_finished_job(self):
+        """A job's work and result are freed once answered: the idle thread held the last of
+        each (a decoded table, a 1 M-topic list) until the next job, 21 MiB after every broker
+        had left."""
+        reactor = ThreadReactor()
+        pool = DecodePool(reactor)
+        pool.start()
+        self.addCleanup(pool.stop)
+
+        class Held:
+            pass
+
+        argument, result = Held(), Held()
+        work_gone, result_gone = weakref.ref(argument), weakref.ref(result)
+        answered = []
+        pool.submit(partial(lambda held, out: out, argument, result)).addCallback(answered.append)
+        del argument, result
+        reactor.run_one()
+        self.assertIs(answered.pop(), result_gone())
+        gc.collect()
+        self.assertIsNone(work_gone())
+        self.assertIsNone(result_gone())
 
     def test_the_reactor_gets_the_gil_back_sooner_while_the_pool_runs(self):
         before = sys.getswitchinterval()

@@ -22,6 +22,10 @@ class Registration49:
     lists_missing_filter_servers = False
     #: REGISTER_TOPIC_IN_NAMESRV adds to a topic that exists
     merges_topics = True
+    #: whether a master's registration with a new data version walks every topic through
+    #: ``merge_topics``, which ``RouteInfoManager.walk_view`` may narrow to the changed ones
+    #: (5.x; 4.9's ``put_topics`` walk is left whole)
+    walks_present_topics = False
 
     def __init__(self, *, body_broker_version, queues_unregistrations):
         self._body_version = body_broker_version
@@ -112,6 +116,12 @@ class Registration49:
             delta.notify_min_broker_id_changed(addrs, None, ha_server_addr)
         return rim.master_result(cluster_name, broker_id, addrs)
 
+    def repeats_applied(self, rim, broker_data, broker_id, enable_acting_master, wrapper):
+        """Whether a registration of ``wrapper``'s body, from a broker whose live entry already
+        has its data version and whose group holds its address under ``broker_id``, would
+        read none of its topics (4.9: never, without a new data version)."""
+        return True
+
     # -- what 5.x does differently
 
     #: a new smallest brokerId is told to the group (``notifyMinBrokerIdChanged``, 5.x)
@@ -145,6 +155,7 @@ class Registration5(Registration49):
     REGISTER_TOPIC_IN_NAMESRV adds to a topic that exists) tell the 5.x releases apart."""
 
     lists_missing_filter_servers = True
+    walks_present_topics = True
 
     def __init__(self, *, wipe_needs_acting_master, by_address, merges_topics,
                  body_broker_version, queues_unregistrations):
@@ -210,6 +221,14 @@ class Registration5(Registration49):
         if changed or first:
             for topic, info in mapping.items():
                 delta.set_mapping(topic, info)
+
+    def repeats_applied(self, rim, broker_data, broker_id, enable_acting_master, wrapper):
+        """... 5.x: a broker whose topics are not applied, or the topic table applied last for
+        the group (its content digest), nothing of it removed since and none to delete."""
+        if not self.may_apply_topics(broker_data, broker_id, enable_acting_master):
+            return True
+        return (not rim.config.delete_topic_with_broker_registration and wrapper.digest is not None
+                and rim.applied_digest(broker_data.broker_name) == wrapper.digest)
 
     def may_apply_topics(self, broker_data, broker_id, enable_acting_master):
         """A master's, or a prime slave's: the lowest id of its group, from a broker that sends

@@ -91,6 +91,7 @@ class RouteInfoManager:
         self.live_key = policies.routes.live_key
         self._by_channel = {}          # channel id -> {live key: None}
         self._applied = {}             # broker name -> digest of the topic table applied last
+        self._epochs = {}              # broker name -> count of changes to its QueueData
         self._cluster_set_high = {}    # cluster -> largest broker-name count
         self._listings = {}            # topic list name -> (snapshots' generation, list)
         #: QueueData entries (topic-broker pairs) in topic_queue_table, for the server-wide
@@ -153,6 +154,8 @@ class RouteInfoManager:
     def _put_queue_data(self, topic, queue_data):
         held = self.topic_queue_table.get(topic)
         if self.shapes.put(topic, queue_data):
+            name = queue_data.broker_name
+            self._epochs[name] = self._epochs.get(name, 0) + 1
             if held is None:
                 self._topics_high.saw(len(self.topic_queue_table))
             if held is None or queue_data.broker_name not in held:
@@ -162,10 +165,16 @@ class RouteInfoManager:
 
     def _remove_queue_data(self, topic, broker_name):
         if self.shapes.remove(topic, broker_name):
+            self._epochs[broker_name] = self._epochs.get(broker_name, 0) + 1
             self.queue_data_count -= 1
             self._applied.pop(broker_name, None)
             self._touched_topics.add(topic)
             self._dirty = True
+
+    def _remove_broker_topics(self, broker_name):
+        remove = self._remove_queue_data
+        for topic in self.topics_of_broker(broker_name):
+            remove(topic, broker_name)
 
     def _drop_topic(self, topic):
         held = self.topic_queue_table.get(topic)
@@ -173,6 +182,7 @@ class RouteInfoManager:
             self.queue_data_count -= self.shapes.drop(topic)
             for name in held:
                 self._applied.pop(name, None)
+                self._epochs[name] = self._epochs.get(name, 0) + 1
             self._touched_topics.add(topic)
             self._dirty = True
 
@@ -194,6 +204,7 @@ class RouteInfoManager:
     def _remove_broker(self, name):
         del self.broker_addr_table[name]
         self._applied.pop(name, None)
+        self._epochs.pop(name, None)
         self._dirty_brokers.add(name)
 
     def _set_filter_servers(self, key, broker_name, servers):
@@ -316,6 +327,68 @@ class RouteInfoManager:
                                       not every)
             self._applied[broker_name] = digest
 
+    def applied_digest(self, broker_name):
+        """The content digest of the topic table applied last for ``broker_name``'s group, while
+        nothing of it has been removed; else None."""
+        return self._applied.get(broker_name)
+
+    def repeats_applied(self, cluster_name, broker_addr, broker_name, broker_id,
+                        enable_acting_master, wrapper):
+        """True when registering ``wrapper`` (``topic_config_table`` unread) would change no
+        topic: the address is live with the body's data version, its group holds it under
+        ``broker_id``, and the release would read none of its topics. The registration-body cache
+        then needs no decoded table, only this answer."""
+        live = self.broker_live_info(cluster_name, broker_addr)
+        if live is None or live.data_version != wrapper.data_version:
+            return False
+        broker_data = self.broker_addr_table.get(broker_name)
+        if broker_data is None or broker_data.broker_addrs.get(broker_id) != broker_addr:
+            return False
+        return self.registration.repeats_applied(self, broker_data, broker_id,
+                                                 enable_acting_master, wrapper)
+
+    def walk_view(self, cluster_name, broker_addr, broker_name, broker_id):
+        """For a master's re-registration: ``(prefilter, still_valid)``, or None. ``prefilter(
+        wrapper)`` (pure but for reading the topic table, which any thread may do: shapes are
+        immutable, ``dict.get`` is atomic) gives the topic configs whose QueueData for this
+        broker is missing or different, or None; ``still_valid()`` (on this thread) says
+        whether that is still so: nothing of this broker's QueueData and no live entry changed
+        since the view was taken. Then a walk of those alone is the walk of all (5.x, a new data
+        version: Java's ``createAndUpdateQueueData`` of every topic), in time proportional to
+        what changed."""
+        if broker_id != MASTER_ID or not self.registration.walks_present_topics:
+            return None
+        live = self.broker_live_info(cluster_name, broker_addr)
+        broker_data = self.broker_addr_table.get(broker_name)
+        if (live is None or broker_data is None
+                or broker_data.broker_addrs.get(broker_id) != broker_addr
+                or self.config.delete_topic_with_broker_registration):
+            return None
+        epoch, topics_get, data_version = self._epochs.get(broker_name, 0), \
+            self.topic_queue_table.get, live.data_version
+
+        def prefilter(wrapper):
+            if (wrapper.topic_queue_mapping_info_map or wrapper.data_version == data_version):
+                return None
+            changed = {}
+            for key, config in wrapper.topic_config_table.items():
+                shape = topics_get(config.topic_name)
+                old = None if shape is None else shape.queues.get(broker_name)
+                if old is None or (old.perm != config.perm
+                                   or old.read_queue_nums != config.read_queue_nums
+                                   or old.write_queue_nums != config.write_queue_nums
+                                   or old.topic_sys_flag != config.topic_sys_flag):
+                    changed[key] = config
+            return changed
+
+        def still_valid():
+            held = self.broker_addr_table.get(broker_name)
+            return (self._epochs.get(broker_name, 0) == epoch
+                    and self.broker_live_info(cluster_name, broker_addr) is live
+                    and held is not None and held.broker_addrs.get(broker_id) == broker_addr
+                    and not self.config.delete_topic_with_broker_registration)
+        return prefilter, still_valid
+
     def master_result(self, cluster_name, broker_id, addrs):
         """The registration's result: ``haServerAddr``/``masterAddr`` of a slave's live master."""
         if broker_id != MASTER_ID:
@@ -402,8 +475,7 @@ class RouteInfoManager:
         without a master under acting master, its write permission."""
         delta = RouteDelta()
         for name in removed:
-            for topic in self.topics_of_broker(name):
-                delta.remove_queue_data(topic, name)
+            delta.remove_broker_topics(name)
         for name in reduced:
             broker_data = self.broker_addr_table.get(name)
             if broker_data is None or not broker_data.enable_acting_master:

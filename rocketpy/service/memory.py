@@ -9,7 +9,8 @@ had gone.
 :class:`RouteMemoryService` looks at the route state's size every few seconds (O(1)) and before
 every batch of unregistrations (:meth:`~RouteMemoryService.watching`, so brokers that came and
 went between two looks count). Once it has dropped ``min_drop`` entries below its high-water
-mark, ``release()`` (built by ``makeService``) drops the cached bodies and answers, rebuilds the
+mark (or, after a release that left entries, once the tables are empty), ``release()`` (built
+by ``makeService``) drops the cached bodies and answers, rebuilds the
 big dicts to fit (:func:`compact_dicts`) and, unless ``--no-malloc-trim``, calls
 :func:`rocketpy.service.allocator.trim_heap`; each release is logged with the resident size
 before and after.
@@ -76,6 +77,10 @@ class RouteMemoryService(PeriodicService):
         self.frozen_at = 0
         #: releases since start
         self.releases = 0
+        #: the last release left entries: once the tables are empty, release what those held
+        #: too, however few (brokers leave over seconds: the last 20,000 of 1 M entries went
+        #: after the release and their pages stayed with the allocator)
+        self.tail = False
 
     def watching(self, unregister):
         """``unregister`` (``RouteInfoManager.unregister_brokers``), noting the route state's
@@ -93,7 +98,7 @@ class RouteMemoryService(PeriodicService):
                 self.freeze()
                 self.frozen_at = size
             return
-        if self.high - size < self.min_drop:
+        if self.high - size < self.min_drop and not (size == 0 and self.tail):
             return
         before = resident_mib()
         self.unfreeze()
@@ -106,3 +111,4 @@ class RouteMemoryService(PeriodicService):
                       before=None if before is None else round(before),
                       after=None if after is None else round(after))
         self.high = size
+        self.tail = size > 0

@@ -190,9 +190,15 @@ class DecodePool:
                 result = job.work()
             except BaseException:
                 result = Failure()
-            call(self._finished, job, result)
+            # handed over in a box the reactor empties: this frame would otherwise hold the last
+            # job and its result (a decoded table, a 1 M-topic list) until the next job comes
+            box = [job, result]
+            job = result = None
+            call(self._finished, box)
 
-    def _finished(self, job, result):
+    def _finished(self, box):
+        job, result = box
+        box.clear()
         self._running = None
         self.pending -= 1
         self.done += 1

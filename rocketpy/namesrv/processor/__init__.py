@@ -76,7 +76,8 @@ class DefaultRequestProcessor:
         self.reader = RegistrationReader(
             policies.routes, policies.wire, lambda key: rim.broker_live_info(*key) is not None,
             max_topics_from_properties(configuration.all_configs),
-            decode_budget_from_properties(configuration.all_configs))
+            decode_budget_from_properties(configuration.all_configs),
+            repeats_applied=rim.repeats_applied)
         # Java reads the black list once, when the processor is built
         self.config_guard = config_guard or ConfigUpdateGuard.from_configuration(configuration)
         self.route_bounds = route_bounds or RouteBounds.from_properties(configuration.all_configs)

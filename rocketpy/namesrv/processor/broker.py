@@ -7,7 +7,14 @@ answer follows it; meanwhile the header alone already shows the broker alive, so
 its channel holds is refreshed at once (the decode may wait behind other peers' work, or be
 refused SYSTEM_BUSY, longer than the broker's timeout: issue 20). A registration that would pass
 a server-wide bound
-(:mod:`rocketpy.namesrv.route_bounds`) is refused before it is applied."""
+(:mod:`rocketpy.namesrv.route_bounds`) is refused before it is applied.
+
+A 5.x master's registration with a new data version walks every topic (Java
+``createAndUpdateQueueData``), present and unchanged ones too: 100,000 topics held the reactor
+~100 ms at 10 M pairs. From :data:`NARROW_WALK_FROM` topics the decode's work also finds, off the
+reactor, the topics whose queue data would change (``RouteInfoManager.walk_view``), and the
+reactor walks only those, unless this broker's queue data or live entry changed meanwhile."""
+from dataclasses import replace
 from functools import partial
 
 from rocketpy.remoting import bodies
@@ -27,6 +34,10 @@ __all__ = ["BrokerHandlers", "MinBrokerIdNotifier"]
 #: remark keeps Java's exception name and says what was missing.
 _NO_DATA_VERSION = error(ResponseCode.SYSTEM_ERROR, java_exception_remark(
     "java.lang.NullPointerException", "QUERY_DATA_VERSION carries no DataVersion body"))
+
+
+#: topics of a registration from which its walk is narrowed off the reactor
+NARROW_WALK_FROM = 20_000
 
 
 #: the answer that names no master (a master's, a slave's without a live master): never
@@ -51,14 +62,40 @@ class BrokerHandlers:
         self.wire = policies.wire
         self.liveness = policies.liveness
         self.bounds = route_bounds
+        #: topics from which a registration's walk is narrowed off the reactor
+        self.narrow_walk_from = NARROW_WALK_FROM
 
     @responder(RequestCode.REGISTER_BROKER)
     def register_broker(self, header, request, channel, now_ms):
         decoded = self.reader.decode(request, header)  # checks bodyCrc32 first, as Java
         if isinstance(decoded, Pending):  # a big body: decoded first, maybe on another thread
             self._refresh_own(header, channel, now_ms)
+            view = self.routes.walk_view(header.cluster_name, header.broker_addr,
+                                         header.broker_name, header.broker_id)
+            if view is not None:
+                decoded = self._narrowed(decoded, *view)
             return decoded.then(partial(self._register, header, request, channel, now_ms))
         return self._register(header, request, channel, now_ms, decoded)
+
+    def _narrowed(self, pending, prefilter, still_valid):
+        """``pending`` (the decode) whose work also finds the topics to walk, and whose result
+        carries only those when that still holds on the reactor."""
+        walk_from = self.narrow_walk_from
+
+        def work():
+            decoded = pending.work()
+            if isinstance(decoded, Reply) or len(decoded[0].topic_config_table) < walk_from:
+                return decoded, None
+            return decoded, prefilter(decoded[0])
+
+        def finish(result):
+            decoded, changed = result
+            decoded = pending.finish(decoded)
+            if changed is None or isinstance(decoded, Reply) or not still_valid():
+                return decoded
+            wrapper, filters = decoded
+            return replace(wrapper, topic_config_table=changed), filters
+        return Pending(work, finish, pending.lane, pending.fail, pending.cancel)
 
     def _refresh_own(self, header, channel, now_ms):
         """Refresh the live entry of the header's broker if ``channel`` holds it: a channel never

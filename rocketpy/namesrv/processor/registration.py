@@ -3,9 +3,10 @@
 
 Brokers re-register every 30 s with the same body (~1.3 MB for 10,000 topics), so:
 
-* each broker address's last body is kept with its decoded form; an identical body (compared
-  byte for byte, not by CRC) is not decoded again, and the route table gets the very same decoded
-  object (so it can skip the topic walk);
+* each broker address's last body is remembered by its digest, with its decoded form less its
+  topics; an identical body (same length and digest, not CRC) is not decoded again while the
+  route tables would read none of its topics (the group applied that very table last and lost
+  none of it since), and the tables skip the topic walk by the same digest;
 * Java checks ``bodyCrc32`` first; the cache remembers the header CRC its body was verified
   against, so the same body with the same CRC is not summed again (the CRC of 1.5 MB costs about
   as much as the rest of the request);
@@ -19,8 +20,9 @@ Brokers re-register every 30 s with the same body (~1.3 MB for 10,000 topics), s
   inflated, JSON values and topic lines, counted while they are read) and is refused past it, and
   the Pending's ``cancel`` stops it at the next check (shutdown)."""
 import logging
-from hashlib import blake2b
+from dataclasses import replace
 from functools import partial
+from hashlib import blake2b
 
 from rocketpy.remoting import bodies
 from rocketpy.remoting.codes import MQVersion, ResponseCode
@@ -53,7 +55,7 @@ def read_body(body, compressed, broker_version, check_count=None, budget=None,
     version, table, filters, infos = bodies.read_register_broker_body(
         body, compressed, broker_version, TopicConfig, DataVersion, check_count,
         budget=budget, check_mappings=check_mappings, dialect=dialect)
-    return TopicConfigWrapper(version, table, infos, blake2b(body, digest_size=16).digest()), filters
+    return TopicConfigWrapper(version, table, infos, _body_digest(body)), filters
 
 
 #: Bodies not in the cache and bigger than these (bytes) are decoded by a Pending, off the
@@ -74,64 +76,55 @@ def worth_a_thread(body, compressed):
     return len(body) > (COMPRESSED_INLINE_MAX if compressed else PLAIN_INLINE_MAX)
 
 
-#: what one decoded topic costs in the cache (its record, name and table slot; 227 B measured
-#: with tracemalloc on a 10,000-topic body): a compressed body of 160 KB can decode to millions
-DECODED_TOPIC_BYTES = 230
-
-
-def _decoded_bytes(decoded):
-    wrapper = decoded[0] if isinstance(decoded, tuple) and decoded else None
-    table = getattr(wrapper, "topic_config_table", None)
-    return DECODED_TOPIC_BYTES * len(table) if table else 0
+def _body_digest(body):
+    return blake2b(body, digest_size=16).digest()
 
 
 class RegistrationBodies:
-    """The last registration body of each broker address, with its decoded form.
+    """What the last registration body of each broker address was: its digest, and its decoded
+    form without its topics (data version, filter servers, content digest).
 
-    Bounded by entries (``limit``) and by bytes (``max_bytes``): each entry costs its body (up
-    to a 16 MiB frame) and its decoded topics (:data:`DECODED_TOPIC_BYTES` each); past either
-    bound, the entries put longest ago go first. Entries of brokers
-    that are gone are also dropped whenever the cache has doubled since the last sweep
-    (``is_live``), so it holds about the live brokers, not every address ever seen.
-    """
+    An identical body (same length and digest) is not decoded again when the route tables say
+    its topics would not be read (:meth:`RouteInfoManager.repeats_applied
+    <rocketpy.namesrv.route_info_manager.RouteInfoManager.repeats_applied>`): the usual
+    re-registration every 30 s. Keeping the decoded topics instead (230 B each) made the cache
+    the largest thing in the server after the route state (64 MiB for 28 brokers of 10,000
+    topics). An entry costs the same whatever its body; ``limit`` bounds the entries, the ones
+    put longest ago going first, and entries of brokers that are gone are dropped whenever the
+    cache has doubled since the last sweep (``is_live``)."""
 
-    def __init__(self, limit=4096, max_bytes=64 * 1024 * 1024):
+    def __init__(self, limit=4096):
         self.limit = limit
-        self.max_bytes = max_bytes
-        #: bytes of the bodies held and of their decoded topics
-        self.bytes = 0
         self._last = {}
         self._sweep_at = 64
 
     def entry(self, key, body, compressed, version):
-        """``[body, compressed, version, decoded, verified header CRC or 0]`` for an identical
-        body, else None."""
+        """``[digest, compressed, version, decoded without topics, verified header CRC or 0,
+        length]`` for an identical body, else None."""
         entry = self._last.get(key)
-        if entry is not None and entry[1] == compressed and entry[2] == version and entry[0] == body:
+        if (entry is not None and entry[1] == compressed and entry[2] == version
+                and entry[5] == len(body) and entry[0] == _body_digest(body)):
             return entry
         return None
 
     def put(self, key, body, compressed, version, decoded, is_live=None, crc=0):
+        """Remember ``decoded`` (``(wrapper, filter servers)``) of ``body`` for ``key``."""
         self.forget(key)
-        cost = len(body) + _decoded_bytes(decoded)
-        if cost > self.max_bytes:
-            return
         if is_live is not None and len(self._last) >= self._sweep_at:
             self.forget_departed(is_live)
         last = self._last
-        while last and (len(last) >= self.limit or self.bytes + cost > self.max_bytes):
+        while len(last) >= self.limit:
             self.forget(next(iter(last)))
-        last[key] = [body, compressed, version, decoded, crc, cost]
-        self.bytes += cost
+        wrapper, filters = decoded
+        light = replace(wrapper, topic_config_table={}, topic_queue_mapping_info_map={})
+        digest = wrapper.digest or _body_digest(body)
+        last[key] = [digest, compressed, version, (light, filters), crc, len(body)]
 
     def forget(self, key):
-        entry = self._last.pop(key, None)
-        if entry is not None:
-            self.bytes -= entry[5]
+        self._last.pop(key, None)
 
     def forget_departed(self, is_live):
-        """Drop the entries of brokers that are gone (``is_live(key)`` False): their bodies
-        and decoded tables are the biggest thing a departed broker leaves behind."""
+        """Drop the entries of brokers that are gone (``is_live(key)`` False)."""
         for old in [k for k in self._last if not is_live(k)]:
             self.forget(old)
         self._sweep_at = max(64, 2 * len(self._last))
@@ -193,36 +186,48 @@ class RegistrationReader:
     """
 
     def __init__(self, registration, wire, is_live, max_topics=DEFAULT_MAX_TOPICS,
-                 decode_budget=DEFAULT_DECODE_BUDGET):
+                 decode_budget=DEFAULT_DECODE_BUDGET, repeats_applied=None):
         self._body_version = registration.body_version
         self._null_body_remark = wire.null_register_body_remark
         self._dialect = wire.header_dialect
         self._is_live = is_live
+        self._repeats_applied = repeats_applied
         self.max_topics = max_topics
         self.decode_budget = decode_budget
         self.cache = RegistrationBodies()
 
     def decode(self, request, header):
         """(wrapper, filter servers), or the Reply Java gives when the body fails its CRC check
-        (``bodyCrc32``, when not 0) or does not decode; for a big body not seen before, a
-        :class:`~rocketpy.namesrv.pending.Pending` of either."""
+        (``bodyCrc32``, when not 0) or does not decode; for a big body to decode, a
+        :class:`~rocketpy.namesrv.pending.Pending` of either. A body identical to the
+        address's last is summed once per header CRC and not decoded again while the tables
+        would read none of its topics (then its wrapper holds no topics)."""
         key = (header.cluster_name, header.broker_addr)
         body = request.body or b""
         compressed = header.compressed
         entry = self.cache.entry(key, body, compressed, request.version)
         crc = header.body_crc32
-        if entry is None:
-            budget = DecodeBudget(self.decode_budget)
-            work = partial(self._checked_decode, request.version, body, compressed, crc, budget)
-            remember = partial(self._remember, key, body, compressed, request.version, crc)
-            if worth_a_thread(body, compressed):
-                return Pending(work, remember, cancel=budget.cancel)
-            return remember(work())
-        if crc and entry[4] != crc:
-            if bodies.body_crc32(body) != crc:
-                return _crc_mismatch()
-            entry[4] = crc
-        return entry[3]
+        if entry is not None:
+            if crc and entry[4] != crc:
+                if bodies.body_crc32(body) != crc:
+                    return _crc_mismatch()
+                entry[4] = crc
+            if self._repeats(header, entry[3][0]):
+                return entry[3]
+            crc = 0   # verified already
+        budget = DecodeBudget(self.decode_budget)
+        work = partial(self._checked_decode, request.version, body, compressed, crc, budget)
+        remember = partial(self._remember, key, body, compressed, request.version,
+                           header.body_crc32)
+        if worth_a_thread(body, compressed):
+            return Pending(work, remember, cancel=budget.cancel)
+        return remember(work())
+
+    def _repeats(self, header, wrapper):
+        repeats = self._repeats_applied
+        return repeats is not None and repeats(
+            header.cluster_name, header.broker_addr, header.broker_name, header.broker_id,
+            header.enable_acting_master, wrapper)
 
     def _checked_decode(self, request_version, body, compressed, crc, budget):
         """The work of a Pending: Java's ``bodyCrc32`` check, then the decode; pure (any
