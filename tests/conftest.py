@@ -21,3 +21,12 @@ def spark():
     session.sparkContext.setLogLevel("ERROR")
     yield session
     session.stop()
+
+
+@pytest.fixture(autouse=True)
+def _rocketpy_log_level_reset():
+    """Tests start service trees (``makeService``, with its ``--logLevel`` service) without
+    stopping them; the level they set is process-wide, so each test starts with every level."""
+    yield
+    from rocketpy.transport import logs
+    logs.predicate.clearLogLevels()
