@@ -6,6 +6,7 @@ rocketpy answered SYSTEM_ERROR "the custom field <...> is null"."""
 import pytest
 
 from processorutil import call, make, register
+from rocketpy.namesrv import DefaultRequestProcessor, KVConfigManager
 from rocketpy.namesrv.profile import PROFILE_49, PROFILE_50, PROFILE_53
 from rocketpy.remoting.codes import RequestCode, ResponseCode
 
@@ -99,3 +100,34 @@ def test_register_topic_without_a_topic_registers_nothing(tmp_path, profile):
     assert call(proc, RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER).body == topics
     answer = call(proc, RequestCode.REGISTER_TOPIC_IN_NAMESRV, {}, body=b'{"queueDatas":[')
     assert answer.code == ResponseCode.SYSTEM_ERROR and "JSONException" in answer.remark
+
+
+@pytest.mark.parametrize("profile", PROFILES, ids=lambda p: p.name)
+def test_put_kv_config_without_a_value_stores_a_null_the_file_leaves_out(tmp_path, profile):
+    """putKVConfig does not check the value: HashMap.put(key, null) replaces "v", getKVConfig
+    then finds null (QUERY_NOT_FOUND), and fastjson leaves the null out of the KVTable body and
+    of the file; the log keeps the record, so a restart holds the null too."""
+    from test_namesrv_kvlog import Disk
+    disk = Disk()
+    kv = KVConfigManager("/kv.json", store=disk, log=disk)
+    proc = make(tmp_path, profile)
+    proc = DefaultRequestProcessor(proc.route_info_manager, kv, profile=profile,
+                                   configuration=proc.configuration)
+    ns_k = {"namespace": "NS", "key": "k"}
+    assert call(proc, RequestCode.PUT_KV_CONFIG, dict(ns_k, value="v")).code == ResponseCode.SUCCESS
+    answer = call(proc, RequestCode.PUT_KV_CONFIG, ns_k)
+    assert (answer.code, answer.remark) == (ResponseCode.SUCCESS, None)
+    assert disk.segments_[1].endswith(b'["NS","k",null]\n')
+    for server in (proc, None):
+        if server is None:   # a restart replays the file and the log
+            restarted = disk.restart()
+            server = DefaultRequestProcessor(proc.route_info_manager, restarted, profile=profile,
+                                             configuration=proc.configuration)
+        answer = call(server, RequestCode.GET_KV_CONFIG, ns_k)
+        assert (answer.code, answer.remark, answer.ext_fields) == (
+            ResponseCode.QUERY_NOT_FOUND, "No config item, Namespace: NS Key: k", {})
+        answer = call(server, RequestCode.GET_KVLIST_BY_NAMESPACE, {"namespace": "NS"})
+        assert (answer.code, answer.body) == (ResponseCode.SUCCESS, b'{"table":{}}')
+    assert kv.persist()
+    assert disk.file == '{"configTable":{"NS":{}}}'
+    assert kv.entries == 1
