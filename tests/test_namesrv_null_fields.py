@@ -131,3 +131,20 @@ def test_put_kv_config_without_a_value_stores_a_null_the_file_leaves_out(tmp_pat
     assert kv.persist()
     assert disk.file == '{"configTable":{"NS":{}}}'
     assert kv.entries == 1
+
+
+def test_register_topic_without_a_body_is_javas_null_pointer_exception_in_5_0(tmp_path):
+    """5.0.0's RemotingSerializable.decode hands the absent body to fastjson 1.2.69, whose
+    JSON.parseObject(byte[], ...) reads bytes.length (JSON.java:407): SYSTEM_ERROR with that
+    NullPointerException, nothing registered; 5.3.3's decode reads null and answers SUCCESS."""
+    ext = {"topic": "T9"}
+    for profile, code, remark in (
+            (PROFILE_50, ResponseCode.SYSTEM_ERROR,
+             'java.lang.NullPointerException: Cannot read the array length because "bytes" is '
+             "null, com.alibaba.fastjson.JSON.parseObject(JSON.java:407)"),
+            (PROFILE_53, ResponseCode.SUCCESS, None)):
+        proc = _server(tmp_path / profile.name, profile)
+        topics = call(proc, RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER).body
+        answer = call(proc, RequestCode.REGISTER_TOPIC_IN_NAMESRV, ext)
+        assert (answer.code, answer.remark, answer.body) == (code, remark, None), profile.name
+        assert call(proc, RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER).body == topics

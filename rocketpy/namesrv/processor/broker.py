@@ -25,15 +25,9 @@ from rocketpy.remoting.headers import (ZONE_NAME, NotifyMinBrokerIdChangeRequest
 
 from ..model import ORDER_TOPIC_CONFIG, DataVersion, UnRegisterBrokerRequest
 from ..pending import Pending
-from .replies import NOT_SET_REMARK, Reply, error, java_exception_remark, ok, responder
+from .replies import NOT_SET_REMARK, Reply, error, ok, responder
 
 __all__ = ["BrokerHandlers", "MinBrokerIdNotifier"]
-
-
-#: 4.9.8 and 5.0.0 decode a missing body as DataVersion and fail (NullPointerException); the
-#: remark keeps Java's exception name and says what was missing.
-_NO_DATA_VERSION = error(ResponseCode.SYSTEM_ERROR, java_exception_remark(
-    "java.lang.NullPointerException", "QUERY_DATA_VERSION carries no DataVersion body"))
 
 
 #: topics of a registration from which its walk is narrowed off the reactor
@@ -142,8 +136,8 @@ class BrokerHandlers:
 
     @responder(RequestCode.QUERY_DATA_VERSION)
     def query_data_version(self, header, request, channel, now_ms):
-        if request.body is None and self.liveness.query_needs_body:
-            return _NO_DATA_VERSION
+        if request.body is None and self.wire.null_body_remark is not None:
+            return error(ResponseCode.SYSTEM_ERROR, self.wire.null_body_remark)
         rim = self.routes
         data_version = None
         if request.body:
