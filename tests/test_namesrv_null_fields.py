@@ -148,3 +148,61 @@ def test_register_topic_without_a_body_is_javas_null_pointer_exception_in_5_0(tm
         answer = call(proc, RequestCode.REGISTER_TOPIC_IN_NAMESRV, ext)
         assert (answer.code, answer.remark, answer.body) == (code, remark, None), profile.name
         assert call(proc, RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER).body == topics
+
+
+_ADDR = {"brokerName": "broker-a", "brokerAddr": "127.0.0.1:10911", "clusterName": "C",
+         "brokerId": "0"}
+_NPE = 'java.lang.NullPointerException: Cannot invoke "String.length()" because "this.{}" is null, '
+_HASH_SITE = {
+    "5.0": "org.apache.rocketmq.common.BrokerAddrInfo.hashCode(BrokerAddrInfo.java:61)",
+    "5.3": "org.apache.rocketmq.namesrv.routeinfo.BrokerAddrInfo.hashCode(RouteInfoManager.java:1161)"}
+
+
+def _live(proc):
+    return {key: (info.last_update_ms, info.data_version)
+            for key, info in proc.route_info_manager.broker_live_table.items()}
+
+
+@pytest.mark.parametrize("profile", [PROFILE_50, PROFILE_53], ids=lambda p: p.name)
+def test_broker_lookups_without_cluster_or_address_are_javas_null_pointer_exception(
+        tmp_path, profile):
+    """QUERY_DATA_VERSION and BROKER_HEARTBEAT look the broker up by a BrokerAddrInfo, whose
+    hashCode reads clusterName.length() + brokerAddr.length(): a null one throws, the processor
+    answers exceptionSimpleDesc of it, and no live entry is refreshed. The fields the handlers
+    do not read (brokerName, brokerId, even unparsable) change nothing."""
+    proc = _server(tmp_path, profile)
+    version = call(proc, RequestCode.QUERY_DATA_VERSION, _ADDR, body=b"{}").body
+    for now, code, body in ((5000, RequestCode.QUERY_DATA_VERSION, version),
+                            (6000, RequestCode.BROKER_HEARTBEAT, None)):
+        before = _live(proc)
+        for drop, named in (("clusterName", "clusterName"), ("brokerAddr", "brokerAddr")):
+            ext = {k: v for k, v in _ADDR.items() if k != drop}
+            answer = call(proc, code, ext, body=body, now=now)
+            assert (answer.code, answer.remark, answer.body) == (
+                ResponseCode.SYSTEM_ERROR, _NPE.format(named) + _HASH_SITE[profile.name], None)
+        answer = call(proc, code, {"brokerName": "broker-a"}, body=body, now=now)
+        assert answer.remark == _NPE.format("clusterName") + _HASH_SITE[profile.name]
+        assert _live(proc) == before
+        answer = call(proc, code, {"clusterName": "C", "brokerAddr": "127.0.0.1:10911",
+                                   "brokerId": "x"}, body=body, now=now)
+        assert (answer.code, answer.remark) == (ResponseCode.SUCCESS, None)
+        assert _live(proc) != before
+
+
+def test_query_data_version_without_an_address_is_changed_in_4_9(tmp_path):
+    """4.9.8 reads brokerAddr alone: HashMap.get(null) finds no live broker, so the version
+    counts as changed, nothing is refreshed and no version is sent back; without the fields it
+    does not read (cluster, name, id) the answer is as with them."""
+    proc = _server(tmp_path, PROFILE_49)
+    before = _live(proc)
+    ext = {k: v for k, v in _ADDR.items() if k != "brokerAddr"}
+    answer = call(proc, RequestCode.QUERY_DATA_VERSION, ext, body=b"{}", version=409, now=5000)
+    assert (answer.code, answer.remark, answer.ext_fields, answer.body) == (
+        ResponseCode.SUCCESS, None, {"changed": "true"}, None)
+    assert _live(proc) == before
+    full = call(proc, RequestCode.QUERY_DATA_VERSION, _ADDR, body=b"{}", version=409)
+    answer = call(proc, RequestCode.QUERY_DATA_VERSION, {"brokerAddr": "127.0.0.1:10911"},
+                  body=b"{}", version=409)
+    assert (answer.code, answer.ext_fields, answer.body) == (
+        ResponseCode.SUCCESS, full.ext_fields, full.body)
+    assert full.body is not None

@@ -13,7 +13,7 @@ from functools import lru_cache
 from rocketpy.remoting import bodies
 from rocketpy.remoting.codes import RequestCode, SerializeType
 from rocketpy.remoting.fastjson import FASTJSON_1_2_69, FASTJSON_1_2_83
-from rocketpy.remoting.headers import ZONE_MODE, ZONE_NAME
+from rocketpy.remoting.headers import ZONE_MODE, ZONE_NAME, QueryDataVersionRequestHeader
 from rocketpy.remoting.javahash import hashmap_order
 
 from .brokers import Registration5, Registration49
@@ -27,6 +27,8 @@ _FASTJSON = {dialect.version: dialect for dialect in (FASTJSON_1_2_69, FASTJSON_
 __all__ = ["Policies", "WireShape", "LivenessPolicy", "HandlerSet", "policies_for", "as_policies"]
 
 _JSON = int(SerializeType.JSON)
+
+_BROKER_ADDR_FIELDS = {spec.attr: spec.wire for spec in QueryDataVersionRequestHeader.FIELDS}
 #: 4.9 scans every 10 s (a fixed schedule); 5.x every scanNotActiveBrokerInterval ms.
 _SCAN_INTERVAL_49_MS = 10_000
 #: request codes a 5.x NameServer added, and the one only 5.0 served
@@ -45,7 +47,7 @@ class WireShape:
 
     def __init__(self, *, own_version, reply_in_request_type, broker_fields_5x, state_version,
                  topic_set, concurrent_tables, null_register_body_remark, null_body_remark,
-                 faq_url, header_dialect):
+                 broker_addr_hash_site, faq_url, header_dialect):
         #: ``version`` of every answer (Java ``MQVersion.CURRENT_VERSION``)
         self.own_version = own_version
         #: the fastjson release whose parser reads the requests' JSON headers
@@ -62,6 +64,23 @@ class WireShape:
         #: what Java answers a request whose absent JSON body ``RemotingSerializable.decode``
         #: reads (QUERY_DATA_VERSION, REGISTER_TOPIC_IN_NAMESRV); None: it reads null (5.1+)
         self.null_body_remark = null_body_remark
+        self._broker_addr_hash_site = broker_addr_hash_site
+
+    def broker_addr_remark(self, cluster_name, broker_addr):
+        """What Java answers when it looks a live broker up with a null cluster or address
+        (QUERY_DATA_VERSION, BROKER_HEARTBEAT): 5.x's ``BrokerAddrInfo.hashCode`` reads
+        ``clusterName.length() + brokerAddr.length()`` and throws (the remark is JDK 15+'s
+        helpful message, as in the genuine captures); None when it does not throw (both given,
+        or 4.9.8, whose HashMap finds nothing under a null address)."""
+        if self._broker_addr_hash_site is None:
+            return None
+        missing = ("cluster_name" if cluster_name is None else
+                   "broker_addr" if broker_addr is None else None)
+        if missing is None:
+            return None
+        missing = _BROKER_ADDR_FIELDS[missing]   # BrokerAddrInfo's fields: the headers' names
+        return (f'java.lang.NullPointerException: Cannot invoke "String.length()" because '
+                f'"this.{missing}" is null, {self._broker_addr_hash_site}')
 
     def serialize_type(self, request, failed):
         """4.9 answers in the request's serialisation (its error path in its own, JSON); 5.x
@@ -278,6 +297,7 @@ def policies_for(profile):
             topic_set=p.topic_list_set, concurrent_tables=p.concurrent_tables,
             null_register_body_remark=_npe_remark(p.register_npe_site),
             null_body_remark=_null_body_remark(p),
+            broker_addr_hash_site=p.broker_addr_hash_site,
             faq_url=p.topic_not_exist_faq_url, header_dialect=_FASTJSON[p.fastjson]),
         handlers=HandlerSet(
             missing=missing, answers_unknown_code=p.answer_unknown_code,
