@@ -206,3 +206,28 @@ def test_query_data_version_without_an_address_is_changed_in_4_9(tmp_path):
     assert (answer.code, answer.ext_fields, answer.body) == (
         ResponseCode.SUCCESS, full.ext_fields, full.body)
     assert full.body is not None
+
+
+@pytest.mark.parametrize("profile", PROFILES, ids=lambda p: p.name)
+def test_a_body_that_is_json_null_is_a_null_bean(tmp_path, profile):
+    """JSON.parseObject("null", C.class) is null: QUERY_DATA_VERSION then counts the version
+    as changed (prev.equals(null) is false), REGISTER_TOPIC_IN_NAMESRV registers nothing and
+    answers SUCCESS, and REGISTER_BROKER dereferences the null RegisterBrokerBody (the
+    processor's NullPointerException, the remark the genuine 5.0.0 capture holds)."""
+    proc = _server(tmp_path, profile)
+    version = profile.server_version
+    ext = {"clusterName": "C", "brokerAddr": "127.0.0.1:10911"}
+    stored = call(proc, RequestCode.QUERY_DATA_VERSION, ext, body=b"{}", version=version).body
+    for body in (b"null", b" /* c */ null "):
+        answer = call(proc, RequestCode.QUERY_DATA_VERSION, ext, body=body, version=version)
+        assert (answer.code, answer.ext_fields, answer.body) == (
+            ResponseCode.SUCCESS, {"changed": "true"}, stored), body
+        answer = register(proc, body=body, version=version)
+        assert (answer.code, answer.remark) == (
+            ResponseCode.SYSTEM_ERROR, proc.policies.wire.null_register_body_remark)
+        assert "registerBrokerBody" in answer.remark
+        if profile is not PROFILE_49:
+            topics = call(proc, RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER).body
+            answer = call(proc, RequestCode.REGISTER_TOPIC_IN_NAMESRV, {"topic": "T9"}, body=body)
+            assert (answer.code, answer.remark) == (ResponseCode.SUCCESS, None)
+            assert call(proc, RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER).body == topics

@@ -305,6 +305,13 @@ class JsonBean:
                              _Root(cls.__name__, dialect))
 
     @classmethod
+    def from_request(cls, data, dialect=fastjson.FASTJSON_1_2_83):
+        """:meth:`from_json`, but None for a body that is JSON ``null`` (comments and blanks
+        around it too), which ``JSON.parseObject`` reads as a null bean."""
+        obj = fastjson.loads_lenient(data, repeats=True)
+        return None if obj is None else cls._from_obj(obj, _Root(cls.__name__, dialect))
+
+    @classmethod
     def _smart_match(cls, key, where):
         """The property ``JavaBeanDeserializer.smartMatch`` finds for a key that is no
         property's exact name (case ignored; in 1.2.83 also ``_`` and ``-``; a boolean property

@@ -144,8 +144,10 @@ class BrokerHandlers:
             return error(ResponseCode.SYSTEM_ERROR, self.wire.null_body_remark)
         rim = self.routes
         data_version = None
-        if request.body:
-            bean = bodies.DataVersion.from_json(request.body, self.wire.header_dialect)
+        # a body that is JSON null is a null DataVersion to Java: changed, as no body in 5.3.3
+        bean = None if not request.body else bodies.DataVersion.from_request(
+            request.body, self.wire.header_dialect)
+        if bean is not None:
             data_version = DataVersion(bean.counter or 0, bean.timestamp or 0, bean.state_version or 0)
         refusal = self.wire.broker_addr_remark(header.cluster_name, header.broker_addr)
         if refusal is not None:

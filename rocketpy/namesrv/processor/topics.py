@@ -90,8 +90,10 @@ class TopicHandlers:
     def register_topic_in_namesrv(self, header, request, channel, now_ms):
         if not request.body and self.null_body_remark is not None:
             return error(ResponseCode.SYSTEM_ERROR, self.null_body_remark)
-        if request.body:
-            route = bodies.TopicRouteData.from_json(request.body, self.dialect)
+        # a body that is JSON null is a null TopicRouteData: nothing registered
+        route = None if not request.body else bodies.TopicRouteData.from_request(request.body,
+                                                                                 self.dialect)
+        if route is not None:
             queue_datas = [QueueData(qd.broker_name, qd.read_queue_nums, qd.write_queue_nums,
                                      qd.perm, qd.topic_sys_flag) for qd in route.queue_datas or ()]
             if queue_datas and header.topic is not None:
