@@ -203,3 +203,20 @@ def test_the_repeat_check_counts_colons_against_keys():
     assert fastjson.may_repeat_keys(b'{"a":1,"a":2}', 1)
     assert fastjson.may_repeat_keys('{"a":"x:y"}', 1)
     assert fastjson.key_count(json.loads('{"a":[{"b":1,"c":{}}],"d":{"e":null}}')) == 5
+
+
+@pytest.mark.parametrize("profile", [PROFILE_49, PROFILE_53], ids=lambda p: p.name)
+def test_an_empty_or_null_string_for_a_number_leaves_it_at_its_initial_value(tmp_path, profile):
+    """TypeUtils.castToInt and castToLong read "", "null" and "NULL" as null, and a null for a
+    primitive property is not set (TopicConfig's perm stays 6, its queue counts 16; a long
+    stays 0). Before, each was refused ("expected an integer")."""
+    body = (b'{"topicConfigSerializeWrapper":{"dataVersion":{"counter":1,"timestamp":""},'
+            b'"topicConfigTable":{"T1":{"perm":"","readQueueNums":"null","writeQueueNums":"NULL",'
+            b'"topicName":"T1"},"T2":{"topicName":"T2"}}}}')   # 5.x: two, a first registration
+    proc = make(tmp_path, profile)
+    answer = register(proc, body=body, version=profile.server_version)
+    assert (answer.code, answer.remark) == (ResponseCode.SUCCESS, None)
+    route = fastjson.loads(call(proc, RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": "T1"}).body)
+    assert [(q["perm"], q["readQueueNums"], q["writeQueueNums"])
+            for q in route["queueDatas"]] == [(6, 16, 16)]
+    assert bodies.DataVersion.from_json(b'{"counter":2,"timestamp":"null"}').timestamp == 0

@@ -137,6 +137,8 @@ def _load_str(value, where):
 #: ``TypeUtils.castToInt`` drops a ``.000`` tail (``castToLong`` does not)
 _TRAILING_ZEROS = re.compile(r"\.0*\Z")
 _INF = float("inf")
+#: the strings ``TypeUtils.castToInt`` and ``castToLong`` read as null
+_NULL_TEXTS = frozenset(("", "null", "NULL"))
 
 
 def _int_loader(bounds):
@@ -149,6 +151,8 @@ def _int_loader(bounds):
                 return value
             result = value
         elif isinstance(value, str):
+            if value in _NULL_TEXTS:   # castToInt / castToLong: null, the property stays unset
+                return None
             # castToInt / castToLong: commas dropped, and for an int a .0 tail
             text = value.replace(",", "") if "," in value else value
             if is_int and "." in text:
@@ -367,7 +371,11 @@ class JsonBean:
                 seen.add(entry[0])
             if value is not None:
                 attr, load, exact = entry
-                values[attr] = value if type(value) is exact else load(value, (where, key))
+                if type(value) is not exact:
+                    value = load(value, (where, key))
+                    if value is None:   # read as null ("" for an int): left at its initial value
+                        continue
+                values[attr] = value
         if len(values) != len(cls.PROPS):
             for prop in cls.PROPS:
                 if prop.attr not in values:
