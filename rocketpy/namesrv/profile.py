@@ -113,7 +113,8 @@ PROFILE_50 = PROFILE_49.but(
     topic_list_set="insertion", concurrent_tables=True, data_version_state=True,
     sorted_config_text=True, fixed_broker_timeout_ms=None, register_topic_merges=False,
     register_npe_site=("common.protocol", "registerBroker", 228),
-    broker_addr_hash_site="org.apache.rocketmq.common.BrokerAddrInfo.hashCode(BrokerAddrInfo.java:61)",
+    broker_addr_hash_site=("org.apache.rocketmq.common.BrokerAddrInfo.hashCode"
+                           "(BrokerAddrInfo.java:61)"),
     compressed_body_broker_version=413)
 
 PROFILE_53 = PROFILE_50.but(
