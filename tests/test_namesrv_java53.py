@@ -65,13 +65,15 @@ def test_query_data_version_without_a_body(tmp_path):
     broker's version counts as changed and its liveness is refreshed."""
     ext = {"brokerName": "broker-a", "brokerAddr": "127.0.0.1:10911", "clusterName": "C",
            "brokerId": "0"}
-    for profile in (PROFILE_49, PROFILE_50):
+    remarks = {  # 5.0.0: fastjson 1.2.69's JSON.parseObject(byte[], ...) reads bytes.length
+        PROFILE_49: "java.lang.NullPointerException: QUERY_DATA_VERSION carries no DataVersion body",
+        PROFILE_50: 'java.lang.NullPointerException: Cannot read the array length because "bytes"'
+                    " is null, com.alibaba.fastjson.JSON.parseObject(JSON.java:407)"}
+    for profile, remark in remarks.items():
         proc = make(tmp_path / profile.name, profile)
         register(proc, version=profile.server_version)
         answer = call(proc, 322, ext, version=profile.server_version)
-        assert (answer.code, answer.remark) == (
-            ResponseCode.SYSTEM_ERROR,
-            "java.lang.NullPointerException: QUERY_DATA_VERSION carries no DataVersion body")
+        assert (answer.code, answer.remark) == (ResponseCode.SYSTEM_ERROR, remark)
         assert answer.body is None
     proc = make(tmp_path / PROFILE_53.name, PROFILE_53)
     register(proc)

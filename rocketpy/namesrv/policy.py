@@ -13,7 +13,7 @@ from functools import lru_cache
 from rocketpy.remoting import bodies
 from rocketpy.remoting.codes import RequestCode, SerializeType
 from rocketpy.remoting.fastjson import FASTJSON_1_2_69, FASTJSON_1_2_83
-from rocketpy.remoting.headers import ZONE_MODE, ZONE_NAME
+from rocketpy.remoting.headers import ZONE_MODE, ZONE_NAME, QueryDataVersionRequestHeader
 from rocketpy.remoting.javahash import hashmap_order
 
 from .brokers import Registration5, Registration49
@@ -27,6 +27,8 @@ _FASTJSON = {dialect.version: dialect for dialect in (FASTJSON_1_2_69, FASTJSON_
 __all__ = ["Policies", "WireShape", "LivenessPolicy", "HandlerSet", "policies_for", "as_policies"]
 
 _JSON = int(SerializeType.JSON)
+
+_BROKER_ADDR_FIELDS = {spec.attr: spec.wire for spec in QueryDataVersionRequestHeader.FIELDS}
 #: 4.9 scans every 10 s (a fixed schedule); 5.x every scanNotActiveBrokerInterval ms.
 _SCAN_INTERVAL_49_MS = 10_000
 #: request codes a 5.x NameServer added, and the one only 5.0 served
@@ -44,7 +46,8 @@ class WireShape:
     (:mod:`rocketpy.remoting.bodies`), built from route records in Java's map orders."""
 
     def __init__(self, *, own_version, reply_in_request_type, broker_fields_5x, state_version,
-                 topic_set, concurrent_tables, null_register_body_remark, faq_url, header_dialect):
+                 topic_set, concurrent_tables, null_register_body_remark, null_body_remark,
+                 broker_addr_hash_site, faq_url, header_dialect):
         #: ``version`` of every answer (Java ``MQVersion.CURRENT_VERSION``)
         self.own_version = own_version
         #: the fastjson release whose parser reads the requests' JSON headers
@@ -58,6 +61,26 @@ class WireShape:
         self._concurrent = concurrent_tables
         #: what Java answers a REGISTER_BROKER whose body fastjson reads as null
         self.null_register_body_remark = null_register_body_remark
+        #: what Java answers a request whose absent JSON body ``RemotingSerializable.decode``
+        #: reads (QUERY_DATA_VERSION, REGISTER_TOPIC_IN_NAMESRV); None: it reads null (5.1+)
+        self.null_body_remark = null_body_remark
+        self._broker_addr_hash_site = broker_addr_hash_site
+
+    def broker_addr_remark(self, cluster_name, broker_addr):
+        """What Java answers when it looks a live broker up with a null cluster or address
+        (QUERY_DATA_VERSION, BROKER_HEARTBEAT): 5.x's ``BrokerAddrInfo.hashCode`` reads
+        ``clusterName.length() + brokerAddr.length()`` and throws (the remark is JDK 15+'s
+        helpful message, as in the genuine captures); None when it does not throw (both given,
+        or 4.9.8, whose HashMap finds nothing under a null address)."""
+        if self._broker_addr_hash_site is None:
+            return None
+        missing = ("cluster_name" if cluster_name is None else
+                   "broker_addr" if broker_addr is None else None)
+        if missing is None:
+            return None
+        missing = _BROKER_ADDR_FIELDS[missing]   # BrokerAddrInfo's fields: the headers' names
+        return (f'java.lang.NullPointerException: Cannot invoke "String.length()" because '
+                f'"this.{missing}" is null, {self._broker_addr_hash_site}')
 
     def serialize_type(self, request, failed):
         """4.9 answers in the request's serialisation (its error path in its own, JSON); 5.x
@@ -143,11 +166,9 @@ class WireShape:
 class LivenessPolicy:
     """When a live broker expires, and what keeps it alive."""
 
-    def __init__(self, *, fixed_timeout_ms, query_always_refreshes, query_needs_body):
+    def __init__(self, *, fixed_timeout_ms, query_always_refreshes):
         self._fixed = fixed_timeout_ms
         self._query_always_refreshes = query_always_refreshes
-        #: QUERY_DATA_VERSION without a body fails (4.9.8, 5.0.0: a null DataVersion)
-        self.query_needs_body = query_needs_body
 
     def timeout(self, requested_ms):
         """A registration's heartbeat timeout: 4.9's fixed 120 s, else what the broker asked
@@ -226,6 +247,27 @@ def _npe_remark(site):
             f"(DefaultRequestProcessor.java:{line})")
 
 
+#: the line of fastjson's ``JSON.parseObject(byte[], Type, Feature...)`` that reads
+#: ``bytes.length`` (alibaba/fastjson ``src/main/java/com/alibaba/fastjson/JSON.java``)
+_PARSE_OBJECT_BYTES_LINE = {"1.2.69": 407, "1.2.83": 405}
+
+
+def _null_body_remark(p):
+    """5.0.0's ``RemotingSerializable.decode`` hands an absent body to fastjson, whose
+    ``bytes.length`` throws; the remark is ``exceptionSimpleDesc`` of that NullPointerException
+    with the JDK 15+ helpful message (fastjson is built with local variable names), as in the
+    genuine captures' REGISTER_BROKER remark. 4.9.8 throws inside the JDK's ``new String(null,
+    UTF_8)``, whose message and frame depend on the JDK build: its remark says what was missing.
+    5.1+ checks for null first."""
+    if not p.query_data_version_needs_body:
+        return None
+    if not p.v5_registration:
+        return "java.lang.NullPointerException: QUERY_DATA_VERSION carries no DataVersion body"
+    return ('java.lang.NullPointerException: Cannot read the array length because "bytes" is '
+            f"null, com.alibaba.fastjson.JSON.parseObject(JSON.java:"
+            f"{_PARSE_OBJECT_BYTES_LINE[p.fastjson]})")
+
+
 def policies_for(profile):
     """The policies of ``profile`` (a :class:`~rocketpy.namesrv.profile.BehaviourProfile`),
     each built by keyword from the facts that mean it."""
@@ -248,13 +290,14 @@ def policies_for(profile):
         name=p.name, routes=routes,
         liveness=LivenessPolicy(
             fixed_timeout_ms=p.fixed_broker_timeout_ms,
-            query_always_refreshes=p.query_data_version_always_refreshes,
-            query_needs_body=p.query_data_version_needs_body),
+            query_always_refreshes=p.query_data_version_always_refreshes),
         wire=WireShape(
             own_version=p.server_version, reply_in_request_type=p.reply_in_request_serialize_type,
             broker_fields_5x=p.broker_fields_5x, state_version=p.data_version_state,
             topic_set=p.topic_list_set, concurrent_tables=p.concurrent_tables,
             null_register_body_remark=_npe_remark(p.register_npe_site),
+            null_body_remark=_null_body_remark(p),
+            broker_addr_hash_site=p.broker_addr_hash_site,
             faq_url=p.topic_not_exist_faq_url, header_dialect=_FASTJSON[p.fastjson]),
         handlers=HandlerSet(
             missing=missing, answers_unknown_code=p.answer_unknown_code,

@@ -65,6 +65,10 @@ class BehaviourProfile:
     #: where Java's processor dereferences a RegisterBrokerBody it read as null (its
     #: NullPointerException remark): the body class's package, the method and its line.
     register_npe_site: "tuple[str, str, int]"
+    #: the stack frame of ``BrokerAddrInfo.hashCode``'s first line that reads its fields (5.x
+    #: looks live brokers up by cluster and address; a null one throws there); None for 4.9,
+    #: which looks them up by address in a HashMap.
+    broker_addr_hash_site: "str | None"
     #: the FAQ page TOPIC_NOT_EXIST's remark points to (``FAQUrl.APPLY_TOPIC_URL``, new in 5.1).
     topic_not_exist_faq_url: str
     #: QUERY_DATA_VERSION without a body: 4.9.8 and 5.0.0 fail decoding the null DataVersion
@@ -96,6 +100,7 @@ PROFILE_49 = BehaviourProfile(
     concurrent_tables=False, data_version_state=False, sorted_config_text=False,
     fixed_broker_timeout_ms=120_000, register_topic_merges=True,
     register_npe_site=("common.protocol", "registerBrokerWithFilterServer", 254),
+    broker_addr_hash_site=None,
     topic_not_exist_faq_url=_OLD_FAQ_URL, query_data_version_needs_body=True,
     compressed_body_broker_version=409, fastjson="1.2.69")
 
@@ -108,6 +113,8 @@ PROFILE_50 = PROFILE_49.but(
     topic_list_set="insertion", concurrent_tables=True, data_version_state=True,
     sorted_config_text=True, fixed_broker_timeout_ms=None, register_topic_merges=False,
     register_npe_site=("common.protocol", "registerBroker", 228),
+    broker_addr_hash_site=("org.apache.rocketmq.common.BrokerAddrInfo.hashCode"
+                           "(BrokerAddrInfo.java:61)"),
     compressed_body_broker_version=413)
 
 PROFILE_53 = PROFILE_50.but(
@@ -115,6 +122,8 @@ PROFILE_53 = PROFILE_50.but(
     prime_slave_wipe_needs_acting_master=True, unregister_by_address=True, wait_for_service=True,
     topic_list_set="chm", register_topic_merges=True,
     register_npe_site=("remoting.protocol", "registerBroker", 242),
+    broker_addr_hash_site=("org.apache.rocketmq.namesrv.routeinfo.BrokerAddrInfo.hashCode"
+                           "(RouteInfoManager.java:1161)"),
     topic_not_exist_faq_url="https://rocketmq.apache.org/docs/bestPractice/06FAQ",
     query_data_version_needs_body=False, compressed_body_broker_version=None,
     fastjson="1.2.83")

@@ -137,6 +137,8 @@ def _load_str(value, where):
 #: ``TypeUtils.castToInt`` drops a ``.000`` tail (``castToLong`` does not)
 _TRAILING_ZEROS = re.compile(r"\.0*\Z")
 _INF = float("inf")
+#: the strings ``TypeUtils.castToInt`` and ``castToLong`` read as null
+_NULL_TEXTS = frozenset(("", "null", "NULL"))
 
 
 def _int_loader(bounds):
@@ -149,6 +151,8 @@ def _int_loader(bounds):
                 return value
             result = value
         elif isinstance(value, str):
+            if value in _NULL_TEXTS:   # castToInt / castToLong: null, the property stays unset
+                return None
             # castToInt / castToLong: commas dropped, and for an int a .0 tail
             text = value.replace(",", "") if "," in value else value
             if is_int and "." in text:
@@ -301,7 +305,15 @@ class JsonBean:
         as :meth:`_smart_match` says."""
         if data is None:
             raise BodyDecodeError(f"{cls.__name__}: no body")
-        return cls._from_obj(fastjson.loads_lenient(data), _Root(cls.__name__, dialect))
+        return cls._from_obj(fastjson.loads_lenient(data, repeats=True),
+                             _Root(cls.__name__, dialect))
+
+    @classmethod
+    def from_request(cls, data, dialect=fastjson.FASTJSON_1_2_83):
+        """:meth:`from_json`, but None for a body that is JSON ``null`` (comments and blanks
+        around it too), which ``JSON.parseObject`` reads as a null bean."""
+        obj = fastjson.loads_lenient(data, repeats=True)
+        return None if obj is None else cls._from_obj(obj, _Root(cls.__name__, dialect))
 
     @classmethod
     def _smart_match(cls, key, where):
@@ -336,7 +348,10 @@ class JsonBean:
         values = {}
         extras = {}
         smart = None   # properties set through a smart-matched key: a later key for one is ignored
-        for key, value in obj.items():
+        # a key given twice: the first value sets the property (its set flag; null too), a
+        # later key for it is ignored
+        seen = set() if obj.__class__ is fastjson.Repeated else None
+        for key, value in obj.pairs if seen is not None else obj.items():
             entry = loaders.get(key)
             if entry is None:
                 entry = cls._smart_match(key, where)
@@ -350,9 +365,17 @@ class JsonBean:
                 smart.add(entry[0])
             elif smart is not None and entry[0] in smart:
                 continue
+            if seen is not None:
+                if entry[0] in seen:
+                    continue
+                seen.add(entry[0])
             if value is not None:
                 attr, load, exact = entry
-                values[attr] = value if type(value) is exact else load(value, (where, key))
+                if type(value) is not exact:
+                    value = load(value, (where, key))
+                    if value is None:   # read as null ("" for an int): left at its initial value
+                        continue
+                values[attr] = value
         if len(values) != len(cls.PROPS):
             for prop in cls.PROPS:
                 if prop.attr not in values:
@@ -998,7 +1021,18 @@ def _read_json(data, topic, data_version):
     table = {}
     fields = _TOPIC_FIELDS
     exact_keys = _TOPIC_KEYS.issuperset
-    for name, config in _object_or_empty(wrapper.get(_TABLE)).items():
+    configs = _object_or_empty(wrapper.get(_TABLE))
+    # the keys of the usual body (no nested attribute maps): a key given twice could be one a
+    # bean property keeps the first of, left to the beans
+    keys = len(obj) + len(wrapper) + len(version) + len(configs)
+    try:
+        usual = keys + sum(map(len, configs.values()))
+    except TypeError:   # a config that is no object (null): counted below
+        usual = None
+    if (usual is None or fastjson.may_repeat_keys(data, usual)) and \
+            fastjson.may_repeat_keys(data, keys + fastjson.key_count(configs) - len(configs)):
+        raise _Unusual
+    for name, config in configs.items():
         # the usual entry (every field there under its exact name, a name and four Java ints) in
         # one C call and two tests; anything else (absent or null fields, odd types) field by field
         try:

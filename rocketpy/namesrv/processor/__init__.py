@@ -87,7 +87,8 @@ class DefaultRequestProcessor:
                            self.route_bounds),
             RouteHandlers(rim, kv_config_manager, config, policies, startup_ms,
                           bool(config.cluster_test)),   # Java reads clusterTest once
-            TopicHandlers(rim, config, policies.handlers, self.route_bounds, self.header_dialect),
+            TopicHandlers(rim, config, policies.handlers, self.route_bounds, self.header_dialect,
+                          policies.wire.null_body_remark),
             AdminHandlers(configuration, rim.invalidate_routes, self.config_guard,
                           self.header_dialect))
         missing = policies.handlers.missing

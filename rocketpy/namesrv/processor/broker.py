@@ -25,15 +25,9 @@ from rocketpy.remoting.headers import (ZONE_NAME, NotifyMinBrokerIdChangeRequest
 
 from ..model import ORDER_TOPIC_CONFIG, DataVersion, UnRegisterBrokerRequest
 from ..pending import Pending
-from .replies import NOT_SET_REMARK, Reply, error, java_exception_remark, ok, responder
+from .replies import NOT_SET_REMARK, Reply, error, ok, responder
 
 __all__ = ["BrokerHandlers", "MinBrokerIdNotifier"]
-
-
-#: 4.9.8 and 5.0.0 decode a missing body as DataVersion and fail (NullPointerException); the
-#: remark keeps Java's exception name and says what was missing.
-_NO_DATA_VERSION = error(ResponseCode.SYSTEM_ERROR, java_exception_remark(
-    "java.lang.NullPointerException", "QUERY_DATA_VERSION carries no DataVersion body"))
 
 
 #: topics of a registration from which its walk is narrowed off the reactor
@@ -140,15 +134,24 @@ class BrokerHandlers:
             return error(ResponseCode.SYSTEM_ERROR, None)
         return ok()
 
-    @responder(RequestCode.QUERY_DATA_VERSION)
+    # Java's header decoding only logs a missing field: the body is decoded first, then 5.x
+    # fails in BrokerAddrInfo.hashCode on a null cluster or address (nothing changed), and 4.9.8
+    # finds nothing under a null address (changed, nothing refreshed); the other fields are
+    # not read.
+    @responder(RequestCode.QUERY_DATA_VERSION, java_decode=True)
     def query_data_version(self, header, request, channel, now_ms):
-        if request.body is None and self.liveness.query_needs_body:
-            return _NO_DATA_VERSION
+        if request.body is None and self.wire.null_body_remark is not None:
+            return error(ResponseCode.SYSTEM_ERROR, self.wire.null_body_remark)
         rim = self.routes
         data_version = None
-        if request.body:
-            bean = bodies.DataVersion.from_json(request.body, self.wire.header_dialect)
+        # a body that is JSON null is a null DataVersion to Java: changed, as no body in 5.3.3
+        bean = None if not request.body else bodies.DataVersion.from_request(
+            request.body, self.wire.header_dialect)
+        if bean is not None:
             data_version = DataVersion(bean.counter or 0, bean.timestamp or 0, bean.state_version or 0)
+        refusal = self.wire.broker_addr_remark(header.cluster_name, header.broker_addr)
+        if refusal is not None:
+            return error(ResponseCode.SYSTEM_ERROR, refusal)
         changed = rim.is_broker_topic_config_changed(header.cluster_name, header.broker_addr,
                                                      data_version)
         if self.liveness.refreshes_on_query(changed):
@@ -157,8 +160,12 @@ class BrokerHandlers:
         return ok(None if stored is None else self.wire.data_version(stored),
                   QueryDataVersionResponseHeader(changed=changed))
 
-    @responder(RequestCode.BROKER_HEARTBEAT)
+    # 5.x only: a null cluster or address fails in BrokerAddrInfo.hashCode, nothing refreshed
+    @responder(RequestCode.BROKER_HEARTBEAT, java_decode=True)
     def broker_heartbeat(self, header, request, channel, now_ms):
+        refusal = self.wire.broker_addr_remark(header.cluster_name, header.broker_addr)
+        if refusal is not None:
+            return error(ResponseCode.SYSTEM_ERROR, refusal)
         self.routes.update_broker_info_update_timestamp(header.cluster_name, header.broker_addr,
                                                         now_ms)
         return ok()

@@ -6,10 +6,9 @@ never reused, so nothing here invalidates anything. A put or delete is answered 
 holds it (as Java answers after ``persist()``); a put over a KV bound (``kvConfigMax*``) is
 refused with INVALID_PARAMETER naming the bound."""
 from rocketpy.remoting.codes import RequestCode, ResponseCode
-from rocketpy.remoting.errors import MissingFieldError
 from rocketpy.remoting.headers import GetKVConfigResponseHeader
 
-from .replies import durable, error, failure_remark, java_string, ok, responder
+from .replies import durable, error, java_string, ok, responder
 
 __all__ = ["KVHandlers"]
 
@@ -22,14 +21,13 @@ class KVHandlers:
     def __init__(self, kv_config_manager):
         self.kv = kv_config_manager
 
-    # putKVConfig checks namespace and key itself (4.9.8, 5.0.0, 5.3.3). Java would store a null
-    # value, which its file then leaves out; rocketpy keeps refusing that one.
+    # putKVConfig checks namespace and key itself (4.9.8, 5.0.0, 5.3.3), not the value: a null
+    # value is stored (replacing one there), GET_KV_CONFIG then finds nothing, and the file and
+    # KVTable bodies leave it out (fastjson skips a map's null values).
     @responder(RequestCode.PUT_KV_CONFIG, java_decode=True)
     def put_kv_config(self, header, request, channel, now_ms):
         if header.namespace is None or header.key is None:
             return error(ResponseCode.SYSTEM_ERROR, "namespace or key is null")
-        if header.value is None:
-            return error(ResponseCode.SYSTEM_ERROR, failure_remark(MissingFieldError("value")))
         refusal = self.kv.refusal(header.namespace, header.key, header.value)
         if refusal is not None:
             return error(ResponseCode.INVALID_PARAMETER, f"Can not put KV config: {refusal}")
@@ -47,8 +45,9 @@ class KVHandlers:
                      f"No config item, Namespace: {java_string(header.namespace)} "
                      f"Key: {java_string(header.key)}", GetKVConfigResponseHeader())
 
-    # Without a namespace or key Java removes null from its HashMaps, which hold none (PUT_KV_CONFIG
-    # here refuses a null), and rewrites the unchanged file (deleteKVConfig at 4.9.8, 5.0.0, 5.3.3).
+    # Without a namespace or key Java removes null from its HashMaps, which hold none (putKVConfig
+    # refuses a null namespace or key), and rewrites the unchanged file (deleteKVConfig at 4.9.8,
+    # 5.0.0, 5.3.3).
     @responder(RequestCode.DELETE_KV_CONFIG, java_decode=True)
     def delete_kv_config(self, header, request, channel, now_ms):
         if header.namespace is None or header.key is None:

@@ -24,7 +24,7 @@ from dataclasses import replace
 from functools import partial
 from hashlib import blake2b
 
-from rocketpy.remoting import bodies
+from rocketpy.remoting import bodies, fastjson
 from rocketpy.remoting.codes import MQVersion, ResponseCode
 from rocketpy.remoting.budget import DEFAULT_DECODE_BUDGET, DecodeBudget
 from rocketpy.remoting.errors import BodyDecodeError, DecodeBudgetExceeded
@@ -280,11 +280,8 @@ class RegistrationReader:
         except DecodeBudgetExceeded:
             raise
         except BodyDecodeError:
-            if not compressed:
-                try:
-                    body.decode("utf-8")
-                except UnicodeDecodeError:
-                    return error(ResponseCode.SYSTEM_ERROR, self._null_body_remark)
+            if not compressed and _read_as_null(body):
+                return error(ResponseCode.SYSTEM_ERROR, self._null_body_remark)
             return error(ResponseCode.SYSTEM_ERROR, _UNDECODABLE_REMARK)
 
     def _remember(self, key, body, compressed, version, crc, decoded):
@@ -296,6 +293,20 @@ class RegistrationReader:
     def forget_departed_brokers(self):
         """Drop the cached bodies of brokers no longer live (after brokers leave)."""
         self.cache.forget_departed(self._is_live)
+
+
+def _read_as_null(body):
+    """Whether Java's ``RegisterBrokerBody.decode`` reads a plain body that rocketpy's beans
+    refuse as null (then the processor's NullPointerException): text that is not UTF-8, or
+    JSON ``null``."""
+    try:
+        body.decode("utf-8")
+    except UnicodeDecodeError:
+        return True
+    try:
+        return fastjson.loads_lenient(body) is None
+    except BodyDecodeError:
+        return False
 
 
 def _crc_mismatch():

@@ -30,10 +30,12 @@ class TopicHandlers:
     """:param handler_set: the :class:`~rocketpy.namesrv.policy.HandlerSet` (the list switches)."""
 
     def __init__(self, route_info_manager, namesrv_config, handler_set, route_bounds,
-                 dialect=FASTJSON_1_2_83):
+                 dialect=FASTJSON_1_2_83, null_body_remark=None):
         self.routes = route_info_manager
         #: the fastjson release that reads request bodies
         self.dialect = dialect
+        #: Java's answer when it decodes an absent body (WireShape.null_body_remark)
+        self.null_body_remark = null_body_remark
         self.config = namesrv_config
         self.handlers = handler_set
         self.bounds = route_bounds
@@ -83,10 +85,15 @@ class TopicHandlers:
 
     # Without a topic Java still decodes the body, then registerTopic asks its ConcurrentHashMap
     # for null, which throws, and logs it: SUCCESS, nothing registered (5.0.0 and 5.3.3).
+    # Without a body 5.0.0's decode fails inside fastjson; 5.3.3's reads null: SUCCESS.
     @responder(RequestCode.REGISTER_TOPIC_IN_NAMESRV, java_decode=True)
     def register_topic_in_namesrv(self, header, request, channel, now_ms):
-        if request.body:
-            route = bodies.TopicRouteData.from_json(request.body, self.dialect)
+        if not request.body and self.null_body_remark is not None:
+            return error(ResponseCode.SYSTEM_ERROR, self.null_body_remark)
+        # a body that is JSON null is a null TopicRouteData: nothing registered
+        route = None if not request.body else bodies.TopicRouteData.from_request(request.body,
+                                                                                 self.dialect)
+        if route is not None:
             queue_datas = [QueueData(qd.broker_name, qd.read_queue_nums, qd.write_queue_nums,
                                      qd.perm, qd.topic_sys_flag) for qd in route.queue_datas or ()]
             if queue_datas and header.topic is not None:
