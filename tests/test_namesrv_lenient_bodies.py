@@ -170,42 +170,6 @@ def test_is_prefix_matches_only_a_boolean_property():
 
 
 @pytest.mark.parametrize("profile", [PROFILE_49, PROFILE_53], ids=lambda p: p.name)
-def test_a_property_given_twice_under_its_exact_name_keeps_the_first_value(tmp_path, profile):
-    """fastjson's bean deserializer sets a property's flag with its first value (null too), and
-    hands a later key for it to parseExtra (JavaBeanDeserializer.java:129 at 1.2.83), so
-    ``"perm":2,"perm":6`` registers perm 2 and a topic config's repeated ``topicName`` keeps
-    the first; a map (topicConfigTable) keeps its last value. Before, the strict parser kept
-    the last value of every key, on the fast registration path and in the beans."""
-    body = (b'{"filterServerList":[],"topicConfigSerializeWrapper":{"dataVersion":{"counter":1,'
-            b'"counter":9,"timestamp":1},"topicConfigTable":{"T1":{"perm":2,"perm":6,'
-            b'"readQueueNums":4,"writeQueueNums":4,"topicName":"T1","topicName":"X"},'
-            b'"T2":{"perm":6,"readQueueNums":1,"writeQueueNums":1},'
-            b'"T2":{"perm":6,"readQueueNums":8,"writeQueueNums":8,"readQueueNums":3}}}}')
-    proc = make(tmp_path, profile)
-    assert register(proc, body=body, version=profile.server_version).code == ResponseCode.SUCCESS
-    route = fastjson.loads(call(proc, RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": "T1"}).body)
-    assert [(q["perm"], q["readQueueNums"]) for q in route["queueDatas"]] == [(2, 4)]
-    route = fastjson.loads(call(proc, RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": "T2"}).body)
-    assert [(q["perm"], q["readQueueNums"]) for q in route["queueDatas"]] == [(6, 8)]
-    assert call(proc, RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": "X"}).code == \
-        ResponseCode.TOPIC_NOT_EXIST
-    version = fastjson.loads(call(proc, RequestCode.QUERY_DATA_VERSION,
-                                  {"clusterName": "C", "brokerAddr": "127.0.0.1:10911"},
-                                  body=b'{"counter":1,"timestamp":1}').body)
-    assert version["counter"] == 1
-    assert bodies.DataVersion.from_json(b'{"counter":null,"counter":4}').counter == 0
-
-
-def test_the_repeat_check_counts_colons_against_keys():
-    """The cheap test that keeps the usual body on the fast path: colons equal to the keys
-    parsed mean no key was written twice (colons in strings only send a body the slow way)."""
-    assert not fastjson.may_repeat_keys(b'{"a":1,"b":{"c":2}}', 3)
-    assert fastjson.may_repeat_keys(b'{"a":1,"a":2}', 1)
-    assert fastjson.may_repeat_keys('{"a":"x:y"}', 1)
-    assert fastjson.key_count(json.loads('{"a":[{"b":1,"c":{}}],"d":{"e":null}}')) == 5
-
-
-@pytest.mark.parametrize("profile", [PROFILE_49, PROFILE_53], ids=lambda p: p.name)
 def test_an_empty_or_null_string_for_a_number_leaves_it_at_its_initial_value(tmp_path, profile):
     """TypeUtils.castToInt and castToLong read "", "null" and "NULL" as null, and a null for a
     primitive property is not set (TopicConfig's perm stays 6, its queue counts 16; a long

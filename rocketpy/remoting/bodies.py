@@ -305,8 +305,7 @@ class JsonBean:
         as :meth:`_smart_match` says."""
         if data is None:
             raise BodyDecodeError(f"{cls.__name__}: no body")
-        return cls._from_obj(fastjson.loads_lenient(data, repeats=True),
-                             _Root(cls.__name__, dialect))
+        return cls._from_obj(fastjson.loads_lenient(data), _Root(cls.__name__, dialect))
 
     @classmethod
     def from_request(cls, data, dialect=fastjson.FASTJSON_1_2_83):
@@ -348,10 +347,7 @@ class JsonBean:
         values = {}
         extras = {}
         smart = None   # properties set through a smart-matched key: a later key for one is ignored
-        # a key given twice: the first value sets the property (its set flag; null too), a
-        # later key for it is ignored
-        seen = set() if obj.__class__ is fastjson.Repeated else None
-        for key, value in obj.pairs if seen is not None else obj.items():
+        for key, value in obj.items():
             entry = loaders.get(key)
             if entry is None:
                 entry = cls._smart_match(key, where)
@@ -365,10 +361,6 @@ class JsonBean:
                 smart.add(entry[0])
             elif smart is not None and entry[0] in smart:
                 continue
-            if seen is not None:
-                if entry[0] in seen:
-                    continue
-                seen.add(entry[0])
             if value is not None:
                 attr, load, exact = entry
                 if type(value) is not exact:
@@ -1021,18 +1013,7 @@ def _read_json(data, topic, data_version):
     table = {}
     fields = _TOPIC_FIELDS
     exact_keys = _TOPIC_KEYS.issuperset
-    configs = _object_or_empty(wrapper.get(_TABLE))
-    # the keys of the usual body (no nested attribute maps): a key given twice could be one a
-    # bean property keeps the first of, left to the beans
-    keys = len(obj) + len(wrapper) + len(version) + len(configs)
-    try:
-        usual = keys + sum(map(len, configs.values()))
-    except TypeError:   # a config that is no object (null): counted below
-        usual = None
-    if (usual is None or fastjson.may_repeat_keys(data, usual)) and \
-            fastjson.may_repeat_keys(data, keys + fastjson.key_count(configs) - len(configs)):
-        raise _Unusual
-    for name, config in configs.items():
+    for name, config in _object_or_empty(wrapper.get(_TABLE)).items():
         # the usual entry (every field there under its exact name, a name and four Java ints) in
         # one C call and two tests; anything else (absent or null fields, odd types) field by field
         try:

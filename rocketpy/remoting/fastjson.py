@@ -25,8 +25,7 @@ from decimal import Decimal, InvalidOperation
 from .errors import BodyDecodeError
 
 __all__ = ["loads", "dumps", "escape_string", "lenient_decoder", "raw_string_literals", "Bean",
-           "Dialect", "FASTJSON_1_2_69", "FASTJSON_1_2_83", "read_lenient", "loads_lenient",
-           "Repeated", "key_count", "may_repeat_keys"]
+           "Dialect", "FASTJSON_1_2_69", "FASTJSON_1_2_83", "read_lenient", "loads_lenient"]
 
 _json_loads = json.loads
 #: fastjson's reading of a string: raw control characters are taken as they are.
@@ -488,67 +487,16 @@ def read_lenient(text, object_pairs_hook=dict):
     return obj
 
 
-class Repeated(dict):
-    """An object with a key given more than once: as a dict the last value of each key (a Java
-    ``Map``'s reading), and ``pairs``, every ``(key, value)`` in order, for a bean, whose
-    properties keep their first value."""
-
-    __slots__ = ("pairs",)
-
-
-def _keep_repeats(pairs):
-    obj = dict(pairs)
-    if len(obj) == len(pairs):
-        return obj
-    obj = Repeated(obj)
-    obj.pairs = pairs
-    return obj
-
-
-def key_count(obj):
-    """The keys of every object in ``obj`` (parsed JSON), nested ones included."""
-    count = 0
-    stack = [obj]
-    pop, extend = stack.pop, stack.extend
-    while stack:
-        item = pop()
-        if isinstance(item, dict):
-            count += len(item)
-            extend(item.values())
-        elif isinstance(item, list):
-            extend(item)
-    return count
-
-
-def may_repeat_keys(data, keys):
-    """False when the JSON text ``data`` (bytes or str) that parsed into objects holding
-    ``keys`` keys in all can have no key twice: each key written is followed by one colon, so
-    the colons (one C scan) are at least the keys written; equal to the keys parsed, no key
-    was written twice. Colons inside strings only make it say True."""
-    return data.count(b":" if isinstance(data, (bytes, bytearray)) else ":") != keys
-
-
-def loads_lenient(data, repeats=False):
+def loads_lenient(data):
     """A request body as Java's ``JSON.parseObject`` reads it: :func:`loads`, and when that
-    fails :func:`read_lenient` (what fastjson's parser reads beyond JSON). With ``repeats``, an
-    object with a key given twice comes back as a :class:`Repeated` (the text is read again,
-    only when :func:`may_repeat_keys`). Raises :class:`BodyDecodeError` with the strict
-    parser's complaint."""
-    hook = _keep_repeats if repeats else dict
+    fails :func:`read_lenient` (what fastjson's parser reads beyond JSON). Raises
+    :class:`BodyDecodeError` with the strict parser's complaint."""
     try:
-        obj = loads(data)
+        return loads(data)
     except BodyDecodeError as exc:
         error = exc
-    else:
-        if not repeats or isinstance(data, memoryview) or not may_repeat_keys(data, key_count(obj)):
-            return obj
-        try:
-            text = data.decode("utf-8") if isinstance(data, (bytes, bytearray)) else data
-            return json.loads(text, object_pairs_hook=hook, strict=False)
-        except (ValueError, RecursionError):   # fastjson's unquoted int keys: as read
-            return obj
     try:
         text = data.decode("utf-8") if isinstance(data, (bytes, bytearray, memoryview)) else data
-        return read_lenient(text, hook)
+        return read_lenient(text)
     except (ValueError, RecursionError):   # UnicodeDecodeError is a ValueError
         raise error from None
