@@ -311,7 +311,7 @@ class JsonBean:
     def from_request(cls, data, dialect=fastjson.FASTJSON_1_2_83):
         """:meth:`from_json`, but None for a body that is JSON ``null`` (comments and blanks
         around it too), which ``JSON.parseObject`` reads as a null bean."""
-        obj = fastjson.loads_lenient(data, repeats=True)
+        obj = fastjson.loads_lenient(data)
         return None if obj is None else cls._from_obj(obj, _Root(cls.__name__, dialect))
 
     @classmethod
