@@ -163,43 +163,15 @@ def test_memory_service_freezes_the_collector_after_growth_and_thaws_it_to_relea
     service.stopService()
 
 
-def test_memory_service_collects_what_the_departed_brokers_left_in_cycles_before_release():
-    """Cycles (a closed connection's protocol and transport, failures) are freed by a full
-    collection, which the allocation rate after a flood may not bring for minutes: a release
-    collects first, then releases (so the heap is trimmed after)."""
+def test_route_release_drops_the_type_attribute_cache_and_collects_cycles():
+    """What kept the allocator's arenas of a flood after its brokers left, a few objects each:
+    names made at run time (C code's, ours) held by CPython's type attribute cache, and cycles
+    (a closed connection's protocol and transport) waiting for a full collection that an idle
+    server does not make (the same collection empties the free lists). The release drops
+    both."""
     import gc
-    import weakref
-
-    class Connection:
-        pass
-    clock = Clock()
-    size, seen = [0], []
-    service = RouteMemoryService(lambda: size[0], lambda: seen.append(alive()), clock,
-                                 interval=5, min_drop=100, freeze=lambda: None)
-    enabled = gc.isenabled()
-    gc.disable()            # no automatic pass meanwhile: only the release may collect
-    try:
-        service.startService()
-        size[0] = 500
-        clock.advance(5)
-        left = Connection()
-        left.peer = left                      # a departed broker's connection, in a cycle
-        alive = weakref.ref(left)
-        del left
-        size[0] = 0
-        clock.advance(5)
-        assert seen == [None]                 # collected before the release ran
-    finally:
-        service.stopService()
-        if enabled:
-            gc.enable()
-
-
-def test_route_release_drops_the_names_held_by_the_type_attribute_cache():
-    """CPython's type attribute cache holds the last name looked up in each slot; names made at
-    run time during a flood (C code's, ours) kept an allocator arena each after the brokers
-    left. The release empties the cache."""
     import sys
+    import weakref
     from types import SimpleNamespace
     from rocketpy.namesrv import NamesrvConfig, RouteInfoManager
     from rocketpy.service.tap import _route_release
@@ -212,7 +184,19 @@ def test_route_release_drops_the_names_held_by_the_type_attribute_cache():
     assert sys.getrefcount(name) > before                 # held by the cache
     processor = SimpleNamespace(reader=SimpleNamespace(forget_departed_brokers=lambda: None),
                                 route_info_manager=RouteInfoManager(NamesrvConfig()))
-    _route_release(processor, None, trim=False)()
+    enabled = gc.isenabled()
+    gc.disable()            # no automatic pass meanwhile: only the release may collect
+    try:
+        left = Looked()
+        left.peer = left                                  # a departed broker's connection
+        alive = weakref.ref(left)
+        del left
+        assert alive() is not None
+        _route_release(processor, None, trim=False)()
+        assert alive() is None
+    finally:
+        if enabled:
+            gc.enable()
     assert sys.getrefcount(name) == before
 
 

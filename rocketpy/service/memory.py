@@ -11,18 +11,17 @@ every batch of unregistrations (:meth:`~RouteMemoryService.watching`, so brokers
 went between two looks count). Once it has dropped ``min_drop`` entries below its high-water
 mark (or, after a release that left entries, once the tables are empty), ``release()`` (built
 by ``makeService``) drops the cached bodies and answers, rebuilds the
-big dicts to fit (:func:`compact_dicts`) and, unless ``--no-malloc-trim``, calls
+big dicts to fit (:func:`compact_dicts`), empties CPython's type attribute cache, makes a full
+collection (which also empties the interpreter's free lists: each of those few objects kept a
+1 MiB arena of the flood) and, unless ``--no-malloc-trim``, calls
 :func:`rocketpy.service.allocator.trim_heap`; each release is logged with the resident size
 before and after.
 
 It also keeps full garbage collections short: once the route state has grown by ``min_drop``
 entries, the collector's current objects are frozen (``gc.freeze``), so later full collections
 skip the long-lived tables instead of walking them (``bench/route_state.py``, ``full_gc_ms_held``);
-reference counting still frees them. A release unfreezes and collects first (a full collection,
-~0.1 s at 1 M entries held, once per release): what the departed brokers left in cycles
-(their connections, failures, deferreds) otherwise waited for the collector's next full pass,
-which the allocation rate after a flood may not bring for minutes, and kept ~45 MiB of the
-allocator's arenas after 1 M pairs had gone."""
+reference counting still frees them. A release unfreezes first, so what the departed brokers
+left in cycles is collected."""
 import gc
 import sys
 
@@ -68,14 +67,13 @@ class RouteMemoryService(PeriodicService):
     name = "route-memory"
 
     def __init__(self, size, release, clock, interval=5.0, min_drop=50_000, freeze=gc.freeze,
-                 unfreeze=gc.unfreeze, collect=gc.collect):
+                 unfreeze=gc.unfreeze):
         super().__init__(interval, clock)
         self.size = size
         self.release = release
         self.min_drop = min_drop
         self.freeze = freeze
         self.unfreeze = unfreeze
-        self.collect = collect
         self.high = 0
         #: the size when the collector was last frozen
         self.frozen_at = 0
@@ -107,7 +105,6 @@ class RouteMemoryService(PeriodicService):
         before = resident_mib()
         self.unfreeze()
         self.frozen_at = 0
-        self.collect()
         self.release()
         self.releases += 1
         after = resident_mib()
