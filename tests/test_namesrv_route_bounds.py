@@ -163,6 +163,43 @@ def test_memory_service_freezes_the_collector_after_growth_and_thaws_it_to_relea
     service.stopService()
 
 
+def test_route_release_drops_the_type_attribute_cache_and_collects_cycles():
+    """What kept the allocator's arenas of a flood after its brokers left, a few objects each:
+    names made at run time (C code's, ours) held by CPython's type attribute cache, and cycles
+    (a closed connection's protocol and transport) waiting for a full collection that an idle
+    server does not make (the same collection empties the free lists). The release drops
+    both."""
+    import gc
+    import sys
+    import weakref
+    from types import SimpleNamespace
+    from rocketpy.namesrv import NamesrvConfig, RouteInfoManager
+    from rocketpy.service.tap import _route_release
+
+    class Looked:
+        pass
+    name = "".join(["made_", "at_run_time"])            # not interned, as C code makes them
+    before = sys.getrefcount(name)
+    getattr(Looked, name, None)
+    assert sys.getrefcount(name) > before                 # held by the cache
+    processor = SimpleNamespace(reader=SimpleNamespace(forget_departed_brokers=lambda: None),
+                                route_info_manager=RouteInfoManager(NamesrvConfig()))
+    enabled = gc.isenabled()
+    gc.disable()            # no automatic pass meanwhile: only the release may collect
+    try:
+        left = Looked()
+        left.peer = left                                  # a departed broker's connection
+        alive = weakref.ref(left)
+        del left
+        assert alive() is not None
+        _route_release(processor, None, trim=False)()
+        assert alive() is None
+    finally:
+        if enabled:
+            gc.enable()
+    assert sys.getrefcount(name) == before
+
+
 def test_compact_dicts_keeps_identity_order_and_content():
     class Holder:
         pass

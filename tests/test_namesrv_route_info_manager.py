@@ -360,6 +360,41 @@ def test_live_table_keys_by_profile(profile):
     assert key in r.broker_live_table
 
 
+@pytest.mark.parametrize("profile", [PROFILE_49, PROFILE_50, PROFILE_53])
+def test_departed_brokers_leave_no_epoch_and_no_expiry_entry(profile):
+    """Nothing of a broker stays once it has left: its QueueData epoch (which the walk narrowing
+    reads) and its expiry heap entry (key and deadline) went only when another registration
+    replaced them or the deadline passed, and after a flood of brokers came and went those few
+    objects kept the allocator's arenas of the whole flood (issue 21)."""
+    r = rim(profile)
+    names = [f"broker-{i}" for i in range(3)]
+    for i, name in enumerate(names):
+        register(r, addr=f"127.0.0.{i + 1}:10911", name=name, topics=(f"T{i}", "shared"),
+                 channel=i + 1)
+    assert set(r._epochs) == set(names)
+    r.unregister_brokers([UnRegisterBrokerRequest("C", "127.0.0.1:10911", names[0], 0)])
+    assert set(r._epochs) == set(names[1:])
+    r.unregister_brokers([UnRegisterBrokerRequest("C", f"127.0.0.{i + 1}:10911", name, 0)
+                          for i, name in enumerate(names) if i])
+    assert not r.broker_live_table and not r.topic_queue_table
+    assert r._epochs == {} and r.expiry._heap == []
+
+
+def test_walk_view_is_stale_once_its_broker_left_and_came_back():
+    """The epochs are handed out by one clock, and a group set again gets a new one: a view read
+    before a broker left and registered again never passes for current, even though its
+    epoch entry went with it."""
+    r = rim()
+    register(r, topics=("T1", "T2"))
+    _, still_valid = r.walk_view("C", A, "broker-a", 0)
+    assert still_valid()
+    r.unregister_brokers([UnRegisterBrokerRequest("C", A, "broker-a", 0)])
+    assert "broker-a" not in r._epochs and not still_valid()
+    register(r, topics=("T1", "T2"), counter=2)
+    assert not still_valid()
+    assert r.walk_view("C", A, "broker-a", 0)[1]()
+
+
 def test_expiry_heap_stays_bounded_under_shrinking_timeouts():
     """A hostile 5.x broker re-registering with an ever smaller ``heartbeatTimeoutMillis`` moves
     its deadline earlier each time (each time a heap push): the expiry heap stays a small

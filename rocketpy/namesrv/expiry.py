@@ -38,8 +38,13 @@ class ExpiryIndex:
             if self._overdue.pop(key, None) is None and deadline >= entry[2]:
                 return                          # queued no later than due: noted, no push
         self._queue(key, entry, deadline)       # new, out of the heap, or due sooner
-        if len(self._heap) > 2 * len(self._entries) + 64:
-            self._rebuild()                     # also when one broker's deadline keeps shrinking
+        self._bound()                           # also when one broker's deadline keeps shrinking
+
+    def _bound(self):
+        if not self._entries:
+            self._heap = []
+        elif len(self._heap) > 2 * len(self._entries) + 64:
+            self._rebuild()
 
     def _rebuild(self):
         self._heap = [(entry[0], next(self._ties), key) for key, entry in self._entries.items()
@@ -49,8 +54,9 @@ class ExpiryIndex:
             self._entries[key][2] = deadline
 
     def remove(self, key):
-        self._entries.pop(key, None)
-        self._overdue.pop(key, None)
+        if self._entries.pop(key, None) is not None:
+            self._overdue.pop(key, None)
+            self._bound()
 
     def expired(self, now):
         """Keys whose deadline is before ``now``, in live-table order."""

@@ -91,7 +91,10 @@ class RouteInfoManager:
         self.live_key = policies.routes.live_key
         self._by_channel = {}          # channel id -> {live key: None}
         self._applied = {}             # broker name -> digest of the topic table applied last
-        self._epochs = {}              # broker name -> count of changes to its QueueData
+        #: broker name -> when its QueueData last changed (a number from ``_epoch_clock``), for
+        #: the brokers in broker_addr_table alone: a departed broker's entry would outlive it
+        self._epochs = {}
+        self._epoch_clock = count(1)
         self._cluster_set_high = {}    # cluster -> largest broker-name count
         self._listings = {}            # topic list name -> (snapshots' generation, list)
         #: QueueData entries (topic-broker pairs) in topic_queue_table, for the server-wide
@@ -155,7 +158,7 @@ class RouteInfoManager:
         held = self.topic_queue_table.get(topic)
         if self.shapes.put(topic, queue_data):
             name = queue_data.broker_name
-            self._epochs[name] = self._epochs.get(name, 0) + 1
+            self._changed(name)
             if held is None:
                 self._topics_high.saw(len(self.topic_queue_table))
             if held is None or queue_data.broker_name not in held:
@@ -165,7 +168,7 @@ class RouteInfoManager:
 
     def _remove_queue_data(self, topic, broker_name):
         if self.shapes.remove(topic, broker_name):
-            self._epochs[broker_name] = self._epochs.get(broker_name, 0) + 1
+            self._changed(broker_name)
             self.queue_data_count -= 1
             self._applied.pop(broker_name, None)
             self._touched_topics.add(topic)
@@ -182,9 +185,17 @@ class RouteInfoManager:
             self.queue_data_count -= self.shapes.drop(topic)
             for name in held:
                 self._applied.pop(name, None)
-                self._epochs[name] = self._epochs.get(name, 0) + 1
+                self._changed(name)
             self._touched_topics.add(topic)
             self._dirty = True
+
+    def _changed(self, name):
+        """Broker ``name``'s QueueData changed: a new epoch, or none once the group is gone (a
+        group set again gets a new one, so an epoch read before is never seen again)."""
+        if name in self.broker_addr_table:
+            self._epochs[name] = next(self._epoch_clock)
+        else:
+            self._epochs.pop(name, None)
 
     def topics_of_broker(self, broker_name):
         """The topics whose queue layout names ``broker_name``."""
@@ -198,6 +209,7 @@ class RouteInfoManager:
             return
         self.broker_addr_table[name] = broker_data
         if old is None:
+            self._changed(name)
             self._brokers_high.saw(len(self.broker_addr_table))
         self._dirty_brokers.add(name)
 

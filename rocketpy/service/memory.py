@@ -11,7 +11,9 @@ every batch of unregistrations (:meth:`~RouteMemoryService.watching`, so brokers
 went between two looks count). Once it has dropped ``min_drop`` entries below its high-water
 mark (or, after a release that left entries, once the tables are empty), ``release()`` (built
 by ``makeService``) drops the cached bodies and answers, rebuilds the
-big dicts to fit (:func:`compact_dicts`) and, unless ``--no-malloc-trim``, calls
+big dicts to fit (:func:`compact_dicts`), empties CPython's type attribute cache, makes a full
+collection (which also empties the interpreter's free lists: each of those few objects kept a
+1 MiB arena of the flood) and, unless ``--no-malloc-trim``, calls
 :func:`rocketpy.service.allocator.trim_heap`; each release is logged with the resident size
 before and after.
 

@@ -6,6 +6,7 @@ listenPort from 9876, unknown keys kept for GET_NAMESRV_CONFIG, ``configStorePat
 file); rocketpy's own are listed in :class:`Options`. The profile becomes its policies
 (:func:`rocketpy.namesrv.policy.policies_for`) once, when the options are parsed. Only
 :func:`makeService` knows every component; each gets the narrow callable or policy it needs."""
+import gc
 import os
 import sys
 from functools import partial
@@ -285,6 +286,13 @@ def _route_release(processor, answer_cache, trim):
         route = processor.route_info_manager
         for holder in (route, route.shapes, route.snapshots, route.expiry):
             compact_dicts(holder)
+        # What kept CPython's 1 MiB arenas of a flood, a few objects each, once its brokers
+        # had gone: the names made at run time (datetime's C code's, ours) that the type
+        # attribute cache keeps in its 4,096 slots, and the free lists (up to 2,000 tuples of
+        # each size, dicts, lists, frames) that the full collection empties; it also frees
+        # what the departed brokers left in cycles, before the heap is trimmed
+        sys._clear_type_cache()
+        gc.collect()
         if trim:
             trim_heap()
     return release
