@@ -106,6 +106,7 @@ def layout_in_c():
         "RMQ_KEY_LENGTH_SIZE": layout.ROCKETMQ_KEY_LENGTH.size,
         "RMQ_VALUE_LENGTH_SIZE": layout.ROCKETMQ_VALUE_LENGTH.size,
         "RMQ_MAX_LANGUAGE": layout.MAX_LANGUAGE,
+        "HUNT_BINARY_HEADER_LIMIT": 1 << 16,      # FRAME_START_CANDIDATE's binary header bound
     }
 
 

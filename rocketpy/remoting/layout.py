@@ -28,7 +28,7 @@ __all__ = ["FRAME", "FRAME_COMPILED", "ROCKETMQ_HEADER", "ROCKETMQ_HEADER_COMPIL
            "frame_length", "frame_total", "read_prefix", "pack_prefix", "build_frame",
            "header_span", "has_prefix", "header_bytes", "body_length", "rocketmq_field",
            "frame_at", "bytes_needed", "frames_at_least", "split_frames",
-           "FRAME_START_CANDIDATE", "CANDIDATE_TAIL", "PLAUSIBLE", "IMPLAUSIBLE", "UNDECIDED",
+           "FRAME_START_CANDIDATE", "CANDIDATE_TAIL", "HUNT_BINARY_HEADER_LIMIT", "PLAUSIBLE", "IMPLAUSIBLE", "UNDECIDED",
            "MAX_LANGUAGE", "plausible_prefix", "plausible_binary_fields",
            "request_without_opaque", "peek_request", "OpaqueTemplate"]
 
@@ -248,12 +248,38 @@ def split_frames(buf, max_frame_length=DEFAULT_MAX_FRAME_LENGTH):
     return frames, bytes(buf[pos:])
 
 
+#: hunting believes a binary header only when it is shorter than this (a JSON one must open
+#: with ``{``); a usual binary header is far shorter
+HUNT_BINARY_HEADER_LIMIT = 1 << 16
+
+
+def _field_below(size, bound):
+    """A pattern for a ``size``-byte big-endian field holding a value below ``bound``, to the
+    byte: its leading bytes zero, as many as ``bound`` leaves no room in."""
+    free = ((bound - 1).bit_length() + 7) // 8
+    return b"\\x00" * (size - free) + b"[\\x00-\\xff]" * free
+
+
+def _byte(value):
+    return re.escape(bytes([value]))
+
+
+def _frame_start_pattern():
+    """:data:`FRAME_START_CANDIDATE`, from the prefix's fields: a length within the default
+    limit, then the serialize type JSON with the header's first byte ``{``, or ROCKETMQ with a
+    header below :data:`HUNT_BINARY_HEADER_LIMIT`."""
+    header_length = _PREFIX_FIELDS["header_length"][1]
+    length = _field_below(LENGTH_SIZE, DEFAULT_MAX_FRAME_LENGTH - LENGTH_SIZE + 1)
+    json = _byte(JSON) + _field_below(header_length, 1 << 8 * header_length) + _byte(JSON_HEADER_START)
+    binary = _byte(ROCKETMQ) + _field_below(header_length, HUNT_BINARY_HEADER_LIMIT)
+    return re.compile(b"(?=" + length + b"(?:" + json + b"|" + binary + b"))", re.S)
+
+
 #: Where a frame may start in a stream of unknown alignment (a capture that begins mid-stream,
-#: or after a loss): a length under 16 MiB (top byte 0), then serialize type JSON with a ``{``
-#: right after the 24-bit header length, or ROCKETMQ with a header under 64 KiB. A lookahead,
-#: so overlapping candidates are all found; each still has to pass the real checks.
-FRAME_START_CANDIDATE = re.compile(
-    rb"(?=\x00[\x00-\xff]{3}(?:\x00[\x00-\xff]{3}\{|\x01\x00[\x00-\xff]{2}))", re.S)
+#: or after a loss), a superset of the frame starts :func:`plausible_prefix` believes (at the
+#: default limit, binary headers below :data:`HUNT_BINARY_HEADER_LIMIT`). A lookahead, so
+#: overlapping candidates are all found; each still has to pass the real checks.
+FRAME_START_CANDIDATE = _frame_start_pattern()
 #: how many bytes at the end of a buffer may hold a frame start the candidate pattern cannot
 #: see yet (it needs the whole prefix, and a JSON header's ``{``)
 CANDIDATE_TAIL = PREFIX_SIZE
