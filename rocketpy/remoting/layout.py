@@ -29,7 +29,7 @@ __all__ = ["FRAME", "FRAME_COMPILED", "ROCKETMQ_HEADER", "ROCKETMQ_HEADER_COMPIL
            "header_span", "has_prefix", "header_bytes", "body_length", "rocketmq_field",
            "frame_at", "bytes_needed", "frames_at_least", "split_frames",
            "FRAME_START_CANDIDATE", "CANDIDATE_TAIL", "HUNT_BINARY_HEADER_LIMIT", "PLAUSIBLE", "IMPLAUSIBLE", "UNDECIDED",
-           "MAX_LANGUAGE", "plausible_prefix", "plausible_binary_fields",
+           "MAX_LANGUAGE", "opens_json_header", "plausible_prefix", "plausible_binary_fields",
            "request_without_opaque", "peek_request", "OpaqueTemplate"]
 
 #: Java ``NettySystemConfig.frameMaxLength`` default; counts the 4-byte length field too.
@@ -315,6 +315,15 @@ def plausible_prefix(buf, i, max_frame_length=DEFAULT_MAX_FRAME_LENGTH):
     elif header_length < ROCKETMQ_MIN_HEADER:
         return IMPLAUSIBLE
     return PLAUSIBLE
+
+
+_JSON_OPEN = bytes([JSON_HEADER_START])
+
+
+def opens_json_header(header):
+    """True when ``header`` (a header's bytes, without the prefix) opens as fastjson writes a
+    JSON header: with ``{``."""
+    return header[:1] == _JSON_OPEN
 
 
 def plausible_binary_fields(buf, i):
