@@ -356,32 +356,35 @@ def request_without_opaque(frame):
     when the opaque cannot be found cheaply and unambiguously.
 
     Two requests with equal keys differ at most in their opaque, which is what lets an answer be
-    reused (:mod:`rocketpy.transport.answercache`). The header kernel reads a usual header
-    whole; other forms are searched here.
+    reused (:mod:`rocketpy.transport.answercache`). Java's own form, ``"opaque":123,``, is cut
+    out by two searches, which cost less than reading the header whole (the kernel's
+    ``request_key``: 0.7 against 1.1 us for a route query, and a cached answer is most of the
+    traffic); the header kernel reads the other usual headers, the rest are searched here.
     """
-    if KERNEL is not None:
-        found = KERNEL.request_key(frame)
-        if found is not None:
-            return found
     mark = _PREFIX.unpack_from(frame, 0)[1]      # (inlined read_prefix: this is the hot path)
     serialize_type, start = mark >> 24, PREFIX_SIZE
     header_end = PREFIX_SIZE + (mark & _HEADER_LENGTH_MASK)
     if serialize_type == JSON:
         at = frame.find(_OPAQUE_KEY, start, header_end) + len(_OPAQUE_KEY)
+        if at != len(_OPAQUE_KEY) - 1:
+            end = frame.find(b",", at, header_end)
+            digits = frame[at:end]
+            if end > 0 and digits.isdigit() and (digits[0] != 48 or len(digits) == 1):
+                return (frame[start:at], frame[end:]), digits
+        if KERNEL is not None:
+            found = KERNEL.request_key(frame)
+            if found is not None:
+                return found
         if at == len(_OPAQUE_KEY) - 1:
             return None
-        end = frame.find(b",", at, header_end)
-        digits = frame[at:end]
-        if end < 0 or not digits.isdigit() or (digits[0] == 48 and len(digits) > 1):
-            # not Java's `"opaque":123,` form: the general (rarer) path
-            m = _OPAQUE.match(frame, at - len(_OPAQUE_KEY), header_end)
-            if m is None:
-                return None
-            end = m.end(1)
-            digits = m.group(1)
-            if digits[0] in b"0-" and not _canonical(digits):
-                return None
-        return (frame[start:at], frame[end:]), digits
+        # not Java's `"opaque":123,` form: the general (rarer) path
+        m = _OPAQUE.match(frame, at - len(_OPAQUE_KEY), header_end)
+        if m is None:
+            return None
+        digits = m.group(1)
+        if digits[0] in b"0-" and not _canonical(digits):
+            return None
+        return (frame[start:at], frame[m.end(1):]), digits
     if serialize_type == ROCKETMQ and header_end - start >= ROCKETMQ_MIN_HEADER:
         at = start + _OPAQUE_AT
         return ((frame[start:at], frame[at + _OPAQUE_SIZE:]),
