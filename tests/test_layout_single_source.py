@@ -106,6 +106,7 @@ def layout_in_c():
         "RMQ_KEY_LENGTH_SIZE": layout.ROCKETMQ_KEY_LENGTH.size,
         "RMQ_VALUE_LENGTH_SIZE": layout.ROCKETMQ_VALUE_LENGTH.size,
         "RMQ_MAX_LANGUAGE": layout.MAX_LANGUAGE,
+        "HUNT_BINARY_HEADER_LIMIT": 1 << 16,      # FRAME_START_CANDIDATE's binary header bound
     }
 
 
@@ -143,3 +144,78 @@ def test_the_compiled_core_reads_no_frame_at_a_literal_offset():
     assert [n for n, _ in literal_reads("int t = b[4];\nint x = b[TYPE_AT];\n"
                                         "h = rd32be(data + 4) & 0xFFFFFF;\n"
                                         "v = rd16be(p + RMQ_VERSION_AT);\nif (d[pos + 8] == 0x7B)\n")] == [1, 3, 5]
+
+
+#: the names rocketpy gives a frame's bytes (a frame, a buffer, a header, a prefix...)
+FRAME_NAMES = {"frame", "data", "buf", "buffer", "raw", "payload", "chunk", "prefix", "header",
+               "wire", "packet", "segment", "mark"}
+#: Python modules that may read bytes at literal offsets: the layout itself and the code it
+#: generates, and the capture's packet layers (pcap records, link, IP and TCP: not frames)
+LITERAL_ALLOWED = {"rocketpy/remoting/layout.py", "rocketpy/remoting/layout_c.py",
+                   "rocketpy/capture/readers.py", "rocketpy/capture/layers.py",
+                   "rocketpy/capture/reassembly.py"}
+
+
+def _literal_offset(node):
+    """A literal offset into bytes: a positive int, or ``something + int``."""
+    if isinstance(node, ast.Constant):
+        return type(node.value) is int and node.value > 0
+    return isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add) and (
+        _literal_offset(node.right) or _literal_offset(node.left))
+
+
+def _named(node):
+    name = node.id if isinstance(node, ast.Name) else getattr(node, "attr", None)
+    return name is not None and name.lstrip("_").lower() in FRAME_NAMES
+
+
+def _at_literal(node):
+    """``x[4]``, ``x[4:8]``, ``x[:4]``, ``x[pos + 8]``."""
+    s = node.slice
+    if isinstance(s, ast.Slice):
+        return any(b is not None and _literal_offset(b) for b in (s.lower, s.upper))
+    return _literal_offset(s)
+
+
+def literal_frame_reads(source):
+    """``(line, text)`` of each read of bytes at a literal offset: a frame-named value
+    subscripted at one, ``unpack_from(fmt, x, 4)``, or an integer made of a literal slice
+    (``int.from_bytes(x[0:4], ...)``, ``struct.unpack(">i", x[4:8])``)."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Subscript) and _named(node.value) and _at_literal(node):
+            found.append((node.lineno, ast.unparse(node)))
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+            args = node.args
+            if node.func.attr == "unpack_from" and (
+                    (len(args) > 2 and _literal_offset(args[2]))
+                    or any(k.arg == "offset" and _literal_offset(k.value) for k in node.keywords)):
+                found.append((node.lineno, ast.unparse(node)))
+            elif node.func.attr in ("from_bytes", "unpack", "unpack_from") and any(
+                    isinstance(a, ast.Subscript) and (_at_literal(a) or isinstance(a.slice, ast.Slice)
+                                                      and isinstance(a.slice.upper, ast.Constant))
+                    for a in args):
+                found.append((node.lineno, ast.unparse(node)))
+    return sorted(found)
+
+
+def test_no_python_module_reads_a_frame_at_a_literal_offset():
+    offenders = []
+    for path in sorted([*ROOT.glob("rocketpy/**/*.py"), *ROOT.glob("tools/**/*.py")]):
+        rel = path.relative_to(ROOT).as_posix()
+        if rel not in LITERAL_ALLOWED:
+            offenders += [f"{rel}:{line} {text}" for line, text in literal_frame_reads(path.read_text())]
+    assert offenders == []
+
+
+def test_the_check_catches_literal_slices():
+    source = ("n = int.from_bytes(frame[0:4], 'big')\n"     # 1
+              "t = data[4]\n"                               # 2
+              "h = buf[4:8]\n"                              # 3
+              "x = struct.unpack_from('>i', blob, 4)\n"     # 4
+              "y = struct.unpack('>i', blob[:4])\n"         # 5
+              "z = header[:1] == b'{'\n"                    # 6
+              "c = self.buf[pos + 8]\n"                     # 7
+              "first = data[0]\nrest = line[4:]\nkey = prefix[:-1]\n"
+              "ok = _PREFIX.unpack_from(buf, pos)\nv = layout.frame_total(data, 4)\n")
+    assert [line for line, _ in literal_frame_reads(source)] == [1, 1, 2, 3, 4, 5, 6, 7]

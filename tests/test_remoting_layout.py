@@ -1,5 +1,6 @@
 """The frame layout module: what it derives from the construct schemas, and its readers and
 writers against the schemas on every frame of every genuine capture (tests/golden.py)."""
+import random
 import struct
 
 import pytest
@@ -172,3 +173,36 @@ def test_templates_of_random_commands(opaque, other, serialize_type, remark, ext
     split = L.request_without_opaque(command.encode())
     if split is not None:   # a JSON header whose ext or remark also says "opaque": is refused
         assert split[1] == (other if serialize_type else str(other).encode())
+
+
+def _candidate_by_the_prefix(buf, i):
+    """Where the hunt's pattern must match, stated with the prefix reader: a length within the
+    default limit, then JSON with its ``{`` or ROCKETMQ with a header under the hunt's bound."""
+    if len(buf) - i < L.PREFIX_SIZE:
+        return False
+    total, serialize_type, header_length = L.read_prefix(buf, i)
+    if total - L.LENGTH_SIZE >= L.DEFAULT_MAX_FRAME_LENGTH:     # (to the byte: its top byte is 0)
+        return False
+    if serialize_type == L.JSON:
+        return len(buf) - i > L.PREFIX_SIZE and buf[i + L.PREFIX_SIZE] == L.JSON_HEADER_START
+    return serialize_type == L.ROCKETMQ and header_length < L.HUNT_BINARY_HEADER_LIMIT
+
+
+def test_the_hunts_candidates_are_the_prefix_readers():
+    """FRAME_START_CANDIDATE is built from the prefix's fields: it matches at exactly the
+    offsets the prefix reader names (genuine frames, cut and mutated around their prefix), and
+    at every offset where plausible_prefix believes a frame with a header in the hunt's bound."""
+    rng = random.Random(22)
+    streams = [b"".join(FRAMES[:5]), *FRAMES[:40]]
+    for data in FRAMES[:40]:
+        for _ in range(20):
+            mutated = bytearray(data[:L.PREFIX_SIZE + 4])
+            mutated[rng.randrange(len(mutated))] = rng.choice([0, 1, 2, 0x7B, 0xFF, rng.randrange(256)])
+            streams.append(bytes(rng.choice([b"", b"\x00", b"\x00\x01"])) + bytes(mutated))
+    for buf in streams:
+        found = {m.start() for m in L.FRAME_START_CANDIDATE.finditer(buf)}
+        assert found == {i for i in range(len(buf)) if _candidate_by_the_prefix(buf, i)}, buf[:16]
+        for i in range(len(buf)):
+            if (L.plausible_prefix(buf, i) == L.PLAUSIBLE and len(buf) - i > L.PREFIX_SIZE
+                    and L.read_prefix(buf, i)[2] < L.HUNT_BINARY_HEADER_LIMIT):
+                assert i in found

@@ -373,10 +373,10 @@ class _ProgressDisplay(threading.Thread):
 
     def count(self, datagram: bytes) -> None:
         """Take one executor datagram ``token key bytes``; anything else is ignored."""
-        data = datagram.decode("ascii", "replace").split()
-        if len(data) != 3 or data[0] != self.addr[2]:
+        fields = datagram.decode("ascii", "replace").split()
+        if len(fields) != 3 or fields[0] != self.addr[2]:
             return
-        key, n = data[1], int(data[2])
+        key, n = fields[1], int(fields[2])
         if key in self.seen or len(self.seen) < self.MAX_PROGRESS_KEYS:
             self.seen[key] = max(self.seen.get(key, 0), n)
 

@@ -21,7 +21,7 @@ from .layout import (DEFAULT_MAX_FRAME_LENGTH, FRAME, FRAME_COMPILED, JSON,
                      PREFIX_SIZE, ROCKETMQ, ROCKETMQ_EXT_LENGTH, ROCKETMQ_FIXED, ROCKETMQ_HEADER,
                      ROCKETMQ_KEY_LENGTH, ROCKETMQ_VALUE_LENGTH,
                      ROCKETMQ_HEADER_COMPILED, ROCKETMQ_OPAQUE, OpaqueTemplate, pack_prefix,
-                     frame_length, read_prefix)
+                     frame_length, opens_json_header, read_prefix)
 
 __all__ = ["FRAME", "FRAME_COMPILED", "ROCKETMQ_HEADER", "ROCKETMQ_HEADER_COMPILED",
            "DEFAULT_MAX_FRAME_LENGTH", "decode_frame", "encode_frame", "encode_template",
@@ -153,7 +153,7 @@ def _header_values(header, dialect=FASTJSON_1_2_83):
     other forms fastjson's parser takes (quotes, comments, commas) through
     :func:`~rocketpy.remoting.fastjson.read_lenient`. Keys that are not a property's exact name,
     or name one twice, are read as ``dialect``'s fastjson reads them (:func:`_bean_properties`)."""
-    if header[:1] == b"{" and header[1:2] != b"\x00":
+    if opens_json_header(header) and json.detect_encoding(header) == "utf-8":
         try:
             text = header.decode("utf-8")
             obj, end = _scan_json(text, 0)

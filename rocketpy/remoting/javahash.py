@@ -9,10 +9,15 @@ table, ``java.util.Properties`` since Java 9) iterates by bucket too, but a resi
 part of a bucket (``transfer`` prepends the nodes before "lastRun"), so
 :func:`concurrent_hashmap_order` replays the insertions, resizes included."""
 import struct
+import sys
+from array import array
 
 __all__ = ["string_hash", "long_hash", "java_hash", "hashmap_order", "hashmap_ordered",
            "concurrent_hashmap_capacity", "concurrent_hashmap_order",
            "concurrent_hashmap_copy_order"]
+
+#: UTF-16 in this machine's byte order, which ``array("H")`` reads as code units
+_UTF16_NATIVE = "utf-16-le" if sys.byteorder == "little" else "utf-16-be"
 
 
 def string_hash(text):
@@ -20,8 +25,8 @@ def string_hash(text):
     if text.isascii():
         units = text.encode("ascii")
     else:
-        raw = text.encode("utf-16-be", "surrogatepass")  # a lone surrogate is one unit too
-        units = [int.from_bytes(raw[i:i + 2], "big") for i in range(0, len(raw), 2)]
+        # a lone surrogate is one unit too
+        units = array("H", text.encode(_UTF16_NATIVE, "surrogatepass"))
     h = 0
     for unit in units:
         h = (31 * h + unit) & 0xFFFFFFFF

@@ -28,8 +28,8 @@ __all__ = ["FRAME", "FRAME_COMPILED", "ROCKETMQ_HEADER", "ROCKETMQ_HEADER_COMPIL
            "frame_length", "frame_total", "read_prefix", "pack_prefix", "build_frame",
            "header_span", "has_prefix", "header_bytes", "body_length", "rocketmq_field",
            "frame_at", "bytes_needed", "frames_at_least", "split_frames",
-           "FRAME_START_CANDIDATE", "CANDIDATE_TAIL", "PLAUSIBLE", "IMPLAUSIBLE", "UNDECIDED",
-           "MAX_LANGUAGE", "plausible_prefix", "plausible_binary_fields",
+           "FRAME_START_CANDIDATE", "CANDIDATE_TAIL", "HUNT_BINARY_HEADER_LIMIT", "PLAUSIBLE", "IMPLAUSIBLE", "UNDECIDED",
+           "MAX_LANGUAGE", "opens_json_header", "plausible_prefix", "plausible_binary_fields",
            "request_without_opaque", "peek_request", "OpaqueTemplate"]
 
 #: Java ``NettySystemConfig.frameMaxLength`` default; counts the 4-byte length field too.
@@ -248,12 +248,38 @@ def split_frames(buf, max_frame_length=DEFAULT_MAX_FRAME_LENGTH):
     return frames, bytes(buf[pos:])
 
 
+#: hunting believes a binary header only when it is shorter than this (a JSON one must open
+#: with ``{``); a usual binary header is far shorter
+HUNT_BINARY_HEADER_LIMIT = 1 << 16
+
+
+def _field_below(size, bound):
+    """A pattern for a ``size``-byte big-endian field holding a value below ``bound``, to the
+    byte: its leading bytes zero, as many as ``bound`` leaves no room in."""
+    free = ((bound - 1).bit_length() + 7) // 8
+    return b"\\x00" * (size - free) + b"[\\x00-\\xff]" * free
+
+
+def _byte(value):
+    return re.escape(bytes([value]))
+
+
+def _frame_start_pattern():
+    """:data:`FRAME_START_CANDIDATE`, from the prefix's fields: a length within the default
+    limit, then the serialize type JSON with the header's first byte ``{``, or ROCKETMQ with a
+    header below :data:`HUNT_BINARY_HEADER_LIMIT`."""
+    header_length = _PREFIX_FIELDS["header_length"][1]
+    length = _field_below(LENGTH_SIZE, DEFAULT_MAX_FRAME_LENGTH - LENGTH_SIZE + 1)
+    json = _byte(JSON) + _field_below(header_length, 1 << 8 * header_length) + _byte(JSON_HEADER_START)
+    binary = _byte(ROCKETMQ) + _field_below(header_length, HUNT_BINARY_HEADER_LIMIT)
+    return re.compile(b"(?=" + length + b"(?:" + json + b"|" + binary + b"))", re.S)
+
+
 #: Where a frame may start in a stream of unknown alignment (a capture that begins mid-stream,
-#: or after a loss): a length under 16 MiB (top byte 0), then serialize type JSON with a ``{``
-#: right after the 24-bit header length, or ROCKETMQ with a header under 64 KiB. A lookahead,
-#: so overlapping candidates are all found; each still has to pass the real checks.
-FRAME_START_CANDIDATE = re.compile(
-    rb"(?=\x00[\x00-\xff]{3}(?:\x00[\x00-\xff]{3}\{|\x01\x00[\x00-\xff]{2}))", re.S)
+#: or after a loss), a superset of the frame starts :func:`plausible_prefix` believes (at the
+#: default limit, binary headers below :data:`HUNT_BINARY_HEADER_LIMIT`). A lookahead, so
+#: overlapping candidates are all found; each still has to pass the real checks.
+FRAME_START_CANDIDATE = _frame_start_pattern()
 #: how many bytes at the end of a buffer may hold a frame start the candidate pattern cannot
 #: see yet (it needs the whole prefix, and a JSON header's ``{``)
 CANDIDATE_TAIL = PREFIX_SIZE
@@ -291,6 +317,15 @@ def plausible_prefix(buf, i, max_frame_length=DEFAULT_MAX_FRAME_LENGTH):
     return PLAUSIBLE
 
 
+_JSON_OPEN = bytes([JSON_HEADER_START])
+
+
+def opens_json_header(header):
+    """True when ``header`` (a header's bytes, without the prefix) opens as fastjson writes a
+    JSON header: with ``{``."""
+    return header[:1] == _JSON_OPEN
+
+
 def plausible_binary_fields(buf, i):
     """False when the frame at ``buf[i]`` has a binary header, arrived as far as its flag, that
     holds a flag or a language no peer writes; True otherwise (also while it has not arrived)."""
@@ -321,32 +356,35 @@ def request_without_opaque(frame):
     when the opaque cannot be found cheaply and unambiguously.
 
     Two requests with equal keys differ at most in their opaque, which is what lets an answer be
-    reused (:mod:`rocketpy.transport.answercache`). The header kernel reads a usual header
-    whole; other forms are searched here.
+    reused (:mod:`rocketpy.transport.answercache`). Java's own form, ``"opaque":123,``, is cut
+    out by two searches, which cost less than reading the header whole (the kernel's
+    ``request_key``: 0.7 against 1.1 us for a route query, and a cached answer is most of the
+    traffic); the header kernel reads the other usual headers, the rest are searched here.
     """
-    if KERNEL is not None:
-        found = KERNEL.request_key(frame)
-        if found is not None:
-            return found
     mark = _PREFIX.unpack_from(frame, 0)[1]      # (inlined read_prefix: this is the hot path)
     serialize_type, start = mark >> 24, PREFIX_SIZE
     header_end = PREFIX_SIZE + (mark & _HEADER_LENGTH_MASK)
     if serialize_type == JSON:
         at = frame.find(_OPAQUE_KEY, start, header_end) + len(_OPAQUE_KEY)
+        if at != len(_OPAQUE_KEY) - 1:
+            end = frame.find(b",", at, header_end)
+            digits = frame[at:end]
+            if end > 0 and digits.isdigit() and (digits[0] != 48 or len(digits) == 1):
+                return (frame[start:at], frame[end:]), digits
+        if KERNEL is not None:
+            found = KERNEL.request_key(frame)
+            if found is not None:
+                return found
         if at == len(_OPAQUE_KEY) - 1:
             return None
-        end = frame.find(b",", at, header_end)
-        digits = frame[at:end]
-        if end < 0 or not digits.isdigit() or (digits[0] == 48 and len(digits) > 1):
-            # not Java's `"opaque":123,` form: the general (rarer) path
-            m = _OPAQUE.match(frame, at - len(_OPAQUE_KEY), header_end)
-            if m is None:
-                return None
-            end = m.end(1)
-            digits = m.group(1)
-            if digits[0] in b"0-" and not _canonical(digits):
-                return None
-        return (frame[start:at], frame[end:]), digits
+        # not Java's `"opaque":123,` form: the general (rarer) path
+        m = _OPAQUE.match(frame, at - len(_OPAQUE_KEY), header_end)
+        if m is None:
+            return None
+        digits = m.group(1)
+        if digits[0] in b"0-" and not _canonical(digits):
+            return None
+        return (frame[start:at], frame[m.end(1):]), digits
     if serialize_type == ROCKETMQ and header_end - start >= ROCKETMQ_MIN_HEADER:
         at = start + _OPAQUE_AT
         return ((frame[start:at], frame[at + _OPAQUE_SIZE:]),

@@ -27,6 +27,7 @@ def c_layout():
         "RMQ_KEY_LENGTH_SIZE": layout.ROCKETMQ_KEY_LENGTH.size,
         "RMQ_VALUE_LENGTH_SIZE": layout.ROCKETMQ_VALUE_LENGTH.size,
         "RMQ_MAX_LANGUAGE": layout.MAX_LANGUAGE,
+        "HUNT_BINARY_HEADER_LIMIT": layout.HUNT_BINARY_HEADER_LIMIT,
     }
 
 

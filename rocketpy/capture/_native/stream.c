@@ -167,10 +167,11 @@ static int64_t candidate(const uint8_t *b, size_t n, size_t pos) {
         if (!z)
             return -1;
         size_t i = (size_t)(z - b);
-        /* a length under 16 MiB; JSON with its '{', or ROCKETMQ with a header under 64 KiB */
+        /* a length under 16 MiB (its top byte 0); JSON with its '{', or ROCKETMQ with a header
+           under the hunt's bound */
         const uint8_t *f = b + i;
         if ((rk_frame_type(f) == SER_JSON && i + PREFIX_SIZE < n && f[PREFIX_SIZE] == JSON_HEADER_START)
-            || (rk_frame_type(f) == SER_ROCKETMQ && f[TYPE_AT + 1] == 0))
+            || (rk_frame_type(f) == SER_ROCKETMQ && rk_frame_header_length(f) < HUNT_BINARY_HEADER_LIMIT))
             return (int64_t)i;
         pos = i + 1;
     }
