@@ -18,7 +18,7 @@ from ..remoting.javahash import concurrent_hashmap_order, hashmap_order, hashmap
 from .api import ORDER_TOPIC_CONFIG, cluster_of
 from .consistency import SECTIONS, compare_nameservers
 
-__all__ = ["SubCommand", "Option", "Output", "COMMANDS", "find_command", "printable"]
+__all__ = ["SubCommand", "Option", "Output", "COMMANDS", "find_command", "printable", "print_configs"]
 
 #: ``MixAll.RETRY_GROUP_TOPIC_PREFIX``, ``MixAll.DLQ_GROUP_TOPIC_PREFIX``
 RETRY_PREFIX, DLQ_PREFIX = "%RETRY%", "%DLQ%"
@@ -375,6 +375,18 @@ def _server_list(admin, args):
     return list(admin.namesrv_addrs) if args.namesrvAddr else None
 
 
+def print_configs(out, configs):
+    """``{address: {key: value}}`` as mqadmin prints each server's settings: the addresses in the
+    order of a ``HashMap(4)``, each one's keys in that of the ``Properties`` (a ConcurrentHashMap)
+    they were read into."""
+    out.data = configs
+    for addr in hashmap_order(list(configs), 4):
+        out.printf("============%s============\n", addr)
+        props = configs[addr]
+        for key in concurrent_hashmap_order(props, 8):
+            out.printf("%-50s=  %s\n", key, props[key])
+
+
 class GetNamesrvConfig(SubCommand):
     """``GetNamesrvConfigCommand``: each NameServer's settings, in the iteration order of the
     ``java.util.Properties`` (a ConcurrentHashMap) mqadmin reads them into."""
@@ -384,13 +396,7 @@ class GetNamesrvConfig(SubCommand):
 
     @inlineCallbacks
     def run(self, admin, args, out):
-        configs = yield admin.get_name_server_config()
-        out.data = configs
-        for addr in hashmap_order(configs, 4):
-            out.printf("============%s============\n", addr)
-            props = configs[addr]
-            for key in concurrent_hashmap_order(props, 8):
-                out.printf("%-50s=  %s\n", key, props[key])
+        print_configs(out, (yield admin.get_name_server_config()))
 
 
 class UpdateNamesrvConfig(SubCommand):

@@ -18,9 +18,9 @@ from ..remoting.codes import MQVersion, RequestCode, ResponseCode
 from ..remoting.command import RemotingCommand
 from ..remoting.headers import (CleanControllerBrokerDataRequestHeader, ElectMasterRequestHeader,
                                 ElectMasterResponseHeader, GetMetaDataResponseHeader)
-from ..remoting.javahash import concurrent_hashmap_order, hashmap_order
+from ..remoting.javahash import hashmap_order
 from ..transport.client import RemotingCommandError, check_response
-from .commands import Option, SubCommand
+from .commands import Option, SubCommand, print_configs
 
 __all__ = ["ControllerAdmin", "CONTROLLER_COMMANDS"]
 
@@ -187,14 +187,8 @@ class GetControllerConfig(_ControllerCommand):
 
     @inlineCallbacks
     def run(self, admin, args, out):
-        configs = yield ControllerAdmin(admin).get_controller_config(
-            _addresses(args.controllerAddress))
-        out.data = configs
-        for addr in hashmap_order(list(configs), 4):
-            out.printf("============%s============\n", addr)
-            props = configs[addr]
-            for key in concurrent_hashmap_order(props, 8):
-                out.printf("%-50s=  %s\n", key, props[key])
+        print_configs(out, (yield ControllerAdmin(admin).get_controller_config(
+            _addresses(args.controllerAddress))))
 
 
 class UpdateControllerConfig(_ControllerCommand):
