@@ -248,3 +248,42 @@ def test_identity_check_costs_the_same_whatever_the_group_or_cluster_count():
     address is live in (it did: 100 requests cost 100 x members lookups)."""
     small, big = _identity_check_lookups(64), _identity_check_lookups(128)
     assert big <= small + 8, (small, big)
+
+
+@pytest.mark.parametrize("profile", ["5.0", "5.3"])
+def test_a_header_without_the_fields_the_handler_ignores_is_still_checked(profile):
+    """QUERY_DATA_VERSION and BROKER_HEARTBEAT read their header as Java does (an absent field
+    is null), so the check reads it so too: a header without brokerName or brokerId, which the
+    handler takes, must not slip past a check that could not read it (it did: another host kept
+    the victim's registration alive)."""
+    proc = _processor(profile, brokerIdentityBinding="true")
+    assert _register(proc, GENUINE).code == 0
+    live = proc.route_info_manager.broker_live_table
+    before = {key: info.last_update_ms for key, info in live.items()}
+    for code, missing in ((904, "brokerName"), (322, "brokerId"), (322, "brokerName")):
+        ext = {"brokerName": "broker-a", "brokerAddr": "10.0.0.5:10911", "clusterName": "C",
+               "brokerId": "0"}
+        del ext[missing]
+        body = b'{"counter":1,"stateVersion":0,"timestamp":1}' if code == 322 else None
+        answer = proc.process(RemotingCommand.request(code, ext, body, opaque=3, version=479),
+                              OTHER, 90_000)
+        assert answer.code == 16, (code, missing, answer)
+    assert {key: info.last_update_ms for key, info in live.items()} == before
+
+
+@pytest.mark.parametrize("profile", ["5.0", "5.3"])
+def test_a_register_topic_body_is_checked_as_the_handler_reads_it(profile):
+    """The check reads REGISTER_TOPIC_IN_NAMESRV's body as the release's fastjson does, like
+    the handler: under 1.2.69 (5.0) ``queue_datas`` is no property, so ``queueDatas`` names the
+    group; read as 1.2.83 the check took ``queue_datas`` (empty) and let the topic in."""
+    proc = _processor(profile, brokerIdentityBinding="true")
+    assert _register(proc, GENUINE).code == 0
+    queue = {"brokerName": "broker-a", "readQueueNums": 4, "writeQueueNums": 4, "perm": 6,
+             "topicSysFlag": 0}
+    for body in ({"queue_datas": [], "queueDatas": [queue]},
+                 {"queueDatas": [queue], "queue_datas": []}):
+        answer = proc.process(RemotingCommand.request(
+            217, {"topic": "Hijacked"}, json.dumps(body).encode(), opaque=6, version=479),
+            OTHER, 1500)
+        assert answer.code in (0, 16)
+        assert "Hijacked" not in proc.route_info_manager.topic_queue_table, (body, answer)

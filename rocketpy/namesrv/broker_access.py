@@ -22,6 +22,7 @@ It cannot tell a genuine broker from an impostor that gets there first, and the 
 what TCP says; against an attacker on the brokers' network use TLS with client certificates
 (``docs/security.md``)."""
 from rocketpy.remoting.codes import RequestCode
+from rocketpy.remoting.fastjson import FASTJSON_1_2_83
 from rocketpy.remoting.bodies import TopicRouteData
 from rocketpy.remoting.errors import RemotingCodecError
 from rocketpy.remoting.headers import (BrokerHeartbeatRequestHeader, QueryDataVersionRequestHeader,
@@ -67,8 +68,11 @@ class BrokerAccessPolicy:
     :param bind_identity: refuse requests for an identity another host holds.
     """
 
-    def __init__(self, route_info_manager, allow_networks=(), bind_identity=False):
+    def __init__(self, route_info_manager, allow_networks=(), bind_identity=False,
+                 dialect=FASTJSON_1_2_83):
         self.rim = route_info_manager
+        #: the fastjson release the handlers read bodies as: the check reads them the same way
+        self.dialect = dialect
         self.allow_networks = tuple(allow_networks)
         self.bind_identity = bool(bind_identity)
         codes = set()
@@ -89,12 +93,12 @@ class BrokerAccessPolicy:
         self.refused = {"network": 0, "identity": 0}
 
     @classmethod
-    def from_properties(cls, props, route_info_manager):
+    def from_properties(cls, props, route_info_manager, dialect=FASTJSON_1_2_83):
         """From the ``-c`` file / ``-D`` properties; ``AclConfigError`` for a bad network."""
         props = props or {}
         networks = parse_networks(props.get(BROKER_ALLOW_NETWORKS, ""), BROKER_ALLOW_NETWORKS)
         bind = str(props.get(BROKER_IDENTITY_BINDING, "false")).strip().lower() == "true"
-        return cls(route_info_manager, networks, bind)
+        return cls(route_info_manager, networks, bind, dialect)
 
     def decide(self, request, channel, now_ms=0):
         """None when ``request`` from ``channel`` may run, else the refusal remark."""
@@ -115,9 +119,13 @@ class BrokerAccessPolicy:
         if request.code == _REGISTER_TOPIC:
             return self._topic_refusal(request, channel)
         try:
-            header = _IDENTITY_HEADERS[request.code].from_ext_fields(request.ext_fields)
+            # read as leniently as any handler reads it (Java's decoding: an absent or odd field
+            # is None), so no header a handler takes escapes the check; what even this refuses,
+            # every handler refuses too, changing nothing
+            header = _IDENTITY_HEADERS[request.code].from_ext_fields(request.ext_fields,
+                                                                     strict=False)
         except RemotingCodecError:
-            return None   # the handler answers a malformed header as Java does
+            return None
         host = host_of(channel)
         held = self._held(header, host)
         if held is not None:
@@ -161,10 +169,12 @@ class BrokerAccessPolicy:
         with live members must have one registered by this host."""
         if not request.body:
             return None
-        try:
-            route = TopicRouteData.from_json(request.body)
+        try:   # as the handler reads it: the release's fastjson, a JSON null a null bean
+            route = TopicRouteData.from_request(request.body, self.dialect)
         except (RemotingCodecError, ValueError, TypeError):
             return None   # the handler answers a malformed body as Java does
+        if route is None:
+            return None
         host = host_of(channel)
         for name in dict.fromkeys(qd.broker_name for qd in route.queue_datas or ()):
             holders = self._by_name.get(name)

@@ -101,7 +101,8 @@ class DefaultRequestProcessor:
             access_control = AccessControl.from_properties(configuration.all_configs)
         self.access_control = access_control
         if broker_access is None:
-            broker_access = BrokerAccessPolicy.from_properties(configuration.all_configs, rim)
+            broker_access = BrokerAccessPolicy.from_properties(configuration.all_configs, rim,
+                                                               policies.wire.header_dialect)
         self.broker_access = broker_access
         # guards that may refuse a request before its handler runs, each with the codes it
         # looks at: administrative requests, broker requests
