@@ -278,3 +278,22 @@ def test_memory_service_releases_the_tail_once_the_tables_are_empty():
     clock.advance(5)
     assert released == [50, 0]                # a small server coming and going: never
     service.stopService()
+
+
+def test_route_release_collects_fully_only_once_the_tables_are_small(monkeypatch):
+    """A full collection walks what the tables still hold (~0.5 s at 10 M entries, on the
+    reactor): a release while they are big makes a young pass only."""
+    import gc
+    from types import SimpleNamespace
+    from rocketpy.namesrv import NamesrvConfig, RouteInfoManager
+    from rocketpy.service import tap
+    calls = []
+    monkeypatch.setattr(gc, "collect", lambda *generation: calls.append(generation))
+    route = RouteInfoManager(NamesrvConfig())
+    processor = SimpleNamespace(reader=SimpleNamespace(forget_departed_brokers=lambda: None),
+                                route_info_manager=route)
+    release = tap._route_release(processor, None, trim=False)
+    release()
+    monkeypatch.setattr(tap, "FULL_COLLECTION_BELOW", 0)   # the tables count as big
+    release()
+    assert calls == [(), (1,)]
