@@ -450,3 +450,17 @@ def test_request_bodies_in_fastjson_forms_read_as_java():
     assert (lenient.code, lenient.body) == (strict.code, strict.body)
     assert bodies.SyncStateSet.from_json(b"{SyncStateSet:['1',2,],'SYNCSTATESETEPOCH':3}") == \
         bodies.SyncStateSet.from_json(b'{"syncStateSet":[1,2],"syncStateSetEpoch":3}')
+
+
+def test_elections_for_one_dead_master_are_bounded_whatever_the_config_says():
+    """electMasterMaxRetryCount can be set from the wire (UPDATE_CONTROLLER_CONFIG); each
+    failed election is a logged event that raises the epoch, so the tries are capped."""
+    processor = _processor()
+    _join(processor, 1, CH1)
+    assert _call(processor, 1002, H.ElectMasterRequestHeader(
+        broker_id=1, designate_elect=False, **GROUP)).code == 0
+    processor.config.elect_master_max_retry_count = 10 ** 9
+    epoch = processor.replicas.sync_state_info_table["b"].master_epoch
+    assert processor.trigger_elect_master("b", 10 ** 9) is False    # nobody alive to elect
+    tries = processor.replicas.sync_state_info_table["b"].master_epoch - epoch
+    assert 1 <= tries <= 16

@@ -152,6 +152,13 @@ def test_entries_rebuild_the_leaders_state_on_a_follower():
     assert not other.apply_kv({"key": b64(PREFIX + "leader"), "value": b64(b"{}")})
     other.reset()
     assert (other.seq, other.manager.replica_info_table) == (0, {})
+    # a leader that steps down reads the log again: its broker count (the 10,000 bound) must
+    # not grow by the whole table each time
+    counted = follower.manager.broker_count()
+    for _ in range(3):
+        follower.reset()
+        assert all(follower.apply_kv(kv) for kv in kvs)
+    assert follower.manager.broker_count() == counted > 0
 
 
 def test_gateway_bodies_compare_and_swap():

@@ -55,6 +55,9 @@ LEADER_CODES = frozenset(int(c) for c in (
     R.CONTROLLER_GET_REPLICA_INFO, R.CONTROLLER_GET_SYNC_STATE_DATA, R.CLEAN_BROKER_DATA,
     R.CONTROLLER_GET_NEXT_BROKER_ID, R.CONTROLLER_APPLY_BROKER_ID))
 NOT_LEADER_REMARK = "The controller is not in leader state"
+#: Elections tried at most for one dead master, whatever ``electMasterMaxRetryCount`` says
+#: (UPDATE_CONTROLLER_CONFIG sets it from the wire; each failed try is a logged event).
+MAX_ELECT_RETRIES = 16
 
 
 def _administrative(request):
@@ -354,7 +357,8 @@ class ControllerRequestProcessor:
     def trigger_elect_master(self, name, now_ms):
         """Elect a master for group ``name``, up to ``electMasterMaxRetryCount`` tries; True once
         one is elected (its pushes sent after the change is durable)."""
-        for _ in range(max(self.config.elect_master_max_retry_count, 0)):
+        for _ in range(min(max(self.config.elect_master_max_retry_count, 0),
+                           MAX_ELECT_RETRIES)):
             header = H.ElectMasterRequestHeader(broker_name=name, cluster_name=None,
                                                 broker_id=None, designate_elect=False)
             result = self.replicas.elect_master(header, self._policy(now_ms))

@@ -432,7 +432,7 @@ class ReplicasInfoManager:
         for broker_id in ids:
             if replicas.brokers.pop(broker_id, None) is not None:
                 self._broker_count -= 1
-            state.sync_state_set = state.sync_state_set - {broker_id}
+        state.sync_state_set = state.sync_state_set - frozenset(ids)   # one pass, not one per id
         if state.master_broker_id in ids:
             # Java keeps a cleaned (dead) master as master, outside its own sync state set;
             # rocketpy drops it, so the dead-master scan elects from what is left

@@ -125,6 +125,7 @@ class ReplicaLog:
         """Forget the state (before loading it again from etcd)."""
         self.manager.replica_info_table = {}
         self.manager.sync_state_info_table = {}
+        self.manager.recount()
         self.seq = 0
 
     def record(self, events):
