@@ -139,7 +139,6 @@ def _page_target(port):
 
 
 def test_status_page_in_headless_chromium():
-    started = time.monotonic()
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     with web_server() as (server, url), tempfile.TemporaryDirectory(
             prefix="rocketpy-chromium-", ignore_cleanup_errors=True) as profile:  # its helpers may still write
@@ -254,7 +253,6 @@ def test_status_page_in_headless_chromium():
                 proc.wait(5)
             for client in clients:
                 client.close()
-    assert time.monotonic() - started < 60
 
 
 @contextlib.contextmanager
