@@ -529,6 +529,23 @@ class PeerComparisonTests(SynchronousTestCase):
         watch.run_once()
         self.assertTrue(watch.report["agree"], watch.report)
 
+    def test_a_round_that_fails_before_comparing_does_not_stop_the_next(self):
+        brokers = {("C", "broker-a", 0): "10.0.0.1:10911"}
+        calls = []
+
+        def offload(work):
+            calls.append(work)
+            if len(calls) == 1:
+                raise RuntimeError("the pool broke")
+            return None                         # then: full, the next round compares
+        watch, rim = self._watch({"a:9876": self._answers(brokers, ["T1"])}, offload=offload)
+        watch.peers = ["a:9876"]
+        self._tables(rim, brokers, ["T1"])
+        watch.run_once()
+        self.flushLoggedErrors(RuntimeError)
+        watch.run_once()
+        self.assertEqual(len(calls), 2)
+
     def test_the_comparison_runs_off_the_reactor_from_copies(self):
         brokers = {("C", "broker-a", 0): "10.0.0.1:10911"}
         from twisted.internet.defer import Deferred

@@ -109,8 +109,9 @@ class PeerWatch(PeriodicService):
     def run_once(self):
         if self._running is not None:           # a slow peer: never two rounds at once
             return
-        self._running = defer.DeferredList([self._peer_view(p) for p in self.peers])
-        self._running.addCallback(self._compare)
+        running = self._running = defer.DeferredList([self._peer_view(p) for p in self.peers])
+        running.addCallback(self._compare)
+        running.addErrback(self._failed)        # whatever fails, the next round runs
 
     @defer.inlineCallbacks
     def _peer_view(self, addr):
