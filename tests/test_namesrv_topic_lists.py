@@ -115,16 +115,31 @@ def test_a_big_topics_by_cluster_list_is_built_off_the_reactor_and_answers_the_s
     from processorutil import call, make, register
     from rocketpy.namesrv.pending import Pending
     from rocketpy.remoting import RemotingCommand
-    proc = make(tmp_path)
-    register(proc, topics=tuple(f"T{i}" for i in range(30)))
-    register(proc, name="broker-b", addr="127.0.0.1:10912", topics=tuple(f"U{i}" for i in range(30)))
-    inline = call(proc, 224, {"cluster": "C"}).body
+    def made(where):
+        proc = make(where)
+        register(proc, topics=tuple(f"T{i}" for i in range(30)))
+        register(proc, name="broker-b", addr="127.0.0.1:10912",
+                 topics=tuple(f"U{i}" for i in range(30)))
+        return proc
+    (tmp_path / "a").mkdir()
+    inline = call(made(tmp_path / "a"), 224, {"cluster": "C"}).body
+    proc = made(tmp_path)
     proc.handlers[224].__self__.offload_from = 10
-    later = proc.process(RemotingCommand.request(224, {"cluster": "C"}, None, opaque=5,
-                                                 version=479), None, 1000, offload=True)
+
+    def ask():
+        return proc.process(RemotingCommand.request(224, {"cluster": "C"}, None, opaque=5,
+                                                    version=479), None, 1000, offload=True)
+    later = ask()
     assert isinstance(later, Pending)
     proc.route_info_manager.delete_topic("T3")        # while the work runs elsewhere
     assert later.run().body == inline                 # the list as of the request, same bytes
+    # not kept (the tables changed meanwhile); the next one is, until the tables change
+    later = ask()
+    assert isinstance(later, Pending)
+    fresh = later.run().body
+    assert b'"T3"' not in fresh
+    held = ask()
+    assert not isinstance(held, Pending) and held.body == fresh
     unknown = proc.process(RemotingCommand.request(224, {"cluster": "nope"}, None, opaque=6,
                                                    version=479), None, 1000, offload=True)
     assert not isinstance(unknown, Pending) and unknown.body == call(proc, 224, {"cluster": "nope"}).body

@@ -97,6 +97,7 @@ class RouteInfoManager:
         self._epoch_clock = count(1)
         self._cluster_set_high = {}    # cluster -> largest broker-name count
         self._listings = {}            # topic list name -> (snapshots' generation, list)
+        self._cluster_listings = {}    # cluster -> (generation, its GET_TOPICS_BY_CLUSTER list)
         #: QueueData entries (topic-broker pairs) in topic_queue_table, for the server-wide
         #: bounds (:mod:`rocketpy.namesrv.route_bounds`)
         self.queue_data_count = 0
@@ -666,18 +667,43 @@ class RouteInfoManager:
         from each broker's own topics sorted by their place in the topic table (O(T + pairs))."""
         if cluster_name not in self.cluster_addr_table:
             return []   # Java: NullPointerException, logged, empty list answered
+        held = self._cluster_listing(cluster_name)
+        if held is not None:
+            return held
         position = self._listing("position", lambda: {
             topic: i for i, topic in enumerate(self.topics_in_order())}).__getitem__
         items = []
         for name in self.cluster_broker_names(cluster_name):
             items.extend(sorted(self.topics_of_broker(name), key=position))
-        return self.wire.topic_set(items)
+        return self._keep_cluster_listing(cluster_name, self.snapshots.generation,
+                                          self.wire.topic_set(items))
+
+    def _cluster_listing(self, cluster_name):
+        """A cluster's topic list built for the current tables, or None."""
+        held = self._cluster_listings.get(cluster_name)
+        if held is not None and held[0] == self.snapshots.generation:
+            return held[1]
+        return None
+
+    def _keep_cluster_listing(self, cluster_name, generation, items):
+        """Hold ``items`` (built for ``generation``) while the tables stay as they were; lists
+        of older tables are dropped, so at most one list per known cluster is held."""
+        if self.snapshots.generation == generation:
+            if any(g != generation for g, _ in self._cluster_listings.values()):
+                self._cluster_listings = {c: held for c, held in self._cluster_listings.items()
+                                          if held[0] == generation}
+            self._cluster_listings[cluster_name] = (generation, items)
+        return items
 
     def topics_by_cluster_work(self, cluster_name):
-        """``get_topics_by_cluster`` as pure work over copies taken now (any thread may run
-        it), or None for a cluster the tables do not know (its answer is the empty list)."""
-        if cluster_name not in self.cluster_addr_table:
+        """``get_topics_by_cluster`` as ``(work, keep)``: ``work()`` is pure work over copies
+        taken now (any thread may run it), ``keep(items)`` (on this thread) holds its result
+        while the tables stay as they were, as the all-topic list is; None for a cluster the
+        tables do not know (its answer is the empty list) or one whose list is held."""
+        if cluster_name not in self.cluster_addr_table or \
+                self._cluster_listing(cluster_name) is not None:
             return None
+        generation = self.snapshots.generation
         names, capacity, topic_set = list(self.topic_queue_table), self._topics_high.capacity(), \
             self.wire.topic_set
         per_broker = [self.topics_of_broker(name) for name in self.cluster_broker_names(cluster_name)]
@@ -688,7 +714,7 @@ class RouteInfoManager:
             for topics in per_broker:
                 items.extend(sorted(topics, key=position))
             return topic_set(items)
-        return work
+        return work, lambda items: self._keep_cluster_listing(cluster_name, generation, items)
 
     def get_system_topic_list(self):
         """(topic list, brokerAddr or None): cluster names and broker names, and one address."""

@@ -26,6 +26,19 @@ def _topic_list(topics, broker_addr=None):
     return ok(bodies.TopicList(broker_addr=broker_addr, topic_list=topics))
 
 
+def _offloaded_list(order, keep):
+    """A topic list whose Java order and JSON are built off the reactor (``order()``, pure),
+    then kept by the tables (``keep(items)``, on the reactor) while they stay as they were."""
+    def work():
+        items = order()
+        return items, bodies.TopicList(topic_list=items).to_json()
+
+    def finish(done):
+        keep(done[0])
+        return ok(done[1])
+    return Pending(work, finish)
+
+
 class TopicHandlers:
     """:param handler_set: the :class:`~rocketpy.namesrv.policy.HandlerSet` (the list switches)."""
 
@@ -63,16 +76,7 @@ class TopicHandlers:
         if len(self.routes.topic_queue_table) >= self.offload_from:
             later = self.routes.all_topic_list_work()
             if later is not None:
-                order, keep = later
-
-                def work():   # the order and the JSON, off the reactor
-                    items = order()
-                    return items, bodies.TopicList(topic_list=items).to_json()
-
-                def finish(done):
-                    keep(done[0])
-                    return ok(done[1])
-                return Pending(work, finish)
+                return _offloaded_list(*later)
         return _topic_list(self.routes.get_all_topic_list())
 
     # Without a topic Java removes null from the topic table: 4.9.8's HashMap holds no null key,
@@ -111,9 +115,9 @@ class TopicHandlers:
         if not self.handlers.lists_enabled(self.config):
             return _DISABLED
         if len(self.routes.topic_queue_table) >= self.offload_from:
-            work = self.routes.topics_by_cluster_work(header.cluster)
-            if work is not None:   # the orders and the JSON, off the reactor
-                return Pending(lambda: bodies.TopicList(topic_list=work()).to_json(), ok)
+            later = self.routes.topics_by_cluster_work(header.cluster)
+            if later is not None:
+                return _offloaded_list(*later)
         return _topic_list(self.routes.get_topics_by_cluster(header.cluster))
 
     @responder(RequestCode.GET_SYSTEM_TOPIC_LIST_FROM_NS)
