@@ -46,6 +46,10 @@ WHOLE = {
     "rmq53-broker-register-rocketmq-serialize.pcap": {},
     "rmq53-broker-register.pcap": {},
 }
+#: 5.3.3's kill -9 and unregister captures begin on a connection opened before the recording
+#: (no SYN): the NameServer's state at their start is unknown, so they are decoded and compared
+#: frame by frame (test_remoting_golden), not replayed against an empty NameServer
+MID_CONNECTION = ("rmq53-broker-kill9.pcap", "rmq53-broker-unregister.pcap")
 
 
 def _report(result):
@@ -54,6 +58,12 @@ def _report(result):
         lines.append(f"code {event.request.code} opaque {event.request.opaque} at {event.ts:.3f}:")
         lines.extend("    " + d for d in diffs)
     return "\n".join(lines)
+
+
+@pytest.mark.parametrize("name", MID_CONNECTION)
+def test_captures_left_out_of_replay_start_mid_connection(name):
+    assert replay.conversations(replay.PCAP_DIR / name, ("namesrv",)) == []
+    assert name not in WHOLE
 
 
 def test_there_are_thirteen_self_contained_captures():
