@@ -50,17 +50,23 @@ class _Body:
 
 
 class _Lines(Protocol):
-    """The body of a watch: each line one JSON message for ``on_message``."""
+    """The body of a watch: each line one JSON message for ``on_message``. The bytes wait in one
+    buffer scanned only past what was scanned before, and a line is cut once when complete, so
+    a long line arriving in many chunks costs its length, not its length times its chunks."""
 
     def __init__(self, on_message, finished):
         self._on_message = on_message
         self._finished = finished
-        self._buffer = b""
+        self._buffer = bytearray()
+        self._scanned = 0            # bytes of the buffer known to hold no newline
 
     def dataReceived(self, data):
         self._buffer += data
-        while b"\n" in self._buffer:
-            line, self._buffer = self._buffer.split(b"\n", 1)
+        start = 0
+        end = self._buffer.find(b"\n", self._scanned)
+        while end >= 0:
+            line = self._buffer[start:end]
+            start = end + 1
             if line.strip():
                 try:
                     message = json.loads(line)
@@ -68,7 +74,10 @@ class _Lines(Protocol):
                     self.transport.stopProducing()
                     return
                 self._on_message(message)
-        if len(self._buffer) > MAX_WATCH_LINE:
+            end = self._buffer.find(b"\n", start)
+        del self._buffer[:start]
+        self._scanned = len(self._buffer)
+        if self._scanned > MAX_WATCH_LINE:
             self.transport.stopProducing()
 
     def connectionLost(self, reason):
