@@ -16,6 +16,8 @@ write is gone), when its lease is lost, or when its last kept-alive lease would 
 without etcd it cannot know whether another was elected, so it stops answering as leader
 before another can be. A stopping leader revokes its lease: the others elect at once.
 """
+from collections import deque
+
 from twisted.application.service import Service
 from twisted.internet.defer import Deferred, inlineCallbacks, maybeDeferred
 from twisted.internet.task import LoopingCall, deferLater
@@ -72,7 +74,7 @@ class ControllerGroup(Service):
         self._lease = None
         self._lease_deadline_ms = 0
         self._leader_revision = None
-        self._queue = []             # [(LogEntry, Deferred)]
+        self._queue = deque()        # (LogEntry, Deferred), oldest first
         self._writing = False
         self._campaigning = False
         self._syncing = False
@@ -108,7 +110,8 @@ class ControllerGroup(Service):
         self._writing = True
         try:
             while self._queue:
-                batch, self._queue = self._queue[:MAX_TXN_ENTRIES], self._queue[MAX_TXN_ENTRIES:]
+                batch = [self._queue.popleft()
+                         for _ in range(min(MAX_TXN_ENTRIES, len(self._queue)))]
                 why = None
                 if self._leader_revision is None:
                     why = "not the leader any more"
@@ -125,7 +128,8 @@ class ControllerGroup(Service):
                     for _, d in batch:
                         d.callback(None)
                     continue
-                failed, self._queue = batch + self._queue, []
+                failed = batch + list(self._queue)
+                self._queue.clear()
                 for _, d in failed:
                     d.errback(EtcdError(f"not committed in etcd: {why}"))
                 if self._leader_revision is not None:
