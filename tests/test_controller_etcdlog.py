@@ -1,17 +1,124 @@
-"""The controller group on etcd: the watch's line buffer and the write queue cost what passes
-through them, not its square."""
+"""The controller group's log in etcd stays bounded and is read in bounded pieces: the leader
+snapshots the state every SNAPSHOT_ENTRIES entries in the transaction of an entry and deletes
+the entries before it, a start reads the snapshot and the tail in pages pinned to one revision,
+and the state after a restart equals the state the whole log gave. The watch's line buffer and
+the write queue cost what passes through them, not its square. etcd is the in-memory
+:mod:`fakeetcd` (its answers checked against a real etcd), time a ``Clock``."""
 import json
 import time
 
 from twisted.internet.defer import succeed
 from twisted.internet.task import Clock
 
+from fakeetcd import FakeEtcd
+from rocketpy.controller.events import (AlterSyncStateSetEvent, ApplyBrokerIdEvent,
+                                        ElectMasterEvent)
 from rocketpy.controller.replicas import ReplicasInfoManager
-from rocketpy.controller.replicated import EtcdSettings, Leadership
+from rocketpy.controller.replicated import (RANGE_PAGE, SNAPSHOT_ENTRIES, EtcdSettings, Leadership,
+                                            key_prefix, unb64)
+from rocketpy.controller.store import snapshot_text
 from rocketpy.service import controllergroup, etcd as etcd_module
 from rocketpy.service.controllergroup import ControllerGroup
 
 SETTINGS = EtcdSettings(["http://127.0.0.1:1"])
+PREFIX = key_prefix("g")
+
+
+def _group(fake, self_id):
+    group = ControllerGroup(Clock(), ReplicasInfoManager(), Leadership(self_id, f"{self_id}:9878"),
+                            SETTINGS, "g", gateway=fake)
+    group.startService()
+    return group
+
+
+def _change(i):
+    """The events of change ``i``: brokers join 40 groups, masters are elected, sets change."""
+    name, broker_id = f"b{i % 40}", i // 40 + 1
+    if i % 7 == 3:
+        return [ElectMasterEvent(name, broker_id)]
+    if i % 11 == 5:
+        return [AlterSyncStateSetEvent(name, (broker_id, broker_id + 1))]
+    return [ApplyBrokerIdEvent("c", name, f"10.0.{i % 40}.{broker_id}:10911", broker_id,
+                               f"10.0.{i % 40}.{broker_id}:10911;{i}")]
+
+
+def _lead_and_write(group, changes, start=0):
+    assert group.leadership.leading
+    for i in range(start, start + changes):
+        events = _change(i)
+        for event in events:
+            group.replica_log.manager.apply_event(event)
+        done = []
+        group.submit(group.record(events)).addCallback(done.append)
+        assert done == [None]
+
+
+def _log_keys(fake):
+    return sorted(k for k in fake.state() if k.startswith((PREFIX + "log/").encode()))
+
+
+def test_restart_reads_the_snapshot_and_a_short_tail_with_the_whole_logs_state():
+    fake = FakeEtcd()
+    leader = _group(fake, "n0")
+    watcher = _group(fake, "n1")          # follows from the first entry on, through the watch
+    changes = 2 * SNAPSHOT_ENTRIES + RANGE_PAGE + 7
+    _lead_and_write(leader, changes)
+    whole = ReplicasInfoManager()         # the state of the whole log, applied in order
+    for i in range(changes):
+        for event in _change(i):
+            whole.apply_event(event)
+    assert snapshot_text(leader.replica_log.manager) == snapshot_text(whole)
+    assert snapshot_text(watcher.replica_log.manager) == snapshot_text(whole)
+    # etcd keeps the snapshot of entry 2,000 and the entries from the last snapshot's batch on
+    snapshot = json.loads(fake.state()[(PREFIX + "snapshot").encode()][0])
+    assert snapshot["seq"] == 2 * SNAPSHOT_ENTRIES
+    assert len(_log_keys(fake)) == changes - 2 * SNAPSHOT_ENTRIES + 1
+    fake.reads = fake.largest_page = 0
+    restarted = _group(fake, "n2")
+    assert restarted.loaded and restarted.replica_log.seq == changes
+    assert snapshot_text(restarted.replica_log.manager) == snapshot_text(whole)
+    assert fake.reads == changes - 2 * SNAPSHOT_ENTRIES      # the entries after the snapshot
+    assert fake.largest_page == RANGE_PAGE
+    # it follows the leader's next entries through the watch
+    _lead_and_write(leader, 3, start=changes)
+    assert snapshot_text(restarted.replica_log.manager) == snapshot_text(leader.replica_log.manager)
+    assert restarted.replica_log.seq == changes + 3
+
+
+def test_pages_read_at_one_revision_survive_a_snapshot_between_them():
+    """A snapshot written between two pages deletes the entries the next page starts at: the
+    pages are read at the first read's revision, so the start still sees every entry, and the
+    watch from that revision brings the rest."""
+    fake = FakeEtcd()
+    leader = _group(fake, "n0")
+    _lead_and_write(leader, SNAPSHOT_ENTRIES - 100)
+    pages = []
+
+    def interleave(body):
+        if b"/log/" in unb64(body["key"]):
+            pages.append(body)
+            if len(pages) == 1:          # after the first page, the leader passes a snapshot
+                _lead_and_write(leader, 200, start=SNAPSHOT_ENTRIES - 100)
+
+    fake.on_range = interleave
+    reader = _group(fake, "n1")
+    fake.on_range = None
+    assert len(pages) >= 2 and len({p.get("revision") for p in pages}) == 1
+    assert json.loads(fake.state()[(PREFIX + "snapshot").encode()][0])["seq"] > RANGE_PAGE
+    assert reader.loaded and reader.replica_log.seq == SNAPSHOT_ENTRIES + 100
+    assert snapshot_text(reader.replica_log.manager) == snapshot_text(leader.replica_log.manager)
+
+
+def test_a_step_down_reads_the_snapshot_and_tail_again():
+    fake = FakeEtcd()
+    leader = _group(fake, "n0")
+    _lead_and_write(leader, SNAPSHOT_ENTRIES + 50)
+    expected = snapshot_text(leader.replica_log.manager)
+    fake.reads = 0
+    leader._step_down("test")
+    assert fake.reads == 50                        # the tail after the snapshot, not the log
+    assert snapshot_text(leader.replica_log.manager) == expected
+    assert leader.leadership.leading               # it campaigned again and won
 
 
 class _Transport:

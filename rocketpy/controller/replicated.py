@@ -9,29 +9,43 @@ etcd is the consensus engine; rocketpy only lays out its keys, under
   writes entries with one transaction that succeeds only while the entry's key does not exist
   and its own election key is still the one it created (:func:`append_txn`): a deposed leader
   cannot write, two leaders cannot both write ``seq``;
+* ``snapshot``: the whole state after entry ``seq``
+  (:func:`~rocketpy.controller.store.snapshot_text`), written by the leader every
+  :data:`SNAPSHOT_ENTRIES` entries in the transaction of an entry, which also deletes the
+  entries before that transaction's own: the log holds a short tail;
 * ``leader``: the election key, ``{"id", "address"}`` of the controller that created it, bound
   to that controller's lease (:func:`campaign_txn`): it disappears when the lease is not kept
   alive (the leader died or lost etcd), and the others campaign.
 
 Every controller applies the entries in order to its own
-:class:`~rocketpy.controller.replicas.ReplicasInfoManager` (:class:`ReplicaLog`), from a range
-read at start and the watch after it, so all hold the same state; the leader applied its own
-entries before writing them and skips their echo. :class:`Leadership` is what the processor asks
-before answering as leader. Pure: builds and reads the JSON gateway's bodies (``/v3/kv/txn``,
-``/v3/kv/range``, ``/v3/watch``), no I/O.
+:class:`~rocketpy.controller.replicas.ReplicasInfoManager` (:class:`ReplicaLog`), from the
+snapshot and the entries after it read at start (in pages of :data:`RANGE_PAGE`, all at the
+snapshot's revision) and the watch after that, so all hold the same state; the leader applied
+its own entries before writing them and skips their echo. :class:`Leadership` is what the
+processor asks before answering as leader. Pure: builds and reads the JSON gateway's bodies
+(``/v3/kv/txn``, ``/v3/kv/range``, ``/v3/watch``), no I/O.
 """
 import base64
 import json
 
 from .events import event_from_obj, event_to_obj
+from .store import SnapshotError, load_snapshot
 
 __all__ = ["ReplicaLog", "Leadership", "EtcdSettings", "ReplicationError", "key_prefix",
-           "entry_key", "append_txn", "campaign_txn", "range_request", "watch_request",
+           "entry_key", "snapshot_key", "snapshot_request", "append_txn", "campaign_txn",
+           "range_request", "watch_request",
            "leader_value", "parse_leader", "b64", "unb64", "ENTRY_DIGITS", "ETCD_TYPE",
-           "ETCD_INT_KEYS", "ETCD_ENDPOINTS_KEY"]
+           "ETCD_INT_KEYS", "ETCD_ENDPOINTS_KEY", "RANGE_PAGE", "SNAPSHOT_ENTRIES",
+           "MAX_SNAPSHOT_BYTES"]
 
 #: digits of an entry's sequence number in its key (keys sort as numbers)
 ENTRY_DIGITS = 20
+#: log entries one range request reads
+RANGE_PAGE = 500
+#: entries written after a snapshot before the leader writes the next one
+SNAPSHOT_ENTRIES = 1000
+#: a larger snapshot is not written (etcd refuses requests over 1.5 MiB by default)
+MAX_SNAPSHOT_BYTES = 1024 * 1024
 #: ``controllerType`` that keeps the state in etcd
 ETCD_TYPE = "etcd"
 
@@ -63,10 +77,24 @@ def _prefix_end(prefix):
     return prefix[:-1] + chr(ord(prefix[-1]) + 1)
 
 
-def range_request(prefix, from_seq=1):
-    """``/v3/kv/range`` body: the log entries from ``from_seq`` on, in key order."""
-    return {"key": b64(entry_key(prefix, from_seq)), "range_end": b64(_prefix_end(prefix + "log/")),
-            "sort_order": "ASCEND", "sort_target": "KEY"}
+def snapshot_key(prefix):
+    return prefix + "snapshot"
+
+
+def snapshot_request(prefix):
+    """``/v3/kv/range`` body: the snapshot key (its answer's revision pins the log's pages)."""
+    return {"key": b64(snapshot_key(prefix))}
+
+
+def range_request(prefix, from_seq=1, revision=None, limit=RANGE_PAGE):
+    """``/v3/kv/range`` body: at most ``limit`` log entries from ``from_seq`` on, in key order,
+    as they were at ``revision`` (etcd's current state if None); the answer's ``more`` says
+    whether entries follow."""
+    body = {"key": b64(entry_key(prefix, from_seq)), "range_end": b64(_prefix_end(prefix + "log/")),
+            "sort_order": "ASCEND", "sort_target": "KEY", "limit": str(limit)}
+    if revision is not None:
+        body["revision"] = str(revision)
+    return body
 
 
 def watch_request(prefix, start_revision):
@@ -75,17 +103,24 @@ def watch_request(prefix, start_revision):
                                "start_revision": str(start_revision)}}
 
 
-def append_txn(prefix, first_seq, values, leader_revision):
+def append_txn(prefix, first_seq, values, leader_revision, snapshot=None):
     """``/v3/kv/txn`` body writing ``values`` (bytes) as entries ``first_seq...``; it succeeds only
     if entry ``first_seq`` is new and the election key is still the one created at
-    ``leader_revision``."""
+    ``leader_revision``. With ``snapshot`` (the state after the last of ``values``, text) it also
+    writes the snapshot and deletes the entries before ``first_seq`` (etcd refuses a transaction
+    that puts and deletes the same key, so this batch's entries stay until the next snapshot)."""
+    success = [{"request_put": {"key": b64(entry_key(prefix, first_seq + i)), "value": b64(v)}}
+               for i, v in enumerate(values)]
+    if snapshot is not None:
+        success.append({"request_put": {"key": b64(snapshot_key(prefix)), "value": b64(snapshot)}})
+        success.append({"request_delete_range": {"key": b64(prefix + "log/"),
+                                                 "range_end": b64(entry_key(prefix, first_seq))}})
     return {"compare": [
         {"key": b64(prefix + "leader"), "target": "CREATE", "result": "EQUAL",
          "create_revision": str(leader_revision)},
         {"key": b64(entry_key(prefix, first_seq)), "target": "CREATE", "result": "EQUAL",
          "create_revision": "0"}],
-        "success": [{"request_put": {"key": b64(entry_key(prefix, first_seq + i)), "value": b64(v)}}
-                    for i, v in enumerate(values)]}
+        "success": success}
 
 
 def leader_value(self_id, address):
@@ -140,6 +175,18 @@ class ReplicaLog:
         if not key.startswith(head) or not key[len(head):].isdigit():
             return None
         return int(key[len(head):])
+
+    def apply_snapshot(self, kv):
+        """Load the snapshot key's value (``{"key", "value"}`` base64) when it is newer than the
+        state; the snapshot's entry. ReplicationError for a value that is not a snapshot."""
+        try:
+            text = unb64(kv.get("value")).decode("utf-8")
+            seq = int(json.loads(text)["seq"])
+            if seq > self.seq:
+                self.seq = load_snapshot(self.manager, text)
+        except (SnapshotError, ValueError, KeyError, TypeError) as exc:
+            raise ReplicationError(f"snapshot: {exc}") from None
+        return seq
 
     def apply_kv(self, kv):
         """Apply one entry of a range or watch answer (``{"key", "value"}`` base64); False when

@@ -1,14 +1,18 @@
 """Service layer: a controller of a group sharing its state through etcd (``controllerType=etcd``;
 the key layout and the pure parts are :mod:`rocketpy.controller.replicated`).
 
-At start the controller reads the whole log from etcd and applies it, then watches the group's
-keys from the revision it read: every entry the leader writes reaches every controller's state
-machine, in order. It campaigns for the election key with a lease it keeps alive every third
-of ``controllerEtcdLeaseTtl``; the winner first applies the entries it has not seen, then leads.
+At start the controller loads the snapshot from etcd and applies the entries after it, read in
+pages at the snapshot's revision, then watches the group's keys from that revision: every entry
+the leader writes reaches every controller's state machine, in order. It campaigns for the
+election key with a lease it keeps alive every third of ``controllerEtcdLeaseTtl``; the winner
+first applies the entries it has not seen, then leads.
 The leader's changes are applied in memory, numbered and handed to :meth:`ControllerGroup.submit`
 (the DISK lane of the controller's requests and of its own elections): they are written in
 order, those that wait together in one transaction that only succeeds while the entry keys are
 new and the leader still holds the key it created, and answered once etcd has committed them.
+Every :data:`~rocketpy.controller.replicated.SNAPSHOT_ENTRIES` entries, when a batch ends at the
+newest change, its transaction also writes the state as the snapshot and deletes the entries
+before the batch, so what a start reads stays short however long the group runs.
 
 A leader stops leading when a write is refused or fails (it then revokes its lease, so the key
 goes at once, forgets its state and reads it again from etcd: what it applied but could not
@@ -23,9 +27,11 @@ from twisted.internet.defer import Deferred, inlineCallbacks, maybeDeferred
 from twisted.internet.task import LoopingCall, deferLater
 from twisted.logger import Logger
 
-from ..controller.replicated import (ReplicaLog, ReplicationError, append_txn, campaign_txn,
-                                     key_prefix, parse_leader, range_request, unb64,
-                                     watch_request)
+from ..controller.replicated import (MAX_SNAPSHOT_BYTES, SNAPSHOT_ENTRIES, ReplicaLog,
+                                     ReplicationError, append_txn, campaign_txn, key_prefix,
+                                     parse_leader, range_request, snapshot_key, snapshot_request,
+                                     unb64, watch_request)
+from ..controller.store import snapshot_text
 from .etcd import EtcdError, EtcdGateway
 from ..transport import logs
 
@@ -70,6 +76,7 @@ class ControllerGroup(Service):
                                               settings.timeout_ms / 1000.0)
         self.write_pool = write_pool
         self.revision = 0            # the newest etcd revision seen
+        self.snapshot_seq = 0        # the entry of the newest snapshot known to be in etcd
         self.loaded = False
         self._lease = None
         self._lease_deadline_ms = 0
@@ -116,12 +123,15 @@ class ControllerGroup(Service):
                 if self._leader_revision is None:
                     why = "not the leader any more"
                 else:
+                    snapshot = self._snapshot_for(batch[-1][0].seq)
                     body = append_txn(self.prefix, batch[0][0].seq, [e.value for e, _ in batch],
-                                      self._leader_revision)
+                                      self._leader_revision, snapshot)
                     try:
                         answer = yield self.gateway.post("/v3/kv/txn", body)
                         if not answer.get("succeeded"):
                             why = "etcd refused the entry: another controller leads"
+                        elif snapshot is not None:
+                            self.snapshot_seq = batch[-1][0].seq
                     except EtcdError as exc:
                         why = str(exc)
                 if why is None:
@@ -136,6 +146,19 @@ class ControllerGroup(Service):
                     self._step_down(why)
         finally:
             self._writing = False
+
+    def _snapshot_for(self, last_seq):
+        """The state as a snapshot when the batch ending at ``last_seq`` is due one and ends at
+        the newest change (the state in memory is the state after it), else None."""
+        if last_seq - self.snapshot_seq < SNAPSHOT_ENTRIES or last_seq != self.replica_log.seq:
+            return None
+        text = snapshot_text(self.replica_log.manager, last_seq)
+        if len(text) > MAX_SNAPSHOT_BYTES:
+            self.log.warn("controller state of {size} bytes is too large for one etcd key: "
+                          "no snapshot, the log keeps its entries", size=len(text))
+            self.snapshot_seq = last_seq
+            return None
+        return text
 
     # -- start, state, watch ----------------------------------------------------------------
 
@@ -164,16 +187,27 @@ class ControllerGroup(Service):
 
     @inlineCallbacks
     def _catch_up(self):
-        """Apply the entries after the last applied one, until none was missed meanwhile."""
+        """Load a snapshot newer than the state, apply the entries after it, until none was
+        missed meanwhile. Every page is read at the snapshot's revision: a snapshot written
+        between two pages (which deletes entries) cannot cut the log being read."""
         self._syncing = True
         try:
             while True:
                 self._missed = False
-                answer = yield self.gateway.post(
-                    "/v3/kv/range", range_request(self.prefix, self.replica_log.seq + 1))
-                self.revision = max(self.revision, int(answer["header"]["revision"]))
-                for kv in answer.get("kvs", ()):
-                    self.replica_log.apply_kv(kv)
+                answer = yield self.gateway.post("/v3/kv/range", snapshot_request(self.prefix))
+                revision = int(answer["header"]["revision"])
+                for kv in answer.get("kvs") or ():
+                    self.snapshot_seq = max(self.snapshot_seq, self.replica_log.apply_snapshot(kv))
+                more = True
+                while more:
+                    before = self.replica_log.seq
+                    answer = yield self.gateway.post("/v3/kv/range", range_request(
+                        self.prefix, before + 1, revision))
+                    for kv in answer.get("kvs") or ():
+                        self.replica_log.apply_kv(kv)
+                    # a page of keys that are not entries (sorted after them) ends the read
+                    more = answer.get("more") and self.replica_log.seq > before
+                self.revision = max(self.revision, revision)
                 if not self._missed:
                     return
         finally:
@@ -195,9 +229,12 @@ class ControllerGroup(Service):
         for event in result.get("events", ()):
             kv = event.get("kv") or {}
             self.revision = max(self.revision, int(kv.get("mod_revision", 0)))
-            if unb64(kv.get("key")) == (self.prefix + "leader").encode():
+            key = unb64(kv.get("key"))
+            if key == (self.prefix + "leader").encode():
                 self._on_leader_key(event.get("type") == "DELETE", kv)
                 continue
+            if event.get("type") == "DELETE" or key == snapshot_key(self.prefix).encode():
+                continue      # a snapshot's: it covers what this controller has applied
             try:
                 self.replica_log.apply_kv(kv)
             except ReplicationError as exc:   # a gap: read what is missing
