@@ -1,8 +1,13 @@
 """NamesrvConfig / NettyServerConfig / Configuration: Java's keys, defaults, files and updates."""
+import os
+
 import pytest
 
 import replay
+from rocketpy.controller.config import ControllerConfig, ControllerConfiguration
 from rocketpy.namesrv import Configuration, NamesrvConfig, NettyServerConfig
+from rocketpy.namesrv.acl import default_acl_config_path
+from rocketpy.namesrv.home import Home
 from rocketpy.namesrv.config import attr_name, java_key, java_keys
 from rocketpy.service.fileio import load_properties, write_file_java
 from rocketpy.namesrv.javaprops import (PropertiesError, body_to_properties, format_properties,
@@ -152,3 +157,28 @@ def test_49_config_text_is_unsorted_5x_sorted():
     assert keys53 == sorted(keys53)
     assert text49.splitlines()[0].startswith("serverSocketBacklog=")   # as recorded from 4.9.8
     assert format_properties([("a", "1"), ("b", None)]) == "a=1\n"
+
+
+def test_both_servers_take_their_home_defaults_from_one_injected_environment():
+    """The NameServer's and the controller's paths and rocketmqHome come from one Home, built
+    from the environment a test hands it (the process's is neither read nor patched)."""
+    home = Home({"HOME": "/srv/mq/", "ROCKETMQ_HOME": "/opt/rocketmq"})
+    namesrv = Configuration.from_properties({"productEnvName": "x"}, home=home).namesrv_config
+    assert (namesrv.rocketmq_home, namesrv.kv_config_path, namesrv.config_store_path) == (
+        "/opt/rocketmq", "/srv/mq/namesrv/kvConfig.json", "/srv/mq/namesrv/namesrv.properties")
+    controller = ControllerConfiguration.from_properties({
+        "controllerDLegerPeers": "n0-127.0.0.1:9878", "controllerDLegerSelfId": "n0",
+        "controllerType": "jRaft"}, home=home).controller_config
+    assert (controller.rocketmq_home, controller.config_store_path, controller.store_path) == (
+        "/opt/rocketmq", "/srv/mq/controller/controller.properties", "/srv/mq/jRaftController")
+    assert ControllerConfig(home, controller_store_path="/d").store_path == "/d"
+    assert NamesrvConfig(home, rocketmq_home=None).rocketmq_home is None
+    assert Home({"HOME": "/"}).path("namesrv") == "/namesrv"
+    assert Home({}).rocketmq_home is None
+    # without an environment, the process's: what the servers have always read
+    process = NamesrvConfig()
+    assert (process.rocketmq_home, process.kv_config_path) == (
+        os.environ.get("ROCKETMQ_HOME"), os.path.join(os.path.expanduser("~"), "namesrv",
+                                                      "kvConfig.json"))
+    assert default_acl_config_path() == os.path.join(os.path.expanduser("~"), "namesrv",
+                                                     "plain_acl.yml")

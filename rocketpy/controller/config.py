@@ -7,23 +7,20 @@ NameServer's ``NettyServerConfig`` whose ``listenPort`` is the controller's own 
 ``controllerDLegerPeers`` address of ``controllerDLegerSelfId``), and every key of the file.
 No I/O here: the service layer stores the file through the writer thread.
 """
-import os
-
 from rocketpy.namesrv.config import NettyServerConfig, attr_name
+from rocketpy.namesrv.home import Home
 from rocketpy.namesrv.javaprops import format_properties, store_properties
 from rocketpy.namesrv.pending import FileWrite
 
 __all__ = ["ControllerConfig", "ControllerConfiguration", "CONTROLLER_SPECS", "parse_peers",
            "CONFIG_BLACKLIST_FIXED"]
 
-_HOME = os.path.expanduser("~")
-
 #: ``(key, type, default, meaning)`` of every ``ControllerConfig`` field GET_CONTROLLER_CONFIG
 #: reports (``jraftConfig`` is an object Java prints by identity: left out)
 CONTROLLER_SPECS = (
-    ("rocketmqHome", str, None, "as the NameServer's"),
-    ("configStorePath", str, os.path.join(_HOME, "controller", "controller.properties"),
-     "where UPDATE_CONTROLLER_CONFIG stores the settings"),
+    ("rocketmqHome", str, None, "as the NameServer's ($ROCKETMQ_HOME)"),
+    ("configStorePath", str, None, "where UPDATE_CONTROLLER_CONFIG stores the settings "
+                                   "(~/controller/controller.properties)"),
     ("controllerType", str, "DLedger", "DLedger or jRaft in Java: rocketpy runs one "
                                        "single-node controller for either; etcd: a "
                                        "controller group sharing its state through etcd"),
@@ -102,10 +99,13 @@ def parse_peers(peers):
 class ControllerConfig:
     """Java ``ControllerConfig``: one attribute per key of :data:`CONTROLLER_SPECS`."""
 
-    def __init__(self, **overrides):
+    def __init__(self, home=None, **overrides):
+        """``home``: the :class:`~rocketpy.namesrv.home.Home` of the defaults (the process's)."""
+        self._home = home or Home()
         for key, _, default, _ in CONTROLLER_SPECS:
             setattr(self, attr_name(key), default)
-        self.rocketmq_home = os.environ.get("ROCKETMQ_HOME")
+        for key, value in self._home.controller_defaults().items():
+            setattr(self, attr_name(key), value)
         for attr, value in overrides.items():
             if not hasattr(self, attr):
                 raise TypeError(f"ControllerConfig has no setting {attr!r}")
@@ -135,7 +135,7 @@ class ControllerConfig:
     @property
     def store_path(self):
         """``getControllerStorePath``: empty means ``~/<controllerType>Controller``."""
-        return self.controller_store_path or os.path.join(_HOME, self.controller_type + "Controller")
+        return self.controller_store_path or self._home.controller_store_path(self.controller_type)
 
     def peers(self):
         return parse_peers(self.controller_d_leger_peers)
@@ -165,9 +165,10 @@ class ControllerConfiguration:
         self._merge()
 
     @classmethod
-    def from_properties(cls, props, store=None):
-        """What ``mqnamesrv -c`` builds for the controller from the file's properties."""
-        config = ControllerConfig()
+    def from_properties(cls, props, store=None, home=None):
+        """What ``mqnamesrv -c`` builds for the controller from the file's properties (defaults
+        from ``home``, the process's when None)."""
+        config = ControllerConfig(home)
         config.apply_properties(props)
         netty = NettyServerConfig()
         netty.apply_properties(props, None)

@@ -44,10 +44,11 @@ import base64
 import hashlib
 import hmac
 import ipaddress
-import os
 from dataclasses import dataclass
 
 from rocketpy.remoting.codes import RequestCode, ResponseCode, request_code_name
+
+from .home import Home
 
 __all__ = [
     "ADMIN_CODES", "ACL_CONFIG_KEYS", "ADMIN_ALLOW_NETWORKS", "ACL_ENABLE", "ACL_CONFIG_PATH",
@@ -277,7 +278,7 @@ def load_accounts(path):
 
 def default_acl_config_path():
     """``~/namesrv/plain_acl.yml``, beside the default kvConfig.json."""
-    return os.path.join(os.path.expanduser("~"), "namesrv", "plain_acl.yml")
+    return Home().acl_config_path()
 
 
 # ---------------------------------------------------------------------------- the guard

@@ -8,17 +8,15 @@ are the keys in snake_case. Which keys a NameServer *reports* depends on its rel
 ``mqnamesrv`` sets ``listenPort`` to 9876. No I/O: the service layer reads the ``-c`` file and
 hands :class:`Configuration` a ``store(path, text)`` callable; an update returns the
 :class:`~rocketpy.namesrv.pending.FileWrite` that stores the file."""
-import os
 import re
 
+from .home import Home
 from .javaorder import chm_capacity, ordered
 from .javaprops import format_properties, store_properties
 from .pending import FileWrite, write_now
 
 __all__ = ["NamesrvConfig", "NettyServerConfig", "Configuration", "ConfigShape", "java_keys",
            "attr_name", "java_key", "CONFIG_BLACKLIST_FIXED"]
-
-_HOME = os.path.expanduser("~")
 
 #: keys Java's UPDATE_NAMESRV_CONFIG always refuses, whatever ``configBlackList`` says (rocketpy
 #: refuses more: :mod:`rocketpy.namesrv.configguard`)
@@ -48,9 +46,10 @@ def _fields(*specs):
 _ALL, _5X, _53 = ("4.9", "5.0", "5.3"), ("5.0", "5.3"), ("5.3",)
 
 _NAMESRV_SPECS = (
-    ("rocketmqHome", str, None, _ALL),            # -Drocketmq.home.dir or $ROCKETMQ_HOME
-    ("kvConfigPath", str, os.path.join(_HOME, "namesrv", "kvConfig.json"), _ALL),
-    ("configStorePath", str, os.path.join(_HOME, "namesrv", "namesrv.properties"), _ALL),
+    # rocketmqHome ($ROCKETMQ_HOME) and the paths under ~: Home.namesrv_defaults
+    ("rocketmqHome", str, None, _ALL),
+    ("kvConfigPath", str, None, _ALL),
+    ("configStorePath", str, None, _ALL),
     ("productEnvName", str, "center", _ALL),
     ("clusterTest", bool, False, _ALL),
     ("orderMessageEnable", bool, False, _ALL),
@@ -201,10 +200,10 @@ class NamesrvConfig(_JavaConfig):
 
     _FIELDS = _NAMESRV_FIELDS
 
-    def __init__(self, **overrides):
-        super().__init__(**overrides)
-        if "rocketmq_home" not in overrides:
-            self.rocketmq_home = os.environ.get("ROCKETMQ_HOME")
+    def __init__(self, home=None, **overrides):
+        """``home``: the :class:`~rocketpy.namesrv.home.Home` of the defaults (the process's)."""
+        defaults = {attr_name(k): v for k, v in (home or Home()).namesrv_defaults().items()}
+        super().__init__(**{**defaults, **overrides})
 
 
 class NettyServerConfig(_JavaConfig):
@@ -241,9 +240,10 @@ class Configuration:
             self.all_configs.update(extra)
 
     @classmethod
-    def from_properties(cls, props, profile=None, config_path=None, store=None):
-        """What ``mqnamesrv -c config_path`` builds from the file's properties."""
-        namesrv, netty = NamesrvConfig(), NettyServerConfig()
+    def from_properties(cls, props, profile=None, config_path=None, store=None, home=None):
+        """What ``mqnamesrv -c config_path`` builds from the file's properties (defaults from
+        ``home``, the process's when None)."""
+        namesrv, netty = NamesrvConfig(home), NettyServerConfig()
         namesrv.apply_properties(props, profile)
         netty.apply_properties(props, profile)
         if config_path is not None:
