@@ -6,6 +6,7 @@ the write queue cost what passes through them, not its square. etcd is the in-me
 :mod:`fakeetcd` (its answers checked against a real etcd), time a ``Clock``."""
 import json
 import time
+import zlib
 
 from twisted.internet.defer import succeed
 from twisted.internet.task import Clock
@@ -53,6 +54,10 @@ def _lead_and_write(group, changes, start=0):
         assert done == [None]
 
 
+def _snapshot(fake):
+    return json.loads(zlib.decompress(fake.state()[(PREFIX + "snapshot").encode()][0]))
+
+
 def _log_keys(fake):
     return sorted(k for k in fake.state() if k.startswith((PREFIX + "log/").encode()))
 
@@ -70,8 +75,7 @@ def test_restart_reads_the_snapshot_and_a_short_tail_with_the_whole_logs_state()
     assert snapshot_text(leader.replica_log.manager) == snapshot_text(whole)
     assert snapshot_text(watcher.replica_log.manager) == snapshot_text(whole)
     # etcd keeps the snapshot of entry 2,000 and the entries from the last snapshot's batch on
-    snapshot = json.loads(fake.state()[(PREFIX + "snapshot").encode()][0])
-    assert snapshot["seq"] == 2 * SNAPSHOT_ENTRIES
+    assert _snapshot(fake)["seq"] == 2 * SNAPSHOT_ENTRIES
     assert len(_log_keys(fake)) == changes - 2 * SNAPSHOT_ENTRIES + 1
     fake.reads = fake.largest_page = 0
     restarted = _group(fake, "n2")
@@ -104,7 +108,7 @@ def test_pages_read_at_one_revision_survive_a_snapshot_between_them():
     reader = _group(fake, "n1")
     fake.on_range = None
     assert len(pages) >= 2 and len({p.get("revision") for p in pages}) == 1
-    assert json.loads(fake.state()[(PREFIX + "snapshot").encode()][0])["seq"] > RANGE_PAGE
+    assert _snapshot(fake)["seq"] > RANGE_PAGE
     assert reader.loaded and reader.replica_log.seq == SNAPSHOT_ENTRIES + 100
     assert snapshot_text(reader.replica_log.manager) == snapshot_text(leader.replica_log.manager)
 
@@ -119,6 +123,53 @@ def test_a_step_down_reads_the_snapshot_and_tail_again():
     assert fake.reads == 50                        # the tail after the snapshot, not the log
     assert snapshot_text(leader.replica_log.manager) == expected
     assert leader.leadership.leading               # it campaigned again and won
+
+
+def test_the_snapshot_of_10000_broker_ids_fits_one_etcd_request(monkeypatch):
+    """At the controller's bound (10,000 ids: 5,000 groups of two) the state's text is over
+    2 MB; compressed it is written under etcd's 1.5 MiB request limit, and read back equal."""
+    monkeypatch.setattr(controllergroup, "SNAPSHOT_ENTRIES", 5)
+    fake = FakeEtcd()
+    leader = _group(fake, "n0")
+    manager = leader.replica_log.manager
+    for part in range(10):
+        events = []
+        for g in range(part * 500, part * 500 + 500):
+            address = f"10.1.{g // 250}.{g % 250}"
+            events += [ApplyBrokerIdEvent("DefaultCluster", f"broker-{g:05d}", f"{address}:1091{b}",
+                                          b, f"{address}:1091{b};1732665600000") for b in (1, 2)]
+            events += [ElectMasterEvent(f"broker-{g:05d}", 1),
+                       AlterSyncStateSetEvent(f"broker-{g:05d}", (1, 2))]
+        for event in events:
+            manager.apply_event(event)
+        leader.submit(leader.record(events))
+    assert manager.broker_count() == 10_000
+    text = snapshot_text(manager, 10)
+    value = fake.state()[(PREFIX + "snapshot").encode()][0]
+    assert len(text) > 2 * 1024 * 1024 and len(value) < 1024 * 1024
+    assert zlib.decompress(value).decode() == text
+    restarted = _group(fake, "n1")
+    assert snapshot_text(restarted.replica_log.manager, 10) == text
+
+
+def test_a_snapshot_that_is_not_one_stops_the_start_until_etcd_holds_one():
+    """A value that is not zlib, or inflates past MAX_SNAPSHOT_TEXT, is a logged ReplicationError:
+    the start waits and reads again; nothing is loaded meanwhile."""
+    fake = FakeEtcd()
+    leader = _group(fake, "n0")
+    _lead_and_write(leader, 3)
+    key = (PREFIX + "snapshot").encode()
+    for bad in (b'{"seq": 9}', zlib.compress(b" " * (65 * 1024 * 1024), 9)):
+        fake.current[key] = (bad, fake.revision, fake.revision)
+        reader = _group(fake, "n1")
+        assert not reader.loaded and reader.replica_log.seq == 0
+        fake.current[key] = (zlib.compress(snapshot_text(leader.replica_log.manager, 3).encode()),
+                             fake.revision, fake.revision)
+        reader.reactor.advance(controllergroup.RETRY_SECONDS)
+        assert reader.loaded and reader.replica_log.seq == 3
+        assert snapshot_text(reader.replica_log.manager) == snapshot_text(
+            leader.replica_log.manager)
+        del fake.current[key]
 
 
 class _Transport:

@@ -9,10 +9,9 @@ etcd is the consensus engine; rocketpy only lays out its keys, under
   writes entries with one transaction that succeeds only while the entry's key does not exist
   and its own election key is still the one it created (:func:`append_txn`): a deposed leader
   cannot write, two leaders cannot both write ``seq``;
-* ``snapshot``: the whole state after entry ``seq``
-  (:func:`~rocketpy.controller.store.snapshot_text`), written by the leader every
-  :data:`SNAPSHOT_ENTRIES` entries in the transaction of an entry, which also deletes the
-  entries before that transaction's own: the log holds a short tail;
+* ``snapshot``: the whole state after entry ``seq``, zlib-compressed (:func:`snapshot_value`),
+  written by the leader every :data:`SNAPSHOT_ENTRIES` entries in the transaction of an entry,
+  which also deletes the entries before that transaction's own: the log holds a short tail;
 * ``leader``: the election key, ``{"id", "address"}`` of the controller that created it, bound
   to that controller's lease (:func:`campaign_txn`): it disappears when the lease is not kept
   alive (the leader died or lost etcd), and the others campaign.
@@ -27,16 +26,17 @@ processor asks before answering as leader. Pure: builds and reads the JSON gatew
 """
 import base64
 import json
+import zlib
 
 from .events import event_from_obj, event_to_obj
-from .store import SnapshotError, load_snapshot
+from .store import SnapshotError, load_snapshot, snapshot_text
 
 __all__ = ["ReplicaLog", "Leadership", "EtcdSettings", "ReplicationError", "key_prefix",
            "entry_key", "snapshot_key", "snapshot_request", "append_txn", "campaign_txn",
            "range_request", "watch_request",
            "leader_value", "parse_leader", "b64", "unb64", "ENTRY_DIGITS", "ETCD_TYPE",
            "ETCD_INT_KEYS", "ETCD_ENDPOINTS_KEY", "RANGE_PAGE", "SNAPSHOT_ENTRIES",
-           "MAX_SNAPSHOT_BYTES"]
+           "MAX_SNAPSHOT_BYTES", "MAX_SNAPSHOT_TEXT", "snapshot_value"]
 
 #: digits of an entry's sequence number in its key (keys sort as numbers)
 ENTRY_DIGITS = 20
@@ -46,6 +46,8 @@ RANGE_PAGE = 500
 SNAPSHOT_ENTRIES = 1000
 #: a larger snapshot is not written (etcd refuses requests over 1.5 MiB by default)
 MAX_SNAPSHOT_BYTES = 1024 * 1024
+#: a snapshot that inflates beyond this is refused (10,000 broker ids are about 2.2 MB)
+MAX_SNAPSHOT_TEXT = 64 * 1024 * 1024
 #: ``controllerType`` that keeps the state in etcd
 ETCD_TYPE = "etcd"
 
@@ -86,6 +88,21 @@ def snapshot_request(prefix):
     return {"key": b64(snapshot_key(prefix))}
 
 
+def snapshot_value(manager, seq):
+    """The snapshot key's value: the file store's snapshot of ``manager`` after entry ``seq``,
+    zlib-compressed (the text repeats its field names per broker: 2.2 MB at the 10,000 broker
+    bound is 93 KB, well under etcd's 1.5 MiB request limit)."""
+    return zlib.compress(snapshot_text(manager, seq).encode("utf-8"), 6)
+
+
+def _inflate(data):
+    inflater = zlib.decompressobj()
+    text = inflater.decompress(data, MAX_SNAPSHOT_TEXT)
+    if inflater.unconsumed_tail or not inflater.eof:
+        raise ValueError(f"not a whole snapshot of at most {MAX_SNAPSHOT_TEXT} bytes")
+    return text.decode("utf-8")
+
+
 def range_request(prefix, from_seq=1, revision=None, limit=RANGE_PAGE):
     """``/v3/kv/range`` body: at most ``limit`` log entries from ``from_seq`` on, in key order,
     as they were at ``revision`` (etcd's current state if None); the answer's ``more`` says
@@ -106,9 +123,10 @@ def watch_request(prefix, start_revision):
 def append_txn(prefix, first_seq, values, leader_revision, snapshot=None):
     """``/v3/kv/txn`` body writing ``values`` (bytes) as entries ``first_seq...``; it succeeds only
     if entry ``first_seq`` is new and the election key is still the one created at
-    ``leader_revision``. With ``snapshot`` (the state after the last of ``values``, text) it also
-    writes the snapshot and deletes the entries before ``first_seq`` (etcd refuses a transaction
-    that puts and deletes the same key, so this batch's entries stay until the next snapshot)."""
+    ``leader_revision``. With ``snapshot`` (:func:`snapshot_value` of the state after the last of
+    ``values``) it also writes the snapshot and deletes the entries before ``first_seq`` (etcd
+    refuses a transaction that puts and deletes the same key, so this batch's entries stay until
+    the next snapshot)."""
     success = [{"request_put": {"key": b64(entry_key(prefix, first_seq + i)), "value": b64(v)}}
                for i, v in enumerate(values)]
     if snapshot is not None:
@@ -180,11 +198,11 @@ class ReplicaLog:
         """Load the snapshot key's value (``{"key", "value"}`` base64) when it is newer than the
         state; the snapshot's entry. ReplicationError for a value that is not a snapshot."""
         try:
-            text = unb64(kv.get("value")).decode("utf-8")
+            text = _inflate(unb64(kv.get("value")))
             seq = int(json.loads(text)["seq"])
             if seq > self.seq:
                 self.seq = load_snapshot(self.manager, text)
-        except (SnapshotError, ValueError, KeyError, TypeError) as exc:
+        except (SnapshotError, zlib.error, ValueError, KeyError, TypeError) as exc:
             raise ReplicationError(f"snapshot: {exc}") from None
         return seq
 

@@ -30,8 +30,7 @@ from twisted.logger import Logger
 from ..controller.replicated import (MAX_SNAPSHOT_BYTES, SNAPSHOT_ENTRIES, ReplicaLog,
                                      ReplicationError, append_txn, campaign_txn, key_prefix,
                                      parse_leader, range_request, snapshot_key, snapshot_request,
-                                     unb64, watch_request)
-from ..controller.store import snapshot_text
+                                     snapshot_value, unb64, watch_request)
 from .etcd import EtcdError, EtcdGateway
 from ..transport import logs
 
@@ -148,17 +147,17 @@ class ControllerGroup(Service):
             self._writing = False
 
     def _snapshot_for(self, last_seq):
-        """The state as a snapshot when the batch ending at ``last_seq`` is due one and ends at
-        the newest change (the state in memory is the state after it), else None."""
+        """The state as a snapshot value when the batch ending at ``last_seq`` is due one and ends
+        at the newest change (the state in memory is the state after it), else None."""
         if last_seq - self.snapshot_seq < SNAPSHOT_ENTRIES or last_seq != self.replica_log.seq:
             return None
-        text = snapshot_text(self.replica_log.manager, last_seq)
-        if len(text) > MAX_SNAPSHOT_BYTES:
-            self.log.warn("controller state of {size} bytes is too large for one etcd key: "
-                          "no snapshot, the log keeps its entries", size=len(text))
+        value = snapshot_value(self.replica_log.manager, last_seq)
+        if len(value) > MAX_SNAPSHOT_BYTES:
+            self.log.warn("controller state of {size} bytes compressed is too large for one etcd "
+                          "key: no snapshot, the log keeps its entries", size=len(value))
             self.snapshot_seq = last_seq
             return None
-        return text
+        return value
 
     # -- start, state, watch ----------------------------------------------------------------
 
