@@ -22,6 +22,7 @@ from twisted.internet import task
 from twisted.internet.defer import Deferred
 from twisted.internet.interfaces import IReactorFromThreads
 from twisted.internet.testing import MemoryReactorClock, StringTransport
+from twisted.logger import Logger
 from twisted.python.failure import Failure
 from twisted.trial.unittest import SynchronousTestCase
 from zope.interface import implementer
@@ -32,6 +33,7 @@ from rocketpy.remoting import RemotingCommand, bodies, decode_frame, split_frame
 from rocketpy.remoting.codes import OVERLOAD_REMARK, ResponseCode
 from rocketpy.service.tap import Options, makeService
 from rocketpy.transport import RemotingServerFactory, TlsMode
+from rocketpy.transport.limits import LoadGovernor
 from rocketpy.transport.offload import SWITCH_INTERVAL, THREAD_NAME, DecodePool
 from test_fuzz_processor import _processor
 from test_namesrv_pending import on_a_thread
@@ -66,6 +68,8 @@ def answers(transport):
 class ManualPool:
     """A decode pool whose work runs (on another thread) when the test says so."""
 
+    accepting = True
+
     def __init__(self, max_pending=16):
         self.max_pending = max_pending
         self.waiting = []
@@ -89,10 +93,10 @@ class ManualPool:
 
 
 class Harness:
-    def __init__(self, tmp, max_pending=16):
+    def __init__(self, tmp, max_pending=16, pool=None):
         Path(tmp).mkdir()
         self.processor = _processor(Path(tmp))
-        self.pool = ManualPool(max_pending)
+        self.pool = ManualPool(max_pending) if pool is None else pool
         self.clock = task.Clock()
         self.factory = RemotingServerFactory(self.processor, clock=self.clock,
                                              tls_mode=TlsMode.DISABLED, decode_pool=self.pool)
@@ -172,6 +176,29 @@ class DecodePoolTransportTests(SynchronousTestCase):
         h.pool.run_next()
         self.assertEqual([a.code for a in answers(first_t)], [0])
 
+    def test_a_pool_not_running_answers_overload_at_once(self):
+        """Before the pool's start and after its stop, a big registration is answered
+        SYSTEM_BUSY on the spot and the connection read on; the job used to wait for a thread
+        that was not there, never answered, the connection paused until its idle timeout."""
+        pool = DecodePool(ThreadReactor())
+        h = Harness(self.mktemp(), pool=pool)
+        events = []
+        self.patch(LoadGovernor, "log", Logger(observer=events.append))
+        for when in ("before start", "after stop"):
+            proto, t = h.connect()
+            proto.dataReceived(register_frame(BIG, 1) + route_frame(2, topic="TBW102"))
+            busy, route = answers(t)
+            self.assertEqual((busy.opaque, busy.code, busy.remark),
+                             (1, ResponseCode.SYSTEM_BUSY, OVERLOAD_REMARK), when)
+            self.assertEqual((route.opaque, route.code), (2, ResponseCode.TOPIC_NOT_EXIST))
+            self.assertEqual(t.producerState, "producing")
+            shed = events.pop()
+            self.assertEqual((shed["rocketpy_event"], shed["why"]), ("request.shed", "not running"))
+            self.assertEqual((pool.pending, h.brokers), (0, {}))
+            pool.start()
+            pool.stop()
+        self.assertEqual(pool.refused, 2)
+
     def test_failed_work_is_answered_system_error_and_the_connection_goes_on(self):
         h = Harness(self.mktemp())
         proto, t = h.connect()
@@ -246,6 +273,18 @@ class DecodePoolTests(SynchronousTestCase):
             self.assertNotEqual(ident, threading.get_ident())
         self.assertEqual((pool.pending, pool.done), (0, 2))
         self.assertIsNotNone(pool.submit(lambda: None))
+
+    def test_work_offered_before_start_or_after_stop_is_refused(self):
+        reactor = ThreadReactor()
+        pool = DecodePool(reactor)
+        self.assertIsNone(pool.submit(lambda: 1, "host"))
+        pool.start()
+        done = []
+        pool.submit(lambda: 2, "host").addCallback(done.append)
+        reactor.run_one()
+        pool.stop()
+        self.assertIsNone(pool.submit(lambda: 3, "host"))
+        self.assertEqual((done, pool.refused, pool.pending, pool.pending_by_peer), ([2], 2, 0, {}))
 
     def test_the_thread_keeps_nothing_of_a_finished_job(self):
         """A job's work and result are freed once answered: the idle thread held the last of
