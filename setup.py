@@ -43,6 +43,7 @@ setup(ext_modules=[
     Extension("rocketpy.remoting._kernel", sources=sorted(glob(f"{KERNEL}/*.c")),
               depends=KERNEL_HEADERS, **OPTIONS),
     Extension("rocketpy.capture._native",
-              sources=sorted(glob("rocketpy/capture/_native/*.c")) + [f"{KERNEL}/kernel.c"],
+              sources=sorted(glob("rocketpy/capture/_native/*.c"))
+              + [f"{KERNEL}/kernel.c", f"{KERNEL}/languages.c"],
               depends=sorted(glob("rocketpy/capture/_native/*.h")) + KERNEL_HEADERS, **OPTIONS),
 ])

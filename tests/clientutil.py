@@ -33,6 +33,7 @@ import socket
 import struct
 import subprocess
 import tempfile
+import threading
 import zlib
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -195,6 +196,61 @@ def query_route(namesrv_port: int, topic: str, *, version: int, language: int,
                                       version=version, language=language)
     with socket.create_connection(("127.0.0.1", namesrv_port), timeout=timeout) as sock:
         return _call(sock, request.encode())
+
+
+class RecordingProxy:
+    """A TCP relay on 127.0.0.1 to ``port`` that keeps every byte each way, per connection: what
+    a genuine client asked and what it was answered, read as frames afterwards."""
+
+    def __init__(self, port: int):
+        self.port = port
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.addr = f"127.0.0.1:{self.listener.getsockname()[1]}"
+        self.connections: list[tuple[bytearray, bytearray]] = []
+        self._threads = [threading.Thread(target=self._accept, daemon=True)]
+        self._threads[0].start()
+
+    def _accept(self):
+        while True:
+            try:
+                client, _ = self.listener.accept()
+            except OSError:          # closed: the test is over
+                return
+            server = socket.create_connection(("127.0.0.1", self.port))
+            up, down = bytearray(), bytearray()
+            self.connections.append((up, down))
+            for src, dst, kept in ((client, server, up), (server, client, down)):
+                thread = threading.Thread(target=self._pump, args=(src, dst, kept), daemon=True)
+                self._threads.append(thread)
+                thread.start()
+
+    @staticmethod
+    def _pump(src, dst, kept):
+        try:
+            while data := src.recv(1 << 16):
+                kept += data
+                dst.sendall(data)
+        except OSError:
+            pass
+        finally:
+            for sock in (src, dst):
+                with contextlib.suppress(OSError):
+                    sock.shutdown(socket.SHUT_RDWR)
+
+    def exchanges(self) -> list[tuple[RemotingCommand, RemotingCommand | None]]:
+        """``(request, its answer or None)`` of every connection, in order."""
+        out = []
+        for up, down in self.connections:
+            answers = {a.opaque: a for a in map(decode_frame, split_frames(bytes(down))[0])}
+            out += [(r, answers.get(r.opaque)) for r in map(decode_frame, split_frames(bytes(up))[0])]
+        return out
+
+    def close(self):
+        with contextlib.suppress(OSError):
+            self.listener.shutdown(socket.SHUT_RDWR)   # wakes the accept (Linux)
+        self.listener.close()
+        for thread in self._threads[1:]:
+            thread.join(5)
 
 
 def run_client(argv: list[str], *, timeout: float, cwd: Path | None = None) -> dict:

@@ -8,6 +8,8 @@ window: the rudest client there is) and reads whatever comes back, counting answ
 (``0`` success, ``2`` SYSTEM_BUSY, others). ``--never-read`` of the sockets only send, never
 read. Prints one JSON line: connections held at the end, requests sent, answers by code,
 answers/s, connections the server closed (``--report N``: running totals every N s before it).
+``--until-stdin-closes``: flood until stdin reaches its end (``--seconds`` is then only a cap),
+so a test ends the flood after what it measured, however slow the machine.
 
 Used by ``tests/test_e2e_overload.py`` (in a subprocess, so the flood does not share the GIL
 with the well-behaved client under test) and ``bench/overload_soak.py``.
@@ -65,7 +67,8 @@ def connect_all(host, port, count, timeout=20.0):
     return socks
 
 
-def flood(host, port, connections, seconds, never_read=0, burst_size=200, report=0.0, out=None):
+def flood(host, port, connections, seconds, never_read=0, burst_size=200, report=0.0, out=None,
+          until_stdin_closes=False):
     raise_nofile(connections + 256)
     started = time.monotonic()
     socks = connect_all(host, port, connections)
@@ -77,6 +80,8 @@ def flood(host, port, connections, seconds, never_read=0, burst_size=200, report
         reader = i >= never_read
         state[s] = {"reader": reader, "pending": payload, "tail": b""}
         sel.register(s, selectors.EVENT_WRITE | (selectors.EVENT_READ if reader else 0))
+    if until_stdin_closes:
+        sel.register(sys.stdin, selectors.EVENT_READ)
     codes = {}
     sent_requests = 0
     closed = 0
@@ -84,7 +89,8 @@ def flood(host, port, connections, seconds, never_read=0, burst_size=200, report
     end = start + seconds
     next_report = start + report if report else float("inf")
     frame_size = len(payload) / burst_size
-    while time.monotonic() < end and state:
+    stopped = False
+    while time.monotonic() < end and state and not stopped:
         if time.monotonic() >= next_report:
             next_report += report
             print(json.dumps({"t": round(time.monotonic() - start, 1),
@@ -94,6 +100,9 @@ def flood(host, port, connections, seconds, never_read=0, burst_size=200, report
                               "answers": sum(codes.values())}), file=out or sys.stdout, flush=True)
         for key, events in sel.select(0.05):
             s = key.fileobj
+            if s is sys.stdin:
+                stopped = not os.read(s.fileno(), 4096)
+                continue
             st = state.get(s)
             if st is None:
                 continue
@@ -120,13 +129,14 @@ def flood(host, port, connections, seconds, never_read=0, burst_size=200, report
     held = len(state)
     for s in list(state):
         s.close()
-    elapsed = seconds
+    elapsed = min(seconds, time.monotonic() - start)
     answers = sum(codes.values())
     return {"connections_opened": len(socks), "connect_seconds": round(connect_seconds, 2),
             "connections_held": held, "closed_by_server": closed,
             "requests_sent": sent_requests, "answers": answers,
             "answers_per_s": round(answers / elapsed), "ok": codes.get(b"0", 0),
             "system_busy": codes.get(b"2", 0), "topic_not_exist": codes.get(b"17", 0),
+            "stopped_by_stdin": stopped,
             "other": {k.decode(): v for k, v in codes.items() if k not in (b"0", b"2", b"17")}}
 
 
@@ -140,9 +150,11 @@ def main(argv=None):
     parser.add_argument("--burst", type=int, default=200)
     parser.add_argument("--report", type=float, default=0.0,
                         help="also print running totals every this many seconds")
+    parser.add_argument("--until-stdin-closes", action="store_true",
+                        help="flood until stdin ends; --seconds is then a cap")
     args = parser.parse_args(argv)
     result = flood(args.host, args.port, args.connections, args.seconds, args.never_read,
-                   args.burst, args.report)
+                   args.burst, args.report, until_stdin_closes=args.until_stdin_closes)
     print(json.dumps(result), flush=True)
 
 

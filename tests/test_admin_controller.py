@@ -18,12 +18,14 @@ from twisted.internet.testing import MemoryReactorClock
 from clientsim import Peer, accept, drive
 from controller_replay import controller_streams
 from rocketpy.admin.cli import run
-from rocketpy.remoting import RemotingCommand, decode_frame
+from rocketpy.remoting import RemotingCommand, bodies as B, decode_frame
+from rocketpy.remoting.codes import RequestCode
 from rocketpy.remoting.layout import request_without_opaque
 
 CONTROLLER = "127.0.0.1:59878"
 KEYS = ["--accessKey", "rocketmq2", "--secretKey", "12345678"]
 VOLATILE = {"invokeTime", "Signature"}
+SYNC_STATE_DATA = RequestCode.CONTROLLER_GET_SYNC_STATE_DATA
 
 #: controller-port connection of the capture -> the command line that made it
 COMMANDS = {
@@ -101,6 +103,22 @@ def test_printed_as_mqadmin():
     _, out, _, _ = _run(COMMANDS[4], _recorded(4))
     assert out == ("update controller config success![127.0.0.1:59878]\n"
                    "enableElectUncleanMaster : false\n")
+
+
+@pytest.mark.parametrize("name", ["broker-a", "b\x01\x7f\u2028\"\\", "\u00e9\u4e2d",
+                                  "bad\udcff"])
+def test_sync_state_body_is_the_codecs(name):
+    """getSyncStateSet's broker-name list is the codec's encoding (fastjson's escaping: upper-case
+    \\u001F, DEL and U+2028 escaped, a lone surrogate from a non-UTF-8 argument as '?'), and the
+    genuine body reads and writes back identically."""
+    genuine = [r.body for r, _ in _recorded(5) if r.code == SYNC_STATE_DATA]
+    assert genuine == [b'["broker-a"]']
+    assert B.encode_broker_name_list(B.broker_name_list(genuine[0])) == genuine[0]
+    exchanges = _recorded(5)
+    status, out, err, ours = _run(["getSyncStateSet", "-a", CONTROLLER, "-b", name], exchanges)
+    sent = [r.body for r in ours if r.code == SYNC_STATE_DATA]
+    assert sent == [B.encode_broker_name_list([name])], err
+    assert B.broker_name_list(sent[0]) == [name.replace("\udcff", "?")]
 
 
 def test_get_broker_epoch_asks_the_nameserver_then_each_broker():

@@ -11,8 +11,9 @@ import time
 import pytest
 
 import fuzzharness as fh
-from rocketpy.remoting import frame as codec_frame
+from rocketpy.remoting import RemotingCommand, frame as codec_frame
 from rocketpy.remoting import layout
+from rocketpy.remoting.codes import LanguageCode
 from rocketpy.remoting.errors import HeaderDecodeError, RemotingCodecError
 from rocketpy.remoting.fastjson import FASTJSON_1_2_69, FASTJSON_1_2_83
 from rocketpy.remoting.kernel import KERNEL
@@ -53,6 +54,23 @@ def _header(frame):
 def test_the_kernel_is_built_and_is_the_codecs_reader():
     assert KERNEL is not None
     assert codec_frame.KERNEL is KERNEL and layout.KERNEL is KERNEL
+
+
+def test_a_refused_language_table_leaves_the_kernel_as_it_was():
+    """The one language-table set-up (``_kernel/languages.c``, linked into both compiled
+    modules) refuses a value outside 0..127 and keeps the table it had: the kernel's own copy
+    had already overwritten its first entries (JAVA's name, then the int where the member was)
+    when it raised, so JAVA's headers read as PYTHON's."""
+    header = (b'{"code":105,"flag":0,"language":"JAVA","opaque":1,'
+              b'"serializeTypeCurrentRPC":"JSON","version":479}')
+    before = _fields(KERNEL.read_header(0, header))
+    with pytest.raises(ValueError, match="language BAD = 500 is outside 0..127"):
+        KERNEL.configure(RemotingCommand, {"PYTHON": 0, "BAD": 500})
+    try:
+        assert _fields(KERNEL.read_header(0, header)) == before
+        assert KERNEL.read_header(0, header).language is LanguageCode.JAVA
+    finally:
+        KERNEL.configure(RemotingCommand, dict(LanguageCode.__members__))
 
 
 def test_every_genuine_frame_reads_as_the_codec_reads_it():

@@ -6,7 +6,8 @@ topic a route of its own."""
 import gc
 
 from rocketpy.namesrv import Channel, NamesrvConfig, RouteInfoManager
-from rocketpy.namesrv.model import DataVersion, TopicConfig, TopicConfigWrapper
+from rocketpy.namesrv.model import (DataVersion, TopicConfig, TopicConfigWrapper,
+                                    UnRegisterBrokerRequest)
 from rocketpy.namesrv.profile import PROFILE_53
 from rocketpy.remoting import fastjson
 from rocketpy.remoting.bodies import TopicQueueMappingInfo
@@ -50,6 +51,18 @@ def test_a_layout_leaves_when_its_last_topic_does():
     rim.delete_topic("A")
     rim.delete_topic("B")
     assert len(rim.shapes) == 0 and rim.shapes.topics_of_broker("b0") == []
+
+
+def test_a_brokers_topic_count_is_its_topics_counted_per_layout():
+    rim = cluster()
+    rim.register_broker("C", "10.0.0.9:10911", "b9", 0, "ha", wrapper(["T5", "X"], queues=4),
+                        None, Channel(9, ""), 0)
+    rim.delete_topic("T7")
+    rim.unregister_brokers([UnRegisterBrokerRequest("C", "10.0.0.2:10911", "b2", 0)])
+    for name in ("b0", "b1", "b2", "b9", "nobody"):
+        expected = sum(name in queues for queues in rim.topic_queue_table.values())
+        assert rim.topic_count_of_broker(name) == len(rim.topics_of_broker(name)) == expected
+    assert rim.topic_count_of_broker("b9") == 2 and rim.topic_count_of_broker("b0") == 199
 
 
 def test_one_encoded_body_per_layout_and_dialect(tmp_path):

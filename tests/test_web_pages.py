@@ -7,6 +7,7 @@ import base64
 import hashlib
 import json
 import re
+import sys
 import zlib
 
 from twisted.internet.address import IPv4Address, IPv6Address, UNIXAddress
@@ -441,6 +442,34 @@ class ScaleTests(SynchronousTestCase):
         (small, small_calls), (big, big_calls) = measured
         self.assertEqual(small_calls, big_calls)          # one page of groups and topics
         self.assertLess(big / small, 1.05)
+
+    def test_group_pages_do_not_walk_the_topics(self):
+        """/api/groups and /api/clusters count a group's topics per shared queue layout: the
+        Python lines run per request are the same at 1,500 and 3,000 topics (each request
+        walked every topic's queue map on the reactor: a long stall at 1 M topics)."""
+        measured = []
+        for n in (1500, 3000):
+            server = Server(self)
+            for g in range(2):
+                topics = [f"T{g}-{k}" for k in range(n)] + ["Shared"]
+                server.register(server.connect(45000 + g), "C", f"broker-{g}", 0,
+                                f"10.0.0.{g + 1}:10911", topics)
+            lines = {"groups": 0, "clusters": 0}
+            for path in lines:
+                def count(frame, event, arg, _path=path):
+                    if event == "line" and "rocketpy" in frame.f_code.co_filename:
+                        lines[_path] += 1
+                    return count
+                sys.settrace(lambda frame, event, arg: count)
+                try:
+                    _, answer = server.api(path)
+                finally:
+                    sys.settrace(None)
+                counts = ([g["topicCount"] for g in answer["groups"]] if path == "groups" else
+                          [g["topicCount"] for g in answer["clusters"][0]["brokerGroups"]])
+                self.assertEqual(counts, [n + 1, n + 1])
+            measured.append(lines)
+        self.assertEqual(measured[0], measured[1])
 
 
 class PeerComparisonTests(SynchronousTestCase):

@@ -13,7 +13,8 @@ from twisted.internet.defer import inlineCallbacks
 from twisted.internet.task import deferLater
 
 from ..namesrv.javaprops import body_to_properties, format_properties
-from ..remoting.bodies import BrokerMemberGroup, BrokerReplicasInfo, EpochEntryCache
+from ..remoting.bodies import (BrokerMemberGroup, BrokerReplicasInfo, EpochEntryCache,
+                               encode_broker_name_list)
 from ..remoting.codes import MQVersion, RequestCode, ResponseCode
 from ..remoting.command import RemotingCommand
 from ..remoting.headers import (CleanControllerBrokerDataRequestHeader, ElectMasterRequestHeader,
@@ -90,9 +91,8 @@ class ControllerAdmin:
     @inlineCallbacks
     def get_in_sync_state_data(self, addr, broker_names):
         leader = yield self._leader(addr)
-        body = ("[" + ",".join(_json_string(n) for n in broker_names) + "]").encode("utf-8")
         answer = yield self._call(leader, self._request(RequestCode.CONTROLLER_GET_SYNC_STATE_DATA,
-                                                        body=body))
+                                                        body=encode_broker_name_list(broker_names)))
         return BrokerReplicasInfo.from_json(answer.body)
 
     @inlineCallbacks
@@ -143,11 +143,6 @@ class ControllerAdmin:
 def _now_ms(client):
     """``invokeTime``: the header's ``System.currentTimeMillis()`` default (the client's clock)."""
     return int(client.clock.seconds() * 1000)
-
-
-def _json_string(text):
-    import json
-    return json.dumps(text, ensure_ascii=False)
 
 
 def _addresses(text):

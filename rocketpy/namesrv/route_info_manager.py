@@ -202,6 +202,11 @@ class RouteInfoManager:
         """The topics whose queue layout names ``broker_name``."""
         return self.shapes.topics_of_broker(broker_name)
 
+    def topic_count_of_broker(self, broker_name):
+        """``len(topics_of_broker(broker_name))``, counted per shared layout (the status page's
+        per-group count, read per request on the reactor)."""
+        return self.shapes.topic_count(broker_name)
+
     def _set_broker(self, broker_data):
         """Put (or replace) a broker group."""
         name = broker_data.broker_name

@@ -96,6 +96,11 @@ class ShapeTable:
             shape.members = [t for t in dict.fromkeys(shape.members) if topics.get(t) is shape]
         return shape.members
 
+    def topic_count(self, name):
+        """How many topics' layouts name broker ``name``: each shape's ``live`` count summed over
+        the shapes naming it, so the cost is its distinct layouts, not its topics."""
+        return sum(shape.live for shape in self._by_broker.get(name, {}).values())
+
     def topics_of_broker(self, name):
         """The topics whose layout names broker ``name``."""
         found = []

@@ -52,6 +52,7 @@ __all__ = [
     "BrokerMemberGroup", "GetBrokerMemberGroupResponseBody", "GetRemoteClientConfigBody",
     "GroupList", "java_view", "SyncStateSet", "ElectMasterResponseBody", "ReplicaIdentity",
     "ReplicasInfo", "BrokerReplicasInfo", "EpochEntry", "EpochEntryCache", "broker_name_list",
+    "encode_broker_name_list",
 ]
 
 #: Bound on the inflated size of a compressed RegisterBrokerBody (4x the 16 MiB frame limit).
@@ -1332,3 +1333,9 @@ def broker_name_list(data):
     if data is None:
         raise BodyDecodeError("broker name list: no body")
     return list_of(STR).load(fastjson.loads_lenient(data), "brokerNames")
+
+
+def encode_broker_name_list(names):
+    """The same body as mqadmin writes it: ``RemotingSerializable.encode`` of a ``List<String>``
+    (fastjson's legacy escaping, so a control character reads back as Java wrote it)."""
+    return fastjson.dumps(list(names))

@@ -352,17 +352,18 @@ class LoadGovernor:
             return None  # Java's writeResponse sends nothing for a oneway request
         return self.answer.encode_for(opaque)
 
-    def refuse_work(self, proto, request, refused):
-        """The decode pool is full (:mod:`rocketpy.transport.offload`): Java's SYSTEM_BUSY
-        "[OVERLOAD]..." answer to ``request`` (None for a oneway one), counted as shed and
-        logged at the 1st, 2nd, 4th, 8th... of the pool's ``refused`` refusals, so a flood of
+    def refuse_work(self, proto, request, pool):
+        """``pool`` refused the work (:mod:`rocketpy.transport.offload`: full, or not running):
+        Java's SYSTEM_BUSY "[OVERLOAD]..." answer to ``request`` (None for a oneway one), counted
+        as shed and logged at the 1st, 2nd, 4th, 8th... of the pool's refusals, so a flood of
         big bodies costs a few log lines."""
         self.shed_total += 1
+        refused = pool.refused
         if refused & (refused - 1) == 0:
             trouble(self.log, "request.shed", proto.remote_addr, "decode queue",
-                    "{peer}: the decode pool is full; answering request code {code} with "
-                    "SYSTEM_BUSY [OVERLOAD] ({refused} refused so far)",
-                    code=request.code, refused=refused)
+                    "{peer}: the decode pool is {why}; answering request code {code} with "
+                    "SYSTEM_BUSY [OVERLOAD] ({refused} refused so far)", code=request.code,
+                    why="full" if pool.accepting else "not running", refused=refused)
         if self._metrics is not None:
             self._metrics.overload(request.code)
         if request.flag & FLAG_ONEWAY:

@@ -19,7 +19,11 @@ registration by at most one of its jobs, never by its whole queue (issue 20: 16 
 had every registration answered SYSTEM_BUSY for minutes). Only ``work`` runs on the thread;
 tables and caches are touched by ``finish`` on the reactor. :meth:`DecodePool.stop` abandons the
 queued work, cancels the running one (its budget's flag, seen at the next chunk) and waits for
-it at most :data:`STOP_WAIT` seconds.
+it at most :data:`STOP_WAIT` seconds. Work offered while the pool is not running (before its
+start, after its stop) is refused at once like work past the bound: SYSTEM_BUSY, which is what
+Java's remoting answers when its executor is shut down (``RejectedExecutionException``); a job
+kept for a thread that is not there would never be answered, and its connection, no longer
+read, would wait for its idle timeout.
 
 Writer: Java's ``KVConfigManager.persist`` rewrites ``kvConfig.json`` on the request thread; on
 the reactor, two connections putting 64 KiB values made every other client wait 150-460 ms
@@ -108,6 +112,8 @@ class DecodePool:
         self._turns = 0
         self.max_pending = max_pending
         self.max_per_peer = max_per_peer
+        #: False before :meth:`start` and from :meth:`stop` on: every submit is refused
+        self.accepting = False
         #: work accepted and not yet finished, in all and by peer
         self.pending = 0
         self.pending_by_peer = {}
@@ -122,11 +128,13 @@ class DecodePool:
         self._jobs = SimpleQueue()
         self._thread = threading.Thread(target=self._worker, name=self._name, daemon=True)
         self._thread.start()
+        self.accepting = True
         self._next()
 
     def stop(self):
         """Abandon the queued work (its answers would go nowhere: the server has closed its
         connections first), cancel the running one and wait for it at most ``stop_wait``."""
+        self.accepting = False
         abandoned = sum(map(len, self._queues.values()))
         self._queues.clear()
         self.abandoned += abandoned
@@ -148,10 +156,12 @@ class DecodePool:
 
     def submit(self, work, peer=None, cancel=None):
         """A Deferred of ``work()`` run on the pool's thread, firing later on the reactor
-        thread; None when ``max_pending`` pieces of work, or ``max_per_peer`` of ``peer``'s, are
-        already accepted. ``cancel()``, if given, makes ``work`` stop early (shutdown)."""
+        thread; None when the pool is not running (:attr:`accepting`), or when ``max_pending``
+        pieces of work, or ``max_per_peer`` of ``peer``'s, are already accepted. ``cancel()``, if
+        given, makes ``work`` stop early (shutdown)."""
         held = self.pending_by_peer.get(peer, 0)
-        if self.pending >= self.max_pending or (self.max_per_peer and held >= self.max_per_peer):
+        if (not self.accepting or self.pending >= self.max_pending
+                or (self.max_per_peer and held >= self.max_per_peer)):
             self.refused += 1
             return None
         self.pending += 1

@@ -472,7 +472,7 @@ class RemotingServerProtocol(Protocol):
         d = pool.submit(pending.work, getattr(self.transport.getPeer(), "host", None),
                         pending.cancel)
         if d is None:
-            return self._gate.refuse_work(self, request, pool.refused)
+            return self._gate.refuse_work(self, request, pool)
         self._paused_for(DECODE)
         d.addCallbacks(self._finish, self._failed, callbackArgs=(pending.finish, request, started),
                        errbackArgs=(pending, request, started))

@@ -158,13 +158,6 @@ class NameServerView:
         live = table.get((cluster, addr))   # 5.x keys the live table by (cluster, address)
         return live if live is not None else table.get((None, addr))   # 4.9: by address
 
-    def _topic_counts(self):
-        counts = {}
-        for queue_map in self.route_info_manager.topic_queue_table.values():
-            for name in queue_map:
-                counts[name] = counts.get(name, 0) + 1
-        return counts
-
     # ------------------------------------------------------------------ brokers
 
     def broker(self, cluster, broker_id, addr, role, now_ms=None):
@@ -197,10 +190,12 @@ class NameServerView:
                 out["language"] = language_name(language) or str(language)
         return out
 
-    def _group(self, cluster, name, data, topic_counts, now_ms):
+    def _group(self, cluster, name, data, now_ms):
+        """One group; its topic count read from the shared layouts naming it (proportional to
+        those layouts, not to the topics: a page costs the same at 1,000 or 1 M topics)."""
         return {"brokerName": name, "cluster": data.cluster, "zoneName": data.zone_name,
                 "enableActingMaster": data.enable_acting_master,
-                "topicCount": topic_counts.get(name, 0),
+                "topicCount": self.route_info_manager.topic_count_of_broker(name),
                 "brokers": [self.broker(cluster, bid, data.broker_addrs[bid],
                                         broker_role(bid, data.broker_addrs,
                                                     data.enable_acting_master), now_ms)
@@ -210,14 +205,13 @@ class NameServerView:
         """Clusters -> broker groups -> brokers, names in natural order."""
         rim = self.route_info_manager
         now_ms = self.now_ms()
-        topic_counts = self._topic_counts()
         out = []
         for cluster in sorted(rim.cluster_addr_table, key=natural_key):
             groups = []
             for name in sorted(rim.cluster_addr_table[cluster], key=natural_key):
                 data = rim.broker_addr_table.get(name)
                 if data is not None:
-                    groups.append(self._group(cluster, name, data, topic_counts, now_ms))
+                    groups.append(self._group(cluster, name, data, now_ms))
             out.append({"cluster": cluster, "brokerGroups": groups})
         return out
 
@@ -246,16 +240,9 @@ class NameServerView:
         limit = max(1, min(int(limit), MAX_LIMIT))
         page = names[offset:offset + limit]
         now_ms = self.now_ms()
-        wanted = {name for _, name in page}
-        counts = {}
-        for queue_map in rim.topic_queue_table.values():   # only the page's groups are counted
-            small, big = (queue_map, wanted) if len(queue_map) < len(wanted) else (wanted, queue_map)
-            for name in small:
-                if name in big:
-                    counts[name] = counts.get(name, 0) + 1
         return {"query": query or "", "total": len(rim.broker_addr_table), "matched": len(names),
                 "offset": offset, "limit": limit,
-                "groups": [self._group(c, n, rim.broker_addr_table[n], counts, now_ms)
+                "groups": [self._group(c, n, rim.broker_addr_table[n], now_ms)
                            for c, n in page]}
 
     def cluster_summaries(self):

@@ -8,6 +8,7 @@
  * Raw control characters inside strings are read as fastjson reads them (the .NET client writes
  * 0x01/0x02 there): a row holds no record of how a string was written. */
 #include "core.h"
+#include "languages.h"
 
 void header_reset(header_t *h) {
     rk_header_reset(&h->k);
@@ -33,38 +34,10 @@ static str_t language_column(header_t *h, int64_t value) {
 
 /* ---------------------------------------------------------------- the codec's judgement */
 
-static rk_language_t *LANGS;
-static size_t N_LANGS;
+static rk_languages_t LANGS;
 
 int native_set_languages(PyObject *by_name) {
-    PyObject *key, *value;
-    Py_ssize_t pos = 0, n = PyDict_Size(by_name);
-    rk_language_t *t = PyMem_RawCalloc((size_t)n + 1, sizeof(rk_language_t));
-    if (!t) {
-        no_memory();
-        return -1;
-    }
-    size_t i = 0;
-    while (PyDict_Next(by_name, &pos, &key, &value)) {
-        Py_ssize_t len;
-        const char *s = PyUnicode_AsUTF8AndSize(key, &len);
-        long v = PyLong_AsLong(value);
-        if (!s || (v == -1 && PyErr_Occurred()))
-            return -1;
-        char *copy = PyMem_RawMalloc((size_t)len + 1);
-        if (!copy) {
-            no_memory();
-            return -1;
-        }
-        memcpy(copy, s, (size_t)len + 1);
-        t[i].name = copy;
-        t[i].len = (size_t)len;
-        t[i].value = (int32_t)v;
-        i++;
-    }
-    LANGS = t;
-    N_LANGS = i;
-    return 0;
+    return rk_languages_set(&LANGS, by_name, NULL);
 }
 
 /* append a Python str's UTF-8 ("replace": as the batches built from rows) to h->text:
@@ -168,7 +141,7 @@ int decode_header(int stype, const uint8_t *p, size_t n, header_t *h, int want_e
     header_reset(h);
     int r = 0;
     if (stype == SER_JSON)
-        r = rk_read_json(p, n, &h->k, LANGS, N_LANGS);
+        r = rk_read_json(p, n, &h->k, LANGS.table, LANGS.n);
     else if (stype == SER_ROCKETMQ)
         r = rk_read_rocketmq(p, n, &h->k);
     if (r < 0)

@@ -8,13 +8,11 @@
 #include <Python.h>
 
 #include "kernel.h"
-
-#define MAX_LANGUAGES 128
+#include "languages.h"
 
 static PyObject *COMMAND;                      /* RemotingCommand */
-static PyObject *LANGUAGE_OBJECTS[MAX_LANGUAGES];  /* LanguageCode members by value */
-static rk_language_t LANGUAGES[MAX_LANGUAGES];
-static size_t N_LANGUAGES;
+static PyObject *LANGUAGE_OBJECTS[RK_MAX_LANGUAGES];  /* LanguageCode members by value */
+static rk_languages_t LANGUAGES;
 static PyObject *SERIALIZE[2];                 /* the ints JSON, ROCKETMQ */
 static rk_header_t SCRATCH;                    /* used with the GIL held only */
 /* past this, the scratch's buffers are given back after the header (a stranger's 16 MiB header
@@ -23,33 +21,11 @@ static rk_header_t SCRATCH;                    /* used with the GIL held only */
 #define KEEP_EXT 4096
 
 static PyObject *configure(PyObject *self, PyObject *args) {
-    PyObject *command, *languages, *key, *value;
+    PyObject *command, *languages;
     if (!PyArg_ParseTuple(args, "OO!", &command, &PyDict_Type, &languages))
         return NULL;
-    Py_ssize_t pos = 0;
-    size_t n = 0;
-    while (PyDict_Next(languages, &pos, &key, &value)) {
-        Py_ssize_t len;
-        const char *s = PyUnicode_AsUTF8AndSize(key, &len);
-        long v = PyLong_AsLong(value);
-        if (!s || (v == -1 && PyErr_Occurred()))
-            return NULL;
-        if (v < 0 || v >= MAX_LANGUAGES || n >= MAX_LANGUAGES) {
-            PyErr_Format(PyExc_ValueError, "language %s = %ld is outside 0..%d", s, v, MAX_LANGUAGES - 1);
-            return NULL;
-        }
-        char *copy = PyMem_RawMalloc((size_t)len + 1);
-        if (!copy)
-            return PyErr_NoMemory();
-        memcpy(copy, s, (size_t)len + 1);
-        LANGUAGES[n].name = copy;
-        LANGUAGES[n].len = (size_t)len;
-        LANGUAGES[n].value = (int32_t)v;
-        Py_INCREF(value);
-        Py_XSETREF(LANGUAGE_OBJECTS[v], value);
-        n++;
-    }
-    N_LANGUAGES = n;
+    if (rk_languages_set(&LANGUAGES, languages, LANGUAGE_OBJECTS) < 0)
+        return NULL;
     Py_INCREF(command);
     Py_XSETREF(COMMAND, command);
     Py_RETURN_NONE;
@@ -61,7 +37,7 @@ static PyObject *text(str_t s) {
 
 /* 1 read, 0 not the kernel's, -1 error (set) */
 static int read_into(int stype, const uint8_t *p, size_t n, rk_header_t *h) {
-    int r = stype == SER_JSON ? rk_read_json(p, n, h, LANGUAGES, N_LANGUAGES)
+    int r = stype == SER_JSON ? rk_read_json(p, n, h, LANGUAGES.table, LANGUAGES.n)
           : stype == SER_ROCKETMQ ? rk_read_rocketmq(p, n, h) : 0;
     if (r < 0) {
         PyErr_NoMemory();
