@@ -23,6 +23,7 @@ import re
 from decimal import Decimal, InvalidOperation
 
 from .errors import BodyDecodeError
+from .kernel import KERNEL
 
 __all__ = ["loads", "dumps", "escape_string", "lenient_decoder", "raw_string_literals", "Bean",
            "Dialect", "FASTJSON_1_2_69", "FASTJSON_1_2_83", "read_lenient", "loads_lenient",
@@ -537,15 +538,22 @@ def written_keys(text):
 
 def repeats_keys(text, obj, keys=None, string_colons=0):
     """Whether ``text`` (as in :func:`written_keys`), parsed into ``obj``, has a key written
-    twice in one object (``json`` keeps one). Exact, and cheap for the usual text: first the
-    colons of the whole text (one C scan) against ``keys``, the keys the caller counted in
-    ``obj`` (all of them when None), plus ``string_colons``, those it knows in the parsed
-    strings: equal, no colon is left for a key written twice. Otherwise the colons outside
-    string literals against every key of ``obj``."""
-    if keys is None:
+    twice in one object (``json`` keeps one). Exact, and cheap for the usual text: with
+    ``keys``, the keys the caller counted in ``obj`` (some objects may be left out), first the
+    colons of the whole text (one C scan) against them plus ``string_colons``, those the caller
+    knows in the parsed strings: equal, no colon is left for a key written twice. Then the
+    header kernel's one pass (``repeated_keys``: each object's keys by hash), and where it cannot
+    tell (a key with an escape, no kernel) the colons outside string literals against every key
+    of ``obj``."""
+    colon = _COLON[str if isinstance(text, str) else bytes]
+    if keys is None and KERNEL is None:
         keys = key_count(obj)
-    if text.count(_COLON[str if isinstance(text, str) else bytes]) == keys + string_colons:
+    if keys is not None and text.count(colon) == keys + string_colons:
         return False
+    if KERNEL is not None:
+        found = KERNEL.repeated_keys(text.encode("utf-8", "surrogatepass") if colon == ":" else text)
+        if found is not None:
+            return found
     return written_keys(text) != key_count(obj)
 
 
