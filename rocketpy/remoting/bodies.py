@@ -1021,11 +1021,15 @@ def _read_json(data, topic, data_version):
     configs = _object_or_empty(wrapper.get(_TABLE))
     # a key written twice: json keeps its last value, a bean property its first (fastjson's
     # set flags), so such a body goes to the beans. The usual body's keys are counted here
-    # (a topic's attributes are left out: an exact scan counts them when there are some)
+    # (a topic's attributes are left out: an exact scan counts them when there are some), and
+    # every topic key must be a property's exact name (one set of them all, built in C)
     try:
         keys = len(obj) + len(wrapper) + sum(map(len, configs.values()))
+        exact = _TOPIC_KEYS.issuperset(set().union(*configs.values()))
     except TypeError:   # a topic config that is no object
-        keys = 0
+        raise _Unusual from None
+    if not exact:
+        raise _Unusual
     for value in wrapper.values():
         if value.__class__ is dict:
             keys += len(value)
@@ -1033,15 +1037,12 @@ def _read_json(data, topic, data_version):
         raise _Unusual
     table = {}
     fields = _TOPIC_FIELDS
-    exact_keys = _TOPIC_KEYS.issuperset
     for name, config in configs.items():
         # the usual entry (every field there under its exact name, a name and four Java ints) in
         # one C call and two tests; anything else (absent or null fields, odd types) field by field
         try:
             values = fields(config)
             name_, read, write, perm, flag = values
-            if not exact_keys(config):
-                raise _Unusual
         except (KeyError, TypeError):
             name_ = read = None
         if not (name_.__class__ is str
