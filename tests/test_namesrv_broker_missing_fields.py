@@ -15,6 +15,7 @@ import logging
 import pytest
 
 from processorutil import call, make, register, register_body
+from rocketpy.namesrv.processor.registration import PLAIN_INLINE_MAX
 from rocketpy.namesrv.profile import PROFILE_49, PROFILE_50, PROFILE_53
 from rocketpy.remoting import fastjson
 from rocketpy.remoting.codes import RequestCode, ResponseCode
@@ -47,12 +48,15 @@ def _route(proc, topic):
 
 @pytest.mark.parametrize("profile", PROFILES, ids=lambda p: p.name)
 @pytest.mark.parametrize("field", ["brokerId", "clusterName", "brokerAddr", "brokerName"])
+@pytest.mark.parametrize("more", [0, 400], ids=["small body", "body decoded by a Pending"])
 def test_registration_without_a_field_answers_as_java_and_registers_nothing(tmp_path, profile,
-                                                                            field):
+                                                                            field, more):
     proc = make(tmp_path, profile)
     assert register(proc, topics=("T1", "T3"), version=profile.server_version).code == 0
     before = _route(proc, "T1").body
-    answer = call(proc, RequestCode.REGISTER_BROKER, _without(field), register_body("T9", "T1"),
+    body = register_body("T9", "T1", *(f"X{i}" for i in range(more)))
+    assert (len(body) > PLAIN_INLINE_MAX) is bool(more)
+    answer = call(proc, RequestCode.REGISTER_BROKER, _without(field), body,
                   version=profile.server_version)
     if field == "brokerId":
         package, method, line = REGISTER_SITE[profile.name]
@@ -66,6 +70,7 @@ def test_registration_without_a_field_answers_as_java_and_registers_nothing(tmp_
     cluster = fastjson.loads(call(proc, RequestCode.GET_BROKER_CLUSTER_INFO).body)
     assert list(cluster["brokerAddrTable"]) == ["broker-a"]
     assert cluster["clusterAddrTable"] == {"C": ["broker-a"]}
+    assert len(proc.reader.cache._last) == 1   # the body registered nothing: not kept
 
 
 @pytest.mark.parametrize("profile", PROFILES, ids=lambda p: p.name)
