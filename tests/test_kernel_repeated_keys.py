@@ -4,6 +4,7 @@ parsed) on every genuine JSON body of the captures and on random texts with keys
 colons and escapes in strings; it leaves to the oracle (None) only a text it cannot read byte
 for byte (a key with an escape, fastjson's lenient forms)."""
 import json
+import time
 
 import pytest
 from hypothesis import given, settings, strategies as st
@@ -83,3 +84,41 @@ def test_lenient_forms_and_escaped_keys_are_left_to_the_oracle():
     assert KERNEL.repeated_keys(big + b"}") is False
     assert KERNEL.repeated_keys(big + b',"k39":0}') is True
     assert KERNEL.repeated_keys(big + b',"k3":0}') is True
+
+
+def _one_big_object(n):
+    """n distinct keys in one object (the hashed path), sharing a long prefix."""
+    return b"{" + b",".join(b'"%s%d":%d' % (b"k" * 40, i, i) for i in range(n)) + b"}"
+
+
+def _nested(n):
+    """n objects each inside the last (the stack of open objects)."""
+    return b'{"a":' * n + b"1" + b"}" * n
+
+
+def _many_small_objects(n):
+    """n objects of 16 keys (compared one by one), each last key written twice at the end."""
+    one = b"{" + b",".join(b'"k%d":%d' % (i, i) for i in range(16)) + b"}"
+    return b"[" + b",".join([one] * n) + b',{"a":1,"a":2}]'
+
+
+def _cpu(data, tries=5):
+    best = float("inf")
+    for _ in range(tries):
+        t = time.process_time()
+        KERNEL.repeated_keys(data)
+        best = min(best, time.process_time() - t)
+    return best
+
+
+@pytest.mark.parametrize("shape, repeats", [(_one_big_object, False), (_nested, False),
+                                            (_many_small_objects, True)],
+                         ids=["one big object", "nested", "many small objects"])
+def test_cost_grows_linearly(shape, repeats):
+    """What a stranger writes (one object of many keys, deep nesting, many objects) costs time
+    proportional to it: 4x the input, at most 8x the CPU time (best of five; ratios only, so a
+    busy machine slows both sizes alike)."""
+    small, big = shape(20_000), shape(80_000)
+    assert KERNEL.repeated_keys(small) is KERNEL.repeated_keys(big) is repeats
+    growth = _cpu(big) / max(_cpu(small), 1e-6)
+    assert growth < 8.0, f"{shape.__name__}: 4x the input cost {growth:.1f}x the time"
