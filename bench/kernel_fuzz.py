@@ -5,7 +5,9 @@ bench/capture_fuzz.py does), then, in a Python with libasan preloaded, reads hos
 frames with the kernel: mutated genuine frames (tests/fuzzharness.py's Mutator: bit flips, bad
 lengths, mutated JSON trees, bad binary headers), the same headers as the other serialize type,
 truncations at every length of a few, and random bytes.  Each is read four ways
-(``read_header``, ``read_frame``, ``request_key``, ``peek``) and every reading is compared with the Python codec's
+(``read_header``, ``read_frame``, ``request_key``, ``peek``) and every reading is compared with the Python codec's;
+the header and the frame, and the header with its first key written twice, also go through
+``repeated_keys``, compared with ``fastjson``'s exact count where json reads the text
 (the oracle): a different command, or a command where the codec refuses the header, is a finding;
 an out-of-bounds access is caught by ASan.  Runs ``--inputs N`` inputs (tests/test_kernel_fuzz.py
 runs a fixed number) or ``--seconds``.
@@ -15,6 +17,7 @@ runs a fixed number) or ``--seconds``.
 from __future__ import annotations
 
 import argparse
+import json
 import random
 import shutil
 import subprocess
@@ -46,9 +49,23 @@ def _headers(rng, mutator, layout):
     return serialize_type, header, frame
 
 
+def _check_repeated_keys(kernel, fastjson, texts):
+    """``repeated_keys`` of each text equals the Python oracle's answer, or leaves it (None)."""
+    for text in texts:
+        found = kernel.repeated_keys(text)
+        if found is None:
+            continue
+        try:
+            obj = json.loads(text)
+        except (ValueError, RecursionError):
+            continue
+        if found is not (fastjson.written_keys(text) != fastjson.key_count(obj)):
+            raise SystemExit(f"kernel_fuzz: finding: repeated_keys({text!r}) is {found}")
+
+
 def fuzz_loop(seconds, seed, inputs):
     from fuzzharness import Mutator, corpus
-    from rocketpy.remoting import frame as codec_frame, layout
+    from rocketpy.remoting import fastjson, frame as codec_frame, layout
     from rocketpy.remoting.errors import HeaderDecodeError, RemotingCodecError
     from rocketpy.remoting.kernel import KERNEL
     if KERNEL is None:
@@ -61,6 +78,8 @@ def fuzz_loop(seconds, seed, inputs):
         got = KERNEL.read_header(serialize_type, header)
         KERNEL.request_key(frame)
         KERNEL.peek(frame)
+        _check_repeated_keys(KERNEL, fastjson, (header, frame,
+                                                header.replace(b'{"', b'{"a":1,"a":0,"', 1)))
         limit = rng.choice([layout.DEFAULT_MAX_FRAME_LENGTH, 64, 300])
         whole = KERNEL.read_frame(frame, limit)
         if whole is not None:

@@ -12,6 +12,7 @@ import pytest
 
 import replay
 from processorutil import call, make, register
+from rocketpy.namesrv import model
 from rocketpy.namesrv.profile import PROFILE_49, PROFILE_50, PROFILE_53
 from rocketpy.remoting import bodies, fastjson
 from rocketpy.remoting.codes import RequestCode, ResponseCode
@@ -184,3 +185,75 @@ def test_an_empty_or_null_string_for_a_number_leaves_it_at_its_initial_value(tmp
     assert [(q["perm"], q["readQueueNums"], q["writeQueueNums"])
             for q in route["queueDatas"]] == [(6, 16, 16)]
     assert bodies.DataVersion.from_json(b'{"counter":2,"timestamp":"null"}').timestamp == 0
+
+
+@pytest.mark.parametrize("profile", [PROFILE_49, PROFILE_50, PROFILE_53], ids=lambda p: p.name)
+def test_a_property_written_twice_under_its_exact_name_keeps_the_first_value(tmp_path, profile):
+    """fastjson's bean deserializer sets a property's flag with its first value (null too), and
+    a later key for it finds no field (``getFieldDeserializer``'s ``isSetFlag``,
+    JavaBeanDeserializer.java:120 at 1.2.69, :129 at 1.2.83), so ``"perm":2,"perm":6``
+    registers perm 2 and a repeated ``topicName`` keeps the first; a map (topicConfigTable)
+    keeps its last value (``MapDeserializer``'s ``map.put``). Before, json kept the last value
+    of every key, on the fast registration path and in the beans."""
+    body = (b'{"filterServerList":["10.0.0.1:9999"],"topicConfigSerializeWrapper":{"dataVersion":'
+            b'{"counter":1,"counter":9,"timestamp":1},"topicConfigTable":{"T1":{"perm":2,'
+            b'"perm":6,"readQueueNums":4,"writeQueueNums":4,"topicName":"T1","topicName":"X"},'
+            b'"T2":{"perm":6,"readQueueNums":1,"writeQueueNums":1},'
+            b'"T2":{"perm":6,"readQueueNums":8,"writeQueueNums":8,"readQueueNums":3}}}}')
+    proc = make(tmp_path, profile)
+    assert register(proc, body=body, version=profile.server_version).code == ResponseCode.SUCCESS
+    route = fastjson.loads(call(proc, RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": "T1"}).body)
+    assert [(q["perm"], q["readQueueNums"]) for q in route["queueDatas"]] == [(2, 4)]
+    route = fastjson.loads(call(proc, RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": "T2"}).body)
+    assert [(q["perm"], q["readQueueNums"]) for q in route["queueDatas"]] == [(6, 8)]
+    assert call(proc, RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": "X"}).code == \
+        ResponseCode.TOPIC_NOT_EXIST
+    version = fastjson.loads(call(proc, RequestCode.QUERY_DATA_VERSION,
+                                  {"clusterName": "C", "brokerAddr": "127.0.0.1:10911"},
+                                  body=b'{"counter":1,"timestamp":1}').body)
+    assert version["counter"] == 1
+    assert bodies.DataVersion.from_json(b'{"counter":null,"counter":4}').counter == 0
+    assert bodies.DataVersion.from_json(b"{counter:5,'counter':4,Counter:3}").counter == 5
+
+
+def test_the_repeat_check_is_exact():
+    """Colons in strings (filter servers are host:port, topic names can hold anything legal,
+    escaped quotes) never make a key look written twice, and a key written twice is found
+    whatever the strings hold; the objects the caller did not count only cost the exact scan."""
+    for text in (b'{"a":"x:y","b":{"c":"\\":"}}', '{"k:":{":":[{"e":1}]},"\\\\":":"}',
+                 b'{"a":{}}', b'[]'):
+        obj = json.loads(text)
+        assert not fastjson.repeats_keys(text, obj)
+        assert not fastjson.repeats_keys(text, obj, 0)
+        assert fastjson.written_keys(text) == fastjson.key_count(obj)
+    for text, string_colons in ((b'{"a":"x:y","a":2}', 1), ('{"b":{"c":1,"c":"\\":"},"d":":"}', 2),
+                                (b'{"a":1,"a":1}', 0)):
+        obj = json.loads(text)
+        assert fastjson.repeats_keys(text, obj)
+        assert fastjson.repeats_keys(text, obj, fastjson.key_count(obj), string_colons)
+
+
+def test_genuine_bodies_with_colons_in_strings_stay_on_the_fast_reader():
+    """A genuine 5.3.3 body (mappingDataVersion, attributes) with host:port filter servers and
+    a topic whose name and attributes hold colons is read by the fast reader, not the beans;
+    the same body with one property written twice is left to the beans, which keep the first
+    value (before, the fast reader kept the last)."""
+    _, _, body = _genuine("rmq53-broker-register.pcap")
+    obj = json.loads(body)
+    obj["filterServerList"] = ["10.0.0.1:9999", "10.0.0.2:9999"]
+    table = obj["topicConfigSerializeWrapper"]["topicConfigTable"]
+    config = dict(next(iter(table.values())), topicName="a:b", attributes={"+x:y": "z:w"}, perm=2)
+    table["a:b"] = config
+    text = json.dumps(obj).encode()
+
+    def beans(data):
+        return bodies.register_broker_body_records(
+            bodies.RegisterBrokerBody.decode(data, False), model.TopicConfig, model.DataVersion)
+
+    fast = bodies._read_json(text, model.TopicConfig, model.DataVersion)
+    assert fast == beans(text) and fast[1]["a:b"].perm == 2
+    twice = text.replace(b'"perm": 2', b'"perm": 2, "perm": 6')
+    assert twice.count(b'"perm": 6') == text.count(b'"perm": 6') + 1
+    with pytest.raises(bodies._Unusual):
+        bodies._read_json(twice, model.TopicConfig, model.DataVersion)
+    assert beans(twice) == fast

@@ -47,7 +47,7 @@ class WireShape:
 
     def __init__(self, *, own_version, reply_in_request_type, broker_fields_5x, state_version,
                  topic_set, concurrent_tables, null_register_body_remark, null_body_remark,
-                 broker_addr_hash_site, faq_url, header_dialect):
+                 broker_addr_hash_site, faq_url, header_dialect, null_broker_id_remarks):
         #: ``version`` of every answer (Java ``MQVersion.CURRENT_VERSION``)
         self.own_version = own_version
         #: the fastjson release whose parser reads the requests' JSON headers
@@ -64,6 +64,9 @@ class WireShape:
         #: what Java answers a request whose absent JSON body ``RemotingSerializable.decode``
         #: reads (QUERY_DATA_VERSION, REGISTER_TOPIC_IN_NAMESRV); None: it reads null (5.1+)
         self.null_body_remark = null_body_remark
+        #: what Java answers a REGISTER_BROKER and an UNREGISTER_BROKER without ``brokerId``
+        #: (None: it answers SUCCESS)
+        self.null_register_id_remark, self.null_unregister_id_remark = null_broker_id_remarks
         self._broker_addr_hash_site = broker_addr_hash_site
 
     def broker_addr_remark(self, cluster_name, broker_addr):
@@ -239,6 +242,25 @@ class Policies:
         return self.config
 
 
+def _null_broker_id_remarks(p):
+    """What Java answers a REGISTER_BROKER and an UNREGISTER_BROKER without ``brokerId``: the
+    processor unboxes the header's null ``Long`` for the route manager's ``long`` (nothing
+    changed yet), JDK 15+'s helpful message as in the genuine captures; None where Java answers
+    without unboxing it (5.x queues an unregistration)."""
+    package, register_method, _ = p.register_npe_site
+
+    def remark(header, method, line):
+        if line is None:
+            return None
+        return ('java.lang.NullPointerException: Cannot invoke "java.lang.Long.longValue()" '
+                f'because the return value of "org.apache.rocketmq.{package}.header.namesrv.'
+                f'{header}.getBrokerId()" is null, org.apache.rocketmq.namesrv.processor.'
+                f"DefaultRequestProcessor.{method}(DefaultRequestProcessor.java:{line})")
+    register_line, unregister_line = p.broker_id_unboxing_lines
+    return (remark("RegisterBrokerRequestHeader", register_method, register_line),
+            remark("UnRegisterBrokerRequestHeader", "unregisterBroker", unregister_line))
+
+
 def _npe_remark(site):
     package, method, line = site
     return (f'java.lang.NullPointerException: Cannot invoke "org.apache.rocketmq.{package}.body.'
@@ -296,6 +318,7 @@ def policies_for(profile):
             broker_fields_5x=p.broker_fields_5x, state_version=p.data_version_state,
             topic_set=p.topic_list_set, concurrent_tables=p.concurrent_tables,
             null_register_body_remark=_npe_remark(p.register_npe_site),
+            null_broker_id_remarks=_null_broker_id_remarks(p),
             null_body_remark=_null_body_remark(p),
             broker_addr_hash_site=p.broker_addr_hash_site,
             faq_url=p.topic_not_exist_faq_url, header_dialect=_FASTJSON[p.fastjson]),

@@ -65,6 +65,10 @@ class BehaviourProfile:
     #: where Java's processor dereferences a RegisterBrokerBody it read as null (its
     #: NullPointerException remark): the body class's package, the method and its line.
     register_npe_site: "tuple[str, str, int]"
+    #: the lines where Java's processor unboxes a null ``brokerId`` (the header's ``Long`` for
+    #: ``long``): REGISTER_BROKER's, and UNREGISTER_BROKER's when it is applied at once (4.9);
+    #: 5.x queues the header and answers SUCCESS (None).
+    broker_id_unboxing_lines: "tuple[int, int | None]"
     #: the stack frame of ``BrokerAddrInfo.hashCode``'s first line that reads its fields (5.x
     #: looks live brokers up by cluster and address; a null one throws there); None for 4.9,
     #: which looks them up by address in a HashMap.
@@ -100,6 +104,7 @@ PROFILE_49 = BehaviourProfile(
     concurrent_tables=False, data_version_state=False, sorted_config_text=False,
     fixed_broker_timeout_ms=120_000, register_topic_merges=True,
     register_npe_site=("common.protocol", "registerBrokerWithFilterServer", 254),
+    broker_id_unboxing_lines=(252, 359),
     broker_addr_hash_site=None,
     topic_not_exist_faq_url=_OLD_FAQ_URL, query_data_version_needs_body=True,
     compressed_body_broker_version=409, fastjson="1.2.69")
@@ -113,6 +118,7 @@ PROFILE_50 = PROFILE_49.but(
     topic_list_set="insertion", concurrent_tables=True, data_version_state=True,
     sorted_config_text=True, fixed_broker_timeout_ms=None, register_topic_merges=False,
     register_npe_site=("common.protocol", "registerBroker", 228),
+    broker_id_unboxing_lines=(239, None),
     broker_addr_hash_site=("org.apache.rocketmq.common.BrokerAddrInfo.hashCode"
                            "(BrokerAddrInfo.java:61)"),
     compressed_body_broker_version=413)
@@ -122,6 +128,7 @@ PROFILE_53 = PROFILE_50.but(
     prime_slave_wipe_needs_acting_master=True, unregister_by_address=True, wait_for_service=True,
     topic_list_set="chm", register_topic_merges=True,
     register_npe_site=("remoting.protocol", "registerBroker", 242),
+    broker_id_unboxing_lines=(253, None),
     broker_addr_hash_site=("org.apache.rocketmq.namesrv.routeinfo.BrokerAddrInfo.hashCode"
                            "(RouteInfoManager.java:1161)"),
     topic_not_exist_faq_url="https://rocketmq.apache.org/docs/bestPractice/06FAQ",

@@ -13,6 +13,7 @@ wire shape). Not in Java:
   broker registered again meanwhile (apache/rocketmq#11043);
 * a re-registration handing over the very same decoded topic table as last applied, with none of
   its queue data removed since, skips the topic walk."""
+import logging
 from dataclasses import replace
 from functools import wraps
 from itertools import count
@@ -27,6 +28,8 @@ from .model import (FLAG_UNIT, FLAG_UNIT_SUB, MASTER_ID, PERM_READ, PERM_WRITE, 
 from .policy import as_policies
 from .shapes import ShapeTable
 from .snapshot import RouteSnapshots
+
+log = logging.getLogger("rocketpy.namesrv")
 
 __all__ = ["RouteInfoManager"]
 
@@ -459,6 +462,8 @@ class RouteInfoManager:
                         and live.generation != request.live_generation)):
                 continue  # the broker registered again since this channel event
             name = request.broker_name
+            if self._malformed(request):
+                continue
             delta = RouteDelta()   # one per request: the next one reads what this one left
             delta.remove_live(key)
             delta.remove_filter_servers(key, name)
@@ -487,6 +492,24 @@ class RouteInfoManager:
                 if broker_data is not None and broker_data.enable_acting_master:
                     delta.notify_min_broker_id_changed(addrs, offline_addr, None)
             self.apply(delta)
+
+    def _malformed(self, request):
+        """Whether an UNREGISTER_BROKER header lacks a field its unregistration needs: a
+        cluster, address or name (5.x's ``BrokerAddrInfo.hashCode`` or ConcurrentHashMap throws;
+        4.9.8 removes what its HashMaps find under null, leaving the cluster's name set), or an
+        id when its group holds addresses (Java's ``getBrokerId().equals`` throws after the
+        live entry is gone). Java's batch stops there, dropping the requests after it and
+        leaving this one half applied; rocketpy skips this one whole, logs it and goes on."""
+        if None not in (request.cluster_name, request.broker_addr, request.broker_name):
+            if request.broker_id is not None:
+                return False
+            broker_data = self.broker_addr_table.get(request.broker_name)
+            if broker_data is None or not broker_data.broker_addrs:
+                return False
+        log.warning("UNREGISTER_BROKER without a field it needs changes nothing: clusterName=%s "
+                    "brokerAddr=%s brokerName=%s brokerId=%s", request.cluster_name,
+                    request.broker_addr, request.broker_name, request.broker_id)
+        return True
 
     def _clean_topics(self, removed, reduced):
         """The delta that takes removed brokers out of their topics and, for a group left

@@ -306,13 +306,14 @@ class JsonBean:
         as :meth:`_smart_match` says."""
         if data is None:
             raise BodyDecodeError(f"{cls.__name__}: no body")
-        return cls._from_obj(fastjson.loads_lenient(data), _Root(cls.__name__, dialect))
+        return cls._from_obj(fastjson.loads_lenient(data, repeats=True),
+                             _Root(cls.__name__, dialect))
 
     @classmethod
     def from_request(cls, data, dialect=fastjson.FASTJSON_1_2_83):
         """:meth:`from_json`, but None for a body that is JSON ``null`` (comments and blanks
         around it too), which ``JSON.parseObject`` reads as a null bean."""
-        obj = fastjson.loads_lenient(data)
+        obj = fastjson.loads_lenient(data, repeats=True)
         return None if obj is None else cls._from_obj(obj, _Root(cls.__name__, dialect))
 
     @classmethod
@@ -348,7 +349,10 @@ class JsonBean:
         values = {}
         extras = {}
         smart = None   # properties set through a smart-matched key: a later key for one is ignored
-        for key, value in obj.items():
+        # a key written twice (its exact name): fastjson's set flag keeps the first value, a
+        # first null too (JavaBeanDeserializer.getFieldDeserializer), a later key is ignored
+        seen = set() if obj.__class__ is fastjson.Repeated else None
+        for key, value in obj.pairs if seen is not None else obj.items():
             entry = loaders.get(key)
             if entry is None:
                 entry = cls._smart_match(key, where)
@@ -362,6 +366,10 @@ class JsonBean:
                 smart.add(entry[0])
             elif smart is not None and entry[0] in smart:
                 continue
+            if seen is not None:
+                if entry[0] in seen:
+                    continue
+                seen.add(entry[0])
             if value is not None:
                 attr, load, exact = entry
                 if type(value) is not exact:
@@ -1011,17 +1019,31 @@ def _read_json(data, topic, data_version):
     version = _object_or_empty(wrapper.get(_VERSION))
     if not version.keys() <= _VERSION_KEYS:
         raise _Unusual
+    configs = _object_or_empty(wrapper.get(_TABLE))
+    # a key written twice: json keeps its last value, a bean property its first (fastjson's
+    # set flags), so such a body goes to the beans. The usual body's keys are counted here
+    # (a topic's attributes are left out: an exact scan counts them when there are some), and
+    # every topic key must be a property's exact name (one set of them all, built in C)
+    try:
+        keys = len(obj) + len(wrapper) + sum(map(len, configs.values()))
+        exact = _TOPIC_KEYS.issuperset(set().union(*configs.values()))
+    except TypeError:   # a topic config that is no object
+        raise _Unusual from None
+    if not exact:
+        raise _Unusual
+    for value in wrapper.values():
+        if value.__class__ is dict:
+            keys += len(value)
+    if fastjson.repeats_keys(data, obj, keys, sum(f.count(":") for f in filters)):
+        raise _Unusual
     table = {}
     fields = _TOPIC_FIELDS
-    exact_keys = _TOPIC_KEYS.issuperset
-    for name, config in _object_or_empty(wrapper.get(_TABLE)).items():
+    for name, config in configs.items():
         # the usual entry (every field there under its exact name, a name and four Java ints) in
         # one C call and two tests; anything else (absent or null fields, odd types) field by field
         try:
             values = fields(config)
             name_, read, write, perm, flag = values
-            if not exact_keys(config):
-                raise _Unusual
         except (KeyError, TypeError):
             name_ = read = None
         if not (name_.__class__ is str

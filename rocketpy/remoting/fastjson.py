@@ -23,9 +23,11 @@ import re
 from decimal import Decimal, InvalidOperation
 
 from .errors import BodyDecodeError
+from .kernel import KERNEL
 
 __all__ = ["loads", "dumps", "escape_string", "lenient_decoder", "raw_string_literals", "Bean",
-           "Dialect", "FASTJSON_1_2_69", "FASTJSON_1_2_83", "read_lenient", "loads_lenient"]
+           "Dialect", "FASTJSON_1_2_69", "FASTJSON_1_2_83", "read_lenient", "loads_lenient",
+           "Repeated", "key_count", "written_keys", "repeats_keys"]
 
 _json_loads = json.loads
 #: fastjson's reading of a string: raw control characters are taken as they are.
@@ -34,6 +36,10 @@ lenient_decoder = json.JSONDecoder(strict=False)
 #: literals in order.
 _STRING = r'"(?:[^"\\]|\\.)*"'
 _STRING_LITERAL = re.compile(_STRING, re.S)
+# The same, unrolled (no alternation per character), for str and bytes
+_STRINGS = {str: re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"', re.S),
+            bytes: re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"', re.S)}
+_COLON = {str: ":", bytes: b":"}
 _RAW_CONTROL = re.compile("[\x00-\x1f]")
 _EOI = "\x1a"              # fastjson's JSONLexer.EOI
 _AFTER_KEY = re.compile(r"\s*:")
@@ -487,16 +493,93 @@ def read_lenient(text, object_pairs_hook=dict):
     return obj
 
 
-def loads_lenient(data):
+class Repeated(dict):
+    """An object with a key written more than once: as a dict the last value of each key (a
+    Java ``Map``'s reading, ``MapDeserializer``'s ``map.put``), and ``pairs``, every
+    ``(key, value)`` in order, for a bean, whose properties keep their first value."""
+
+    __slots__ = ("pairs",)
+
+
+def _keep_repeats(pairs):
+    obj = dict(pairs)
+    if len(obj) == len(pairs):
+        return obj
+    obj = Repeated(obj)
+    obj.pairs = pairs
+    return obj
+
+
+def key_count(obj):
+    """The keys of every object in ``obj`` (parsed JSON), nested ones included."""
+    count = 0
+    stack = [obj]
+    pop, extend = stack.pop, stack.extend
+    while stack:
+        item = pop()
+        if isinstance(item, dict):
+            count += len(item)
+            extend(item.values())
+        elif isinstance(item, list):
+            extend(item)
+    return count
+
+
+def written_keys(text):
+    """The keys written in ``text`` (str or bytes that ``json`` parsed, lenient forms of
+    :func:`loads` too): each key is followed by one colon, and outside string literals JSON
+    has no other."""
+    kind = str if isinstance(text, str) else bytes
+    colon = _COLON[kind]
+    if text.count(colon) == 0:
+        return 0
+    return _STRINGS[kind].sub(colon[:0], text).count(colon)
+
+
+def repeats_keys(text, obj, keys=None, string_colons=0):
+    """Whether ``text`` (as in :func:`written_keys`), parsed into ``obj``, has a key written
+    twice in one object (``json`` keeps one). Exact, and cheap for the usual text: with
+    ``keys``, the keys the caller counted in ``obj`` (some objects may be left out), first the
+    colons of the whole text (one C scan) against them plus ``string_colons``, those the caller
+    knows in the parsed strings: equal, no colon is left for a key written twice. Then the
+    header kernel's one pass (``repeated_keys``: each object's keys by hash), and where it cannot
+    tell (a key with an escape, no kernel) the colons outside string literals against every key
+    of ``obj``."""
+    colon = _COLON[str if isinstance(text, str) else bytes]
+    if keys is None and KERNEL is None:
+        keys = key_count(obj)
+    if keys is not None and text.count(colon) == keys + string_colons:
+        return False
+    if KERNEL is not None:
+        found = KERNEL.repeated_keys(text.encode("utf-8", "surrogatepass") if colon == ":" else text)
+        if found is not None:
+            return found
+    return written_keys(text) != key_count(obj)
+
+
+def loads_lenient(data, repeats=False):
     """A request body as Java's ``JSON.parseObject`` reads it: :func:`loads`, and when that
-    fails :func:`read_lenient` (what fastjson's parser reads beyond JSON). Raises
-    :class:`BodyDecodeError` with the strict parser's complaint."""
+    fails :func:`read_lenient` (what fastjson's parser reads beyond JSON). With ``repeats``, an
+    object with a key written twice comes back as a :class:`Repeated` (the text is read again,
+    only when :func:`repeats_keys` says so). Raises :class:`BodyDecodeError` with the strict
+    parser's complaint."""
     try:
-        return loads(data)
+        obj = loads(data)
     except BodyDecodeError as exc:
         error = exc
+    else:
+        if not repeats:
+            return obj
+        text = bytes(data) if isinstance(data, (bytearray, memoryview)) else data
+        if not repeats_keys(text, obj):
+            return obj
+        text = text.decode("utf-8") if isinstance(text, bytes) else text
+        try:
+            return json.loads(text, object_pairs_hook=_keep_repeats, strict=False)
+        except (ValueError, RecursionError):   # fastjson's unquoted int keys
+            return read_lenient(text, _keep_repeats)
     try:
         text = data.decode("utf-8") if isinstance(data, (bytes, bytearray, memoryview)) else data
-        return read_lenient(text)
+        return read_lenient(text, _keep_repeats if repeats else dict)
     except (ValueError, RecursionError):   # UnicodeDecodeError is a ValueError
         raise error from None

@@ -2,7 +2,9 @@
 
 It reads a frame's prefix, a binary header and the usual JSON header in C, for the codec
 (:func:`~rocketpy.remoting.frame.decode_header`), the answer cache's key and the overload peek
-(:mod:`~rocketpy.remoting.layout`); the capture core links the same source. It answers None for
+(:mod:`~rocketpy.remoting.layout`), and for a JSON body whether an object writes a key twice
+(:func:`~rocketpy.remoting.fastjson.repeats_keys`); the capture core links the same header
+source. It answers None for
 anything it leaves to the Python codec, which stays the specification: the two are proven equal
 on every genuine capture frame and the fuzz corpus (``tests/test_header_kernel.py``).
 ``ROCKETPY_NO_KERNEL=1`` leaves it out (the benchmarks compare both in one run)."""

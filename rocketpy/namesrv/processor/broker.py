@@ -14,6 +14,7 @@ A 5.x master's registration with a new data version walks every topic (Java
 ~100 ms at 10 M pairs. From :data:`NARROW_WALK_FROM` topics the decode's work also finds, off the
 reactor, the topics whose queue data would change (``RouteInfoManager.walk_view``), and the
 reactor walks only those, unless this broker's queue data or live entry changed meanwhile."""
+import logging
 from dataclasses import replace
 from functools import partial
 
@@ -28,6 +29,8 @@ from ..pending import Pending
 from .replies import NOT_SET_REMARK, Reply, error, ok, responder
 
 __all__ = ["BrokerHandlers", "MinBrokerIdNotifier"]
+
+log = logging.getLogger("rocketpy.namesrv")
 
 
 #: topics of a registration from which its walk is narrowed off the reactor
@@ -59,9 +62,14 @@ class BrokerHandlers:
         #: topics from which a registration's walk is narrowed off the reactor
         self.narrow_walk_from = NARROW_WALK_FROM
 
-    @responder(RequestCode.REGISTER_BROKER)
+    @responder(RequestCode.REGISTER_BROKER, java_decode=True)
     def register_broker(self, header, request, channel, now_ms):
         decoded = self.reader.decode(request, header)  # checks bodyCrc32 first, as Java
+        unusable = self._unusable_registration(header)
+        if unusable is not None:
+            if isinstance(decoded, Pending):
+                return decoded.then(partial(self._unregistered, header, unusable))
+            return self._unregistered(header, unusable, decoded)
         if isinstance(decoded, Pending):  # a big body: decoded first, maybe on another thread
             self._refresh_own(header, channel, now_ms)
             view = self.routes.walk_view(header.cluster_name, header.broker_addr,
@@ -70,6 +78,34 @@ class BrokerHandlers:
                 decoded = self._narrowed(decoded, *view)
             return decoded.then(partial(self._register, header, request, channel, now_ms))
         return self._register(header, request, channel, now_ms, decoded)
+
+    def _unusable_registration(self, header):
+        """What Java answers a registration whose header lacks a field it needs, after the
+        body is read: without ``brokerId`` the processor's NullPointerException (the header's
+        Long unboxed, nothing changed); without a cluster, address or name SUCCESS, as
+        ``registerBroker`` catches and logs what it throws (5.x: a ConcurrentHashMap's null
+        key, ``BrokerAddrInfo.hashCode``) or files the broker under null keys (4.9.8's
+        HashMaps), and rocketpy registers nothing (Java's tables are left half-changed or
+        holding nulls). None when the header has them all."""
+        if header.broker_id is None:
+            return error(ResponseCode.SYSTEM_ERROR, self.wire.null_register_id_remark)
+        missing = [name for name, value in (("clusterName", header.cluster_name),
+                                            ("brokerAddr", header.broker_addr),
+                                            ("brokerName", header.broker_name)) if value is None]
+        if not missing:
+            return None
+        log.warning("REGISTER_BROKER without %s (brokerId %s) registers nothing: answered "
+                    "SUCCESS, as Java", " or ".join(missing), header.broker_id)
+        body = None
+        if self.registration.answers_order_topic_config(self.config):
+            body = self.kv.get_kv_list_by_namespace(ORDER_TOPIC_CONFIG)
+        return ok(body, _MASTER_LESS)
+
+    def _unregistered(self, header, reply, decoded):
+        """``reply`` once the body is read (its own failure answers first); the body is not
+        kept: it registered nothing."""
+        self.reader.cache.forget((header.cluster_name, header.broker_addr))
+        return decoded if isinstance(decoded, Reply) else reply
 
     def _narrowed(self, pending, prefilter, still_valid):
         """``pending`` (the decode) whose work also finds the topics to walk, and whose result
@@ -127,8 +163,13 @@ class BrokerHandlers:
         return ok(body, RegisterBrokerResponseHeader(ha_server_addr=result.ha_server_addr,
                                                      master_addr=result.master_addr))
 
-    @responder(RequestCode.UNREGISTER_BROKER)
+    @responder(RequestCode.UNREGISTER_BROKER, java_decode=True)
     def unregister_broker(self, header, request, channel, now_ms):
+        """A header without ``brokerId``: 4.9.8 unboxes it before unregistering (its
+        NullPointerException); 5.x queues it and answers SUCCESS. A request without a field
+        the route manager needs changes nothing (:meth:`RouteInfoManager.unregister_brokers`)."""
+        if header.broker_id is None and self.wire.null_unregister_id_remark is not None:
+            return error(ResponseCode.SYSTEM_ERROR, self.wire.null_unregister_id_remark)
         if not self.unregister(UnRegisterBrokerRequest(header.cluster_name, header.broker_addr,
                                                        header.broker_name, header.broker_id)):
             return error(ResponseCode.SYSTEM_ERROR, None)

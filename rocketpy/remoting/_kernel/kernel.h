@@ -105,4 +105,10 @@ int rk_read_rocketmq(const uint8_t *p, size_t n, rk_header_t *h);
 int rk_read_json(const uint8_t *p, size_t n, rk_header_t *h, const rk_language_t *langs,
                  size_t n_langs);
 
+/* jsonkeys.c: whether a JSON text writes a key twice in one object (byte for byte): 1 yes, 0 no,
+ * RK_KEYS_UNKNOWN when a key holds an escape or the text is not plain JSON, RK_KEYS_NO_MEMORY */
+#define RK_KEYS_UNKNOWN 2
+#define RK_KEYS_NO_MEMORY (-1)
+int rk_repeated_keys(const uint8_t *p, size_t n);
+
 #endif

@@ -197,6 +197,22 @@ static PyObject *peek(PyObject *self, PyObject *arg) {
     return Py_BuildValue("(iii)", code, opaque, flag);
 }
 
+static PyObject *repeated_keys(PyObject *self, PyObject *arg) {
+    Py_buffer b;
+    if (PyObject_GetBuffer(arg, &b, PyBUF_SIMPLE) < 0)
+        return NULL;
+    int r;
+    Py_BEGIN_ALLOW_THREADS
+    r = rk_repeated_keys(b.buf, (size_t)b.len);
+    Py_END_ALLOW_THREADS
+    PyBuffer_Release(&b);
+    if (r == RK_KEYS_NO_MEMORY)
+        return PyErr_NoMemory();
+    if (r == RK_KEYS_UNKNOWN)
+        Py_RETURN_NONE;
+    return PyBool_FromLong(r);
+}
+
 static PyMethodDef METHODS[] = {
     {"configure", configure, METH_VARARGS,
      "configure(command_class, {language name: LanguageCode}): what read_header builds"},
@@ -208,6 +224,8 @@ static PyMethodDef METHODS[] = {
      "request_key(frame): ((header before the opaque, frame after it), opaque), or None"},
     {"peek", peek, METH_O,
      "peek(frame): (code, opaque, flag) of a usual header that writes its opaque, or None"},
+    {"repeated_keys", repeated_keys, METH_O,
+     "repeated_keys(json bytes): whether an object writes a key twice (bytes compared), or None"},
     {NULL, NULL, 0, NULL},
 };
 
