@@ -186,9 +186,13 @@ class RouteInfoManager:
             self._dirty = True
 
     def _remove_broker_topics(self, broker_name):
-        remove = self._remove_queue_data
-        for topic in self.topics_of_broker(broker_name):
-            remove(topic, broker_name)
+        touched = self.shapes.remove_broker(broker_name)
+        if touched:
+            self.queue_data_count -= sum(map(len, touched))
+            self._changed(broker_name)
+            self._applied.pop(broker_name, None)
+            self._touched_bulk.extend(touched)
+            self._dirty = True
 
     def _drop_topic(self, topic):
         held = self.topic_queue_table.get(topic)

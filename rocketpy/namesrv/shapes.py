@@ -9,8 +9,9 @@ not name its topic). A :class:`RouteShape` is one such map, immutable and hash-c
 member list, and the route snapshot and its encoded bodies are kept per shape. The shape also
 carries the largest size the topic's Java ``HashMap`` reached (it fixes the iteration order
 of ``queueDatas``), so two topics share a shape only when Java would list them alike."""
+from collections import deque
 from collections.abc import Mapping
-from itertools import count
+from itertools import count, repeat
 
 from .javaorder import hashmap_capacity, ordered
 
@@ -226,6 +227,27 @@ class ShapeTable:
             shape.members.extend(names)
             shape.live += len(names)
         return True
+
+    def remove_broker(self, name):
+        """Take broker ``name`` out of every layout naming it, a layout's topics at a time as
+        bulk dict operations (one by one, :meth:`remove` took ~2 µs a topic: 0.2 s for a broker
+        of 100,000); the lists of topics whose layout changed."""
+        topics = self.topics
+        touched = []
+        for shape in self.shapes_of_broker(name):
+            members = self.members(shape)
+            new = self._without(shape, name)
+            if new is None:
+                deque(map(topics.__delitem__, members), maxlen=0)
+                self.removals += 1
+            else:
+                topics.update(zip(members, repeat(new)))
+                new.members.extend(members)
+                new.live += len(members)
+            shape.live = 0
+            self._retire(shape)   # every topic it had moved
+            touched.append(members)
+        return touched
 
     def touch_broker(self, name):
         """A broker group or its filter servers changed: new versions for its shapes."""
