@@ -437,8 +437,9 @@ class RouteInfoManager:
         """``find(table)``: a :class:`~rocketpy.namesrv.shapes.FreshTopics` of a registration's
         topic table (or None), computed on any thread against the topic table as it is now; the
         writer adds those topics in bulk if none appeared and no topic left meanwhile."""
-        topics_get, removals = self.topic_queue_table.get, self.shapes.removals
-        return lambda table: FreshTopics.find(table, topics_get, removals)
+        topics_get, counts = self.topic_queue_table.get, (self.shapes.removals,
+                                                          self.shapes.arrivals)
+        return lambda table: FreshTopics.find(table, topics_get, counts)
 
     def master_result(self, cluster_name, broker_id, addrs):
         """The registration's result: ``haServerAddr``/``masterAddr`` of a slave's live master."""

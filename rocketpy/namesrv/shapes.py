@@ -80,6 +80,9 @@ class ShapeTable:
         self._by_broker = {}        # broker name -> {id(shape): shape}
         #: how many times a topic left the table (a :class:`FreshTopics` is stale after one)
         self.removals = 0
+        #: moves when topics join the table (while it stays, a :class:`FreshTopics` is current
+        #: without looking its topics up)
+        self.arrivals = 0
 
     def __len__(self):
         return len(self._shapes)
@@ -156,6 +159,8 @@ class ShapeTable:
 
     def _move(self, topic, old, new):
         if new is not None:
+            if old is None:
+                self.arrivals += 1
             self.topics[topic] = new
             new.live += 1
             new.members.append(topic)
@@ -215,11 +220,13 @@ class ShapeTable:
         their order, as bulk dict operations: True, or False (and nothing changed) when the table
         no longer lacks them all or a topic left it since they were found."""
         topics = self.topics
-        if fresh.removals != self.removals or not topics.keys().isdisjoint(fresh.names):
+        if fresh.removals != self.removals or (fresh.arrivals != self.arrivals and not
+                                               topics.keys().isdisjoint(fresh.names)):
             return False
+        self.arrivals += 1
         shape_of = {value: self._intern((queue_data_of(value),), 1) for value in fresh.groups}
         if len(shape_of) == 1:
-            topics.update(dict.fromkeys(fresh.names, next(iter(shape_of.values()))))
+            topics.update(zip(fresh.names, repeat(next(iter(shape_of.values())))))
         else:
             topics.update(zip(fresh.names, map(shape_of.__getitem__, fresh.values)))
         for value, names in fresh.groups.items():
@@ -270,13 +277,13 @@ class FreshTopics:
     configs. :meth:`ShapeTable.add_fresh` adds them in bulk where the walk took ~3 µs a topic,
     so a broker's first registration of 500,000 topics is one short step on the reactor."""
 
-    __slots__ = ("source", "removals", "names", "values", "groups", "rest")
+    __slots__ = ("source", "removals", "arrivals", "names", "values", "groups", "rest")
 
-    def __init__(self, source, removals, names, values, groups, rest):
+    def __init__(self, source, counts, names, values, groups, rest):
         #: the topic table these were found in (the walk of any other table ignores them)
         self.source = source
-        #: ``ShapeTable.removals`` when the view was taken
-        self.removals = removals
+        #: ``ShapeTable.removals`` and ``arrivals`` when the view was taken
+        self.removals, self.arrivals = counts
         self.names = names
         self.values = values
         #: value -> the names with it, in order
@@ -284,10 +291,11 @@ class FreshTopics:
         self.rest = rest
 
     @classmethod
-    def find(cls, table, topics_get, removals):
+    def find(cls, table, topics_get, counts):
         """Split ``table`` (topic key -> TopicConfig) by whether ``topics_get(topic)`` (the topic
         table's ``get``; read from any thread: ``dict.get`` is atomic, shapes are immutable)
-        finds the topic; None when a topic name repeats (then only the walk is exact)."""
+        finds the topic; None when a topic name repeats (then only the walk is exact).
+        ``counts``: the table's ``(removals, arrivals)`` before the first look."""
         names, values, groups, rest, interned, seen = [], [], {}, [], {}, set()
         for config in table.values():   # a Python loop: the reactor gets the GIL between topics
             topic = config.topic_name
@@ -306,4 +314,4 @@ class FreshTopics:
                 group.append(topic)
             else:
                 rest.append(config)
-        return cls(table, removals, names, values, groups, rest)
+        return cls(table, counts, names, values, groups, rest)
