@@ -63,9 +63,10 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--held", type=int, default=0)
     parser.add_argument("--topics", type=int, nargs="*", default=[10_000, 100_000, 500_000])
+    parser.add_argument("--apply", choices=("bulk", "walk", "both"), default="both")
     args = parser.parse_args()
     for topics in args.topics:
-        for bulk in (True, False):
+        for bulk in {"bulk": (True,), "walk": (False,), "both": (True, False)}[args.apply]:
             print(json.dumps(run(topics, args.held, bulk)), flush=True)
 
 

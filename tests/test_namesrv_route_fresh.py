@@ -185,3 +185,29 @@ def test_a_departed_broker_leaves_the_tables_as_removing_each_topic_does(tmp_pat
         assert all(rim.route_version(t) != v for t, v in versions.items())
         states.append(state(proc))
     assert states[0] == states[1]
+
+
+def test_topics_found_while_the_release_rebuilt_the_table_are_walked(tmp_path):
+    """The memory release rebuilds the topic table in place (emptied, then filled): a decode
+    reading it in between finds every topic absent. The release marks what was found before
+    it stale, so the registration walks (adding those topics in bulk would drop broker-b from
+    them); the tables end as the walk leaves them."""
+    from types import SimpleNamespace
+    from rocketpy.service.tap import _route_release
+    states = []
+    for walk_from in (10, WHOLE_WALK):
+        proc = processor(tmp_path, walk_from)
+        rim = proc.route_info_manager
+        work, finish = pending_registration(proc, body_of([(f"T{i}", 8, 6) for i in range(6000)]),
+                                            "broker-b", 10912)
+        assert finish(work()).code == 0
+        table, rim.topic_queue_table = rim.topic_queue_table, {}   # read mid-rebuild
+        work, finish = pending_registration(proc, body_of([(f"T{i}", 4, 6) for i in range(3000)]))
+        rim.topic_queue_table = table
+        result = work()
+        _route_release(SimpleNamespace(reader=SimpleNamespace(forget_departed_brokers=lambda: None),
+                                       route_info_manager=rim), None, trim=False)()
+        assert finish(result).code == 0
+        assert rim.topic_queue_table["T5"].keys() == {"broker-b", "broker-a"}
+        states.append(state(proc))
+    assert states[0] == states[1]

@@ -256,6 +256,12 @@ class ShapeTable:
             touched.append(members)
         return touched
 
+    def rebuilt(self):
+        """Its dicts were rebuilt in place (the memory release: emptied, then filled): a reader
+        on another thread may have found the topic table empty meanwhile, so every
+        :class:`FreshTopics` found before now is stale."""
+        self.removals += 1
+
     def touch_broker(self, name):
         """A broker group or its filter servers changed: new versions for its shapes."""
         clock = self.clock

@@ -292,8 +292,9 @@ def _route_release(processor, answer_cache, trim):
         if answer_cache is not None:
             answer_cache.clear()
         route = processor.route_info_manager
-        for holder in (route, route.shapes, route.snapshots, route.expiry):
-            compact_dicts(holder)
+        if sum(compact_dicts(holder) for holder in (route, route.shapes, route.snapshots,
+                                                     route.expiry)):
+            route.shapes.rebuilt()   # a decode may have read the topic table while it was empty
         # What kept CPython's 1 MiB arenas of a flood, a few objects each, once its brokers
         # had gone: the names made at run time (datetime's C code's, ours) that the type
         # attribute cache keeps in its 4,096 slots, and the free lists (up to 2,000 tuples of
