@@ -10,16 +10,19 @@ storm, and seconds per registration of a big broker. Prints numbers; not a test.
 Shapes (as ``nsload.py seed``): ``spread``, 100 brokers each with its own topics; ``shared``,
 100 brokers with the same topics. Each broker's table is made afresh (new strings, new
 records), as a decoded body is, and dropped once applied. The storm re-registers every broker
-with a new data version (the walk Java does every time a broker's topics change); a route
+with a new data version (the walk Java does every time a broker's topics change; narrowed
+off the reactor as the server does it for big bodies, unless ``--whole``); a route
 query (snapshot + body, legacy JSON) is asked after every registration, and on the reactor it
 waits for the registration in progress: its latency is reported as the registration's time plus
-its own. ``full_gc_ms_held``: one full collection with the tables held (what a pause costs).
+its own. A single big broker's first registration is timed likewise (its new topics found off
+the reactor, as the server does). ``full_gc_ms_held``: one full collection with the tables held (what a pause costs).
 Java's figures (4.9.8, live heap after a full GC, measured on this machine class):
 292 B/pair (spread) and 78 B/pair (shared); see ``../shared/fixtures/perf.md``.
 
 ``bench/route_memory.py`` measures the whole server (caches of registration bodies included)."""
 import argparse
 import gc
+from dataclasses import replace
 import json
 import os
 import subprocess
@@ -48,11 +51,15 @@ def percentiles(values):
     return {"p50_ms": pick(0.5), "p99_ms": pick(0.99), "max_ms": round(values[-1] * 1000, 2)}
 
 
-def child(shape, pairs, brokers, big, freeze):
+def child(shape, pairs, brokers, big, freeze, whole):
     from rocketpy.namesrv import Channel, NamesrvConfig, RouteInfoManager
     from rocketpy.namesrv.model import DataVersion, TopicConfig, TopicConfigWrapper, UnRegisterBrokerRequest
     from rocketpy.remoting.codes import MQVersion  # noqa: F401  (the codec loaded before "before")
 
+    try:
+        from rocketpy.namesrv.processor.broker import NARROW_WALK_FROM as walk_from
+    except ImportError:
+        walk_from = 0
     per_broker = pairs // brokers
     config = NamesrvConfig()
     rim = RouteInfoManager(config)
@@ -62,11 +69,24 @@ def child(shape, pairs, brokers, big, freeze):
         return {name: TopicConfig(name, 8, 8, 6) for name in
                 (f"TopicTest_{i:08d}" for i in range(first, first + per_broker))}
 
+    def as_server(rim, addr, name, wrapper):
+        """What the decode thread adds to a big body (``processor.broker``): the topics whose
+        queue data would change, and those the tables lack (not timed: off the reactor)."""
+        if whole or not hasattr(rim, "fresh_view") or len(wrapper.topic_config_table) < walk_from:
+            return wrapper
+        view = rim.walk_view("C", addr, name, 0)
+        changed = view[0](wrapper) if view is not None else None
+        fresh = rim.fresh_view()(wrapper.topic_config_table if changed is None else changed)
+        if changed is not None:
+            wrapper = replace(wrapper, topic_config_table=changed)
+        return replace(wrapper, fresh=fresh)
+
     def register(index, counter, now):
-        wrapper = TopicConfigWrapper(DataVersion(counter, 1, 0), table(index))
+        addr, name = f"10.0.{index // 250}.{index % 250}:10911", f"broker-{index}"
+        wrapper = as_server(rim, addr, name, TopicConfigWrapper(DataVersion(counter, 1, 0),
+                                                                table(index)))
         t0 = time.perf_counter()
-        rim.register_broker("C", f"10.0.{index // 250}.{index % 250}:10911", f"broker-{index}", 0,
-                            "ha", wrapper, None, Channel(index + 1, ""), now)
+        rim.register_broker("C", addr, name, 0, "ha", wrapper, None, Channel(index + 1, ""), now)
         return time.perf_counter() - t0
 
     def query(topic):
@@ -109,7 +129,8 @@ def child(shape, pairs, brokers, big, freeze):
     for size in big:
         rim = RouteInfoManager(config)
         per_broker = size
-        wrapper = TopicConfigWrapper(DataVersion(1, 1, 0), table(0))
+        wrapper = as_server(rim, "10.1.0.1:10911", "big",
+                            TopicConfigWrapper(DataVersion(1, 1, 0), table(0)))
         t0 = time.perf_counter()
         rim.register_broker("C", "10.1.0.1:10911", "big", 0, "ha", wrapper, None, Channel(1, ""), 0)
         seconds[str(size)] = round(time.perf_counter() - t0, 3)
@@ -129,11 +150,13 @@ def main():
     parser.add_argument("--old", default="", help="also run this commit, first")
     parser.add_argument("--freeze", action="store_true",
                         help="gc.freeze() once the brokers registered (rocketpy.service.memory)")
+    parser.add_argument("--whole", action="store_true",
+                        help="walk every topic on the reactor (the server narrows big bodies)")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     big = [int(n) for n in args.big.split(",") if n]
     if args.child:
-        child(args.shape, args.pairs, args.brokers, big, args.freeze)
+        child(args.shape, args.pairs, args.brokers, big, args.freeze, args.whole)
         return
     from benchserver import ROOT, export
     shapes = ("spread", "shared") if args.shape == "both" else (args.shape,)
@@ -145,7 +168,7 @@ def main():
                 out = subprocess.run(
                     [sys.executable, str(HERE / "route_state.py"), "--child", "--shape", shape,
                      "--pairs", str(args.pairs), "--brokers", str(args.brokers), "--big", args.big]
-                    + (["--freeze"] if args.freeze else []),
+                    + (["--freeze"] if args.freeze else []) + (["--whole"] if args.whole else []),
                     env=dict(os.environ, PYTHONPATH=str(tree)), capture_output=True, text=True)
                 if out.returncode:
                     print(json.dumps({"server": label, "shape": shape, "error": out.stderr[-400:]}))

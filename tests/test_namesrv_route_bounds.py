@@ -297,3 +297,40 @@ def test_route_release_collects_fully_only_once_the_tables_are_small(monkeypatch
     monkeypatch.setattr(tap, "FULL_COLLECTION_BELOW", 0)   # the tables count as big
     release()
     assert calls == [(), (1,)]
+
+
+def test_compact_dicts_leaves_a_dict_that_still_holds_many_entries():
+    """Rebuilding a dict is one step on the reactor (~0.25 s a million entries): one that still
+    holds ``below`` entries or more keeps its table until a later release finds it smaller."""
+    class Holder:
+        pass
+    holder = Holder()
+    holder.big = {i: None for i in range(40_000)}
+    for i in range(20_000):
+        del holder.big[i]
+    size_before = holder.big.__sizeof__()
+    assert compact_dicts(holder, below=20_000) == 0
+    assert holder.big.__sizeof__() == size_before
+    assert compact_dicts(holder, below=20_001) == 1
+    assert holder.big.__sizeof__() < size_before
+
+
+def test_a_release_beside_large_tables_freezes_the_collector_again(monkeypatch):
+    """Above FULL_COLLECTION_BELOW the release makes a young pass; what survives is frozen
+    again, so no later automatic full pass walks the tables still held (unfrozen they would
+    sit in the oldest generation: ~0.5 s a pass at 10 M pairs)."""
+    import gc
+    from types import SimpleNamespace
+    from rocketpy.service import tap
+
+    proc = _processor()
+    assert _register(proc, "a", ["T1", "T2"]).code == 0
+    monkeypatch.setattr(tap, "FULL_COLLECTION_BELOW", 1)
+    processor = SimpleNamespace(reader=SimpleNamespace(forget_departed_brokers=lambda: None),
+                                route_info_manager=proc.route_info_manager)
+    gc.unfreeze()                               # as the memory service does before a release
+    try:
+        tap._route_release(processor, None, trim=False)()
+        assert gc.get_freeze_count() > 0
+    finally:
+        gc.unfreeze()

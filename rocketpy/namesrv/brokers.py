@@ -145,7 +145,8 @@ class Registration49:
         """A master's topics, all again, on its first registration or a new data version."""
         if broker_id == MASTER_ID and (first or rim.is_broker_topic_config_changed(
                 cluster_name, broker_addr, wrapper.data_version)):
-            delta.put_topics(broker_data.broker_name, wrapper.topic_config_table, False)
+            delta.put_topics(broker_data.broker_name, wrapper.topic_config_table, False,
+                             wrapper.fresh)
 
 
 class Registration5(Registration49):

@@ -7,22 +7,42 @@ records what should change here; :meth:`RouteInfoManager.apply
 what the change touched (:class:`Touched`). No policy holds a writer, so the gate sees every
 change, and an empty delta is what "nothing to do" looks like. A bulk step (a registration's
 topic table) is one entry, not one per topic: the writer walks it against the tables."""
-from dataclasses import dataclass
-
 __all__ = ["RouteDelta", "Touched"]
 
 
-@dataclass(frozen=True, slots=True)
 class Touched:
-    """What :meth:`RouteInfoManager.apply` changed: topics whose layout or mapping changed, the
-    layouts those topics use now, and broker names whose group or filter servers changed."""
+    """What :meth:`RouteInfoManager.apply` changed: ``topics`` whose layout or mapping changed,
+    ``shapes`` the layouts those topics use (read from the tables when first asked: ask
+    before the next change), and ``brokers``, the names whose group or filter servers changed.
+    ``topics`` and ``shapes`` are built when read: a bulk registration touches 500,000 topics,
+    which the writer hands over as lists, not copied into a set nobody may ask for."""
 
-    topics: frozenset = frozenset()
-    shapes: tuple = ()
-    brokers: frozenset = frozenset()
+    __slots__ = ("brokers", "_parts", "_table", "_topics", "_shapes")
+
+    def __init__(self, topics=frozenset(), brokers=frozenset(), bulk=(), table=None):
+        self.brokers = brokers
+        self._parts = (topics, *bulk)
+        self._table = table
+        self._topics = self._shapes = None
 
     def __bool__(self):
-        return bool(self.topics or self.brokers)
+        return bool(self.brokers) or any(self._parts)
+
+    @property
+    def topics(self):
+        if self._topics is None:
+            self._topics = frozenset().union(*self._parts)
+        return self._topics
+
+    @property
+    def shapes(self):
+        if self._shapes is None:
+            found = {}
+            for shape in map(self._table.get, self.topics):
+                if shape is not None:
+                    found[id(shape)] = shape
+            self._shapes = tuple(found.values())
+        return self._shapes
 
 
 class RouteDelta:
@@ -73,9 +93,10 @@ class RouteDelta:
         the queue table lacks unless the same content was merged last."""
         self.ops.append(("merge_topics", (broker_name, wrapper, wipe, every)))
 
-    def put_topics(self, broker_name, topic_configs, wipe):
-        """Every topic of ``topic_configs`` gets this broker's QueueData (4.9: all again)."""
-        self.ops.append(("put_topics", (broker_name, topic_configs, wipe)))
+    def put_topics(self, broker_name, topic_configs, wipe, fresh=None):
+        """Every topic of ``topic_configs`` gets this broker's QueueData (4.9: all again);
+        ``fresh``: its :class:`~rocketpy.namesrv.shapes.FreshTopics`, if found."""
+        self.ops.append(("put_topics", (broker_name, topic_configs, wipe, fresh)))
 
     def put_queue_data(self, topic, queue_data):
         self.ops.append(("put_queue_data", (topic, queue_data)))

@@ -79,6 +79,9 @@ class TopicConfigWrapper:
     #: a digest of the body it was decoded from ("nothing changed" compares it, never the
     #: object's identity); None for one made in code, which is always walked
     digest: "bytes | None" = field(default=None, compare=False)
+    #: the topics of ``topic_config_table`` the tables lacked, found off the reactor (a
+    #: :class:`~rocketpy.namesrv.shapes.FreshTopics`), or None
+    fresh: object = field(default=None, compare=False, repr=False)
 
 
 @dataclass(frozen=True, slots=True)

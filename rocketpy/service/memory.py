@@ -11,7 +11,8 @@ every batch of unregistrations (:meth:`~RouteMemoryService.watching`, so brokers
 went between two looks count). Once it has dropped ``min_drop`` entries below its high-water
 mark (or, after a release that left entries, once the tables are empty), ``release()`` (built
 by ``makeService``) drops the cached bodies and answers, rebuilds the
-big dicts to fit (:func:`compact_dicts`), empties CPython's type attribute cache, makes a full
+big dicts to fit (:func:`compact_dicts`; those still holding 100,000 entries or more wait for a
+later release: the rebuild is one step on the reactor), empties CPython's type attribute cache, makes a full
 collection (which also empties the interpreter's free lists: each of those few objects kept a
 1 MiB arena of the flood) and, unless ``--no-malloc-trim``, calls
 :func:`rocketpy.service.allocator.trim_heap`; each release is logged with the resident size
@@ -21,7 +22,9 @@ It also keeps full garbage collections short: once the route state has grown by 
 entries, the collector's current objects are frozen (``gc.freeze``), so later full collections
 skip the long-lived tables instead of walking them (``bench/route_state.py``, ``full_gc_ms_held``);
 reference counting still frees them. A release unfreezes first, so what the departed brokers
-left in cycles is collected."""
+left in cycles is collected; while the tables still hold 50,000 entries or more it makes a young
+pass instead and freezes again (a full pass, now or automatically later, would walk what they
+hold: 40 ms at 1 M topic-broker pairs, ~0.5 s at 10 M)."""
 import gc
 import sys
 
@@ -32,14 +35,19 @@ __all__ = ["RouteMemoryService", "compact_dicts", "resident_mib"]
 #: dicts smaller than this (bytes, ``sys.getsizeof``) are left as they are
 _COMPACT_FROM = 64 * 1024
 
+#: dicts holding this many entries or more are left as they are too: a rebuild is one step on
+#: the reactor, ~0.25 s a million entries (``bench/route_release.py``); such a dict is rebuilt
+#: by a later release, once it holds fewer
+COMPACT_BELOW = 100_000
 
-def compact_dicts(obj):
-    """Rebuild, in place, every big dict attribute of ``obj`` (its identity kept, so whoever
-    holds it still does; its order kept): a dict's table is sized for its peak until then.
-    Returns how many were rebuilt."""
+
+def compact_dicts(obj, below=COMPACT_BELOW):
+    """Rebuild, in place, every big dict attribute of ``obj`` with fewer than ``below``
+    entries (its identity kept, so whoever holds it still does; its order kept): a dict's table
+    is sized for its peak until then. Returns how many were rebuilt."""
     rebuilt = 0
     for value in list(vars(obj).values()):
-        if type(value) is dict and sys.getsizeof(value) >= _COMPACT_FROM:
+        if type(value) is dict and len(value) < below and sys.getsizeof(value) >= _COMPACT_FROM:
             entries = dict(value)
             value.clear()
             value.update(entries)

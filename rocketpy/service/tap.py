@@ -278,7 +278,8 @@ def _route_size(route):
 
 
 #: A release collects fully (on the reactor) only below this route size: a full collection
-#: walks what the tables still hold (~33 ms at 1 M entries, ~0.5 s at 10 M).
+#: walks what the tables still hold (~40 ms at 1 M entries, ~0.5 s at 10 M); above it the
+#: release freezes the collector again after a young pass.
 FULL_COLLECTION_BELOW = 50_000
 
 
@@ -291,18 +292,20 @@ def _route_release(processor, answer_cache, trim):
         if answer_cache is not None:
             answer_cache.clear()
         route = processor.route_info_manager
-        for holder in (route, route.shapes, route.snapshots, route.expiry):
-            compact_dicts(holder)
+        if sum(compact_dicts(holder) for holder in (route, route.shapes, route.snapshots,
+                                                     route.expiry)):
+            route.shapes.rebuilt()   # a decode may have read the topic table while it was empty
         # What kept CPython's 1 MiB arenas of a flood, a few objects each, once its brokers
         # had gone: the names made at run time (datetime's C code's, ours) that the type
         # attribute cache keeps in its 4,096 slots, and the free lists (up to 2,000 tuples of
         # each size, dicts, lists, frames) that the full collection empties; it also frees
         # what the departed brokers left in cycles, before the heap is trimmed
         sys._clear_type_cache()
-        if route_size() < FULL_COLLECTION_BELOW:   # else a young pass: no stall at 10 M
+        if route_size() < FULL_COLLECTION_BELOW:
             gc.collect()
-        else:
-            gc.collect(1)
+        else:   # a young pass, and what survives frozen again: the tables left in the oldest
+            gc.collect(1)   # generation would be walked by its next automatic pass
+            gc.freeze()
         if trim:
             trim_heap()
     return release
