@@ -46,6 +46,11 @@ NARROW_WALK_FROM = 20_000
 _MASTER_LESS = RegisterBrokerResponseHeader()
 
 
+#: the header fields without which Java's registerBroker registers nothing (its wire names are
+#: the header's own)
+_REGISTERS_UNDER = ("cluster_name", "broker_addr", "broker_name")
+
+
 class BrokerHandlers:
     """:param reader: the :class:`~.registration.RegistrationReader` of registration bodies.
     :param unregister: ``unregister(request) -> bool``: applied or queued (False: queue full).
@@ -92,9 +97,8 @@ class BrokerHandlers:
         holding nulls). None when the header has them all."""
         if header.broker_id is None:
             return error(ResponseCode.SYSTEM_ERROR, self.wire.null_register_id_remark)
-        missing = [name for name, value in (("clusterName", header.cluster_name),
-                                            ("brokerAddr", header.broker_addr),
-                                            ("brokerName", header.broker_name)) if value is None]
+        missing = [field.wire for field in header.FIELDS
+                   if field.attr in _REGISTERS_UNDER and getattr(header, field.attr) is None]
         if not missing:
             return None
         log.warning("REGISTER_BROKER without %s (brokerId %s) registers nothing: answered "
