@@ -257,3 +257,14 @@ def test_genuine_bodies_with_colons_in_strings_stay_on_the_fast_reader():
     with pytest.raises(bodies._Unusual):
         bodies._read_json(twice, model.TopicConfig, model.DataVersion)
     assert beans(twice) == fast
+
+
+def test_an_exact_null_flags_its_property_for_a_later_spelling():
+    """fastjson sets a property's flag when its exact key is read, ``null`` too
+    (JavaBeanDeserializer.java:885 at 1.2.83), and ``smartMatch(key, setFlags)`` finds no field
+    for a flagged one (:1339): ``{"counter":null,"Counter":4}`` leaves the counter at 0."""
+    for dialect in (fastjson.FASTJSON_1_2_69, fastjson.FASTJSON_1_2_83):
+        assert bodies.DataVersion.from_json(b'{"counter":null,"Counter":4}', dialect).counter == 0
+        assert bodies.DataVersion.from_json(b'{"counter":"","Counter":4}', dialect).counter == 0
+        assert bodies.DataVersion.from_json(b'{"Counter":null,"COUNTER":4}', dialect).counter == 0
+        assert bodies.DataVersion.from_json(b'{"timestamp":null,"Counter":4}', dialect).counter == 4

@@ -252,6 +252,14 @@ class P(NamedTuple):
     since: "int | None" = None
 
 
+def _flagged(nulls, attr):
+    """``nulls`` (an empty tuple until the first: most beans have none) with ``attr`` added."""
+    if not nulls:
+        nulls = set()
+    nulls.add(attr)
+    return nulls
+
+
 class JsonBean:
     """Base of the body types: declare ``PROPS``; get ``from_json``/``to_json`` and friends."""
 
@@ -349,6 +357,7 @@ class JsonBean:
         values = {}
         extras = {}
         smart = None   # properties set through a smart-matched key: a later key for one is ignored
+        nulls = ()     # properties an exact key set to null: their flag is set, as a value's
         # a key written twice (its exact name): fastjson's set flag keeps the first value, a
         # first null too (JavaBeanDeserializer.getFieldDeserializer), a later key is ignored
         seen = set() if obj.__class__ is fastjson.Repeated else None
@@ -361,7 +370,7 @@ class JsonBean:
                     continue
                 if smart is None:
                     smart = set()
-                if entry[0] in smart or entry[0] in values:
+                if entry[0] in smart or entry[0] in values or entry[0] in nulls:
                     continue
                 smart.add(entry[0])
             elif smart is not None and entry[0] in smart:
@@ -375,8 +384,11 @@ class JsonBean:
                 if type(value) is not exact:
                     value = load(value, (where, key))
                     if value is None:   # read as null ("" for an int): left at its initial value
+                        nulls = _flagged(nulls, attr)
                         continue
                 values[attr] = value
+            else:
+                nulls = _flagged(nulls, entry[0])
         if len(values) != len(cls.PROPS):
             for prop in cls.PROPS:
                 if prop.attr not in values:
