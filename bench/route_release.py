@@ -9,7 +9,9 @@ the collector makes meanwhile is timed through ``gc.callbacks``. Prints numbers;
 
 The tables are seeded as ``bench/route_state.py`` seeds them (100 brokers, each its own
 topics), the collector frozen as the service freezes it once the state grew; ``--leave``
-brokers then unregister in one batch (its time is the unregistration's step).
+brokers then unregister in one batch, which ``BatchUnregistrationService`` applies in slices of
+``TOPICS_PER_TURN`` topics, one reactor turn each (each slice's time is a step; ``--whole``:
+the batch in one step, as before the slices).
 """
 import argparse
 import gc
@@ -25,7 +27,9 @@ sys.path.insert(0, str(HERE.parent))
 from rocketpy.namesrv import Channel, NamesrvConfig, RouteInfoManager  # noqa: E402
 from rocketpy.namesrv.model import (DataVersion, TopicConfig, TopicConfigWrapper,  # noqa: E402
                                     UnRegisterBrokerRequest)
-from rocketpy.service import tap  # noqa: E402
+from twisted.internet import task  # noqa: E402
+
+from rocketpy.service import tap, unregistration  # noqa: E402
 
 PAUSES = []
 
@@ -47,6 +51,7 @@ def main():
     parser.add_argument("--pairs", type=int, default=1_000_000)
     parser.add_argument("--brokers", type=int, default=100)
     parser.add_argument("--leave", type=int, default=10)
+    parser.add_argument("--whole", action="store_true", help="the batch in one step")
     args = parser.parse_args()
     per = args.pairs // args.brokers
     rim = RouteInfoManager(NamesrvConfig())
@@ -60,10 +65,24 @@ def main():
     gc.freeze()
     gc.callbacks.append(timed_collections)
     steps = {}
-    t0 = time.perf_counter()
-    rim.unregister_brokers([UnRegisterBrokerRequest("C", addr(i), f"broker-{i}", 0)
-                            for i in range(args.leave)])
-    steps["unregister_batch"] = ms(time.perf_counter() - t0)
+    slices = []
+
+    def unregister_timed(batch):
+        t0 = time.perf_counter()
+        rim.unregister_brokers(batch)
+        slices.append(ms(time.perf_counter() - t0))
+    clock = task.Clock()
+    service = unregistration.BatchUnregistrationService(
+        unregister_timed, clock, weight=lambda r: rim.topic_count_of_broker(r.broker_name))
+    if args.whole:
+        unregistration.TOPICS_PER_TURN = args.pairs
+    service.startService()
+    for i in range(args.leave):
+        service.submit(UnRegisterBrokerRequest("C", addr(i), f"broker-{i}", 0))
+    clock.advance(0)
+    steps["unregister_slices"] = len(slices)
+    steps["unregister_longest_slice"] = max(slices)
+    steps["unregister_total"] = round(sum(slices), 1)
     route_size = tap._route_size(rim)
     processor = SimpleNamespace(reader=SimpleNamespace(forget_departed_brokers=lambda: None),
                                 route_info_manager=rim)

@@ -2,13 +2,15 @@
 BrokerHousekeepingService, ScanNotActiveBrokerService, KVConfigService, RemotingServerService."""
 import json
 import os
+import pathlib
 
 from twisted.internet import defer, task
 from twisted.internet.testing import MemoryReactorClock
 from twisted.trial.unittest import SynchronousTestCase
 from zope.interface.verify import verifyObject
 
-from rocketpy.namesrv import Channel
+from processorutil import make, register
+from rocketpy.namesrv import Channel, UnRegisterBrokerRequest
 from rocketpy.namesrv.kvconfig import KVConfigManager
 from rocketpy.namesrv.pending import write_now
 from rocketpy.service.fileio import AppendLog, write_file_java
@@ -17,7 +19,8 @@ from rocketpy.service.kvconfig import MAX_LOGGED_ENTRIES, KVConfigService, kv_co
 from rocketpy.service.liveness import ScanNotActiveBrokerService
 from rocketpy.service.server import RemotingServerService
 from rocketpy.service.startup import StartError
-from rocketpy.service.unregistration import BatchUnregistrationService
+from rocketpy.service import unregistration
+from rocketpy.service.unregistration import TOPICS_PER_TURN, BatchUnregistrationService
 from rocketpy.transport import IChannelEventListener, RemotingServerFactory, TlsMode
 
 
@@ -79,6 +82,85 @@ class BatchTests(SynchronousTestCase):
         service.startService()
         self.assertTrue(service.submit("a"))
         self.assertEqual(self.batches, [["a"]])
+
+
+class TurnClock(task.Clock):
+    """A clock whose :meth:`turn` runs the calls due now and not those they schedule, as one
+    iteration of a reactor does (``advance(0)`` runs both)."""
+
+    def turn(self):
+        due = [call for call in self.calls if call.getTime() <= self.seconds()]
+        for call in due:
+            self.calls.remove(call)
+            call.called = 1
+            call.func(*call.args, **call.kw)
+
+
+class BatchSliceTests(SynchronousTestCase):
+    """A batch is cut where its brokers' topics pass TOPICS_PER_TURN: the rest waits a turn."""
+
+    def setUp(self):
+        self.clock = TurnClock()
+        self.batches = []
+        self.weights = {}
+        self.service = BatchUnregistrationService(self.batches.append, self.clock,
+                                                  weight=self.weights.__getitem__)
+        self.service.startService()
+
+    def submit(self, **weights):
+        self.weights.update(weights)
+        for name in weights:
+            self.service.submit(name)
+
+    def test_a_batch_is_cut_at_its_topic_budget(self):
+        self.submit(a=TOPICS_PER_TURN // 2, b=TOPICS_PER_TURN // 3, c=TOPICS_PER_TURN // 4, d=1)
+        self.clock.turn()
+        self.assertEqual(self.batches, [["a", "b"]])
+        self.clock.turn()
+        self.assertEqual(self.batches, [["a", "b"], ["c", "d"]])
+        self.assertEqual(self.clock.getDelayedCalls(), [])
+
+    def test_a_broker_over_the_budget_goes_alone(self):
+        self.submit(a=3 * TOPICS_PER_TURN, b=1, c=TOPICS_PER_TURN)
+        for _ in range(3):
+            self.clock.turn()
+        self.assertEqual(self.batches, [["a"], ["b"], ["c"]])
+
+    def test_stop_applies_every_slice(self):
+        self.submit(a=TOPICS_PER_TURN, b=TOPICS_PER_TURN, c=TOPICS_PER_TURN)
+        self.service.stopService()
+        self.assertEqual(self.batches, [["a"], ["b"], ["c"]])
+        self.assertEqual(self.clock.getDelayedCalls(), [])
+
+    def test_a_departure_of_big_brokers_is_one_turn_each(self):
+        """Against the route state, with a budget of 100 topics: four groups of 75 topics leave
+        in one batch; each turn removes one group's topics, and every topic is gone at the end."""
+        self.patch(unregistration, "TOPICS_PER_TURN", 100)
+        path = pathlib.Path(self.mktemp())
+        path.mkdir(parents=True)
+        proc = make(path)
+        rim = proc.route_info_manager
+        n = 75
+        names = [f"broker-{i}" for i in range(4)]
+        for i, name in enumerate(names):
+            topics = [f"{name}-T{j}" for j in range(n)]
+            register(proc, name=name, addr=f"127.0.0.1:{10911 + i}", topics=topics)
+        applied = []
+
+        def unregister(batch):
+            applied.append([r.broker_name for r in batch])
+            rim.unregister_brokers(batch)
+        service = BatchUnregistrationService(
+            unregister, self.clock, weight=lambda r: rim.topic_count_of_broker(r.broker_name))
+        service.startService()
+        for i, name in enumerate(names):
+            service.submit(UnRegisterBrokerRequest("C", f"127.0.0.1:{10911 + i}", name, 0))
+        left = []
+        while self.clock.getDelayedCalls():
+            self.clock.turn()
+            left.append(len(rim.topic_queue_table))
+        self.assertEqual(applied, [[name] for name in names])
+        self.assertEqual(left, [3 * n, 2 * n, n, 0])
 
 
 class HousekeepingTests(SynchronousTestCase):

@@ -345,7 +345,8 @@ def makeService(options, reactor=None):
     batch = BatchUnregistrationService(
         memory.watching(route.unregister_brokers), reactor,
         capacity=namesrv_config.un_register_broker_queue_capacity,
-        immediate=not policies.routes.queues_unregistrations)
+        immediate=not policies.routes.queues_unregistrations,
+        weight=lambda request: route.topic_count_of_broker(request.broker_name))
     metrics = ServerMetrics()   # counters for /metrics; the wrappers below count service events
     submit = metrics.counting_submit(batch.submit)
     guard = ConfigUpdateGuard.from_configuration(   # the transport's limits guard it too
