@@ -206,7 +206,7 @@ def test_topics_found_while_the_release_rebuilt_the_table_are_walked(tmp_path):
         rim.topic_queue_table = table
         result = work()
         _route_release(SimpleNamespace(reader=SimpleNamespace(forget_departed_brokers=lambda: None),
-                                       route_info_manager=rim), None, trim=False)()
+                                       route_info_manager=rim), None, trim=None)()
         assert finish(result).code == 0
         assert rim.topic_queue_table["T5"].keys() == {"broker-b", "broker-a"}
         states.append(state(proc))

@@ -420,7 +420,7 @@ class InterfaceTests(SynchronousTestCase):
             names.add(service.name)
         self.assertEqual(names, {"batch-unregistration", "kv-config", "scan-not-active-broker",
                                  "route-memory", "remoting-server", "graceful-exit",
-                                 "oneway-notifier", "log-level", "boot-line"})
+                                 "oneway-notifier", "log-level", "boot-line", "allocator-arena"})
 
 
 class AllocatorOptionTests(SynchronousTestCase):
@@ -435,6 +435,24 @@ class AllocatorOptionTests(SynchronousTestCase):
         options.parseOptions(["--kvConfigPath", self.mktemp(), "--listen", "tcp:0",
                               "-D", "tls.server.mode=disabled", *flags])
         return tap.makeService(options, reactor=MemoryReactorClock()), calls
+
+    def test_one_arena_when_the_server_starts_before_its_threads(self):
+        """malloc_trim(0) cannot return a thread arena's free top: unless --no-malloc-trim,
+        every thread allocates from the main arena, set when the server starts and before
+        the services that start threads (the KV compactor's, the writer's, the decode
+        pool's)."""
+        from rocketpy.service import tap
+        calls = []
+        self.patch(tap, "one_arena", lambda: calls.append("arena"))
+        top, _ = self._service()
+        self.assertEqual(calls, [])                      # building the tree changes nothing
+        names = [service.name for service in top]
+        self.assertLess(names.index("allocator-arena"), names.index("kv-config"))
+        self.assertLess(names.index("allocator-arena"), names.index("batch-unregistration"))
+        top.getServiceNamed("allocator-arena").startService()
+        self.assertEqual(calls, ["arena"])
+        top, _ = self._service("--no-malloc-trim")
+        self.assertNotIn("allocator-arena", {service.name for service in top})
 
     def test_not_tuned_unless_asked(self):
         top, calls = self._service()

@@ -386,10 +386,20 @@ class IdleTests(SynchronousTestCase):
         self.assertEqual(h.clock.getDelayedCalls(), [])
 
     def test_no_timer_left_after_close(self):
+        """A closed connection's idle check is made due, not cancelled: Twisted's reactor keeps a
+        cancelled call in its timer heap until its time (120 s here), and with it the pages it
+        was made on; a due call runs at the next turn, finds the connection closed and goes."""
         h = Harness()
         proto, t = h.connect()
+        cid = proto.channel.channel_id
+        [idle] = h.clock.getDelayedCalls()
         proto.connectionLost(Failure(ConnectionDone()))
+        self.assertFalse(idle.cancelled)
+        self.assertEqual(idle.getTime(), h.clock.seconds())
+        h.clock.advance(0)
+        self.assertTrue(idle.called)
         self.assertEqual(h.clock.getDelayedCalls(), [])
+        self.assertEqual(h.listener.events, [("connect", cid), ("close", cid)])
 
 
 class FlowControlTests(SynchronousTestCase):

@@ -15,7 +15,7 @@ big dicts to fit (:func:`compact_dicts`; those still holding 100,000 entries or 
 later release: the rebuild is one step on the reactor), empties CPython's type attribute cache, makes a full
 collection (which also empties the interpreter's free lists: each of those few objects kept a
 1 MiB arena of the flood) and, unless ``--no-malloc-trim``, calls
-:func:`rocketpy.service.allocator.trim_heap`; each release is logged with the resident size
+:func:`rocketpy.service.allocator.heap_trimmer`'s call; each release is logged with the resident size
 before and after.
 
 It also keeps full garbage collections short: once the route state has grown by ``min_drop``
@@ -41,12 +41,13 @@ _COMPACT_FROM = 64 * 1024
 COMPACT_BELOW = 100_000
 
 
-def compact_dicts(obj, below=COMPACT_BELOW):
-    """Rebuild, in place, every big dict attribute of ``obj`` with fewer than ``below``
-    entries (its identity kept, so whoever holds it still does; its order kept): a dict's table
-    is sized for its peak until then. Returns how many were rebuilt."""
+def compact_dicts(namespace, below=COMPACT_BELOW):
+    """Rebuild, in place, every big dict among ``namespace``'s values (an object's ``vars()``)
+    with fewer than ``below`` entries (its identity kept, so whoever holds it still does; its
+    order kept): a dict's table is sized for its peak until then. Returns how many were
+    rebuilt."""
     rebuilt = 0
-    for value in list(vars(obj).values()):
+    for value in list(namespace.values()):
         if type(value) is dict and len(value) < below and sys.getsizeof(value) >= _COMPACT_FROM:
             entries = dict(value)
             value.clear()

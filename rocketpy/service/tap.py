@@ -31,7 +31,7 @@ from ..transport.metrics import ServerMetrics
 from ..transport.offload import DecodePool, WritePool
 from ..transport.tls import (TLS_KEYS, TlsMode, TlsSettings, TlsUnavailableError,
                              build_context_factory, watched_paths)
-from .allocator import trim_heap, tune_allocator
+from .allocator import heap_trimmer, one_arena, tune_allocator
 from .fileio import AppendLog, load_properties, read_text, write_file_java
 from .housekeeping import BrokerHousekeepingService
 from .kvconfig import COMPACTOR_THREAD_NAME, KVConfigService
@@ -65,8 +65,9 @@ class Options(usage.Options):
                                   "answer of an identical earlier query (for benchmarks and "
                                   "debugging; the answers are the same)."],
         ["no-malloc-trim", None, "Do not call glibc malloc_trim(0) after the route state has "
-                                 "shrunk (brokers left); the freed memory then stays in the "
-                                 "process instead of going back to the system."],
+                                 "shrunk (brokers left), nor keep every thread on glibc's main "
+                                 "arena for it (M_ARENA_MAX 1); the freed memory then stays in "
+                                 "the process instead of going back to the system."],
         ["tune-allocator", None, "When the server starts, keep frame-sized buffers on the C "
                                  "heap (glibc mallopt; process-wide): large registrations then "
                                  "reuse memory instead of mapping fresh pages."],
@@ -284,16 +285,20 @@ FULL_COLLECTION_BELOW = 50_000
 
 
 def _route_release(processor, answer_cache, trim):
-    """What the memory service does once the route state has shrunk (rocketpy.service.memory)."""
-    route_size = _route_size(processor.route_info_manager)
+    """What the memory service does once the route state has shrunk (rocketpy.service.memory);
+    ``trim`` is :func:`~rocketpy.service.allocator.heap_trimmer`'s call, or None."""
+    route = processor.route_info_manager
+    route_size = _route_size(route)
+    # the holders' attribute dicts, asked for now: CPython 3.11 keeps an object's attributes
+    # inline until something asks for its __dict__, and a dict made at the first release, at
+    # the route state's peak, would stay on the peak's pages (issue 21)
+    tables = [vars(holder) for holder in (route, route.shapes, route.snapshots, route.expiry)]
 
     def release():
         processor.reader.forget_departed_brokers()
         if answer_cache is not None:
             answer_cache.clear()
-        route = processor.route_info_manager
-        if sum(compact_dicts(holder) for holder in (route, route.shapes, route.snapshots,
-                                                     route.expiry)):
+        if sum(compact_dicts(namespace) for namespace in tables):
             route.shapes.rebuilt()   # a decode may have read the topic table while it was empty
         # What kept CPython's 1 MiB arenas of a flood, a few objects each, once its brokers
         # had gone: the names made at run time (datetime's C code's, ours) that the type
@@ -306,8 +311,8 @@ def _route_release(processor, answer_cache, trim):
         else:   # a young pass, and what survives frozen again: the tables left in the oldest
             gc.collect(1)   # generation would be walked by its next automatic pass
             gc.freeze()
-        if trim:
-            trim_heap()
+        if trim is not None:
+            trim()
     return release
 
 
@@ -399,6 +404,9 @@ def makeService(options, reactor=None):
     # connections first, the scan stops, the decode pool finishes what it holds (for nobody),
     # the KV file is flushed, the writer writes what it holds, and the batch queue applies
     # what is left (later close events of a stopping server change nothing that survives).
+    trim = not options.get("no-malloc-trim")
+    if trim:   # before any of the server's threads allocates (rocketpy.service.allocator)
+        _Hooks("allocator-arena", one_arena).setServiceParent(top)
     batch.setServiceParent(top)
     if write_pool is not None:
         _Hooks("writer", write_pool.start, write_pool.stop).setServiceParent(top)
@@ -415,7 +423,8 @@ def makeService(options, reactor=None):
     ScanNotActiveBrokerService(metrics.counting_scan(route.scan_not_active_broker),
                                factory.close_channel, submit, reactor,
                                interval_ms=interval).setServiceParent(top)
-    memory.release = _route_release(processor, cache, trim=not options.get("no-malloc-trim"))
+    memory.release = _route_release(processor, cache,
+                                    trim=heap_trimmer() if trim else None)
     memory.setServiceParent(top)
     server = RemotingServerService(options["listen"], factory, reactor)
     server.setServiceParent(top)
