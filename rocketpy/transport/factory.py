@@ -14,6 +14,7 @@ from twisted.logger import Logger
 from ..namesrv.channel import Channel
 from ..namesrv.pending import CPU, DISK
 from ..remoting.frame import DEFAULT_MAX_FRAME_LENGTH
+from .idle import IdleSchedule
 from .limits import LoadGovernor, RefusedConnection
 from .metrics import ServerMetrics
 from .protocol import RemotingServerProtocol, format_address
@@ -49,6 +50,8 @@ class RemotingServerFactory(ServerFactory):
         self.clock = clock
         self.max_frame_length = max_frame_length
         self.idle_seconds = idle_seconds
+        #: the idle checks of every connection, on one reactor call
+        self.idle_schedule = IdleSchedule(clock)
         self.tls_mode = tls_mode
         self.tls_context_factory = tls_context_factory
         self.send_buffer = send_buffer

@@ -111,7 +111,6 @@ class RemotingServerProtocol(Protocol):
         self._holding = False   # a large partial frame is accounted with the governor
         self._frame_started = 0.0
         self._last_activity = 0.0
-        self._idle_call = None
         self._abort_call = None
         self._close_reason = None
 
@@ -167,7 +166,7 @@ class RemotingServerProtocol(Protocol):
             self._state.fire(TLS)
         self.log.debug("NETTY SERVER PIPELINE: channelActive, the channel[{addr}]", addr=self.remote_addr)
         if server.idle_seconds > 0:
-            self._idle_call = self._clock.callLater(server.idle_seconds, self._check_idle)
+            server.idle_schedule.schedule(self, server.idle_seconds, self._check_idle)
         server.fire("on_channel_connect", self)
 
     def connectionLost(self, reason=connectionDone):
@@ -217,17 +216,9 @@ class RemotingServerProtocol(Protocol):
         self._abort_call = self._clock.callLater(CLOSE_GRACE, self.transport.abortConnection)
 
     def _cancel_idle(self):
-        """Drop the idle check by making it due now, not by cancelling it: Twisted's reactor keeps
-        a cancelled call in its timer heap until its time (serverChannelMaxIdleTimeSeconds) unless
-        most of the heap is cancelled, and a call kept holds the allocator's pages it was made on
-        (100 brokers leaving after a 10 M-topic seed kept ~19 MiB for two minutes, issue 21); a
-        due call runs at the next turn and finds the connection closing."""
-        call, self._idle_call = self._idle_call, None
-        if call is not None and call.active():
-            call.reset(0)
+        self.server.idle_schedule.remove(self)
 
     def _check_idle(self):
-        self._idle_call = None
         if self.closing:
             return
         idle = self.server.idle_seconds
@@ -236,7 +227,7 @@ class RemotingServerProtocol(Protocol):
         # slow loris: a frame still incomplete after the idle time, however it trickles in
         slow = now - self._frame_started if self._frames.incomplete and not self._pause else 0.0
         if quiet < idle and slow < idle:
-            self._idle_call = self._clock.callLater(idle - max(quiet, slow), self._check_idle)
+            self.server.idle_schedule.schedule(self, idle - max(quiet, slow), self._check_idle)
             return
         if quiet >= idle:
             self._gate.expired(self, "idle", "NETTY SERVER PIPELINE: IDLE exception [{peer}]")

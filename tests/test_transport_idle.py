@@ -1,0 +1,110 @@
+"""rocketpy.transport.idle: every connection's idle check on one reactor call."""
+import math
+import random
+
+from twisted.internet.task import Clock
+
+from rocketpy.transport.idle import IdleSchedule
+
+
+def test_fires_in_deadline_order_and_leaves_no_call():
+    clock = Clock()
+    schedule, fired = IdleSchedule(clock), []
+    for key, delay in (("a", 5), ("b", 3), ("c", 5), ("d", 1)):
+        schedule.schedule(key, delay, lambda key=key: fired.append((key, clock.seconds())))
+    assert len(clock.getDelayedCalls()) == 1
+    clock.pump([1] * 10)
+    assert fired == [("d", 1), ("b", 3), ("a", 5), ("c", 5)]
+    assert clock.getDelayedCalls() == [] and len(schedule) == 0
+
+
+def test_a_removed_key_never_fires_and_the_last_one_takes_the_call_along():
+    clock = Clock()
+    schedule, fired = IdleSchedule(clock), []
+    schedule.schedule("a", 1, lambda: fired.append("a"))
+    schedule.schedule("b", 2, lambda: fired.append("b"))
+    schedule.remove("a")
+    schedule.remove("missing")
+    clock.advance(1)                  # the call armed for "a" fires early, finds nothing due
+    assert fired == [] and len(clock.getDelayedCalls()) == 1
+    clock.advance(1)
+    assert fired == ["b"]
+    schedule.schedule("c", 7, lambda: fired.append("c"))
+    schedule.remove("c")
+    assert clock.getDelayedCalls() == []
+
+
+def test_scheduling_a_key_again_replaces_its_deadline():
+    """As a connection's re-check does (from its own callback: a shorter delay than the
+    others'), and a shorter delay scheduled from outside moves the call sooner."""
+    clock = Clock()
+    schedule, fired = IdleSchedule(clock), []
+
+    def recheck():
+        fired.append(("a", clock.seconds()))
+        if len(fired) == 1:
+            schedule.schedule("a", 2, recheck)
+    schedule.schedule("a", 10, recheck)
+    schedule.schedule("b", 20, lambda: fired.append(("b", clock.seconds())))
+    clock.advance(10)
+    clock.advance(2)
+    assert fired == [("a", 10), ("a", 12)]
+    schedule.schedule("b", 1, lambda: fired.append(("b", clock.seconds())))
+    clock.advance(1)
+    assert fired[-1] == ("b", 13)
+    assert clock.getDelayedCalls() == []
+
+
+def test_agrees_with_a_model_under_random_operations():
+    rng = random.Random(21)
+    clock = Clock()
+    schedule, fired, model, sequence = IdleSchedule(clock), [], {}, 0
+    for _ in range(5000):
+        op = rng.random()
+        key = rng.randrange(60)
+        if op < 0.5:
+            delay = rng.choice((0.5, 1, 2, 3.5, 7))
+            schedule.schedule(key, delay, lambda key=key: fired.append(key))
+            model[key] = (clock.seconds() + delay, sequence)
+            sequence += 1
+        elif op < 0.8:
+            schedule.remove(key)
+            model.pop(key, None)
+        else:
+            step = rng.choice((0, 0.5, 1, 2))
+            now = clock.seconds() + step
+            due = sorted((when, seq, k) for k, (when, seq) in model.items() if when <= now)
+            fired.clear()
+            clock.advance(step)
+            assert fired == [k for _, _, k in due]
+            for k in fired:
+                del model[k]
+        assert len(schedule) == len(model) and all(k in schedule for k in model)
+        assert len(clock.getDelayedCalls()) == (1 if model else 0)
+
+
+class CountingDict(dict):
+    writes = 0
+
+    def __setitem__(self, key, value):
+        CountingDict.writes += 1
+        super().__setitem__(key, value)
+
+
+def test_removing_every_connection_costs_log_n_each():
+    """Anything a stranger can size (a connection count) in time proportional to it: n
+    connections leaving in any order move O(n log n) heap entries (each move updates the
+    index once), at n and at 2n and 4n."""
+    for n in (1024, 2048, 4096):
+        clock = Clock()
+        schedule = IdleSchedule(clock)
+        schedule._where = CountingDict()
+        for key in range(n):
+            schedule.schedule(key, 120 + (key * 7919) % 13, lambda: None)
+        order = list(range(n))
+        random.Random(n).shuffle(order)
+        CountingDict.writes = 0
+        for key in order:
+            schedule.remove(key)
+        assert len(schedule) == 0
+        assert CountingDict.writes <= 2 * n * (math.log2(n) + 2), (n, CountingDict.writes)
