@@ -200,28 +200,40 @@ def test_route_release_drops_the_type_attribute_cache_and_collects_cycles():
     assert sys.getrefcount(name) == before
 
 
+#: the release's first call in a fresh interpreter (no other test's garbage for its collection
+#: to find): the types of the objects it made and kept
+FIRST_RELEASE = r"""
+import gc
+from types import SimpleNamespace
+from rocketpy.namesrv import NamesrvConfig, RouteInfoManager
+from rocketpy.service.allocator import heap_trimmer
+from rocketpy.service.tap import _route_release
+processor = SimpleNamespace(reader=SimpleNamespace(forget_departed_brokers=lambda: None),
+                            route_info_manager=RouteInfoManager(NamesrvConfig()))
+release = _route_release(processor, None, trim=heap_trimmer())
+gc.collect()
+before = {id(o) for o in gc.get_objects()}
+release()
+made = []
+for o in gc.get_objects():
+    if id(o) not in before and o is not before and o is not made:
+        made.append(type(o).__name__)
+print(made)
+"""
+
+
 def test_route_release_leaves_no_object_made_at_its_first_call():
     """A release comes at the route state's peak (the first one while 10 M entries are still
     leaving): an object it makes and keeps (an instance's ``__dict__`` made when first asked
     for, the ``ctypes`` function type and library lookup of ``malloc_trim``) stays on the peak's
     pages and keeps that allocator arena after the brokers left. Everything it keeps is made
     when the service is built."""
-    import gc
-    from types import SimpleNamespace
-    from rocketpy.namesrv import NamesrvConfig, RouteInfoManager
-    from rocketpy.service.allocator import heap_trimmer
-    from rocketpy.service.tap import _route_release
-    processor = SimpleNamespace(reader=SimpleNamespace(forget_departed_brokers=lambda: None),
-                                route_info_manager=RouteInfoManager(NamesrvConfig()))
-    release = _route_release(processor, None, trim=heap_trimmer())
-    gc.collect()
-    before = {id(o) for o in gc.get_objects()}
-    release()
-    made = []
-    for o in gc.get_objects():      # a loop, not a comprehension: that would make a closure
-        if id(o) not in before and o is not before and o is not made:
-            made.append(o)
-    assert made == []
+    import subprocess
+    import sys
+    from pathlib import Path
+    out = subprocess.run([sys.executable, "-c", FIRST_RELEASE], capture_output=True, text=True,
+                         cwd=Path(__file__).resolve().parents[1], check=True, timeout=120)
+    assert out.stdout.strip() == "[]"
 
 
 def test_compact_dicts_keeps_identity_order_and_content():
