@@ -40,7 +40,6 @@ class IdleSchedule:
         self.remove(key)
         entry = [self._clock.seconds() + delay, next(self._sequence), key, callback]
         self._heap.append(entry)
-        self._where[key] = len(self._heap) - 1
         self._sift_up(len(self._heap) - 1)
         self._arm()
 
@@ -51,8 +50,7 @@ class IdleSchedule:
             return
         last = self._heap.pop()
         if index < len(self._heap):
-            self._heap[index] = last
-            self._where[last[2]] = index
+            self._put(index, last)
             self._sift_down(self._sift_up(index))
         elif not self._heap and self._call is not None:   # the last one: no call left behind
             self._call.cancel()
@@ -79,34 +77,32 @@ class IdleSchedule:
             callback()
         self._arm()
 
+    def _put(self, index, entry):
+        self._heap[index] = entry
+        self._where[entry[2]] = index
+
     def _sift_up(self, index):
-        heap, where = self._heap, self._where
+        heap = self._heap
         entry = heap[index]
         while index:
             parent = (index - 1) >> 1
             if heap[parent] <= entry:
                 break
-            heap[index] = heap[parent]
-            where[heap[index][2]] = index
+            self._put(index, heap[parent])
             index = parent
-        heap[index] = entry
-        where[entry[2]] = index
+        self._put(index, entry)
         return index
 
     def _sift_down(self, index):
-        heap, where = self._heap, self._where
+        heap = self._heap
         size = len(heap)
         entry = heap[index]
-        while True:
-            child = 2 * index + 1
-            if child >= size:
-                break
+        child = 2 * index + 1
+        while child < size:
             if child + 1 < size and heap[child + 1] < heap[child]:
                 child += 1
             if entry <= heap[child]:
                 break
-            heap[index] = heap[child]
-            where[heap[index][2]] = index
-            index = child
-        heap[index] = entry
-        where[entry[2]] = index
+            self._put(index, heap[child])
+            index, child = child, 2 * child + 1
+        self._put(index, entry)
