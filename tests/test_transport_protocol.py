@@ -385,12 +385,24 @@ class IdleTests(SynchronousTestCase):
         self.assertFalse(t.disconnecting)
         self.assertEqual(h.clock.getDelayedCalls(), [])
 
-    def test_no_timer_left_after_close(self):
+    def test_a_closed_connection_leaves_the_idle_schedule(self):
+        """At once; the server's one idle call fires at its time, finds nothing due and is
+        gone, and stopping the factory cancels it."""
         h = Harness()
+        first, _ = h.connect()
+        cid = first.channel.channel_id
         proto, t = h.connect()
         proto.connectionLost(Failure(ConnectionDone()))
-        self.assertEqual(h.clock.getDelayedCalls(), [])
+        self.assertEqual(len(h.factory.idle_schedule), 1)
+        h.clock.advance(120)
+        self.assertEqual(h.listener.events[-1], ("idle", cid))
         self.assertEqual(len(h.factory.idle_schedule), 0)
+        first.connectionLost(Failure(ConnectionDone()))     # and its close grace call goes
+        self.assertEqual(h.clock.getDelayedCalls(), [])
+        proto, t = h.connect()
+        self.assertEqual(len(h.clock.getDelayedCalls()), 1)
+        h.factory.stopFactory()
+        self.assertEqual(h.clock.getDelayedCalls(), [])
 
     def test_one_reactor_call_for_every_connections_idle_check(self):
         """A closing connection leaves the idle schedule at once (Twisted's reactor keeps a

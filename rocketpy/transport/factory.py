@@ -100,6 +100,10 @@ class RemotingServerFactory(ServerFactory):
         proto.close(why)
         return True
 
+    def stopFactory(self):
+        """The last listening port has stopped: no idle check is left on the reactor."""
+        self.idle_schedule.stop()
+
     def close_all(self, why="server shutdown"):
         """Close every connection; the Deferred fires once they are all gone."""
         d = Deferred()
