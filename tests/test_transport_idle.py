@@ -96,6 +96,29 @@ def test_agrees_with_a_model_under_random_operations():
         assert len(clock.getDelayedCalls()) == 1 or not model
 
 
+def test_a_failing_callback_is_logged_and_the_others_still_run():
+    """As with a reactor call each: one connection's failing check stops no other's."""
+    from twisted.logger import globalLogPublisher
+    clock = Clock()
+    schedule, fired, events = IdleSchedule(clock), [], []
+
+    def broken():
+        raise RuntimeError("broken check")
+    schedule.schedule("a", 1, broken)
+    schedule.schedule("b", 1, lambda: fired.append("b"))
+    schedule.schedule("c", 5, lambda: fired.append("c"))
+    globalLogPublisher.addObserver(events.append)
+    try:
+        clock.advance(1)
+    finally:
+        globalLogPublisher.removeObserver(events.append)
+    assert fired == ["b"]
+    [failed] = [e for e in events if "log_failure" in e]
+    assert failed["log_failure"].check(RuntimeError) and failed["key"] == "a"
+    clock.advance(4)
+    assert fired == ["b", "c"]
+
+
 class CountingDict(dict):
     writes = 0
 

@@ -17,13 +17,20 @@ cancelled call too would stay until its time, one for each time the last connect
 benchmark asking every 0.5 s); :meth:`IdleSchedule.stop` cancels it when the server stops."""
 from itertools import count
 
+from twisted.logger import Logger
+
+from . import logs
+
 __all__ = ["IdleSchedule"]
 
 
 class IdleSchedule:
     """Callbacks by key at deadlines on ``clock``, a key at most once; :meth:`schedule` and
     :meth:`remove` take O(log n) for n keys. An indexed binary heap of ``[deadline, sequence,
-    key, callback]`` entries (the sequence keeps equal deadlines in the order scheduled)."""
+    key, callback]`` entries (the sequence keeps equal deadlines in the order scheduled). A
+    callback that raises is logged; the others still run, as with a reactor call each."""
+
+    log = Logger(observer=logs.observer)
 
     def __init__(self, clock):
         self._clock = clock
@@ -80,7 +87,10 @@ class IdleSchedule:
         while heap and heap[0][0] <= now:
             _, _, key, callback = heap[0]
             self.remove(key)
-            callback()
+            try:
+                callback()
+            except Exception:
+                self.log.failure("idle check of {key} failed", key=key)
         self._arm()
 
     def _put(self, index, entry):
