@@ -119,6 +119,48 @@ def test_a_failing_callback_is_logged_and_the_others_still_run():
     assert fired == ["b", "c"]
 
 
+def run_one_reactor_call(clock, step):
+    """Let the reactor run exactly one call, ``step`` seconds on (Clock.advance runs every
+    call due, including those the call itself makes due)."""
+    [call] = clock.getDelayedCalls()
+    clock.rightNow += step
+    clock.calls.remove(call)
+    call.func(*call.args, **call.kw)
+
+
+def test_what_a_firing_schedules_waits_for_the_next_one():
+    """A callback that schedules a key due at once (a re-check whose deadline rounds to now)
+    does not have it run again within the same firing, which would not end; and the firing
+    arms one call, at its end, not one per callback."""
+    clock = Clock()
+    schedule, fired = IdleSchedule(clock), []
+
+    def again(key):
+        fired.append(key)
+        schedule.schedule_at(key, clock.seconds(), lambda: fired.append(key + "'"))
+    schedule.schedule("a", 1, lambda: again("a"))
+    schedule.schedule("b", 1, lambda: again("b"))
+    schedule.schedule("c", 5, lambda: fired.append("c"))
+    run_one_reactor_call(clock, 1)
+    assert fired == ["a", "b"]
+    assert [call.getTime() for call in clock.getDelayedCalls()] == [1]
+    run_one_reactor_call(clock, 0)
+    assert fired == ["a", "b", "a'", "b'"]
+    clock.advance(4)
+    assert fired[-1] == "c" and clock.getDelayedCalls() == []
+
+
+def test_stop_then_start_arms_the_checks_still_scheduled():
+    clock = Clock()
+    schedule, fired = IdleSchedule(clock), []
+    schedule.schedule("a", 2, lambda: fired.append("a"))
+    schedule.stop()
+    assert clock.getDelayedCalls() == []
+    schedule.start()
+    clock.advance(2)
+    assert fired == ["a"]
+
+
 class CountingDict(dict):
     writes = 0
 

@@ -100,6 +100,10 @@ class RemotingServerFactory(ServerFactory):
         proto.close(why)
         return True
 
+    def startFactory(self):
+        """Listening (again): the idle checks of connections still open are armed."""
+        self.idle_schedule.start()
+
     def stopFactory(self):
         """The last listening port has stopped: no idle check is left on the reactor."""
         self.idle_schedule.stop()

@@ -38,6 +38,7 @@ class IdleSchedule:
         self._where = {}          # key -> its entry's index in the heap
         self._sequence = count()
         self._call = None         # the reactor call, while armed
+        self._firing = False      # callbacks are running: the firing arms once they are done
 
     def __len__(self):
         return len(self._heap)
@@ -47,8 +48,14 @@ class IdleSchedule:
 
     def schedule(self, key, delay, callback):
         """Call ``callback()`` ``delay`` seconds from now, instead of whatever ``key`` had."""
+        self.schedule_at(key, self._clock.seconds() + delay, callback)
+
+    def schedule_at(self, key, when, callback):
+        """Call ``callback()`` once the clock reads ``when`` (an absolute deadline, compared
+        as computed), instead of whatever ``key`` had. What is scheduled while the schedule
+        fires waits for its next firing, however early its deadline."""
         self.remove(key)
-        entry = [self._clock.seconds() + delay, next(self._sequence), key, callback]
+        entry = [when, next(self._sequence), key, callback]
         self._heap.append(entry)
         self._sift_up(len(self._heap) - 1)
         self._arm()
@@ -63,6 +70,10 @@ class IdleSchedule:
             self._put(index, last)
             self._sift_down(self._sift_up(index))
 
+    def start(self):
+        """Arm the reactor call again after :meth:`stop` (keys scheduled meanwhile are kept)."""
+        self._arm()
+
     def stop(self):
         """Cancel the reactor call (the server stops: no call left behind)."""
         if self._call is not None:
@@ -71,7 +82,7 @@ class IdleSchedule:
 
     def _arm(self):
         """A reactor call at the first deadline, unless one armed already fires no later."""
-        if not self._heap:
+        if self._firing or not self._heap:
             return
         first = self._heap[0][0]
         if self._call is not None:
@@ -83,14 +94,19 @@ class IdleSchedule:
     def _fire(self):
         self._call = None
         now = self._clock.seconds()
+        limit = next(self._sequence)   # entries scheduled from here on wait for the next firing
         heap = self._heap
-        while heap and heap[0][0] <= now:
-            _, _, key, callback = heap[0]
-            self.remove(key)
-            try:
-                callback()
-            except Exception:
-                self.log.failure("idle check of {key} failed", key=key)
+        self._firing = True
+        try:
+            while heap and heap[0][0] <= now and heap[0][1] < limit:
+                _, _, key, callback = heap[0]
+                self.remove(key)
+                try:
+                    callback()
+                except Exception:
+                    self.log.failure("idle check of {key} failed", key=key)
+        finally:
+            self._firing = False
         self._arm()
 
     def _put(self, index, entry):

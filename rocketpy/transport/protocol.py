@@ -223,13 +223,17 @@ class RemotingServerProtocol(Protocol):
             return
         idle = self.server.idle_seconds
         now = self._clock.seconds()
-        quiet = now - self._last_activity
+        quiet_until = self._last_activity + idle
         # slow loris: a frame still incomplete after the idle time, however it trickles in
-        slow = now - self._frame_started if self._frames.incomplete and not self._pause else 0.0
-        if quiet < idle and slow < idle:
-            self.server.idle_schedule.schedule(self, idle - max(quiet, slow), self._check_idle)
+        slow_until = (self._frame_started + idle if self._frames.incomplete and not self._pause
+                      else quiet_until)
+        if now < quiet_until and now < slow_until:
+            # the deadline itself, compared as computed: a delay ``idle - quiet`` could round
+            # back to now and have the check come due again at once
+            self.server.idle_schedule.schedule_at(self, min(quiet_until, slow_until),
+                                                  self._check_idle)
             return
-        if quiet >= idle:
+        if now >= quiet_until:
             self._gate.expired(self, "idle", "NETTY SERVER PIPELINE: IDLE exception [{peer}]")
             self.close("idle")
         else:
