@@ -126,6 +126,32 @@ class BatchSliceTests(SynchronousTestCase):
             self.clock.turn()
         self.assertEqual(self.batches, [["a"], ["b"], ["c"]])
 
+    def test_a_request_that_cannot_be_weighed_is_logged_and_applied(self):
+        """A failing weight (a bug) must not leave its request at the head of the queue,
+        stalling every unregistration after it."""
+        self.weights.update(b=1)
+        for name in ("x", "b"):          # "x" has no weight: __getitem__ raises KeyError
+            self.service.submit(name)
+        self.clock.turn()
+        self.assertEqual(self.batches, [["x", "b"]])
+        self.assertEqual(len(self.flushLoggedErrors(KeyError)), 1)
+
+    def test_an_apply_that_submits_leaves_one_drain_call(self):
+        def apply(batch):
+            self.batches.append(batch)
+            if batch == ["a"]:
+                self.weights.update(c=1)
+                service.submit("c")
+        service = BatchUnregistrationService(apply, self.clock, weight=self.weights.__getitem__)
+        service.startService()
+        self.weights.update(a=TOPICS_PER_TURN, b=TOPICS_PER_TURN)
+        service.submit("a")
+        service.submit("b")
+        self.clock.turn()
+        self.assertEqual(len(self.clock.getDelayedCalls()), 1)
+        service.stopService()
+        self.assertEqual(self.clock.getDelayedCalls(), [])
+
     def test_stop_applies_every_slice(self):
         self.submit(a=TOPICS_PER_TURN, b=TOPICS_PER_TURN, c=TOPICS_PER_TURN)
         self.service.stopService()

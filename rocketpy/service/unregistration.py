@@ -73,7 +73,7 @@ class BatchUnregistrationService(Service):
         if not self._queue:
             return
         self._run(self._slice())
-        if self._queue and self.running:
+        if self._queue and self.running and self._call is None:   # (a submit may have)
             self._call = self._clock.callLater(0, self.drain)
 
     def _slice(self):
@@ -83,7 +83,11 @@ class BatchUnregistrationService(Service):
         while queue:
             request = queue[0]
             if request not in batch:
-                weight = self._weight(request)
+                try:
+                    weight = self._weight(request)
+                except Exception:   # weighed as one topic: the queue must not stall on it
+                    self.log.failure("weighing {request} failed", request=request)
+                    weight = 1
                 if batch and topics + weight > TOPICS_PER_TURN:
                     break
                 batch[request] = None
