@@ -27,6 +27,7 @@ sys.path.insert(0, str(HERE.parent))
 from rocketpy.namesrv import Channel, NamesrvConfig, RouteInfoManager  # noqa: E402
 from rocketpy.namesrv.model import (DataVersion, TopicConfig, TopicConfigWrapper,  # noqa: E402
                                     UnRegisterBrokerRequest)
+from rocketpy.service.allocator import heap_trimmer  # noqa: E402
 from twisted.internet import task  # noqa: E402
 
 from rocketpy.service import tap, unregistration  # noqa: E402
@@ -88,7 +89,7 @@ def main():
                                 route_info_manager=rim)
     for name, step in [
             ("unfreeze (the memory service)", gc.unfreeze),
-            ("release", tap._route_release(processor, None, trim=True)),
+            ("release", tap._route_release(processor, None, trim=heap_trimmer())),
             ("a later full collection", lambda: gc.collect(2))]:
         t0 = time.perf_counter()
         step()

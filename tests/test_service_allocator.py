@@ -1,5 +1,6 @@
 """rocketpy.service.allocator against glibc itself, in a child process (its settings are
 process-wide): where a thread's memory goes, and whether malloc_trim can return it."""
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -27,8 +28,9 @@ with tempfile.NamedTemporaryFile("r") as report:
 
 
 def arenas(mode):
+    env = {k: v for k, v in os.environ.items() if k not in ("MALLOC_ARENA_MAX", "GLIBC_TUNABLES")}
     out = subprocess.run([sys.executable, "-c", CHILD, mode], cwd=ROOT, capture_output=True,
-                         text=True, check=True, timeout=60)
+                         text=True, check=True, timeout=60, env=env)
     return int(out.stdout)
 
 

@@ -21,10 +21,11 @@ before and after.
 It also keeps full garbage collections short: once the route state has grown by ``min_drop``
 entries, the collector's current objects are frozen (``gc.freeze``), so later full collections
 skip the long-lived tables instead of walking them (``bench/route_state.py``, ``full_gc_ms_held``);
-reference counting still frees them. A release unfreezes first, so what the departed brokers
-left in cycles is collected; while the tables still hold 50,000 entries or more it makes a young
-pass instead and freezes again (a full pass, now or automatically later, would walk what they
-hold: 40 ms at 1 M topic-broker pairs, ~0.5 s at 10 M)."""
+reference counting still frees them. A release unfreezes first and, once the tables hold fewer
+than 50,000 entries, makes a full collection, so what the departed brokers left in cycles is
+collected; while they still hold more it makes a young pass instead and freezes again (a full
+pass, now or automatically later, would walk what they hold: 40 ms at 1 M topic-broker pairs,
+~0.5 s at 10 M), and those cycles wait for the release that finds the tables small."""
 import gc
 import sys
 
