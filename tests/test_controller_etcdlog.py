@@ -153,13 +153,15 @@ def test_the_snapshot_of_10000_broker_ids_fits_one_etcd_request(monkeypatch):
 
 
 def test_a_snapshot_that_is_not_one_stops_the_start_until_etcd_holds_one():
-    """A value that is not zlib, or inflates past MAX_SNAPSHOT_TEXT, is a logged ReplicationError:
+    """A value that is not zlib, inflates past MAX_SNAPSHOT_TEXT or nests too deep to read is a
+    logged ReplicationError:
     the start waits and reads again; nothing is loaded meanwhile."""
     fake = FakeEtcd()
     leader = _group(fake, "n0")
     _lead_and_write(leader, 3)
     key = (PREFIX + "snapshot").encode()
-    for bad in (b'{"seq": 9}', zlib.compress(b" " * (65 * 1024 * 1024), 9)):
+    for bad in (b'{"seq": 9}', zlib.compress(b" " * (9 * 1024 * 1024), 9),
+                zlib.compress(b"[" * 200_000, 9)):      # nested past any parser's depth
         fake.current[key] = (bad, fake.revision, fake.revision)
         reader = _group(fake, "n1")
         assert not reader.loaded and reader.replica_log.seq == 0
@@ -241,3 +243,41 @@ def test_a_write_burst_costs_its_size_not_its_square(monkeypatch):
     small = min(_burst(monkeypatch, 10_000) for _ in range(3))
     large = min(_burst(monkeypatch, 40_000) for _ in range(3))
     assert large < 8 * small, (small, large)
+
+
+def test_a_winner_that_cannot_read_the_state_gives_the_election_key_up():
+    """It holds the key: retrying its campaign would find itself there and follow itself, and
+    the group would have no leader until that controller restarts. It steps down (its lease
+    revoked, the key gone), and then a controller leads."""
+    from twisted.internet.defer import fail
+    from rocketpy.service.etcd import EtcdError
+
+    class FailsTheReadAfterTheCampaign(FakeEtcd):
+        armed = True
+        after_campaign = False
+
+        def post(self, path, body):
+            if path == "/v3/kv/range" and self.after_campaign:
+                self.after_campaign = False
+                return fail(EtcdError("timed out"))
+            answer = super().post(path, body)
+            if path == "/v3/kv/txn" and "lease" in str(body) and self.armed:
+                self.armed, self.after_campaign = False, True
+            return answer
+    fake = FailsTheReadAfterTheCampaign()
+    first = _group(fake, "n0")
+    for _ in range(10):
+        first.reactor.advance(1)
+    assert first.leadership.leading and first.leadership.leader_id == "n0"
+    assert b"n0" in fake.current[(PREFIX + "leader").encode()][0]
+
+
+def test_a_log_entry_nested_past_the_parsers_depth_is_a_replication_error():
+    """Whoever can write etcd's keys can write one: it is refused as the entry it is, not an
+    exception that ends the start for good."""
+    import pytest
+    from rocketpy.controller.replicated import ReplicaLog, ReplicationError, b64, entry_key
+    log = ReplicaLog(ReplicasInfoManager(), PREFIX)
+    with pytest.raises(ReplicationError):
+        log.apply_kv({"key": b64(entry_key(PREFIX, 1)), "value": b64("[" * 200_000)})
+    assert log.seq == 0

@@ -46,8 +46,9 @@ RANGE_PAGE = 500
 SNAPSHOT_ENTRIES = 1000
 #: a larger snapshot is not written (etcd refuses requests over 1.5 MiB by default)
 MAX_SNAPSHOT_BYTES = 1024 * 1024
-#: a snapshot that inflates beyond this is refused (10,000 broker ids are about 2.2 MB)
-MAX_SNAPSHOT_TEXT = 64 * 1024 * 1024
+#: a snapshot that inflates beyond this is refused (10,000 broker ids are about 2.2 MB; parsing
+#: 8 MiB of the smallest JSON values a hostile value can pack takes ~0.5 s on the reactor)
+MAX_SNAPSHOT_TEXT = 8 * 1024 * 1024
 #: ``controllerType`` that keeps the state in etcd
 ETCD_TYPE = "etcd"
 
@@ -198,11 +199,12 @@ class ReplicaLog:
         """Load the snapshot key's value (``{"key", "value"}`` base64) when it is newer than the
         state; the snapshot's entry. ReplicationError for a value that is not a snapshot."""
         try:
-            text = _inflate(unb64(kv.get("value")))
-            seq = int(json.loads(text)["seq"])
+            data = json.loads(_inflate(unb64(kv.get("value"))))   # read once
+            seq = int(data["seq"])
             if seq > self.seq:
-                self.seq = load_snapshot(self.manager, text)
-        except (SnapshotError, zlib.error, ValueError, KeyError, TypeError) as exc:
+                self.seq = load_snapshot(self.manager, data)
+        except (SnapshotError, zlib.error, ValueError, KeyError, TypeError,
+                RecursionError) as exc:   # RecursionError: "[[[[..." 218 bytes compressed
             raise ReplicationError(f"snapshot: {exc}") from None
         return seq
 
@@ -216,7 +218,7 @@ class ReplicaLog:
             raise ReplicationError(f"log entry {seq} follows {self.seq}: a gap")
         try:
             events = [event_from_obj(obj) for obj in json.loads(unb64(kv.get("value")))]
-        except (ValueError, TypeError) as exc:
+        except (ValueError, TypeError, RecursionError) as exc:
             raise ReplicationError(f"log entry {seq}: {exc}") from None
         for event in events:
             self.manager.apply_event(event)

@@ -55,9 +55,10 @@ def snapshot_text(manager, seq=0):
 
 
 def load_snapshot(manager, text):
-    """Replace ``manager``'s state with the snapshot ``text``; its sequence number."""
+    """Replace ``manager``'s state with the snapshot ``text`` (or the object it reads as); its
+    sequence number."""
     try:
-        data = json.loads(text)
+        data = json.loads(text) if isinstance(text, (str, bytes)) else text
         if data.get("format") != _FORMAT:
             raise SnapshotError(f"unknown snapshot format {data.get('format')!r}")
         replicas, states = {}, {}
@@ -78,7 +79,7 @@ def load_snapshot(manager, text):
         seq = int(data.get("seq", 0))
     except SnapshotError:
         raise
-    except (ValueError, KeyError, TypeError, AttributeError) as exc:
+    except (ValueError, KeyError, TypeError, AttributeError, RecursionError) as exc:
         raise SnapshotError(f"not a controller snapshot: {exc}") from None
     manager.replica_info_table = replicas
     manager.sync_state_info_table = states

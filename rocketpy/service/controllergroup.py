@@ -274,7 +274,13 @@ class ControllerGroup(Service):
                 self.prefix, self.leadership.self_id, self.leadership.self_address, self._lease))
             if answer.get("succeeded"):
                 revision = int(answer["header"]["revision"])
-                yield self._catch_up()
+                try:
+                    yield self._catch_up()
+                except (EtcdError, ReplicationError) as exc:
+                    # it holds the key: a retry would find itself there and follow itself,
+                    # and the group would have no leader until it restarts
+                    self._step_down(f"cannot read the state after winning: {exc}")
+                    return
                 self._leader_revision = revision
                 self.leadership.lead(self._lease_deadline_ms)
                 self.log.info("controller {id} leads the controller group (entry {seq})",
