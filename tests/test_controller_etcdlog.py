@@ -202,10 +202,11 @@ def test_watch_lines_cost_their_length_not_length_times_chunks():
     for piece in (b'{"a": 1}\n{"b"', b': 2}\n\n{"c": 3', b'}\n{"d": '):
         lines.dataReceived(piece)
     assert messages == [{"a": 1}, {"b": 2}, {"c": 3}] and not lines.transport.stopped
-    # one 1 MiB and one 4 MiB line in 1 KiB chunks: rebuilding the buffer per chunk makes the
-    # second cost 16 times the first; kept linear it costs about 4 times (best of 3 each)
-    small = min(_feed(1 << 20) for _ in range(3))
-    large = min(_feed(4 << 20) for _ in range(3))
+    # one 2 MiB and one 8 MiB line in 128-byte chunks: rebuilding the buffer per chunk makes
+    # the second cost 16 times the first; kept linear it costs about 4 times (best of 3 each;
+    # chunks this small make each feed tens of milliseconds, so noise cannot reach 8 times)
+    small = min(_feed(2 << 20, 128) for _ in range(3))
+    large = min(_feed(8 << 20, 128) for _ in range(3))
     assert large < 8 * small, (small, large)
 
 
