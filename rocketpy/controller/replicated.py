@@ -32,8 +32,8 @@ from .events import event_from_obj, event_to_obj
 from .store import SnapshotError, load_snapshot, snapshot_text
 
 __all__ = ["ReplicaLog", "Leadership", "EtcdSettings", "ReplicationError", "key_prefix",
-           "entry_key", "snapshot_key", "snapshot_request", "append_txn", "campaign_txn",
-           "range_request", "watch_request",
+           "entry_key", "snapshot_key", "leader_key", "snapshot_request", "append_txn",
+           "campaign_txn", "range_request", "watch_request",
            "leader_value", "parse_leader", "b64", "unb64", "ENTRY_DIGITS", "ETCD_TYPE",
            "ETCD_INT_KEYS", "ETCD_ENDPOINTS_KEY", "RANGE_PAGE", "SNAPSHOT_ENTRIES",
            "MAX_SNAPSHOT_BYTES", "MAX_SNAPSHOT_TEXT", "snapshot_value"]
@@ -82,6 +82,11 @@ def _prefix_end(prefix):
 
 def snapshot_key(prefix):
     return prefix + "snapshot"
+
+
+def leader_key(prefix):
+    """The election key: the leader's id and address, under its lease."""
+    return prefix + "leader"
 
 
 def snapshot_request(prefix):
@@ -135,7 +140,7 @@ def append_txn(prefix, first_seq, values, leader_revision, snapshot=None):
         success.append({"request_delete_range": {"key": b64(prefix + "log/"),
                                                  "range_end": b64(entry_key(prefix, first_seq))}})
     return {"compare": [
-        {"key": b64(prefix + "leader"), "target": "CREATE", "result": "EQUAL",
+        {"key": b64(leader_key(prefix)), "target": "CREATE", "result": "EQUAL",
          "create_revision": str(leader_revision)},
         {"key": b64(entry_key(prefix, first_seq)), "target": "CREATE", "result": "EQUAL",
          "create_revision": "0"}],
@@ -158,7 +163,7 @@ def parse_leader(value):
 def campaign_txn(prefix, self_id, address, lease_id):
     """``/v3/kv/txn`` body creating the election key with ``lease_id`` if nobody holds it; on
     failure it reads the holder's key."""
-    key = b64(prefix + "leader")
+    key = b64(leader_key(prefix))
     return {"compare": [{"key": key, "target": "CREATE", "result": "EQUAL",
                          "create_revision": "0"}],
             "success": [{"request_put": {"key": key, "value": b64(leader_value(self_id, address)),

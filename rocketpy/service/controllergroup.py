@@ -29,7 +29,7 @@ from twisted.logger import Logger
 
 from ..controller.replicated import (MAX_SNAPSHOT_BYTES, SNAPSHOT_ENTRIES, ReplicaLog,
                                      ReplicationError, append_txn, campaign_txn, key_prefix,
-                                     parse_leader, range_request, snapshot_key, snapshot_request,
+                                     leader_key, parse_leader, range_request, snapshot_key, snapshot_request,
                                      snapshot_value, unb64, watch_request)
 from .etcd import EtcdError, EtcdGateway
 from ..transport import logs
@@ -229,7 +229,7 @@ class ControllerGroup(Service):
             kv = event.get("kv") or {}
             self.revision = max(self.revision, int(kv.get("mod_revision", 0)))
             key = unb64(kv.get("key"))
-            if key == (self.prefix + "leader").encode():
+            if key == leader_key(self.prefix).encode():
                 self._on_leader_key(event.get("type") == "DELETE", kv)
                 continue
             if event.get("type") == "DELETE" or key == snapshot_key(self.prefix).encode():
