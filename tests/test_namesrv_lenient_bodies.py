@@ -216,6 +216,21 @@ def test_a_property_written_twice_under_its_exact_name_keeps_the_first_value(tmp
     assert bodies.DataVersion.from_json(b"{counter:5,'counter':4,Counter:3}").counter == 5
 
 
+@pytest.mark.parametrize("filters", [b'"10.0.0.1:9999"', b'"10.0.0.1\\u003a9999"'])
+def test_a_repeated_key_is_found_whatever_the_filter_servers_hold(tmp_path, filters):
+    """The fast reader's colon count knows the colons in the parsed filter strings; an escaped
+    one (``\\u003a``) is a colon the text does not show, which let ``"readQueueNums":1,
+    "readQueueNums":8`` through as json reads it (8), where fastjson's bean keeps 1."""
+    body = (b'{"filterServerList":[' + filters + b'],"topicConfigSerializeWrapper":{'
+            b'"dataVersion":{"counter":1,"timestamp":1},"topicConfigTable":{"T1":{"perm":6,'
+            b'"readQueueNums":1,"writeQueueNums":4,"readQueueNums":8,"topicName":"T1"}}}}')
+    proc = make(tmp_path, PROFILE_49)
+    assert register(proc, body=body, version=PROFILE_49.server_version).code == \
+        ResponseCode.SUCCESS
+    route = fastjson.loads(call(proc, RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": "T1"}).body)
+    assert [q["readQueueNums"] for q in route["queueDatas"]] == [1]
+
+
 def test_the_repeat_check_is_exact():
     """Colons in strings (filter servers are host:port, topic names can hold anything legal,
     escaped quotes) never make a key look written twice, and a key written twice is found

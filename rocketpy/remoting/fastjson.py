@@ -40,6 +40,7 @@ _STRING_LITERAL = re.compile(_STRING, re.S)
 _STRINGS = {str: re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"', re.S),
             bytes: re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"', re.S)}
 _COLON = {str: ":", bytes: b":"}
+_BACKSLASH = {str: "\\", bytes: b"\\"}
 _RAW_CONTROL = re.compile("[\x00-\x1f]")
 _EOI = "\x1a"              # fastjson's JSONLexer.EOI
 _AFTER_KEY = re.compile(r"\s*:")
@@ -544,10 +545,14 @@ def repeats_keys(text, obj, keys=None, string_colons=0):
     knows in the parsed strings: equal, no colon is left for a key written twice. Then the
     header kernel's one pass (``repeated_keys``: each object's keys by hash), and where it cannot
     tell (a key with an escape, no kernel) the colons outside string literals against every key
-    of ``obj``."""
-    colon = _COLON[str if isinstance(text, str) else bytes]
+    of ``obj``. ``string_colons`` counts only where the text has no backslash: an escape
+    (``\\u003a``) writes a colon into a parsed string that the text does not show."""
+    kind = str if isinstance(text, str) else bytes
+    colon = _COLON[kind]
     if keys is None and KERNEL is None:
         keys = key_count(obj)
+    if string_colons and _BACKSLASH[kind] in text:
+        string_colons = 0
     if keys is not None and text.count(colon) == keys + string_colons:
         return False
     if KERNEL is not None:
