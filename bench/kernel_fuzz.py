@@ -8,7 +8,8 @@ truncations at every length of a few, and random bytes.  Each is read four ways
 (``read_header``, ``read_frame``, ``request_key``, ``peek``) and every reading is compared with the Python codec's;
 the header and the frame, and the header with its first key written twice, also go through
 ``repeated_keys``, compared with ``fastjson``'s exact count where json reads the text
-(the oracle): a different command, or a command where the codec refuses the header, is a finding;
+(the oracle), as does every tenth input a body-shaped object of 17 to 1,000 keys; ``configure``
+is given language tables it must refuse: a different command, or a command where the codec refuses the header, is a finding;
 an out-of-bounds access is caught by ASan.  Runs ``--inputs N`` inputs (tests/test_kernel_fuzz.py
 runs a fixed number) or ``--seconds``.
 
@@ -63,6 +64,33 @@ def _check_repeated_keys(kernel, fastjson, texts):
             raise SystemExit(f"kernel_fuzz: finding: repeated_keys({text!r}) is {found}")
 
 
+def _body(rng):
+    """A body-shaped text for ``repeated_keys``: an object of 17 to 1,000 keys (past 16 the
+    kernel hashes them, past 128 its table grows), drawn so that some repeat, sometimes cut
+    short or with a byte changed."""
+    n = rng.randrange(17, 1001)
+    topics = ",".join(f'"T{rng.randrange(2 * n)}":{{"perm":6,"readQueueNums":{rng.randrange(16)}}}'
+                      for _ in range(n))
+    text = ('{"filterServerList":[],"topicConfigTable":{' + topics + "}}").encode()
+    cut = rng.random()
+    if cut < 0.2:
+        text = text[:rng.randrange(len(text))]
+    elif cut < 0.4:
+        at = rng.randrange(len(text))
+        text = text[:at] + bytes([rng.randrange(256)]) + text[at + 1:]
+    return text
+
+
+def _check_bad_language_tables(kernel, command):
+    """``configure`` refuses tables it cannot use (and keeps the one it has)."""
+    for bad in ({"JAVA": "0"}, {1: 0}, {"JAVA": 999}, {"JAVA": -1}, {"JAVA": 2 ** 80}):
+        try:
+            kernel.configure(command, bad)
+        except (TypeError, ValueError, OverflowError):
+            continue
+        raise SystemExit(f"kernel_fuzz: finding: configure took the language table {bad!r}")
+
+
 def fuzz_loop(seconds, seed, inputs):
     from fuzzharness import Mutator, corpus
     from rocketpy.remoting import fastjson, frame as codec_frame, layout
@@ -70,6 +98,8 @@ def fuzz_loop(seconds, seed, inputs):
     from rocketpy.remoting.kernel import KERNEL
     if KERNEL is None:
         raise SystemExit("kernel_fuzz: rocketpy.remoting._kernel is not built")
+    from rocketpy.remoting import RemotingCommand
+    _check_bad_language_tables(KERNEL, RemotingCommand)
     rng = random.Random(seed)
     mutator = Mutator(rng, corpus())
     started, n, read = time.monotonic(), 0, 0
@@ -80,6 +110,8 @@ def fuzz_loop(seconds, seed, inputs):
         KERNEL.peek(frame)
         _check_repeated_keys(KERNEL, fastjson, (header, frame,
                                                 header.replace(b'{"', b'{"a":1,"a":0,"', 1)))
+        if n % 10 == 0:
+            _check_repeated_keys(KERNEL, fastjson, (_body(rng),))
         limit = rng.choice([layout.DEFAULT_MAX_FRAME_LENGTH, 64, 300])
         whole = KERNEL.read_frame(frame, limit)
         if whole is not None:

@@ -21,7 +21,13 @@ int rk_languages_set(rk_languages_t *langs, PyObject *by_name, PyObject **object
     }
     size_t n = 0;
     PyObject *key, *value;
-    while (PyDict_Next(by_name, &pos, &key, &value)) {
+    /* str keys and int values only: reading them runs no Python code (an __index__ could
+     * change the dict while it is walked), so the dict holds still and n stays below size */
+    while (n < (size_t)size && PyDict_Next(by_name, &pos, &key, &value)) {
+        if (!PyUnicode_Check(key) || !PyLong_Check(value)) {
+            PyErr_SetString(PyExc_TypeError, "languages: expected {str: int}");
+            goto fail;
+        }
         Py_ssize_t len;
         const char *s = PyUnicode_AsUTF8AndSize(key, &len);
         long v = s ? PyLong_AsLong(value) : -1;
@@ -43,11 +49,11 @@ int rk_languages_set(rk_languages_t *langs, PyObject *by_name, PyObject **object
         t[n].value = (int32_t)v;
         n++;
     }
-    if (objects) {
+    if (objects) {   /* the same walk, in the same order: entry i is t[i] */
         pos = 0;
-        while (PyDict_Next(by_name, &pos, &key, &value)) {
+        for (size_t i = 0; i < n && PyDict_Next(by_name, &pos, &key, &value); i++) {
             Py_INCREF(value);
-            Py_XSETREF(objects[PyLong_AsLong(value)], value);   /* checked above */
+            Py_XSETREF(objects[t[i].value], value);
         }
     }
     free_table(langs->table, langs->n);
