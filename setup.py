@@ -15,7 +15,7 @@ import sys
 from glob import glob
 from pathlib import Path
 
-from setuptools import Extension, setup
+from setuptools import Extension, find_packages, setup
 
 ROOT = Path(__file__).resolve().parent
 KERNEL = "rocketpy/remoting/_kernel"
@@ -39,7 +39,11 @@ OPTIONS = dict(include_dirs=[KERNEL], extra_compile_args=["-std=gnu11", "-O2", "
                optional=True)
 KERNEL_HEADERS = sorted(glob(f"{KERNEL}/*.h"))
 
-setup(ext_modules=[
+# Every package under rocketpy/ is found, none listed; twisted.plugins is added by name: it has no
+# __init__.py, by Twisted's rules, so no finder sees it.
+PACKAGES = find_packages(include=["rocketpy", "rocketpy.*"]) + ["twisted.plugins"]
+
+setup(packages=PACKAGES, ext_modules=[
     Extension("rocketpy.remoting._kernel", sources=sorted(glob(f"{KERNEL}/*.c")),
               depends=KERNEL_HEADERS, **OPTIONS),
     Extension("rocketpy.capture._native",
