@@ -179,7 +179,8 @@ class DocumentedMetricsTests(SynchronousTestCase):
         # what only a hosted controller adds (enableControllerInNamesrv)
         from types import SimpleNamespace
         from rocketpy.service.guardmetrics import GuardCollector
-        controller = SimpleNamespace(broker_access=SimpleNamespace(refused={"network": 0}))
+        controller = SimpleNamespace(broker_access=SimpleNamespace(refused={"network": 0}),
+                                     elections={"elected": 0, "failed": 0})
         # and a warm restart's route snapshot service (routeSnapshotPath)
         snapshot = SimpleNamespace(writes=0, write_failures=0, last_write_ms=None, last_bytes=0,
                                    load_report=None)

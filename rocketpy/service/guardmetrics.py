@@ -64,6 +64,11 @@ class GuardCollector:
             yield _by("broker_requests_refused", "Broker requests refused by the broker access "
                       "policy (brokerAllowNetworks, brokerIdentityBinding), by reason.", "reason",
                       access.refused)
+        elections = getattr(self.controller, "elections", None)
+        if elections is not None:
+            yield _by("controller_master_elections", "Master elections by the controller "
+                      "(enableControllerInNamesrv), by result: elected or failed.", "result",
+                      elections)
         access = getattr(self.controller, "broker_access", None)
         if access is not None:
             yield _by("controller_broker_requests_refused", "Broker requests to the controller "
