@@ -471,3 +471,118 @@ class HeldPortTests(SynchronousTestCase):
         self.assertEqual(port.paused, [True, False])
         self.assertTrue(service.accepting)
         self.assertEqual(len(log.lines("boot success")), 1)
+
+
+class ProbeTests(SynchronousTestCase):
+    def test_healthz_is_503_once_the_reactor_has_not_turned_for_ten_seconds(self):
+        from rocketpy.web.health import HealthPage, ReactorPulse
+        clock = MemoryReactorClock()
+        pulse = ReactorPulse(clock)
+        pulse.start()
+        page = HealthPage(pulse)
+        for _ in range(30):
+            clock.advance(1)
+            request = DummyRequest([b""])
+            self.assertTrue(page.render_GET(request).startswith(b"ok"))
+            self.assertEqual(request.responseCode, 200)
+        self.assertEqual(pulse.beats, 30)
+        clock.rightNow += 10.5     # time passes and no call runs: a reactor held
+        request = DummyRequest([b""])
+        self.assertIn(b"has not turned", page.render_GET(request))
+        self.assertEqual(request.responseCode, 503)
+        clock.advance(0)           # it turns again
+        request = DummyRequest([b""])
+        page.render_GET(request)
+        self.assertEqual(request.responseCode, 200)
+
+    def test_readyz_waits_for_wait_seconds_for_service_where_needed(self):
+        server = Server(self, os.path.join(self.mktemp(), "r.snap"), "-D",
+                        "needWaitForService=true", "-D", "waitSecondsForService=45")
+        status, body = server.get("/readyz")
+        self.assertEqual((status, json.loads(body)["checks"]), (503, {
+            "listening": True, "waitSecondsForService": False, "routeSnapshotLoaded": True}))
+        server.reactor.advance(45)
+        self.assertEqual(server.get("/readyz")[0], 200)
+        self.assertEqual(server.get("/healthz")[0], 200)
+
+    def test_a_snapshot_that_cannot_be_written_is_one_line_until_it_can(self):
+        blocker = self.mktemp()
+        with open(blocker, "w") as f:
+            f.write("a file where the snapshot's directory should be")
+        server = Server(self, os.path.join(blocker, "routes.snap"))
+        server.register(server.connect())
+        with Logged() as log:
+            for _ in range(30):
+                server.reactor.advance(1)
+        self.assertEqual(server.snapshot.write_failures, 6)
+        self.assertEqual(len(log.lines("not written")), 1)
+        self.assertEqual(server.metric("rocketpy_route_snapshot_write_failures_total"), 6)
+        os.unlink(blocker)
+        with Logged() as log:
+            for _ in range(5):
+                server.reactor.advance(1)
+        self.assertEqual(server.snapshot.writes, 1)
+        self.assertEqual(len(log.lines("written to")), 1)
+
+
+class WarmFromTests(SynchronousTestCase):
+    """``--warm-from``'s fetch: bounded, one-line failures (the e2e tests fetch a real peer)."""
+
+    def _fetch(self, code=200, length=None, chunks=(), max_bytes=100):
+        from twisted.internet.defer import succeed
+        from twisted.web.client import ResponseDone
+        from rocketpy.service.warmfrom import fetch_snapshot
+
+        class Transport:
+            stopped = False
+
+            def stopProducing(self):
+                self.stopped = True
+
+        class Response:
+            def __init__(self):
+                from twisted.web.iweb import UNKNOWN_LENGTH
+                self.code = code
+                self.length = UNKNOWN_LENGTH if length is None else length
+                self.transport = Transport()
+
+            def deliverBody(self, protocol):
+                protocol.makeConnection(self.transport)
+                for chunk in chunks:
+                    protocol.dataReceived(chunk)
+                    if self.transport.stopped:
+                        return
+                protocol.connectionLost(Failure(ResponseDone()))
+
+        class Agent:
+            def request(self, method, url, headers=None):
+                return succeed(Response())
+        return fetch_snapshot(MemoryReactorClock(), "http://peer:8080/api/route-snapshot",
+                              max_bytes, agent=Agent())
+
+    def test_a_whole_answer_is_the_stream(self):
+        self.assertEqual(self.successResultOf(self._fetch(chunks=(b"ab", b"cd"))), b"abcd")
+
+    def test_over_the_bound_is_refused_before_or_while_the_body_comes(self):
+        from rocketpy.namesrv.routefile import SnapshotRefused
+        failure = self.failureResultOf(self._fetch(length=101), SnapshotRefused)
+        self.assertIn("over the bounds", failure.getErrorMessage())
+        failure = self.failureResultOf(self._fetch(chunks=(b"x" * 60, b"x" * 60, b"x" * 60)),
+                                       SnapshotRefused)
+        self.assertIn("passed 100 bytes", failure.getErrorMessage())
+
+    def test_an_error_answer_is_refused(self):
+        from rocketpy.namesrv.routefile import SnapshotRefused
+        failure = self.failureResultOf(self._fetch(code=403), SnapshotRefused)
+        self.assertIn("HTTP 403", failure.getErrorMessage())
+
+    def test_a_peer_url_is_checked_when_the_options_are(self):
+        from rocketpy.service.startup import StartError
+        from rocketpy.service.warmfrom import snapshot_url
+        self.assertEqual(snapshot_url("ns1:8080"), "http://ns1:8080/api/route-snapshot")
+        self.assertEqual(snapshot_url("https://ns1:8443/"), "https://ns1:8443/api/route-snapshot")
+        for bad in ("ftp://ns1", "http://", "http://ns1:99999", "http://ns1/?x=1"):
+            options = Options()
+            with self.assertRaises(StartError) as caught:
+                options.parseOptions(["--warm-from", bad])
+            self.assertIn("--warm-from", str(caught.exception))

@@ -198,6 +198,7 @@ class RouteSnapshotService(Service):
         self.last_bytes = 0           # the newest snapshot's size on disk, both parts
         self._written = None          # (routes mark, RoutesRef, routes bytes) on disk now
         self._writing = False
+        self._failing = False
         self._loop = None
         self._loading = None
         self._stopped = False
@@ -376,11 +377,16 @@ class RouteSnapshotService(Service):
             self.writes += 1
             self.last_write_ms = self.snapshotter.now_ms()
             self.last_bytes = size + ref.size
+            if self._failing:
+                self._failing = False
+                self.log.info("route snapshot written to {path} again", path=self.path)
 
         def failed(failure):
             self.write_failures += 1
-            self.log.warn("route snapshot not written to {path}: {why}", path=self.path,
-                          why=failure.getErrorMessage())
+            if not self._failing:   # one line until a write succeeds again, not one every 5 s
+                self._failing = True
+                self.log.warn("route snapshot not written to {path}: {why}", path=self.path,
+                              why=failure.getErrorMessage())
         return d.addCallbacks(written, failed)
 
     def _write_files(self, main, routes, ref):

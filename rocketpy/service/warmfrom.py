@@ -25,14 +25,14 @@ FETCH_TIMEOUT = 60.0
 def snapshot_url(peer):
     """``http://host:port`` (or a bare ``host:port``) of a peer's web endpoint -> the URL of its
     snapshot; ValueError for anything else."""
-    url = peer.strip().rstrip("/")
+    url = peer.strip()
     if "://" not in url:
         url = "http://" + url
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.hostname or parts.query:
         raise ValueError(f"not a web endpoint URL (http://host:port): {peer!r}")
     parts.port   # ValueError for a bad port
-    return f"{url}/api/route-snapshot"
+    return f"{url.rstrip('/')}/api/route-snapshot"
 
 
 class _Body(protocol.Protocol):
