@@ -30,6 +30,7 @@ import json
 import struct
 import zlib
 
+from rocketpy import __version__
 from rocketpy.remoting import bodies
 from rocketpy.remoting.errors import RemotingCodecError
 
@@ -229,7 +230,7 @@ def encode_routes(image):
     return writer.finish()
 
 
-def encode_main(image, routes_ref, writer_name="rocketpy"):
+def encode_main(image, routes_ref, writer_name=f"rocketpy {__version__}"):
     """The main part of ``image`` (a :class:`~rocketpy.namesrv.routeimage.MainImage`) naming
     ``routes_ref`` (a :class:`RoutesRef`): bytes."""
     writer = _PartWriter(MAIN)

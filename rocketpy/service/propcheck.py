@@ -237,6 +237,7 @@ Examples:
 Keys people set most (all of them: -p; their meaning: docs/configuration):
   listenPort, bindAddress        where to listen (9876, 0.0.0.0); --listen overrides
   kvConfigPath                   the KV store file (~/namesrv/kvConfig.json)
+  routeSnapshotPath              warm restart: the route tables kept across restarts (off)
   scanNotActiveBrokerInterval    ms between broker liveness scans (5000)
   serverChannelMaxIdleTimeSeconds  idle connections are closed after this (120)
   unRegisterBrokerQueueCapacity  unregistrations queued at most (3000)

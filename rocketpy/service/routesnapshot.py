@@ -116,12 +116,10 @@ class RouteSnapshotter:
         return capture_main(self.rim, self.profile, self.now_ms(), self.host_of_channel)
 
     @defer.inlineCallbacks
-    def capture(self, whole=False):
+    def capture(self):
         """A Deferred of ``(MainImage, RoutesImage)`` of one moment, the routes part taken in
-        steps unless ``whole`` (retried while the tables change under it)."""
+        steps (again while the tables change under it; after :data:`_RETRIES` tries, whole)."""
         for _ in range(_RETRIES):
-            if whole:
-                break
             capture = RoutesCapture(self.rim, self.profile)
             try:
                 routes = None
@@ -184,10 +182,8 @@ class RouteSnapshotService(Service):
         self.max_age_ms = max_age_ms
         #: fires once the load is over (loaded, nothing to load, or ignored): the port opens
         self.ready = defer.Deferred()
-        self.loaded = False
         #: what was loaded: ``{"source", "topics", "pairs", "brokers", "seconds", ...}``
         self.load_report = None
-        self.ignored = None           # why a snapshot was ignored (one line), if one was
         #: load steps and the most work one did: payload bytes parsed, pairs applied
         self.load_steps = 0
         self.largest_parse_step = 0
@@ -238,7 +234,6 @@ class RouteSnapshotService(Service):
         except (SnapshotRefused, OSError) as exc:
             if self._stopped:
                 return None
-            self.ignored = f"{source}: {exc}"
             self.log.warn("route snapshot {what} ignored: {why}",
                           what=self.path if source == "file" else "from the peer", why=exc)
             return None
@@ -322,7 +317,6 @@ class RouteSnapshotService(Service):
         if self._stopped:
             return
         if isinstance(report, dict):
-            self.loaded = True
             self.load_report = report
             self.log.info(
                 "route snapshot loaded from the {source}: {topics} topics, {pairs} topic-broker "
@@ -348,13 +342,13 @@ class RouteSnapshotService(Service):
         return result
 
     @defer.inlineCallbacks
-    def _snapshot(self, whole=False):
+    def _snapshot(self):
         """Take the tables' image and write it (the routes part only when it changed)."""
         written = self._written
         if written is not None and routes_mark(self.rim) == written[0]:
             main, routes, mark = self.snapshotter.main(), None, written[0]
         else:
-            main, routes = yield self.snapshotter.capture(whole)
+            main, routes = yield self.snapshotter.capture()
             mark = routes.mark
         if not self._stopped:   # (stopping wrote the last one itself)
             yield self._write(main, routes, mark)

@@ -74,9 +74,6 @@ class Readiness:
     def __init__(self, checks=()):
         self.checks = list(checks)
 
-    def add(self, name, check):
-        self.checks.append((name, check))
-
     def report(self):
         """``(ready, {name: bool})``."""
         results = {name: bool(check()) for name, check in self.checks}
