@@ -231,6 +231,25 @@ class WarmRestartTests(SynchronousTestCase):
                 os.unlink(os.path.join(directory, name))
         self._ignored("routes part")
 
+    def test_a_snapshot_naming_another_file_as_its_routes_part_is_ignored(self):
+        """Only the routes part the main part's own name and digest make is read (a stranger's
+        main part cannot make the server read another file of the directory)."""
+        self.first()
+        from test_namesrv_routefile import _resign
+        from rocketpy.namesrv.routefile import HEAD
+        with open(self.path, "rb") as f:
+            main = f.read()
+
+        def rename(kind, payload):
+            if kind != HEAD:
+                return payload
+            head = json.loads(payload)
+            head["routes"]["file"] = "kv.json\x00"
+            return json.dumps(head).encode()
+        with open(self.path, "wb") as f:
+            f.write(_resign(main, rename))
+        self._ignored("names 'kv.json")
+
     def test_a_stale_snapshot_is_ignored(self):
         self.first()
         self._ignored("too old", at=T0 + 10 + 121)

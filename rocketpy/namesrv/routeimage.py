@@ -188,7 +188,8 @@ class RoutesCapture:
 
 def capture_routes(rim, profile):
     """The whole :class:`RoutesImage` of ``rim`` at once (a test, a shutdown, a small table)."""
-    capture = RoutesCapture(rim, profile, step_topics=max(1, len(rim.topic_queue_table)))
+    capture = RoutesCapture(rim, profile, step_topics=1 + max(
+        len(rim.topic_queue_table), len(rim.topic_queue_mapping_info_table)))
     image = None
     while image is None:
         image = capture.step()

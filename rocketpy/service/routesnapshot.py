@@ -258,7 +258,10 @@ class RouteSnapshotService(Service):
                                                   self.snapshotter.now_ms(), self.max_age_ms,
                                                   self.v5_keys))
         ref = reader.routes
-        routes_path = os.path.join(os.path.dirname(self.path), ref.file)
+        directory, name = os.path.split(self.path)
+        if ref.file != routes_file_name(name, ref.digest):   # no other file is read
+            raise SnapshotRefused(f"torn: it names {ref.file!r} as its routes part")
+        routes_path = os.path.join(directory, ref.file)
         routes = yield _in_thread(self.reactor, read_bounded, routes_path,
                                   self.limits.max_bytes(ROUTES))
         if routes is None:
