@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Install everything the test suite needs on a fresh Debian machine: tshark for the independent
-# capture count, chromium for the status-page browser test, etcd for the controller group test
+# capture count, chromium for the status-page browser test, etcd for the controller group test,
+# prometheus (which carries promtool) for the alert rules and dashboard test
 # (Debian packages, with apt-get: as
 # root, or through sudo), the project with its test/spark/clients extras into the running
 # python3 (a virtual environment: Debian's own Python refuses pip installs), and the npm client
@@ -27,6 +28,7 @@ missing=()
 command -v tshark >/dev/null && command -v mergecap >/dev/null || missing+=(tshark)
 command -v chromium >/dev/null || missing+=(chromium)
 command -v etcd >/dev/null || missing+=(etcd-server)
+command -v prometheus >/dev/null && command -v promtool >/dev/null || missing+=(prometheus)
 if ((${#missing[@]})); then
     if [ "$(id -u)" = 0 ]; then
         as_root=()

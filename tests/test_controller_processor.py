@@ -135,6 +135,8 @@ def test_failed_election_retries_bump_the_master_epoch_as_java():
     state = processor.replicas.sync_state_info_table["b"]
     assert (state.master_broker_id, state.master_epoch) == (None, 4)
     assert processor.pushes == []
+    # the broker's request elected; the dead master's group found no one (counted once)
+    assert processor.elections == {"elected": 1, "failed": 1}
 
 
 def test_heartbeat_timeout_elects_and_pushes():
@@ -156,6 +158,7 @@ def test_heartbeat_timeout_elects_and_pushes():
     assert (state.master_broker_id, state.master_epoch) == (2, 2)
     assert [(to, c.code, c.ext_fields["masterBrokerId"]) for to, c in processor.pushes] == [
         ("127.0.0.1:10002", 1008, "2")]
+    assert processor.elections == {"elected": 2, "failed": 0}
 
 
 class _Job(FileWrite):

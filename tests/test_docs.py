@@ -179,7 +179,7 @@ def test_builds_without_the_optional_pages_and_picks_up_new_ones(tmp_path):
     src = tmp_path / "src"
     docs = src / "docs"
     shutil.copytree(DOCS, docs, ignore=shutil.ignore_patterns("_build", "__pycache__"))
-    for entry in ("rocketpy", "twisted", "tools"):  # what the pages point at
+    for entry in ("rocketpy", "twisted", "tools", "ops"):  # what the pages point at
         if (ROOT / entry).exists():
             (src / entry).symlink_to(ROOT / entry, target_is_directory=True)
     for name in OPTIONAL_PAGES:
@@ -274,3 +274,16 @@ def test_java_53_page_covers_every_profile_difference_with_a_test():
     named = re.findall(r"`(test_\w+\.py)::([\w:]+)`", page)
     for module, test in named:
         assert _test_exists(module, test), f"{module}::{test} named on the page does not exist"
+
+
+def test_the_alert_rules_are_the_ops_file_included(site):
+    """One source: docs/operations.md includes ops/prometheus/rules.yml (which promtool checks,
+    tests/test_ops_kit.py) instead of a copy of it."""
+    doc = (DOCS / "operations.md").read_text(encoding="utf-8")
+    assert "```{literalinclude} ../ops/prometheus/rules.yml" in doc
+    assert "groups:" not in doc and "- alert:" not in doc
+    page = _text(site / "operations.html")
+    alerts = re.findall(r"- alert: (\w+)", (ROOT / "ops" / "prometheus" / "rules.yml").read_text())
+    assert len(alerts) == 14
+    for alert in alerts:
+        assert alert in page, alert

@@ -179,8 +179,13 @@ class DocumentedMetricsTests(SynchronousTestCase):
         # what only a hosted controller adds (enableControllerInNamesrv)
         from types import SimpleNamespace
         from rocketpy.service.guardmetrics import GuardCollector
-        controller = SimpleNamespace(broker_access=SimpleNamespace(refused={"network": 0}))
-        samples_ |= {s.name for f in GuardCollector(server.top.processor, controller=controller)
+        controller = SimpleNamespace(broker_access=SimpleNamespace(refused={"network": 0}),
+                                     elections={"elected": 0, "failed": 0})
+        # and a warm restart's route snapshot service (routeSnapshotPath)
+        snapshot = SimpleNamespace(writes=0, write_failures=0, last_write_ms=None, last_bytes=0,
+                                   load_report=None)
+        samples_ |= {s.name for f in GuardCollector(server.top.processor, controller=controller,
+                                                    snapshot=snapshot)
                      .collect() for s in f.samples}
         shown = {re.sub(r"_(bucket|sum|count)$", "", n) for n in samples_}
         doc = (REPO_ROOT / "docs" / "operations.md").read_text(encoding="utf-8")

@@ -406,3 +406,23 @@ def test_expiry_heap_stays_bounded_under_shrinking_timeouts():
     assert len(r.expiry._heap) <= 2 * len(r.expiry) + 64
     (expired,) = r.scan_not_active_broker(10**12)
     assert expired[0].broker_name == "broker-a"
+
+
+# ------------------------------------------------------------------ expiry of a channel-less entry
+
+def test_an_expiry_queued_before_the_broker_registered_again_is_dropped_without_a_channel_too():
+    """A live entry without a channel (a warm restart's provisional one) expires: the scan queues
+    its unregistration; the broker registers before the batch is applied; the stale request
+    carries the old entry's generation and removes nothing (apache/rocketmq#11043's rule, which
+    rocketpy applied only to requests that name a channel)."""
+    r = rim()
+    r.register_broker("C", A, "broker-a", 0, "ha", wrapper("T1", "T2"), None, None, 0)
+    [(request, channel_id)] = r.scan_not_active_broker(120_001)
+    assert channel_id is None and request.live_generation is not None
+    register(r, channel=7, now=120_002)
+    r.unregister_brokers([request])
+    assert r.broker_live_table[("C", A)].channel_id == 7
+    assert route_json(r, "T1")["brokerDatas"][0]["brokerAddrs"] == {"0": A}
+    # with no registration in between, the same request removes the broker
+    r.unregister_brokers(r.scan_not_active_broker(300_000)[0][:1])
+    assert r.pickup_topic_route_data("T1") is None

@@ -345,6 +345,13 @@ def render_bounds():
     return _render_key_tables(BOUND_TABLES, "meaning (0 = no bound)")
 
 
+def render_restart():
+    """``(rst, dependency paths)``: the warm restart's keys
+    (``rocketpy.service.routesnapshot.ROUTE_SNAPSHOT_KEYS``)."""
+    return _render_key_tables([("rocketpy.service.routesnapshot", "ROUTE_SNAPSHOT_KEYS")],
+                              "meaning")
+
+
 def render_controller():
     """``(rst, dependency paths)``: the controller's ``ControllerConfig`` keys
     (``rocketpy.controller.config.CONTROLLER_SPECS``: key, type, default, meaning)."""
@@ -369,6 +376,6 @@ def render_twistd_usage():
 
 if __name__ == "__main__":
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-    for part in (render, render_properties, render_limits, render_bounds, render_controller,
-                 render_twistd_usage):
+    for part in (render, render_properties, render_limits, render_bounds, render_restart,
+                 render_controller, render_twistd_usage):
         sys.stdout.write(part()[0] + "\n")

@@ -189,13 +189,13 @@ class AutoModules(SphinxDirective):
 
 
 class ConfigTable(SphinxDirective):
-    """``.. rocketpy-config-table:: [keys | properties | limits | bounds | controller | twistd]``:
-    configuration reference."""
+    """``.. rocketpy-config-table:: [keys | properties | limits | bounds | restart | controller |
+    twistd]``: configuration reference."""
 
     optional_arguments = 1
     _RENDER = {"keys": configtable.render, "properties": configtable.render_properties,
                "limits": configtable.render_limits, "bounds": configtable.render_bounds,
-               "controller": configtable.render_controller,
+               "restart": configtable.render_restart, "controller": configtable.render_controller,
                "twistd": configtable.render_twistd_usage}
 
     def run(self):

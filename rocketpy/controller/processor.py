@@ -100,6 +100,9 @@ class ControllerRequestProcessor:
         self.leadership = leadership
         # Java reads the black list once, when the processor is built
         self.black_list = configuration.black_list()
+        #: master elections since start (a broker's request, or a dead master's group), by
+        #: outcome: the dashboard's and the alert rules' (a rocketpy addition)
+        self.elections = {"elected": 0, "failed": 0}
         self.handlers = {
             R.CONTROLLER_ALTER_SYNC_STATE_SET: self.alter_sync_state_set,
             R.CONTROLLER_ELECT_MASTER: self.elect_master,
@@ -225,6 +228,7 @@ class ControllerRequestProcessor:
 
     def elect_master(self, header, request, channel, now_ms):
         result = self.replicas.elect_master(header, self._policy(now_ms))
+        self.elections["elected" if result.code == RC.SUCCESS else "failed"] += 1
         if result.code == RC.SUCCESS and self.config.notify_broker_role_changed:
             result.pushes = self._pushes(result, now_ms)
         return result
@@ -372,6 +376,8 @@ class ControllerRequestProcessor:
             if result.code == RC.SUCCESS:
                 log.info("controller elected broker %s master of %s (epoch %s)",
                          result.header.master_broker_id, name, result.header.master_epoch)
+                self.elections["elected"] += 1
                 return True
         log.warning("controller could not elect a master for %s", name)
+        self.elections["failed"] += 1
         return False

@@ -16,7 +16,9 @@ NO_PERMISSION and a remark (a oneway is dropped), counted in :attr:`BrokerAccess
   refused while another host holds a live member). A broker request naming an identity another
   host holds is refused; so is a REGISTER_TOPIC_IN_NAMESRV adding queues to a group with live
   members of which this host registered none. A restart on the same host takes it over at once; on another host once
-  the old registration is gone (closed, or expired after 120 s).
+  the old registration is gone (closed, or expired after 120 s). A live entry loaded from a
+  route snapshot at a warm restart (provisional) stays bound to the host that registered it
+  (:meth:`BrokerAccessPolicy.bind_provisional`).
 
 It cannot tell a genuine broker from an impostor that gets there first, and the peer address is
 what TCP says; against an attacker on the brokers' network use TLS with client certificates
@@ -189,7 +191,33 @@ class BrokerAccessPolicy:
 
     def _addr_valid(self, host, key, member):
         live = self.rim.broker_live_table.get(key)
-        return live is not None and self._hosts.get(live.channel_id) == host
+        if live is None:
+            return False
+        if live.channel_id is None and key in self.rim.provisional:
+            return self.rim.provisional[key] == host   # (a host the snapshot did not know: none)
+        return self._hosts.get(live.channel_id) == host
+
+    def bind_provisional(self):
+        """Bind each provisional live entry (loaded from a route snapshot) to the host that
+        registered it, as its registration did: an identity stays its host's across a warm
+        restart until it expires or its host registers it again."""
+        if not self.bind_identity:
+            return
+        rim = self.rim
+        for key, host in rim.provisional.items():
+            live = rim.broker_live_table.get(key)
+            data = None if live is None else rim.broker_addr_table.get(live.broker_name)
+            if host is None or data is None:
+                continue
+            addr = key[1]
+            for broker_id, held in data.broker_addrs.items():
+                if held == addr:
+                    member = (broker_id, addr)
+                    by_addr = self._by_addr.setdefault(addr, {}).setdefault(host, {})
+                    by_name = self._by_name.setdefault(live.broker_name, {}).setdefault(host, {})
+                    self._key_count += (key not in by_addr) + (key not in by_name)
+                    by_addr[key] = member
+                    by_name[key] = member
 
     def _member_valid(self, name):
         broker_data = self.rim.broker_addr_table.get(name)

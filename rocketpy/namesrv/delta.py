@@ -115,6 +115,27 @@ class RouteDelta:
     def set_mapping(self, topic, info):
         self.ops.append(("set_mapping", (topic, info)))
 
+    # -- a warm restart (:mod:`rocketpy.namesrv.routeimage`): tables loaded as they were
+
+    def restore_high_water(self, topics, brokers, clusters):
+        self.ops.append(("restore_high_water", (topics, brokers, clusters)))
+
+    def restore_cluster(self, cluster_name, broker_names, set_high):
+        self.ops.append(("restore_cluster", (cluster_name, broker_names, set_high)))
+
+    def restore_group(self, broker_data, applied_digest):
+        self.ops.append(("restore_group", (broker_data, applied_digest)))
+
+    def restore_topics(self, queue_datas, high, names):
+        """Topics the tables lack, with one layout: one entry whatever their number."""
+        self.ops.append(("restore_topics", (queue_datas, high, names)))
+
+    def restore_live(self, key, last_update_ms, timeout_ms, data_version, ha_server_addr,
+                     broker_name, host, filter_servers):
+        """A provisional live entry (no channel yet), bound to ``host``."""
+        self.ops.append(("restore_live", (key, last_update_ms, timeout_ms, data_version,
+                                          ha_server_addr, broker_name, host, filter_servers)))
+
     def notify_min_broker_id_changed(self, addrs, offline_addr, ha_addr):
         """Report a group's new smallest brokerId once the change is made."""
         self.ops.append(("notify_min_broker_id_changed", (addrs, offline_addr, ha_addr)))

@@ -12,7 +12,10 @@ wire shape). Not in Java:
 * channel-caused unregistrations carry their channel and registration, and are dropped if the
   broker registered again meanwhile (apache/rocketmq#11043);
 * a re-registration handing over the very same decoded topic table as last applied, with none of
-  its queue data removed since, skips the topic walk."""
+  its queue data removed since, skips the topic walk;
+* a warm restart fills empty tables from a route snapshot (:mod:`rocketpy.namesrv.routeimage`)
+  through the same writer; its live entries are *provisional* (``provisional``) until their
+  broker registers again, and expire as they would have."""
 import logging
 from dataclasses import replace
 from functools import wraps
@@ -100,6 +103,10 @@ class RouteInfoManager:
         self.route_version = self.snapshots.version
         self.expiry = ExpiryIndex()
         self.live_key = policies.routes.live_key
+        #: live key -> the host that registered it, for the live entries loaded from a route
+        #: snapshot (:mod:`rocketpy.namesrv.routeimage`) that their broker has not registered
+        #: again since: *provisional* (host None when the snapshot did not know it)
+        self.provisional = {}
         self._by_channel = {}          # channel id -> {live key: None}
         self._applied = {}             # broker name -> digest of the topic table applied last
         #: broker name -> when its QueueData last changed (a number from ``_epoch_clock``), for
@@ -215,6 +222,14 @@ class RouteInfoManager:
         else:
             self._epochs.pop(name, None)
 
+    def high_water_marks(self):
+        """``(topics, broker names, clusters)``: the largest sizes those tables reached."""
+        return self._topics_high.mark, self._brokers_high.mark, self._clusters_high.mark
+
+    def cluster_high_water(self, cluster_name):
+        """The largest number of broker names ``cluster_name``'s set held."""
+        return self._cluster_set_high.get(cluster_name, 0)
+
     def topics_of_broker(self, broker_name):
         """The topics whose queue layout names ``broker_name``."""
         return self.shapes.topics_of_broker(broker_name)
@@ -282,6 +297,7 @@ class RouteInfoManager:
     # ------------------------------------------------------------------ live table
 
     def _put_live(self, key, live):
+        self.provisional.pop(key, None)
         old = self.broker_live_table.get(key)
         if old is not None and old.channel_id != live.channel_id:
             _unindex(self._by_channel, old.channel_id, key)
@@ -292,6 +308,7 @@ class RouteInfoManager:
 
     def _remove_live(self, key):
         live = self.broker_live_table.pop(key, None)
+        self.provisional.pop(key, None)
         if live is not None:
             self.expiry.remove(key)
             _unindex(self._by_channel, live.channel_id, key)
@@ -486,6 +503,52 @@ class RouteInfoManager:
         if self.filter_server_table.pop(key, None) is not None:
             self._dirty_brokers.add(broker_name)
 
+    # ------------------------------------------------------------------ a warm restart's steps
+
+    def _restore_high_water(self, topics, brokers, clusters):
+        """The largest sizes the tables had reached before the restart (their Java capacities,
+        hence their orders)."""
+        self._topics_high.saw(topics)
+        self._brokers_high.saw(brokers)
+        self._clusters_high.saw(clusters)
+
+    def _restore_cluster(self, cluster_name, broker_names, set_high):
+        """A cluster's broker names, in their order, and the largest size its set reached."""
+        for name in broker_names:
+            self._add_to_cluster(cluster_name, name)
+        if set_high > self._cluster_set_high.get(cluster_name, 0):
+            self._cluster_set_high[cluster_name] = set_high
+
+    def _restore_group(self, broker_data, applied_digest):
+        """A broker group, and the content digest of the topic table it applied last."""
+        self._set_broker(broker_data)
+        if applied_digest is not None:
+            self._applied[broker_data.broker_name] = applied_digest
+
+    def _restore_topics(self, queue_datas, high, names):
+        """Topics the table lacks, all with one layout, in bulk (:meth:`ShapeTable.restore`)."""
+        self.shapes.restore(queue_datas, high, names)
+        for queue_data in queue_datas:
+            self._changed(queue_data.broker_name)
+        self._topics_high.saw(len(self.topic_queue_table))
+        self.queue_data_count += len(names) * len(queue_datas)
+        self._touched_bulk.append(names)
+        self._dirty = True
+
+    def _restore_live(self, key, last_update_ms, timeout_ms, data_version, ha_server_addr,
+                      broker_name, host, filter_servers):
+        """A *provisional* live entry: no channel, the snapshot's last update (so it expires
+        when it would have), bound to ``host`` until its broker registers again."""
+        self._put_live(key, BrokerLiveInfo(last_update_ms, timeout_ms, data_version, None,
+                                           ha_server_addr, broker_name, next(self._generations)))
+        self.provisional[key] = host
+        self._set_filter_servers(key, broker_name, filter_servers)
+
+    def is_provisional(self, cluster_name, broker_addr):
+        """Whether the live entry of ``broker_addr`` was loaded from a snapshot and its broker
+        has not registered since."""
+        return self.live_key(cluster_name, broker_addr) in self.provisional
+
     # ------------------------------------------------------------------ unregistration
 
     @_gate
@@ -495,11 +558,11 @@ class RouteInfoManager:
         for request in requests:
             key = self.live_key(request.cluster_name, request.broker_addr)
             live = self.broker_live_table.get(key)
-            if request.channel_id is not None and live is not None and (
-                    live.channel_id != request.channel_id
+            if live is not None and (
+                    (request.channel_id is not None and live.channel_id != request.channel_id)
                     or (request.live_generation is not None
                         and live.generation != request.live_generation)):
-                continue  # the broker registered again since this channel event
+                continue  # the broker registered again since this channel event or expiry
             name = request.broker_name
             if self._malformed(request):
                 continue

@@ -20,8 +20,10 @@ def _by(name, doc, label, counts):
 class GuardCollector:
     """The families above, from the processor's guards, the writer and the memory service."""
 
-    def __init__(self, processor, write_pool=None, memory=None, controller=None):
+    def __init__(self, processor, write_pool=None, memory=None, controller=None, snapshot=None):
         self.processor = processor
+        #: the warm restart's :class:`~rocketpy.service.routesnapshot.RouteSnapshotService`
+        self.snapshot = snapshot
         #: the controller's processor (``enableControllerInNamesrv``), or None
         self.controller = controller
         self.write_pool = write_pool
@@ -62,6 +64,11 @@ class GuardCollector:
             yield _by("broker_requests_refused", "Broker requests refused by the broker access "
                       "policy (brokerAllowNetworks, brokerIdentityBinding), by reason.", "reason",
                       access.refused)
+        elections = getattr(self.controller, "elections", None)
+        if elections is not None:
+            yield _by("controller_master_elections", "Master elections by the controller "
+                      "(enableControllerInNamesrv), by result: elected or failed.", "result",
+                      elections)
         access = getattr(self.controller, "broker_access", None)
         if access is not None:
             yield _by("controller_broker_requests_refused", "Broker requests to the controller "
@@ -78,3 +85,23 @@ class GuardCollector:
         if self.memory is not None:
             yield CounterMetricFamily(_P + "memory_releases", "Releases of memory after the route "
                                       "state shrank.", value=self.memory.releases)
+        if self.snapshot is not None:
+            yield from self._snapshot(self.snapshot)
+
+    @staticmethod
+    def _snapshot(snapshot):
+        yield CounterMetricFamily(_P + "route_snapshot_writes", "Route snapshots written (warm "
+                                  "restart, routeSnapshotPath).", value=snapshot.writes)
+        yield CounterMetricFamily(_P + "route_snapshot_write_failures", "Route snapshots that "
+                                  "could not be written.", value=snapshot.write_failures)
+        yield GaugeMetricFamily(_P + "route_snapshot_last_write_seconds", "When the newest "
+                                "route snapshot was written, Unix time (0: none yet).",
+                                value=(snapshot.last_write_ms or 0) / 1000)
+        yield GaugeMetricFamily(_P + "route_snapshot_bytes", "The newest route snapshot's size "
+                                "on disk, both parts.", value=snapshot.last_bytes)
+        report = snapshot.load_report or {}
+        yield GaugeMetricFamily(_P + "route_snapshot_loaded_pairs", "Topic-broker pairs loaded "
+                                "from a route snapshot at start (0: none loaded).",
+                                value=report.get("pairs", 0))
+        yield GaugeMetricFamily(_P + "route_snapshot_load_seconds", "Seconds the start spent "
+                                "loading its route snapshot.", value=report.get("seconds", 0))

@@ -144,6 +144,7 @@ def _controller_specs():
 
 
 def _builtin_specs():
+    from .routesnapshot import ROUTE_SNAPSHOT_PATH_KEY
     specs = _controller_specs()
     specs.update(_config_specs())
     specs.update({
@@ -162,6 +163,7 @@ def _builtin_specs():
         "aclEnable": BOOL,
         "aclConfigPath": TEXT,
         "aclReplayWindowSeconds": _int_spec(0, 86400, "seconds"),
+        ROUTE_SNAPSHOT_PATH_KEY: TEXT,
         MAX_TOPICS_KEY: _int_spec(0, _INT_MAX, "a number of topics"),
         DECODE_BUDGET_KEY: _int_spec(0, _INT_MAX, "work units (an inflated byte, a JSON value)"),
         # Java system properties mqnamesrv reads
@@ -235,6 +237,7 @@ Examples:
 Keys people set most (all of them: -p; their meaning: docs/configuration):
   listenPort, bindAddress        where to listen (9876, 0.0.0.0); --listen overrides
   kvConfigPath                   the KV store file (~/namesrv/kvConfig.json)
+  routeSnapshotPath              warm restart: the route tables kept across restarts (off)
   scanNotActiveBrokerInterval    ms between broker liveness scans (5000)
   serverChannelMaxIdleTimeSeconds  idle connections are closed after this (120)
   unRegisterBrokerQueueCapacity  unregistrations queued at most (3000)

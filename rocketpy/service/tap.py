@@ -39,6 +39,7 @@ from .liveness import ScanNotActiveBrokerService
 from .loglevel import LogLevelService, log_level
 from .memory import RouteMemoryService, compact_dicts
 from .propcheck import value_problem
+from .routesnapshot import ROUTE_SNAPSHOT_PATH_KEY
 from .startup import GracefulExit, StartError
 from .server import RemotingServerService
 from .unregistration import BatchUnregistrationService
@@ -53,7 +54,8 @@ FRAME_MAX_LENGTH_KEY = "com.rocketmq.remoting.frameMaxLength"
 
 
 class Options(usage.Options):
-    synopsis = "[-c FILE] [-p] [--listen ENDPOINT] [--web ENDPOINT] [-D key=value ...]"
+    synopsis = ("[-c FILE] [-p] [--listen ENDPOINT] [--web ENDPOINT] [--routeSnapshotPath FILE] "
+                "[-D key=value ...]")
     longdesc = ("Apache RocketMQ NameServer (rocketpy), configured like mqnamesrv: defaults, then "
                 "the -c file, then -D. Unknown keys are warned about by name; a bad value stops "
                 "the start before anything listens, with one line saying which.")
@@ -88,6 +90,13 @@ class Options(usage.Options):
                             "adminAllowNetworks."],
         ["kvConfigPath", None, None, "The KV config file (overrides the kvConfigPath key; default "
                                      "~/namesrv/kvConfig.json)."],
+        ["routeSnapshotPath", None, None, "Warm restart: write the route tables to this file "
+                                          "every few seconds and at shutdown, and load them at "
+                                          "start when taken within 120 s (overrides the "
+                                          "routeSnapshotPath key; off unless given, as Java)."],
+        ["warm-from", None, None, "Warm restart from a peer: at start, without a usable route "
+                                  "snapshot of its own, load the route tables of the rocketpy "
+                                  "NameServer whose --web endpoint this is (http://host:port)."],
         ["profile", None, "5.3", "Which Java NameServer to answer like, byte for byte: 4.9 "
                                  "(4.9.x), 5.0 (5.0.0) or 5.3 (5.1 and later)."],
         ["logLevel", None, "info", "The least severe log lines written: debug (adds a line per "
@@ -175,6 +184,16 @@ class Options(usage.Options):
                                                       store=write_file_java)
         if self["kvConfigPath"]:
             configuration.namesrv_config.kv_config_path = self["kvConfigPath"]
+        self["route_snapshot_path"] = (self["routeSnapshotPath"]
+                                       or str(props.get(ROUTE_SNAPSHOT_PATH_KEY, "")).strip()
+                                       or None)
+        self["warm_from"] = None
+        if self["warm-from"]:
+            from .warmfrom import snapshot_url
+            try:
+                self["warm_from"] = snapshot_url(self["warm-from"])
+            except ValueError as exc:
+                raise StartError(f"--warm-from: {exc}") from None
         self["configuration"] = configuration
         self["controller_configuration"] = None
         if configuration.namesrv_config.enable_controller_in_namesrv:
@@ -316,6 +335,38 @@ def _route_release(processor, answer_cache, trim):
     return release
 
 
+def _route_snapshot(options, route, processor, factory, reactor, threads):
+    """The :class:`~rocketpy.service.routesnapshot.RouteSnapshotter` (``/api/route-snapshot``
+    serves what it takes) and, with ``routeSnapshotPath`` or ``--warm-from``, the warm restart's
+    :class:`~rocketpy.service.routesnapshot.RouteSnapshotService`, else None."""
+    from ..namesrv.broker_access import host_of
+    from ..namesrv.routefile import MAIN, ROUTES, ReadLimits
+    from .routesnapshot import WRITER_THREAD_NAME, RouteSnapshotService, RouteSnapshotter
+
+    connections = factory.connections
+
+    def host_of_channel(channel_id):
+        proto = connections.get(channel_id)
+        return None if proto is None else host_of(proto)
+    policies = processor.policies
+    snapshotter = RouteSnapshotter(route, policies.name, reactor, host_of_channel)
+    path, peer = options.get("route_snapshot_path"), options.get("warm_from")
+    if not (path or peer):
+        return snapshotter, None
+    limits = ReadLimits.from_bounds(processor.route_bounds)
+    fetch = None
+    if peer:
+        from .warmfrom import fetch_snapshot
+        main, routes = limits.max_bytes(MAIN), limits.max_bytes(ROUTES)
+        fetch = partial(fetch_snapshot, reactor, peer,
+                        None if main is None or routes is None else main + routes)
+    return snapshotter, RouteSnapshotService(
+        snapshotter, path=path, limits=limits, reactor=reactor,
+        v5_keys=policies.routes.live_key("", "")[0] is not None,
+        writer=WritePool(reactor, name=WRITER_THREAD_NAME) if threads and path else None,
+        fetch_peer=fetch, on_loaded=processor.broker_access.bind_provisional)
+
+
 def makeService(options, reactor=None):
     """The NameServer service tree (Java ``NamesrvController``), from parsed :class:`Options`."""
     from ..namesrv.processor import DefaultRequestProcessor
@@ -426,7 +477,9 @@ def makeService(options, reactor=None):
     memory.release = _route_release(processor, cache,
                                     trim=heap_trimmer() if trim else None)
     memory.setServiceParent(top)
-    server = RemotingServerService(options["listen"], factory, reactor)
+    snapshotter, snapshot = _route_snapshot(options, route, processor, factory, reactor, threads)
+    server = RemotingServerService(options["listen"], factory, reactor,
+                                   hold=None if snapshot is None else snapshot.ready)
     server.setServiceParent(top)
     top.controller = None
     if options.get("controller_configuration") is not None:   # enableControllerInNamesrv
@@ -439,19 +492,31 @@ def makeService(options, reactor=None):
         except ValueError as exc:
             raise StartError(str(exc)) from None
         top.controller.setServiceParent(top)
-    if options.get("web"):   # --web: status page, /metrics, /api/ (rocketpy.web)
+    if options.get("web"):   # --web: status page, /metrics, /api/, probes (rocketpy.web)
+        from ..web.health import Readiness
         from ..web.service import make_web_service
+        startup_ms = int(reactor.seconds() * 1000)
+        readiness = Readiness([
+            ("listening", lambda: server.accepting),
+            ("waitSecondsForService", lambda: not policies.handlers.not_ready(
+                namesrv_config, int(reactor.seconds() * 1000) - startup_ms)),
+            ("routeSnapshotLoaded", lambda: snapshot is None or snapshot.ready.called)])
         top.web = make_web_service(
             options["web"], route_info_manager=route, kv_config_manager=kv, factory=factory,
             unregistration=batch, processor=processor, policies=policies, reactor=reactor,
             listen=options["listen"], nsaddr=options.get("nsaddr"), peers=options.get("peers"),
-            decode_pool=decode_pool)
+            decode_pool=decode_pool, readiness=readiness,
+            snapshot_stream=partial(snapshotter.stream, reactor))
         top.web.setServiceParent(top)
         top.web.registry.register(GuardCollector(
             processor, write_pool, memory,
-            controller=None if top.controller is None else top.controller.processor))
+            controller=None if top.controller is None else top.controller.processor,
+            snapshot=snapshot))
+    if snapshot is not None:   # stopped before the server closes its connections (whose
+        snapshot.setServiceParent(top)   # close events would unregister every broker)
     _Hooks("boot-line", server.announce).setServiceParent(top)   # once every listener is bound
     top.route_info_manager = route
+    top.route_snapshot = snapshot
     top.processor = processor
     top.memory = memory
     top.factory = factory

@@ -81,6 +81,8 @@ class NameServerCollector:
                 ("clusters", "clusters", "Clusters with at least one broker group."),
                 ("brokerGroups", "broker_groups", "Broker groups (broker names) registered."),
                 ("brokers", "brokers", "Live broker addresses (the broker live table)."),
+                ("provisionalBrokers", "provisional_brokers", "Live brokers loaded from a route "
+                 "snapshot (a warm restart) that have not registered since."),
                 ("topics", "topics", "Topics with a route (the topic queue table)."),
                 ("connections", "open_connections", "Open remoting connections."),
                 ("unregistrationQueueDepth", "unregistration_queue_depth",

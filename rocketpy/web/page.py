@@ -272,6 +272,10 @@ def _broker_state(broker):
         state += [" ", tags.span("expired", class_="st st-expired")]
     elif age is not None and timeout and age > timeout / 2:
         state += [" ", tags.span("late", class_="st st-late")]
+    if broker.get("provisional"):   # loaded from a route snapshot, not registered since
+        state += [" ", tags.span("provisional", class_="st st-late",
+                                 title="loaded from the route snapshot at start; expires unless "
+                                       "the broker registers")]
     return state
 
 
@@ -380,11 +384,14 @@ def _group_line(group):
         tags.span(f"{live}/{len(brokers)} live", class_="st st-expired")
     late = [b for b in brokers if b["live"] and b["secondsSinceHeartbeat"] is not None
             and b["heartbeatTimeoutSeconds"] and b["secondsSinceHeartbeat"] > b["heartbeatTimeoutSeconds"] / 2]
+    provisional = sum(1 for b in brokers if b.get("provisional"))
     zone = [_muted(f'zone {group["zoneName"]}')] if group["zoneName"] else []
     return tags.summary(tags.b(group["brokerName"]), _muted(group["cluster"]), zone,
                         tags.span(f"{len(brokers)} broker{'s' if len(brokers) != 1 else ''}: {words}"),
                         tags.span(f'{group["topicCount"]} topics'), state,
-                        tags.span(f"{len(late)} late", class_="st st-late") if late else "")
+                        tags.span(f"{len(late)} late", class_="st st-late") if late else "",
+                        tags.span(f"{provisional} provisional", class_="st st-late")
+                        if provisional else "")
 
 
 def _groups(view, params):

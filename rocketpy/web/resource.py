@@ -21,6 +21,7 @@ from twisted.web import pages
 from twisted.web.resource import Resource
 from twisted.web.server import Request, Site
 
+from .health import PROBE_PATHS, HealthPage, ReadyPage, RouteSnapshotPage
 from .metrics import MetricsPage
 from .nsaddr import PATH_PREFIX, AddressServer
 from .page import CONTENT_SECURITY_POLICY, page_parameters, render_status_page
@@ -51,6 +52,7 @@ API_ENDPOINTS = {
     "/api/kv": "KV config: namespace -> key -> value",
     "/api/kv/<namespace>": "one KV namespace",
     "/api/peers": "the latest comparison with the --peers NameServers (404 without --peers)",
+    "/api/route-snapshot": "the route tables as a route snapshot stream (what --warm-from loads)",
 }
 
 
@@ -91,14 +93,17 @@ class ApiResource(Resource):
 
     isLeaf = True
 
-    def __init__(self, view):
+    def __init__(self, view, snapshot=None):
         super().__init__()
         self.view = view
+        self.snapshot = snapshot   # /api/route-snapshot (a RouteSnapshotPage), or None
 
     def render_GET(self, request):
         path = [unquote(p.decode("utf-8", "replace")) for p in request.postpath]
         while path and path[-1] == "":
             path.pop()
+        if path == ["route-snapshot"] and self.snapshot is not None:
+            return self.snapshot.render_GET(request)
         status, data = self.answer(path, _args(request))
         request.setResponseCode(status)
         request.setHeader(b"content-type", b"application/json; charset=utf-8")
@@ -146,14 +151,21 @@ class ApiResource(Resource):
 
 
 class WebRoot(Resource):
-    """The tree: ``/`` status page, ``/metrics``, ``/api/``, and ``/rocketmq/`` (the address
-    server) when ``nsaddr`` (``{name: "a:9876;b:9876"}``) is given."""
+    """The tree: ``/`` status page, ``/metrics``, ``/api/``, ``/healthz`` and ``/readyz`` (with
+    a ``pulse`` and a ``readiness``, :mod:`rocketpy.web.health`), and ``/rocketmq/`` (the
+    address server) when ``nsaddr`` (``{name: "a:9876;b:9876"}``) is given."""
 
-    def __init__(self, view, registry, reactor=None, nsaddr=None):
+    def __init__(self, view, registry, reactor=None, nsaddr=None, pulse=None, readiness=None,
+                 snapshot_stream=None):
         super().__init__()
         self.status = StatusPage(view)
         self.putChild(b"metrics", MetricsPage(registry, reactor))
-        self.putChild(b"api", ApiResource(view))
+        self.putChild(b"api", ApiResource(view, None if snapshot_stream is None
+                                          else RouteSnapshotPage(snapshot_stream)))
+        if pulse is not None:
+            self.putChild(b"healthz", HealthPage(pulse))
+        if readiness is not None:
+            self.putChild(b"readyz", ReadyPage(readiness))
         if nsaddr:
             self.putChild(b"rocketmq", AddressServer(nsaddr))
 
@@ -272,9 +284,14 @@ class WebSite(Site):
         self.refused = 0
 
     def open_to_all(self, method, path):
-        """True for a read of the address server, which the allow-list does not guard."""
-        return (method in (b"GET", b"HEAD") and path.startswith(PATH_PREFIX)
-                and getattr(self.resource, "children", {}).get(b"rocketmq") is not None)
+        """True for a read of the address server or of a probe (``/healthz``, ``/readyz``),
+        which the allow-list does not guard."""
+        if method not in (b"GET", b"HEAD"):
+            return False
+        children = getattr(self.resource, "children", {})
+        if path.split(b"?", 1)[0] in PROBE_PATHS:
+            return children.get(path[1:].split(b"?", 1)[0]) is not None
+        return path.startswith(PATH_PREFIX) and children.get(b"rocketmq") is not None
 
     def refuse_client(self, address):
         self.refused += 1

@@ -5,6 +5,7 @@ the address actually bound (tests wait for that line)."""
 from twisted.internet import defer, task
 
 from ..service.listening import ListeningService
+from .health import ReactorPulse, Readiness
 from .metrics import build_registry
 from .rates import SAMPLE_SECONDS, TrafficRates
 from .resource import WebRoot, WebSite
@@ -21,16 +22,20 @@ class WebService(ListeningService):
 
     name = "web"
 
-    def __init__(self, endpoint, site, reactor, description=None, rates=None, peer_watch=None):
+    def __init__(self, endpoint, site, reactor, description=None, rates=None, peer_watch=None,
+                 pulse=None):
         super().__init__(endpoint, site, reactor, description)
         self.site = site
         self.url = None
         self.rates = rates
         self.peer_watch = peer_watch
+        self.pulse = pulse
         self._sampling = None
 
     def startService(self):
         super().startService()
+        if self.pulse is not None:      # /healthz: the reactor turns
+            self.pulse.start()
         if self.peer_watch is not None:
             self.peer_watch.startService()
         if self.rates is not None:      # the status page's rates of the last minute
@@ -47,7 +52,8 @@ class WebService(ListeningService):
             self.url = f"http://{shown}:{host.port}/"
         else:
             self.url = f"unix:{getattr(host, 'name', '?')}"
-        self.log.info("{prefix} {url} (status page /, Prometheus /metrics, JSON /api/)",
+        self.log.info("{prefix} {url} (status page /, Prometheus /metrics, JSON /api/, probes "
+                      "/healthz /readyz)",
                       prefix=WEB_LINE_PREFIX, url=self.url)
         return port
 
@@ -57,6 +63,8 @@ class WebService(ListeningService):
             self.peer_watch.stopService()
         if self._sampling is not None and self._sampling.running:
             self._sampling.stop()
+        if self.pulse is not None:
+            self.pulse.stop()
         port, self.port = self.port, None
         if port is not None:
             return defer.maybeDeferred(port.stopListening)
@@ -65,11 +73,13 @@ class WebService(ListeningService):
 
 def make_web_service(endpoint, *, route_info_manager, kv_config_manager, factory, unregistration,
                      processor, policies, reactor, listen=None, nsaddr=None, peers=None,
-                     decode_pool=None):
+                     decode_pool=None, readiness=None, snapshot_stream=None):
     """The web service for ``--web endpoint``, reading the given components (tap.makeService);
     ``nsaddr``: the address server's lists (:mod:`rocketpy.web.nsaddr`); ``peers``: the other
     NameServers to compare with (:mod:`rocketpy.web.peers`), compared on ``decode_pool`` (a
-    :class:`~rocketpy.transport.offload.DecodePool`; None: on the reactor)."""
+    :class:`~rocketpy.transport.offload.DecodePool`; None: on the reactor); ``readiness``: the
+    :class:`~rocketpy.web.health.Readiness` ``/readyz`` reports; ``snapshot_stream()``: a
+    Deferred of the route snapshot ``/api/route-snapshot`` serves."""
     peer_watch = None
     if peers:
         from ..transport.client import RemotingClient
@@ -84,9 +94,12 @@ def make_web_service(endpoint, *, route_info_manager, kv_config_manager, factory
         access_control=access, answer_cache=factory.answer_cache, listen=listen, rates=rates,
         peer_watch=peer_watch)
     registry = build_registry(view)
-    site = WebSite(WebRoot(view, registry, reactor, nsaddr=nsaddr),
+    pulse = ReactorPulse(reactor)
+    site = WebSite(WebRoot(view, registry, reactor, nsaddr=nsaddr, pulse=pulse,
+                           readiness=readiness if readiness is not None else Readiness(),
+                           snapshot_stream=snapshot_stream),
                    allow_networks=getattr(access, "allow_networks", ()) or ())
-    service = WebService(endpoint, site, reactor, rates=rates, peer_watch=peer_watch)
+    service = WebService(endpoint, site, reactor, rates=rates, peer_watch=peer_watch, pulse=pulse)
     service.view = view
     service.registry = registry
     return service

@@ -122,6 +122,7 @@ class NameServerView:
             "clusters": len(rim.cluster_addr_table),
             "brokerGroups": len(rim.broker_addr_table),
             "brokers": len(rim.broker_live_table),
+            "provisionalBrokers": len(rim.provisional),
             "topics": len(rim.topic_queue_table),
             "connections": len(self.connections),
             "unregistrationQueueDepth": len(queue) if queue is not None else 0,
@@ -154,16 +155,22 @@ class NameServerView:
         return "open"
 
     def _live(self, cluster, addr):
+        return self.route_info_manager.broker_live_table.get(self._live_key(cluster, addr))
+
+    def _live_key(self, cluster, addr):
         table = self.route_info_manager.broker_live_table
-        live = table.get((cluster, addr))   # 5.x keys the live table by (cluster, address)
-        return live if live is not None else table.get((None, addr))   # 4.9: by address
+        key = (cluster, addr)    # 5.x keys the live table by (cluster, address)
+        return key if key in table else (None, addr)   # 4.9: by address
 
     # ------------------------------------------------------------------ brokers
 
     def broker(self, cluster, broker_id, addr, role, now_ms=None):
         now_ms = self.now_ms() if now_ms is None else now_ms
-        live = self._live(cluster, addr)
+        key = self._live_key(cluster, addr)
+        live = self.route_info_manager.broker_live_table.get(key)
         out = {"brokerId": broker_id, "address": addr, "role": role, "live": live is not None,
+               # loaded from a route snapshot, not registered since (a warm restart)
+               "provisional": key in self.route_info_manager.provisional,
                "version": None, "versionCode": None, "language": None, "dataVersion": None,
                "lastHeartbeatMs": None, "secondsSinceHeartbeat": None,
                "heartbeatTimeoutSeconds": None, "haServerAddr": None, "channelId": None,

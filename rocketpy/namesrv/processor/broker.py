@@ -211,9 +211,14 @@ class BrokerHandlers:
             return error(ResponseCode.SYSTEM_ERROR, refusal)
         changed = rim.is_broker_topic_config_changed(header.cluster_name, header.broker_addr,
                                                      data_version)
+        # a provisional entry (a warm restart's) is answered as Java's just-started NameServer
+        # answers, which knows nothing: changed, so the broker registers (and binds its channel)
+        provisional = rim.is_provisional(header.cluster_name, header.broker_addr)
+        changed = changed or provisional
         if self.liveness.refreshes_on_query(changed):
             rim.update_broker_info_update_timestamp(header.cluster_name, header.broker_addr, now_ms)
-        stored = rim.query_broker_topic_config(header.cluster_name, header.broker_addr)
+        stored = None if provisional else rim.query_broker_topic_config(header.cluster_name,
+                                                                        header.broker_addr)
         return ok(None if stored is None else self.wire.data_version(stored),
                   QueryDataVersionResponseHeader(changed=changed))
 
