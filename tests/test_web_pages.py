@@ -241,6 +241,28 @@ class AllowListTests(SynchronousTestCase):
         self.assertEqual(server.site.refused, 3)
 
 
+class ContentLengthTests(SynchronousTestCase):
+    def test_a_content_length_of_thousands_of_digits_gets_400_not_a_traceback(self):
+        """Issue 31 point 9: twisted.web ran ``int()`` on a 5,000-digit Content-Length, which
+        raised out of the channel (an unhandled traceback in the log, no answer)."""
+        server = Server(self)
+        peer = IPv4Address("TCP", "127.0.0.1", 50000)
+        for length in (b"9" * 5000, b"0" * 40 + b"2"):
+            proto = server.site.buildProtocol(peer)
+            transport = StringTransport(peerAddress=peer)
+            proto.makeConnection(transport)
+            proto.dataReceived(b"GET /api/summary HTTP/1.1\r\nHost: x\r\nContent-Length: "
+                               + length + b"\r\n\r\n{}")
+            answer = transport.value()
+            if length.startswith(b"9"):
+                self.assertTrue(answer.startswith(b"HTTP/1.1 400 Bad Request\r\n"), answer[:80])
+                self.assertIn(b"at most 18 digits", answer)
+            else:   # leading zeros are not digits of the number
+                self.assertTrue(answer.startswith(b"HTTP/1.1 200 OK\r\n"), answer[:80])
+            proto.connectionLost(Failure(ConnectionDone()))
+        self.assertEqual(self.flushLoggedErrors(), [])
+
+
 def _request(host):
     request = DummyRequest([b""])
     request.client = IPv4Address("TCP", host, 1)

@@ -122,7 +122,8 @@ class AppendLog:
     each an append-only file of records. A put appends its record and syncs it (its cost
     is its own size, not the table's); a compaction rewrites ``path`` and removes the segments
     it covers. An append that fails (full disk, file size limit) is cut back to where it began,
-    so a refused record leaves nothing behind. Blocking: the writer threads and start-up only."""
+    and a segment it began is removed, so a refused record leaves nothing behind (not even an
+    empty file: every put refused by a full disk moves to a new segment). Blocking: the writer threads and start-up only."""
 
     def __init__(self, path):
         self.path = os.path.abspath(path)
@@ -162,6 +163,8 @@ class AppendLog:
                     os.ftruncate(fd, start)   # frees space: works on a full disk
                 except OSError:
                     pass
+                if start == 0:   # a segment this append began: no empty file is left behind
+                    _unlink(target)
                 raise
         finally:
             os.close(fd)

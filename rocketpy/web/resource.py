@@ -33,6 +33,9 @@ __all__ = ["StatusPage", "ApiResource", "WebRoot", "WebSite", "client_allowed", 
 #: The largest request body kept (in memory; a read-only site needs none): a declared
 #: Content-Length above it, or a chunked body growing past it, is answered 413 and closed.
 MAX_BODY = 64 * 1024
+#: Digits of a Content-Length read at all (a larger one is refused 400, before conversion; one
+#: above :data:`MAX_BODY` is refused 413)
+MAX_LENGTH_DIGITS = 18
 #: Seconds a refused connection is still read (and what comes discarded) after its answer,
 #: so that a client still sending its body gets the answer, not a reset (nginx's
 #: ``lingering_time`` idea): bandwidth at most, never memory or disk.
@@ -206,11 +209,25 @@ class _Channel(http.HTTPChannel):
     """twisted.web's channel, except that:
 
     - a line over its limit (16 KiB) is answered instead of dropping the connection: 414 URI
-      Too Long for a request line, 431 for a header;
+      Too Long for a request line, 431 for a header; a Content-Length of over
+      :data:`MAX_LENGTH_DIGITS` digits gets 400;
     - once the headers are in, and before any body byte is read, a peer outside the allow-list
       gets 403 and a declared body over :data:`MAX_BODY` 413 (then the connection closes)."""
 
     _refused = False
+
+    def headerReceived(self, line):
+        """A Content-Length of more digits than any body this site takes is answered 400 before
+        twisted.web converts it (``int()`` of 5,000 digits raised out of the channel: a logged
+        traceback, no answer)."""
+        name, _, value = line.partition(b":")
+        if name.strip(b" \t").lower() == b"content-length":
+            digits = value.strip(b" \t").lstrip(b"0")
+            if len(digits) > MAX_LENGTH_DIGITS and digits.isdigit():
+                self.refuse(http.BAD_REQUEST, b"The Content-Length is not a number this server "
+                            b"reads (at most %d digits).\n" % MAX_LENGTH_DIGITS)
+                return False
+        return super().headerReceived(line)
 
     def lineLengthExceeded(self, line):
         first = self._receivedHeaderSize == 0   # nothing of this request's head seen yet
