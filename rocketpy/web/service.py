@@ -57,6 +57,9 @@ class WebService(ListeningService):
             self.peer_watch.stopService()
         if self._sampling is not None and self._sampling.running:
             self._sampling.stop()
+        view = getattr(self, "view", None)
+        if view is not None:
+            view.search.stop()
         port, self.port = self.port, None
         if port is not None:
             return defer.maybeDeferred(port.stopListening)

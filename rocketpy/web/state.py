@@ -15,13 +15,15 @@ register as topics (GET_SYSTEM_TOPIC_LIST_FROM_NS) and the clusters' reply topic
 Names are in natural order (``broker-2`` before ``broker-10``: :func:`natural_key`). What a
 page shows is cut on the server: a page of broker groups (:meth:`NameServerView.broker_groups`)
 and of topics, and per-cluster counts (:meth:`NameServerView.cluster_summaries`) in one pass
-over the brokers, so a page costs the same at 20 or 2,000 brokers."""
+over the brokers, so a page costs the same at 20 or 2,000 brokers. Topic names come sorted from
+an index and are filtered a step per reactor turn (:mod:`rocketpy.web.topicsearch`)."""
 import re
 import time
 
 from ..namesrv.model import (MASTER_ID, ORDER_TOPIC_CONFIG, PERM_INHERIT, PERM_READ, PERM_WRITE,
                              is_system_topic)
 from ..remoting.codes import language_name, version_name
+from .topicsearch import TopicIndex, TopicSearch
 
 __all__ = ["NameServerView", "perm_text", "broker_role", "natural_key", "DEFAULT_LIMIT",
            "MAX_LIMIT"]
@@ -108,6 +110,9 @@ class NameServerView:
         self.peer_watch = peer_watch
         self.started = clock.seconds()
         self.version = _rocketpy_version()
+        self.topic_index = TopicIndex(route_info_manager.shapes)
+        self.search = TopicSearch(self.topic_index, self._keep,
+                                  lambda: route_info_manager.snapshots.generation, clock)
 
     # ------------------------------------------------------------------ small facts
 
@@ -297,16 +302,30 @@ class NameServerView:
                 or (topic.endswith(_REPLY_SUFFIX) and topic[:-len(_REPLY_SUFFIX)] in rim.cluster_addr_table))
 
     def topic_names(self, query=None, hide_system=False):
-        """Sorted topic names; with ``query``, those whose name or one of whose broker names
-        contains it (case-insensitive); without the system topics if ``hide_system``."""
+        """A Deferred of the sorted topic names; with ``query``, those whose name or one of whose
+        broker names contains it (case-insensitive); without the system topics if
+        ``hide_system``. Filtered a step per reactor turn (:mod:`rocketpy.web.topicsearch`);
+        it fails with :class:`~rocketpy.web.topicsearch.SearchBusy` when too many are asked."""
+        return self.search.search(query, hide_system)
+
+    def _keep(self, query, hide_system):
+        """The predicate of one search (``query`` in lower case): a broker name is tested once."""
         table = self.route_info_manager.topic_queue_table
-        names = sorted(table)
-        if query:
-            q = query.lower()
-            names = [t for t in names if q in t.lower() or any(q in b.lower() for b in table[t])]
-        if hide_system:
-            names = [t for t in names if not self.is_system_topic(t)]
-        return names
+        is_system = self.is_system_topic
+        brokers = {}
+
+        def broker_matches(name):
+            hit = brokers.get(name)
+            if hit is None:
+                hit = brokers[name] = query in name.lower()
+            return hit
+
+        def keep(topic):
+            if hide_system and is_system(topic):
+                return False
+            return (not query or query in topic.lower()
+                    or any(map(broker_matches, table.get(topic, ()))))
+        return keep
 
     def topic(self, name):
         """One topic: its queue data per broker and the route a client would get, or None."""
@@ -338,15 +357,15 @@ class NameServerView:
                 out["orderTopicConf"] = order
         return out
 
-    def topics(self, query=None, offset=0, limit=DEFAULT_LIMIT, hide_system=False):
-        """A page of topics: ``{"total", "matched", "offset", "limit", "topics": [...]}``."""
-        names = self.topic_names(query, hide_system)
+    def topics(self, names, query=None, offset=0, limit=DEFAULT_LIMIT):
+        """A page of ``names`` (what :meth:`topic_names` found for ``query``): ``{"total",
+        "matched", "offset", "limit", "topics": [...]}``."""
         offset = max(0, int(offset))
         limit = max(1, min(int(limit), MAX_LIMIT))
         page = names[offset:offset + limit]
         return {"query": query or "", "total": len(self.route_info_manager.topic_queue_table),
                 "matched": len(names), "offset": offset, "limit": limit,
-                "topics": [self.topic(t) for t in page]}
+                "topics": [t for t in map(self.topic, page) if t is not None]}
 
     def peers(self):
         """The latest comparison with the peer NameServers (:mod:`rocketpy.web.peers`):
