@@ -457,9 +457,12 @@ def makeService(options, reactor=None):
             listen=options["listen"], nsaddr=options.get("nsaddr"), peers=options.get("peers"),
             decode_pool=decode_pool)
         top.web.setServiceParent(top)
+        controller = top.controller
         top.web.registry.register(GuardCollector(
             processor, write_pool, memory,
-            controller=None if top.controller is None else top.controller.processor))
+            controller=None if controller is None else controller.processor,
+            group=None if controller is None else controller.group,
+            notifier=None if controller is None else controller.notifier))
     _Hooks("boot-line", server.announce).setServiceParent(top)   # once every listener is bound
     top.route_info_manager = route
     top.processor = processor
