@@ -361,3 +361,34 @@ def test_an_entry_etcd_refuses_for_its_size_fails_alone_and_leadership_stays(mon
     assert _write(leader, 4).called
     assert snapshot_text(follower.replica_log.manager) == snapshot_text(leader.replica_log.manager)
     assert leader_key(PREFIX).encode() in fake.current
+
+
+class _Unanswered(FakeEtcd):
+    """From ``cut`` on, no request is answered (a frozen etcd member)."""
+
+    cut = False
+
+    def post(self, path, body):
+        if self.cut:
+            return Deferred()
+        return super().post(path, body)
+
+
+def test_a_leader_etcd_stops_answering_stops_leading_at_its_lease_deadline():
+    """It answers as leader only until its last kept-alive lease would expire; at that moment it
+    stops leading (before, it went on holding the role until a keep-alive timed out, and nobody
+    answered as leader meanwhile with nothing logged)."""
+    fake = _Unanswered()
+    leader = _group(fake, "n0")
+    clock = leader.reactor
+    assert leader.role.role == LEADING
+    deadline = leader.leadership.lease_deadline_ms
+    fake.cut = True
+    with _Logged() as logged:
+        clock.advance(deadline / 1000.0 - clock.seconds() - 0.01)
+        assert leader.role.role == LEADING
+        clock.advance(0.02)
+    assert leader.role.role == LOADING and leader.step_downs == 1 and leader.leaderless
+    assert any("stops leading: etcd unreachable for the lease's time to live" in line
+               for line in logged.lines), logged.lines
+    assert any("has no leader" in line for line in logged.lines)

@@ -148,6 +148,7 @@ class ControllerGroup(Service):
         elif new == LEADING:
             self._leader_revision = self._won_revision
             self.leadership.lead(self._lease_deadline_ms)
+            self._watch_deadline()
             self.log.info("controller {id} leads the controller group (entry {seq})",
                           id=self.leadership.self_id, seq=self.replica_log.seq)
         self._note_leader()
@@ -514,7 +515,25 @@ class ControllerGroup(Service):
             self._lease_deadline_ms = sent + ttl * 1000
             if self.leadership.leading:
                 self.leadership.lease_deadline_ms = self._lease_deadline_ms
-        elif self.leadership.leading and self._now_ms() >= self.leadership.lease_deadline_ms:
+                self._watch_deadline()
+        else:
+            self._deadline_passed()
+
+    def _watch_deadline(self):
+        """Look again when the lease kept alive last would expire: a leader that etcd did not
+        answer until then stops answering as leader (``Leadership.is_leader``) at that moment,
+        so it stops leading then, not when a keep-alive finally times out."""
+        call = self._calls.pop("deadline", None)
+        if call is not None and call.active():
+            call.cancel()
+        wait = max(self.leadership.lease_deadline_ms - self._now_ms(), 0) / 1000.0
+        self._calls["deadline"] = self.reactor.callLater(wait, self._deadline_passed)
+
+    def _deadline_passed(self):
+        call = self._calls.get("deadline")
+        if call is not None and not call.active():
+            del self._calls["deadline"]
+        if self.leadership.leading and self._now_ms() >= self.leadership.lease_deadline_ms:
             self._fire("lost", "etcd unreachable for the lease's time to live")
 
     def _step_down(self, why):
