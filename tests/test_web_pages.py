@@ -538,28 +538,34 @@ class TopicSearchCostTests(SynchronousTestCase):
         reactor = self.server.reactor
         original = reactor.callLater
 
-        def counted(delay, f, *args, **kwargs):   # the folds done by each reactor call
+        def counted(delay, f, *args, **kwargs):   # the work done by each reactor call
             def run(*a, **k):
-                before = CountingName.folds
+                folds, comparisons = CountingName.folds, CountingName.comparisons
                 try:
                     return f(*a, **k)
                 finally:
-                    self.calls.append(CountingName.folds - before)
+                    self.calls.append((CountingName.folds - folds,
+                                       CountingName.comparisons - comparisons))
             return original(delay, run, *args, **kwargs)
         reactor.callLater = counted
 
     def get(self, path):
+        """``(status, body, comparisons, the most case folds in one reactor call)``."""
         CountingName.comparisons = 0
         before = CountingName.folds
         self.calls = []
         status, _, body = self.server.get(path)
-        first_call = CountingName.folds - before - sum(self.calls)
-        return status, body, CountingName.comparisons, max([first_call] + self.calls)
+        first_call = CountingName.folds - before - sum(f for f, _ in self.calls)
+        return status, body, CountingName.comparisons, max([first_call] + [f for f, _ in self.calls])
 
     def test_no_sort_per_request_and_a_bounded_filter_step_per_turn(self):
         from rocketpy.web.topicsearch import SEARCH_STEP
-        status, body, _, _ = self.get("/api/topics?limit=3")          # the index is built once
+        status, body, comparisons, _ = self.get("/api/topics?limit=3")   # the index is built
         self.assertEqual(json.loads(body)["topics"][0]["topic"], "Topic000000")
+        # in steps: runs of SEARCH_STEP sorted, then merged; no call sorts every name
+        most = max(c for _, c in self.calls)       # a sort of one run, or a merge
+        self.assertLess(most, 15 * SEARCH_STEP + 2 * self.N)   # a sort of all: ~690,000
+        self.assertGreater(comparisons, self.N)    # (and the names were sorted)
         status, body, comparisons, most = self.get("/api/topics?q=c01230&limit=5")
         answer = json.loads(body)
         self.assertEqual((status, answer["matched"]), (200, 10))

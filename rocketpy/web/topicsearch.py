@@ -4,9 +4,9 @@ without stalling the reactor (issue 31 hole 8: sorting and filtering every topic
 default).
 
 * :class:`TopicIndex` keeps the names sorted, current by the topic table's own counters of
-  arrivals and removals (:class:`~rocketpy.namesrv.shapes.ShapeTable`): a change costs one pass
-  (the new names sorted among themselves, then merged: Timsort merges two sorted runs in linear
-  time), never a sort of every name per request.
+  arrivals and removals (:class:`~rocketpy.namesrv.shapes.ShapeTable`), refreshed in steps of
+  one pass each (runs of :data:`SEARCH_STEP` names sorted, then merged pairwise: Timsort merges
+  two sorted runs in linear time): never a sort of every name in one turn, nor per request.
 * :class:`TopicSearch` runs a filter over the index :data:`SEARCH_STEP` names per reactor turn,
   one search at a time, identical searches sharing one; at most :data:`MAX_SEARCHES` wait (more
   are refused: :class:`SearchBusy`, HTTP 503), and the last :data:`KEPT_RESULTS` results are
@@ -32,31 +32,61 @@ class SearchBusy(Exception):
 
 
 class TopicIndex:
-    """The names of ``shapes.topics`` (a :class:`~rocketpy.namesrv.shapes.ShapeTable`), sorted.
-    :meth:`current` is a list never changed after it is handed out (a search reads it over many
-    turns while the table changes)."""
+    """The names of ``shapes.topics`` (a :class:`~rocketpy.namesrv.shapes.ShapeTable`), sorted,
+    brought up to date by :meth:`refresh`, a generator of steps each of which costs at most one
+    pass over the names (a reactor turn each): a sort of :data:`SEARCH_STEP` names, a merge of
+    two sorted runs (Timsort merges them in linear time), a chunk of a filter. :attr:`names` is a
+    list never changed after it is handed out (a search reads it over many turns)."""
 
-    def __init__(self, shapes):
+    def __init__(self, shapes, step=SEARCH_STEP):
         self.shapes = shapes
-        self._names = []
+        self.step = step
+        self.names = []
         self._version = (0, 0)        # the (arrivals, removals) the names are current for
 
+    def version(self):
+        return self.shapes.arrivals, self.shapes.removals
+
+    @property
     def current(self):
-        """The sorted names now; refreshed only when topics arrived or left."""
-        shapes = self.shapes
-        version = (shapes.arrivals, shapes.removals)
+        return self.version() == self._version
+
+    def refresh(self):
+        """Steps that make :attr:`names` current for the table as it was at the first step."""
+        version = self.version()
         if version == self._version:
-            return self._names
-        topics = shapes.topics
-        names = self._names
-        if version[1] != self._version[1]:     # some left (or the dicts were rebuilt)
-            names = list(filter(topics.__contains__, names))
-        added = sorted(topics.keys() - set(names))
-        if added:
-            names = names + added
-            names.sort()                       # two sorted runs: one linear merge
-        self._names, self._version = names, version
-        return names
+            return
+        step = self.step
+        topics = self.shapes.topics
+        names = self.names
+        if version[1] != self._version[1]:      # some left (or the dicts were rebuilt)
+            kept = []
+            for i in range(0, len(names), step):
+                kept.extend(filter(topics.__contains__, names[i:i + step]))
+                yield
+            names = kept
+        known = set()
+        for i in range(0, len(names), step):
+            known.update(names[i:i + step])
+            yield
+        keys = list(topics)
+        yield
+        runs = [names] if names else []
+        for i in range(0, len(keys), step):
+            added = [t for t in keys[i:i + step] if t not in known]
+            if added:
+                added.sort()
+                runs.append(added)
+            yield
+        del known, keys
+        while len(runs) > 1:                    # pairwise merges, the shortest runs first
+            runs.sort(key=len, reverse=True)
+            last, before = runs.pop(), runs.pop()
+            merged = before + last
+            merged.sort()
+            runs.append(merged)
+            yield
+        self.names, self._version = (runs[0] if runs else []), version
 
 
 class _Search:
@@ -93,6 +123,7 @@ class TopicSearch:
         self.kept = kept
         self._results = OrderedDict()
         self._searches = OrderedDict()    # key -> _Search, oldest first; the first runs
+        self._refresh = None              # the index's refresh under way (its steps)
         self._call = None
         #: counts: names looked at, the most in one step, searches run, refused
         self.examined = 0
@@ -102,8 +133,8 @@ class TopicSearch:
 
     def search(self, query, hide_system):
         query = (query or "").lower()
-        if not query and not hide_system:
-            return succeed(self.index.current())
+        if not query and not hide_system and self.index.current:
+            return succeed(self.index.names)
         key = (query, hide_system, self.generation())
         found = self._results.get(key)
         if found is not None:
@@ -114,8 +145,8 @@ class TopicSearch:
             if len(self._searches) >= self.max_searches:
                 self.refused += 1
                 return fail(SearchBusy(f"{len(self._searches)} topic searches are under way"))
-            running = self._searches[key] = _Search(key, self.index.current(),
-                                                    self.keep(query, hide_system))
+            keep = self.keep(query, hide_system) if query or hide_system else None
+            running = self._searches[key] = _Search(key, None, keep)
             self.searches += 1
             if self._call is None:
                 self._call = self.clock.callLater(0, self._run)
@@ -124,13 +155,27 @@ class TopicSearch:
         return d
 
     def _run(self):
+        """One step: of the index's refresh while it is not current, else of the oldest
+        search."""
         self._call = None
         search = next(iter(self._searches.values()))
-        chunk = search.names[search.position:search.position + self.step]
-        search.position += len(chunk)
-        search.found.extend(filter(search.keep, chunk))
-        self.examined += len(chunk)
-        self.most_in_a_step = max(self.most_in_a_step, len(chunk))
+        if search.names is None:
+            if self._refresh is None and not self.index.current:
+                self._refresh = self.index.refresh()
+            if self._refresh is not None:
+                if next(self._refresh, StopIteration) is StopIteration:
+                    self._refresh = None
+                self._call = self.clock.callLater(0, self._run)
+                return
+            search.names = self.index.names
+        if search.keep is None:             # every name: the index itself
+            search.found, search.position = search.names, len(search.names)
+        else:
+            chunk = search.names[search.position:search.position + self.step]
+            search.position += len(chunk)
+            search.found.extend(filter(search.keep, chunk))
+            self.examined += len(chunk)
+            self.most_in_a_step = max(self.most_in_a_step, len(chunk))
         if search.position >= len(search.names):
             del self._searches[search.key]
             self._results[search.key] = search.found
