@@ -3,8 +3,7 @@
 each with a listen address of its choice (here N ports of a sink on 127.0.0.1 that accepts,
 reads and counts), and asks an election: the controller pushes NOTIFY_BROKER_ROLE_CHANGED to
 every live broker of the group. Prints the most push connections open at once at the sink and
-the server's most open descriptors, the pushes received, and the connections still open 10 s
-later. ``--old COMMIT`` runs that commit's tree the same way first.
+the server's most open descriptors, the connections made, and those still open 10 s later. ``--old COMMIT`` runs that commit's tree the same way first.
 
     python3 bench/controller_pushes.py [--brokers 5000] [--old 21f3da4]
 """
@@ -21,12 +20,13 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchserver import ROOT, export, start_server  # noqa: E402
-from controller_failover import Conn, _free_port, _request, _wait_port  # noqa: E402
+from controller_failover import (Conn, _free_port, _request, _wait_port,  # noqa: E402
+                                 controller_args)
 from rocketpy.remoting import headers as H  # noqa: E402
 
 
 class Sink(threading.Thread):
-    """N listening ports; counts connections open at once and frames' bytes received."""
+    """N listening ports; counts the connections accepted and those open at once."""
 
     def __init__(self, n):
         super().__init__(daemon=True)
@@ -37,7 +37,7 @@ class Sink(threading.Thread):
             s.setblocking(False)
             self.selector.register(s, selectors.EVENT_READ, "listen")
             self.ports.append(s.getsockname()[1])
-        self.open = self.most = self.accepted = self.frames = 0
+        self.open = self.most = self.accepted = 0
         self.running = True
 
     def run(self):
@@ -56,12 +56,11 @@ class Sink(threading.Thread):
                     continue
                 try:
                     data = key.fileobj.recv(65536)
-                except (BlockingIOError, ConnectionError):
-                    data = b"" if not isinstance(sys.exc_info()[1], BlockingIOError) else None
-                if data is None:
+                except BlockingIOError:
                     continue
+                except ConnectionError:
+                    data = b""
                 if data:
-                    self.frames += data.count(b'"code":1008') or data.count(b"1008")
                     continue
                 self.selector.unregister(key.fileobj)
                 key.fileobj.close()
@@ -80,11 +79,7 @@ def run(tree, n, label):
     sink = Sink(n)
     sink.start()
     with tempfile.TemporaryDirectory() as work:
-        proc, _, _ = start_server(tree, work, [
-            "-D", "enableControllerInNamesrv=true", "-D", "controllerDLegerGroup=g",
-            "-D", f"controllerDLegerPeers=n0-127.0.0.1:{controller_port}",
-            "-D", "controllerDLegerSelfId=n0", "-D", f"controllerStorePath={work}/ctl",
-            "-D", "bindAddress=127.0.0.1"])
+        proc, _, _ = start_server(tree, work, controller_args(work, controller_port))
         try:
             _wait_port(controller_port)
             conn = Conn(controller_port)
