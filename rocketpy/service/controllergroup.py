@@ -110,7 +110,7 @@ class ControllerGroup(Service):
         self._writing = False
         self._encoded = (None, None)  # (events, value) the last entry_refusal encoded
         self._campaigning = False
-        self._calls = {}             # what waits for RETRY_SECONDS: name -> DelayedCall
+        self._calls = {}             # name -> DelayedCall: retries, the lease deadline
         self._reading = None         # the catch-up task (a Deferred) while it runs
         self._joined = []            # Deferreds of those who joined it
         self._again = False          # read once more: joined (a gap, a reset, a win) meanwhile
@@ -182,7 +182,8 @@ class ControllerGroup(Service):
 
     def leaderless_seconds(self):
         """Seconds this controller knew of no leader, in all (the current spell included)."""
-        current = 0 if self._leaderless_since_ms is None else self._now_ms() - self._leaderless_since_ms
+        since = self._leaderless_since_ms
+        current = 0 if since is None else self._now_ms() - since
         return (self._leaderless_ms + current) / 1000.0
 
     # -- what the processor hands over ------------------------------------------------------

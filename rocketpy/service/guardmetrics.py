@@ -21,7 +21,8 @@ def _by(name, doc, label, counts):
 
 def _pushes(notifier):
     pushes = CounterMetricFamily(_P + "controller_pushes", "NOTIFY_BROKER_ROLE_CHANGED pushes, by "
-                                 "outcome (dropped: the waiting queue was full).", labels=["outcome"])
+                                 "outcome (dropped: the waiting queue was full).",
+                                 labels=["outcome"])
     for outcome, value in (("sent", notifier.sent), ("failed", notifier.failed),
                            ("dropped", notifier.dropped)):
         pushes.add_metric([outcome], value)

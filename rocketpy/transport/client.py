@@ -25,8 +25,9 @@
 
 ``invoke`` answers with whatever code the peer sent; :func:`check_response` turns an unexpected
 one into :class:`RemotingCommandError` (Java's ``MQClientException``, "CODE: 17 DESC: ...").
-:class:`OnewayNotifier` is the NameServer's and the controller's use of it: NOTIFY_MIN_BROKER_ID_CHANGE
-and NOTIFY_BROKER_ROLE_CHANGED, oneway, to a broker group, a bounded number of addresses at once."""
+:class:`OnewayNotifier` is the NameServer's and the controller's use of it:
+NOTIFY_MIN_BROKER_ID_CHANGE and NOTIFY_BROKER_ROLE_CHANGED, oneway, to a broker group, a bounded
+number of addresses at once."""
 import collections
 import dataclasses
 import random
