@@ -150,7 +150,11 @@ class AppendLog:
         """Append ``data`` to segment ``number`` durably, or raise and leave it as it was."""
         os.makedirs(self._directory, exist_ok=True)
         target = self.segment_path(number)
-        fd = os.open(target, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT
+        try:
+            fd, created = os.open(target, flags | os.O_EXCL, 0o644), True
+        except FileExistsError:
+            fd, created = os.open(target, flags, 0o644), False
         try:
             start = os.fstat(fd).st_size
             try:
@@ -163,7 +167,7 @@ class AppendLog:
                     os.ftruncate(fd, start)   # frees space: works on a full disk
                 except OSError:
                     pass
-                if start == 0:   # a segment this append began: no empty file is left behind
+                if created:      # a segment this append began: no empty file is left behind
                     _unlink(target)
                 raise
         finally:
