@@ -110,14 +110,18 @@ def _route_master(namesrv, topic):
     return route.broker_datas[0].broker_addrs.get(0) if route.broker_datas else None
 
 
+def controller_args(work, controller_port):
+    """The server's options for a single controller on ``controller_port``."""
+    return ["-D", "enableControllerInNamesrv=true", "-D", "controllerDLegerGroup=g",
+            "-D", f"controllerDLegerPeers=n0-127.0.0.1:{controller_port}",
+            "-D", "controllerDLegerSelfId=n0", "-D", f"controllerStorePath={work}/ctl",
+            "-D", "bindAddress=127.0.0.1"]
+
+
 def run(groups, kills):
     controller_port = _free_port()
     with tempfile.TemporaryDirectory() as work:
-        proc, port, _ = start_server(ROOT, work, [
-            "-D", "enableControllerInNamesrv=true", "-D", "controllerDLegerGroup=g",
-            "-D", f"controllerDLegerPeers=n0-127.0.0.1:{controller_port}",
-            "-D", "controllerDLegerSelfId=n0", "-D", f"controllerStorePath={work}/ctl",
-            "-D", "bindAddress=127.0.0.1"])
+        proc, port, _ = start_server(ROOT, work, controller_args(work, controller_port))
         try:
             _wait_port(controller_port)
             namesrv = Conn(port)

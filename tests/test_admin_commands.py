@@ -301,6 +301,42 @@ def test_cluster_list_asks_at_most_concurrency_brokers_at_once():
     assert run(["clusterList", "-n", NAMESRV, "--concurrency", "0"]) == 1
 
 
+def test_cluster_list_against_silent_brokers_ends_at_its_deadline_with_what_it_got():
+    """Issue 31 point 9: 2,000 brokers that accept and never answer, 32 at a time x 5 s, kept
+    clusterList ~5 min; now it answers within its overall deadline (30 s of the reactor's clock)
+    with the rows of the brokers that answered and one error line per broker cut off."""
+    from clientsim import accept
+    brokers = {f"broker-{i:04d}": f"127.0.0.2:{20000 + i}" for i in range(2000)}
+    body = cluster_info(brokers)
+    namesrv = Peer(auto=lambda r: r.create_response(0, body=body))
+    reactor, out, err = MemoryReactorClock(), io.StringIO(), io.StringIO()
+    d = run(["clusterList", "-n", NAMESRV], reactor=reactor, stdout=out, stderr=err)
+    accepted, pumps = 0, []
+    while not d.called and reactor.seconds() < 1000:
+        while accepted < len(reactor.tcpClients):
+            host, port = reactor.tcpClients[accepted][:2]
+            answering = f"{host}:{port}" == NAMESRV or port < 20010     # ten brokers answer
+            pumps.append(accept(reactor, namesrv if f"{host}:{port}" == NAMESRV else
+                                FakeBroker() if answering else Peer(), accepted)[1])
+            accepted += 1
+        for pump in pumps:
+            pump.flush()
+        reactor.advance(0.5)
+    assert d.called and reactor.seconds() <= 31, reactor.seconds()   # ~313 s before
+    assert d.result == 1
+    rows = out.getvalue().splitlines()
+    assert len(rows) == 2001
+    assert sum("1.50(null,nullms)" in row for row in rows) == 10
+    errors = err.getvalue().splitlines()
+    assert len(errors) == 1990
+    late = [e for e in errors if e.endswith("no answer within the overall deadline of 30 s")]
+    timed_out = [e for e in errors if e.endswith("timeout, 5000(ms) (request code 28)")]
+    assert len(late) + len(timed_out) == 1990 and len(timed_out) <= 6 * 32
+    assert "broker-1999 (127.0.0.2:21999)" in err.getvalue()
+    for bad in ("0", "-1", "x", "1e400", "9" * 30):
+        assert run(["clusterList", "-n", NAMESRV, "--deadline", bad], stderr=io.StringIO()) == 1
+
+
 ESC = "\x1b]0;owned\x07\x1b[2J"
 
 

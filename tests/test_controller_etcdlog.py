@@ -119,7 +119,7 @@ def test_a_step_down_reads_the_snapshot_and_tail_again():
     _lead_and_write(leader, SNAPSHOT_ENTRIES + 50)
     expected = snapshot_text(leader.replica_log.manager)
     fake.reads = 0
-    leader._step_down("test")
+    leader._fire("lost", "test")                   # a step-down
     assert fake.reads == 50                        # the tail after the snapshot, not the log
     assert snapshot_text(leader.replica_log.manager) == expected
     assert leader.leadership.leading               # it campaigned again and won

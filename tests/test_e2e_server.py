@@ -229,6 +229,31 @@ def test_tls_starts_once_missing_files_appear(tmp_path):
             assert _served_serial(tls) == _serial_of(cert)
 
 
+def test_a_fifo_or_device_at_the_certificate_path_is_refused_and_sigterm_still_stops(tmp_path):
+    """Issue 31 point 9: a FIFO put at the certificate path hung the server past SIGTERM (the
+    watcher opened it on the reactor and waited for a writer)."""
+    from test_transport_tls import _cert
+    cert, key = _cert(tmp_path)
+    request = RemotingCommand.request(105, {"topic": "x"}, opaque=9, version=479).encode()
+    with running_server("-D", "tls.test.mode.enable=false", "-D", f"tls.server.certPath={cert}",
+                        "-D", f"tls.server.keyPath={key}") as server:
+        os.unlink(cert)
+        os.mkfifo(cert)
+        server.wait_for_log(r"certPath \S+ is not a regular file", timeout=10)
+        with socket.create_connection(("127.0.0.1", server.port), timeout=10) as plain:
+            plain.sendall(request)
+            assert b'"opaque":9' in plain.recv(65536)     # still serving
+        os.unlink(cert)
+        os.symlink("/dev/zero", cert)
+        for _ in range(100):
+            if server.log_text().count("is not a regular file") == 2:
+                break
+            time.sleep(0.1)
+        assert server.log_text().count("is not a regular file") == 2
+        assert server.stop(timeout=20) in (0, -15)
+    assert "Server Shut Down." in server.log_text()
+
+
 def test_sigterm_flushes_kv_and_exits_cleanly():
     with running_server() as server:
         admin = RemotingClient(server.port)

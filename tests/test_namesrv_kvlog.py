@@ -212,6 +212,27 @@ def test_an_append_that_fails_is_cut_back(tmp_path, monkeypatch):
     assert log.read(1) == b'["ns","a","1"]\n'
 
 
+def test_puts_a_full_disk_refuses_leave_no_segment_behind(tmp_path, monkeypatch):
+    """Issue 31 point 9: every refused put moves to a new segment; each used to stay as an empty
+    file for good (1,994 files for 2,000 puts)."""
+    path = str(tmp_path / "kvConfig.json")
+    log = fileio.AppendLog(path)
+    kv = KVConfigManager(path, store=fileio.write_file_java, log=log)
+    assert write_now(kv.put_kv_config("ns", "kept", "v")) is True
+    monkeypatch.setattr(fileio.os, "write", lambda fd, data: (_ for _ in ()).throw(
+        OSError(errno.ENOSPC, "No space left on device")))
+    for i in range(50):
+        assert write_now(kv.put_kv_config("ns", f"k{i}", "v")) is False
+    assert log.segments() == [1]
+    assert sorted(os.listdir(tmp_path)) == ["kvConfig.json.log.1"]
+    monkeypatch.undo()
+    assert write_now(kv.put_kv_config("ns", "after", "v")) is True     # the disk has room again
+    restarted = KVConfigManager(path, store=fileio.write_file_java, log=log)
+    restarted.load_json(fileio.read_text(path))
+    restarted.replay_log()
+    assert restarted.config_table == {"ns": {"kept": "v", "after": "v"}}
+
+
 def test_a_compaction_due_with_a_failed_append_is_tried_again():
     """Without a compactor the compaction runs right after the append that made it due; when
     that append fails, it is counted as failed and the next is due after another file's worth

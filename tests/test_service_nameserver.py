@@ -268,10 +268,14 @@ class NotifyMinBrokerIdTests(SynchronousTestCase):
         self.assertTrue(note.is_oneway)
         self.assertEqual(note.ext_fields["minBrokerId"], "0")
         self.assertEqual(note.ext_fields["minBrokerAddr"], "127.0.0.1:10911")
-        out.clear()
+        self.assertTrue(out.disconnecting)          # a push channel is not kept (issue 31)
         master.connectionLost(Failure(ConnectionDone()))
         ns.turn()
-        [note] = [decode_frame(f) for f in split_frames(out.value())[0]]  # same cached channel
+        host, port, factory, timeout, _ = ns.reactor.tcpClients[-1]
+        self.assertEqual((host, port, len(ns.reactor.tcpClients)), ("127.0.0.1", 10921, 2))
+        out = StringTransport()
+        factory.buildProtocol(None).makeConnection(out)
+        [note] = [decode_frame(f) for f in split_frames(out.value())[0]]
         self.assertEqual(note.ext_fields["minBrokerId"], "1")
         self.assertEqual(note.ext_fields["offlineBrokerAddr"], "127.0.0.1:10911")
         self.assertNotEqual(note.opaque, 0)
@@ -299,6 +303,7 @@ class NotifyMinBrokerIdTests(SynchronousTestCase):
         master.connectionLost(Failure(ConnectionDone()))
         ns.turn()
         self.assertEqual(out.value(), b"")
+        self.assertEqual(len(ns.reactor.tcpClients), 1)      # and no new push connection
 
     def test_off_by_default(self):
         ns = NameServer(self)

@@ -366,16 +366,66 @@ class OnewayNotifierTests(SynchronousTestCase):
         notifier = OnewayNotifier(reactor)
         note = RemotingCommand.request(905, {"minBrokerId": "0"}, version=479)
         notifier(["127.0.0.1:10921", "127.0.0.1:10931"], note)
-        notifier(["127.0.0.1:10921"], note)
+        notifier(["127.0.0.1:10921"], note)        # waits: a push to 10921 is on its way
         self.assertEqual([c[:2] for c in reactor.tcpClients],
                          [("127.0.0.1", 10921), ("127.0.0.1", 10931)])
-        peer, _ = accept(reactor, index=0)
-        self.assertEqual([(r.code, r.flag, r.opaque) for r in peer.requests],
-                         [(905, 2, 0), (905, 2, 2)])
-        self.assertEqual(notifier.sent, 2)
+        peer, pump = accept(reactor, index=0)
+        self.assertEqual([(r.code, r.flag, r.opaque) for r in peer.requests], [(905, 2, 0)])
+        self.assertEqual(notifier.sent, 1)
+        pump.flush()
+        self.assertTrue(pump.serverIO.disconnected)   # closed once its push is written
+        self.assertEqual(reactor.tcpClients[2][:2], ("127.0.0.1", 10921))   # then the next one
+        later, _ = accept(reactor, index=2)
+        self.assertEqual([(r.code, r.flag, r.opaque) for r in later.requests], [(905, 2, 2)])
         refuse(reactor, index=1)  # logged and dropped
-        self.assertEqual(notifier.sent, 2)
+        self.assertEqual((notifier.sent, notifier.failed, notifier.active), (2, 1, 0))
         notifier.close()
+
+    def test_fan_out_is_bounded_and_each_push_channel_closed_after_its_oneway(self):
+        """Issue 31 hole 6: 5,000 made-up addresses of one group are connected to
+        ``concurrency`` at a time, not all at once, and no channel stays cached."""
+        reactor = MemoryReactorClock()
+        notifier = OnewayNotifier(reactor, concurrency=32)
+        note = RemotingCommand.request(908, None, version=479)
+        addrs = [f"127.0.0.{1 + i // 60000}:{1024 + i % 60000}" for i in range(5000)]
+        notifier(addrs, note)
+        self.assertEqual(len(reactor.tcpClients), 32)
+        self.assertEqual(notifier.queued, 5000 - 32)
+        most_open = 0
+        for index in range(5000):
+            if index % 3:
+                refuse(reactor, index)
+            else:
+                peer, pump = accept(reactor, index=index)
+                self.assertEqual([r.code for r in peer.requests], [908])
+                pump.flush()
+                self.assertTrue(pump.serverIO.disconnected)
+            most_open = max(most_open, len(notifier.client.addresses))
+            self.assertLessEqual(len(reactor.tcpClients) - index - 1, 32)
+        self.assertEqual(len(reactor.tcpClients), 5000)
+        self.assertLessEqual(most_open, 32)
+        self.assertEqual(notifier.client.addresses, [])
+        self.assertEqual((notifier.sent, notifier.failed), (1667, 3333))
+
+    def test_a_newer_push_replaces_the_waiting_one_and_a_full_queue_drops(self):
+        reactor = MemoryReactorClock()
+        notifier = OnewayNotifier(reactor, concurrency=1, max_queued=2)
+        old = RemotingCommand.request(908, {"masterEpoch": "1"}, version=479)
+        new = RemotingCommand.request(908, {"masterEpoch": "2"}, version=479)
+        notifier(["127.0.0.1:1", "127.0.0.1:2", "127.0.0.1:3"], old)
+        notifier(["127.0.0.1:2"], new)          # replaces the waiting epoch-1 push
+        notifier(["127.0.0.1:4"], new)          # the queue holds 2: dropped
+        self.assertEqual((notifier.queued, notifier.dropped), (2, 1))
+        accept(reactor, index=0)[1].flush()
+        peer, _ = accept(reactor, index=1)
+        self.assertEqual([(r.code, r.ext_fields) for r in peer.requests],
+                         [(908, {"masterEpoch": "2"})])
+
+    def test_addresses_that_fail_at_once_do_not_recurse(self):
+        reactor = MemoryReactorClock()
+        notifier = OnewayNotifier(reactor, concurrency=2)
+        notifier([f"no-port-{i}" for i in range(5000)], RemotingCommand.request(908, version=479))
+        self.assertEqual((notifier.failed, notifier.active, notifier.queued), (5000, 0, 0))
 
 
 def test_split_address():

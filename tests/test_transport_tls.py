@@ -242,3 +242,70 @@ def test_files_that_did_not_load_at_start_are_watched(tmp_path):
 
 def test_test_mode_watches_no_file():
     assert watched_paths(TlsSettings()) == ()
+
+
+def test_only_regular_files_under_the_size_bound_are_read(tmp_path):
+    """Issue 31 point 9: a FIFO at the certificate path hung the server (open() waits for a
+    writer, past SIGTERM) and a link to /dev/zero read 3.5 GB in 10 s; a file over the bound
+    was read whole too."""
+    import os
+    import threading
+    from rocketpy.service.tlswatch import TlsFileWatch
+    from twisted.internet.task import Clock
+    cert, key = _cert(tmp_path)
+    settings = TlsSettings.from_properties({"tls.test.mode.enable": "false",
+                                            "tls.server.certPath": cert,
+                                            "tls.server.keyPath": key})
+    big = tmp_path / "big.pem"
+    with open(cert, "rb") as f:
+        big.write_bytes(f.read() + b"#" * (2 << 20))
+    os.replace(big, cert)
+    with pytest.raises(TlsUnavailableError, match=r"tls.server.certPath .* is larger than 1048576"):
+        build_context_factory(settings)
+    os.unlink(cert)
+    os.symlink("/dev/zero", cert)
+    with pytest.raises(TlsUnavailableError, match=r"tls.server.certPath .* is not a regular file"):
+        build_context_factory(settings)
+    os.unlink(cert)
+    _cert(tmp_path)
+    watch = TlsFileWatch(settings, lambda factory: None, Clock())
+    os.unlink(cert)
+    os.mkfifo(cert)
+    poll = threading.Thread(target=watch.run_once, daemon=True)
+    poll.start()
+    poll.join(30)
+    hung = poll.is_alive()
+    if hung:                       # let the old code's open() return, so the thread ends
+        os.close(os.open(cert, os.O_WRONLY | os.O_NONBLOCK))
+    assert not hung
+    assert watch.failures == 1
+
+
+def test_the_watch_builds_through_run_one_build_at_a_time(tmp_path):
+    """The files are read where ``run`` says (the reactor's thread pool in the server), and a
+    poll while a build is under way reads nothing."""
+    from twisted.internet.defer import Deferred
+    from twisted.internet.task import Clock
+    from rocketpy.service.tlswatch import TlsFileWatch, WATCH_INTERVAL
+    cert, key = _cert(tmp_path)
+    settings = TlsSettings.from_properties({"tls.test.mode.enable": "false",
+                                            "tls.server.certPath": cert,
+                                            "tls.server.keyPath": key})
+    builds, installed, clock = [], [], Clock()
+    watch = TlsFileWatch(settings, installed.append, clock,
+                         run=lambda f, *a: builds.append((f, a, Deferred())) or builds[-1][2])
+    watch.startService()
+    try:
+        _cert(tmp_path)                              # new files
+        clock.advance(WATCH_INTERVAL)
+        assert len(builds) == 1 and installed == []  # handed to run, not built here
+        _cert(tmp_path)
+        clock.advance(WATCH_INTERVAL)
+        assert len(builds) == 1                      # one at a time
+        function, args, d = builds[0]
+        d.callback(function(*args))
+        assert len(installed) == 1 and watch.reloads == 1
+        clock.advance(WATCH_INTERVAL)
+        assert len(builds) == 2                      # the change seen meanwhile
+    finally:
+        watch.stopService()

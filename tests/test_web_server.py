@@ -309,6 +309,9 @@ def test_bodies_are_refused_before_anything_is_spooled(tmp_path):
         small = b"POST /api/kv HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\n{}"
         assert _raw_answer(url, small) == b"HTTP/1.1 405 Method Not Allowed"
         assert _posted(url, 4 << 20) == 413
+        digits = b"GET / HTTP/1.1\r\nHost: x\r\nContent-Length: " + b"9" * 5000 + b"\r\n\r\n"
+        assert _raw_answer(url, digits) == b"HTTP/1.1 400 Bad Request"
+        assert "Traceback" not in server.log_text()
         assert _spooled_files(server.proc.pid, spool) == []
         assert get(url + "api/summary")[0] == 200
 

@@ -12,7 +12,8 @@ and DELETE_TOPIC_IN_BROKER to brokers. An error code fails with
 :class:`~rocketpy.transport.client.RemotingCommandError` ("CODE: 17 DESC: ...")."""
 import random
 
-from twisted.internet.defer import DeferredList, DeferredSemaphore, inlineCallbacks
+from twisted.internet.defer import Deferred, DeferredList, inlineCallbacks
+from twisted.python.failure import Failure
 
 from ..namesrv.javaprops import body_to_properties, format_properties
 from ..remoting.bodies import ClusterInfo, GroupList, KVTable, TopicList, TopicRouteData
@@ -29,8 +30,8 @@ from ..remoting.headers import (AddWritePermOfBrokerRequestHeader,
 from ..remoting.javahash import hashmap_order
 from ..transport.client import check_response
 
-__all__ = ["MQAdmin", "ADMIN_TIMEOUT", "BROKER_CONCURRENCY", "ORDER_TOPIC_CONFIG", "MASTER_ID",
-           "select_broker_addr"]
+__all__ = ["MQAdmin", "ADMIN_TIMEOUT", "BROKER_CONCURRENCY", "BROKER_DEADLINE", "DeadlineError",
+           "ORDER_TOPIC_CONFIG", "MASTER_ID", "select_broker_addr"]
 
 #: ``DefaultMQAdminExt.timeoutMillis``
 ADMIN_TIMEOUT = 5.0
@@ -38,10 +39,22 @@ ADMIN_TIMEOUT = 5.0
 #: closed once answered, so about twice this bounds the descriptors a 20,000-broker cluster
 #: takes: a closed connection's goes on the reactor's next turn).
 BROKER_CONCURRENCY = 32
+#: Seconds :meth:`MQAdmin.fetch_broker_runtime_stats_of` asks brokers for, in all: what has not
+#: answered by then fails (2,000 silent brokers, 32 at a time x 5 s, took ~5 min; mqadmin asks
+#: one by one and has no bound)
+BROKER_DEADLINE = 30.0
 #: ``NamesrvUtil.NAMESPACE_ORDER_TOPIC_CONFIG``
 ORDER_TOPIC_CONFIG = "ORDER_TOPIC_CONFIG"
 #: ``MixAll.MASTER_ID``
 MASTER_ID = 0
+
+
+class DeadlineError(Exception):
+    """A broker not asked, or not answering, before the overall deadline."""
+
+    def __init__(self, addr, deadline):
+        super().__init__(f"no answer within the overall deadline of {deadline:g} s")
+        self.addr = addr
 
 
 def select_broker_addr(broker_data, rng=random):
@@ -56,14 +69,17 @@ class MQAdmin:
     """Administrative calls against ``namesrv_addrs`` (mqadmin's ``-n "a;b"``), through ``client``
     (with the ACL signing hook when keys are configured), every request carrying ``version``
     (mqadmin 4.9.8: 409) in ``serialize_type`` headers (Java ``rocketmq.serialize.type``);
-    at most ``concurrency`` brokers are asked at once."""
+    at most ``concurrency`` brokers are asked at once, for ``deadline`` seconds in all."""
 
     def __init__(self, client, namesrv_addrs, *, version=MQVersion.V4_9_8,
                  serialize_type=SerializeType.JSON, timeout=ADMIN_TIMEOUT,
-                 concurrency=BROKER_CONCURRENCY):
+                 concurrency=BROKER_CONCURRENCY, deadline=BROKER_DEADLINE):
         if concurrency < 1:
             raise ValueError(f"concurrency {concurrency} is not a positive number")
+        if not deadline > 0:
+            raise ValueError(f"deadline {deadline} is not a positive number of seconds")
         self.concurrency = concurrency
+        self.deadline = deadline
         self.client = client
         self.namesrv_addrs = list(namesrv_addrs)
         self.version = int(version)
@@ -232,15 +248,57 @@ class MQAdmin:
     def fetch_broker_runtime_stats_of(self, broker_addrs):
         """:meth:`fetch_broker_runtime_stats` of every address, at most ``concurrency`` at once,
         each broker's connection closed once it answered; a Deferred of ``[(ok, KVTable or
-        Failure)]`` in the order given (a DeferredList's)."""
-        semaphore = DeferredSemaphore(self.concurrency)
+        Failure)]`` in the order given (a DeferredList's). Once ``deadline`` seconds have passed,
+        what is still asked is cut off and what is not asked yet is not: both fail with
+        :class:`DeadlineError`, and the list is what was answered by then."""
+        addrs = list(broker_addrs)
+        results = [Deferred() for _ in addrs]
+        asking = {}                                  # index -> addr, being asked
+        state = {"next": 0, "late": False}
 
-        def ask(addr):
-            d = self.fetch_broker_runtime_stats(addr)
+        def start():
+            while state["next"] < len(addrs) and len(asking) < self.concurrency:
+                i = state["next"]
+                state["next"] += 1
+                if state["late"]:
+                    results[i].errback(DeadlineError(addrs[i], self.deadline))
+                    continue
+                asking[i] = addrs[i]
+                self.fetch_broker_runtime_stats(addrs[i]).addBoth(answered, i)
+
+        def answered(result, i):
+            addr = asking.pop(i)
             if addr not in self.namesrv_addrs:
-                d.addBoth(lambda result: (self.client.close_channel(addr), result)[1])
-            return d
-        return DeferredList([semaphore.run(ask, addr) for addr in broker_addrs], consumeErrors=True)
+                self.client.close_channel(addr)
+            if not isinstance(result, Failure):
+                results[i].callback(result)
+            elif state["late"]:
+                results[i].errback(DeadlineError(addr, self.deadline))
+            else:
+                results[i].errback(result)
+            if not pumping:          # a request that failed at once: start() goes on
+                run()
+
+        pumping = []
+
+        def run():
+            pumping.append(True)
+            try:
+                start()
+            finally:
+                pumping.clear()
+
+        def expire():
+            state["late"] = True
+            for i, addr in list(asking.items()):
+                if addr not in self.namesrv_addrs:
+                    self.client.close_channel(addr)  # its request fails: cut off
+            run()
+
+        timer = self.client.clock.callLater(self.deadline, expire)
+        run()
+        done = DeferredList(results, consumeErrors=True)
+        return done.addBoth(lambda result: (timer.active() and timer.cancel(), result)[1])
 
     @inlineCallbacks
     def query_topic_consume_by_who(self, topic):

@@ -13,7 +13,8 @@ is the output. rocketpy adds, on every command:
   ``AclClientRPCHook``); without them the keys come from ``$ROCKETMQ_HOME/conf/tools.yml`` as
   mqadmin reads them, and without that nothing is signed;
 * ``--concurrency``: how many brokers ``clusterList`` asks at once (default 32), each
-  connection closed once answered;
+  connection closed once answered; ``--deadline``: the seconds it asks them for in all (default
+  30), after which it prints what it got and names each broker that did not answer;
 * ``--remotingVersion``: the ``version`` the requests carry (default 4.9.8's 409, mqadmin
   4.9.8's; ``5.0.0`` or ``413`` to speak like mqadmin 5.0.0, whose route output then also has
   5.x's fields).
@@ -62,6 +63,7 @@ def _parser(command):
     parser.add_argument("--secretKey", dest="secret_key")
     parser.add_argument("--remotingVersion", dest="remoting_version")
     parser.add_argument("--concurrency", dest="concurrency")
+    parser.add_argument("--deadline", dest="deadline")
     return parser, options
 
 
@@ -78,7 +80,7 @@ def _help_text(command, options):
     for head, option in zip(heads, ordered):
         lines.append(f"{head:<{width}}{option.description}")
     lines.append("rocketpy extras: --json, --accessKey <ak> --secretKey <sk>, --remotingVersion <v>,"
-                 " --concurrency <n>")
+                 " --concurrency <n>, --deadline <seconds>")
     return "\n".join(lines) + "\n"
 
 
@@ -117,6 +119,20 @@ def _concurrency(text):
     if not text.strip().isdigit() or int(text) < 1:
         raise _UsageError(f"--concurrency: {text.strip()!r} is not a positive number")
     return int(text)
+
+
+def _deadline(text):
+    from .api import BROKER_DEADLINE
+    if text is None:
+        return BROKER_DEADLINE
+    try:
+        seconds = float(text) if len(text) <= 20 else 0.0
+    except ValueError:
+        seconds = 0.0
+    if not 0 < seconds <= 86400:
+        raise _UsageError(f"--deadline: {text.strip()[:20]!r} is not a number of seconds "
+                          "(at most 86400)")
+    return seconds
 
 
 def _serialize_type():
@@ -173,7 +189,7 @@ def run(argv, reactor=None, stdout=None, stderr=None):
         given = args.namesrvAddr is not None or os.environ.get("NAMESRV_ADDR")
         addrs = _namesrv_addrs(args) if needs_namesrv or given else []
         version = _version(args.remoting_version)
-        concurrency = _concurrency(args.concurrency)
+        concurrency = _concurrency(args.concurrency), _deadline(args.deadline)
         serialize_type = _serialize_type()
         hook = _hook(args)
     except _UsageError as exc:
@@ -193,10 +209,10 @@ def _execute(command, args, settings, reactor, stdout, stderr):
     own_reactor = reactor is None
     if own_reactor:
         from twisted.internet import reactor
-    addrs, version, serialize_type, hook, concurrency = settings
+    addrs, version, serialize_type, hook, (concurrency, deadline) = settings
     client = RemotingClient(reactor, rpc_hook=hook)
     admin = MQAdmin(client, addrs, version=version, serialize_type=serialize_type,
-                    concurrency=concurrency)
+                    concurrency=concurrency, deadline=deadline)
     out = Output(sink=stdout.write)
     status = []
 

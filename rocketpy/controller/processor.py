@@ -82,11 +82,14 @@ class ControllerRequestProcessor:
         controller, always the leader).
     :param broker_access: a :class:`~rocketpy.controller.access.ControllerBrokerAccess` over the
         brokers' requests (None: every broker request runs, as on Java's controller).
+    :param entry_refusal: ``entry_refusal(events) -> remark | None``: why a change cannot be
+        made durable at all (an etcd entry over its size bound), asked before it is applied:
+        a refused change is answered SYSTEM_ERROR and changes nothing.
     """
 
     def __init__(self, configuration, *, replicas=None, heartbeats=None, persist=None,
                  notify=None, run=None, access_control=None, leadership=None,
-                 broker_access=None):
+                 broker_access=None, entry_refusal=None):
         self.configuration = configuration
         config = configuration.controller_config
         self.config = config
@@ -98,6 +101,7 @@ class ControllerRequestProcessor:
         self.access_control = access_control
         self.broker_access = broker_access
         self.leadership = leadership
+        self.entry_refusal = entry_refusal
         # Java reads the black list once, when the processor is built
         self.black_list = configuration.black_list()
         #: master elections since start (a broker's request, or a dead master's group), by
@@ -170,6 +174,14 @@ class ControllerRequestProcessor:
     def _commit(self, result, then):
         """Apply ``result``'s events; the Pending of ``then()`` once they (or the result's own
         file write) are durable; None when nothing needs writing."""
+        if result.events and self.entry_refusal is not None:
+            remark = self.entry_refusal(result.events)
+            if remark is not None:       # refused before anything is applied
+                log.warning("controller change refused: %s", remark)
+                result.code, result.remark, result.header, result.body = (
+                    RC.SYSTEM_ERROR, remark, None, None)
+                result.events, result.pushes = [], []
+                return None
         for event in result.events:
             self.replicas.apply_event(event)
         job = result.write

@@ -187,10 +187,16 @@ class ReplicaLog:
         self.manager.recount()
         self.seq = 0
 
-    def record(self, events):
-        """The leader's change (already applied in memory): ``(seq, value)`` to write."""
+    @staticmethod
+    def encode(events):
+        """The value of the entry holding ``events``."""
+        return json.dumps([event_to_obj(e) for e in events], sort_keys=True).encode()
+
+    def record(self, events, value=None):
+        """The leader's change (already applied in memory): ``(seq, value)`` to write
+        (``value``: :meth:`encode` of ``events``, when already made)."""
         self.seq += 1
-        return self.seq, json.dumps([event_to_obj(e) for e in events], sort_keys=True).encode()
+        return self.seq, value if value is not None else self.encode(events)
 
     def entry_seq(self, key):
         """The sequence number of a log key (bytes or str), None for another key."""

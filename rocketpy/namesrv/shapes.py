@@ -92,6 +92,10 @@ class ShapeTable:
     def shapes(self):
         return list(self._shapes.values())
 
+    def broker_names(self):
+        """The broker names some layout names."""
+        return list(self._by_broker)
+
     def shapes_of_broker(self, name):
         return list(self._by_broker.get(name, {}).values())
 

@@ -13,7 +13,8 @@ heartbeats there. Around the pure :class:`~rocketpy.controller.ControllerRequest
 * the heartbeat scan every ``scanNotActiveBrokerInterval``, closing
   the channels of expired brokers, and the dead-master scan every ``scanInactiveMasterInterval``;
 * NOTIFY_BROKER_ROLE_CHANGED pushed oneway over connections the controller opens to the
-  brokers' listen addresses (:class:`~rocketpy.transport.client.OnewayNotifier`);
+  brokers' listen addresses (:class:`~rocketpy.transport.client.OnewayNotifier`: 32 at once,
+  each closed once its push is written);
 * the snapshot in ``controllerStorePath`` (:mod:`rocketpy.controller.store`), loaded at start
   and written through the writer thread before a change is acknowledged; or, with
   ``controllerType=etcd``, the state of a controller group kept in etcd
@@ -196,6 +197,7 @@ def make_controller_service(configuration, reactor, *, write_pool=None, listen=N
     if leadership is not None:   # the state lives in etcd: the group takes the DISK lane
         group = write_pool = ControllerGroup(reactor, processor.replicas, leadership, settings,
                                              config.controller_d_leger_group, write_pool)
+        processor.entry_refusal = group.entry_refusal
         loaded = False
     else:
         try:

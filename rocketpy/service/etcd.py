@@ -16,7 +16,7 @@ from twisted.web.http_headers import Headers
 from twisted.web.iweb import IBodyProducer
 from zope.interface import implementer
 
-__all__ = ["EtcdGateway", "EtcdError", "MAX_WATCH_LINE"]
+__all__ = ["EtcdGateway", "EtcdError", "EtcdRequestTooLarge", "MAX_WATCH_LINE"]
 
 #: a watch message longer than this ends the watch (entries are a few hundred bytes)
 MAX_WATCH_LINE = 16 * 1024 * 1024
@@ -25,6 +25,17 @@ _HEADERS = Headers({b"Content-Type": [b"application/json"]})
 
 class EtcdError(Exception):
     """No endpoint answered, or one answered with an error."""
+
+
+class EtcdRequestTooLarge(EtcdError):
+    """etcd refused the request for its size (``etcdserver: request is too large`` past
+    ``--max-request-bytes``, HTTP 400; the gateway's ``received message larger than max``, HTTP
+    429): this request cannot succeed, but says nothing of the others or of the leadership."""
+
+
+#: what etcd's answers to an oversized request say (rpctypes.ErrGRPCRequestTooLarge, gRPC's
+#: ResourceExhausted of a message over the receive limit)
+_TOO_LARGE = (b"request is too large", b"larger than max")
 
 
 @implementer(IBodyProducer)
@@ -125,7 +136,9 @@ class EtcdGateway:
                 continue
             self.current = index
             if response.code != 200:
-                raise EtcdError(f"etcd {self.endpoints[index]}{path}: HTTP {response.code} "
+                error = (EtcdRequestTooLarge if response.code in (400, 413, 429)
+                         and any(words in text for words in _TOO_LARGE) else EtcdError)
+                raise error(f"etcd {self.endpoints[index]}{path}: HTTP {response.code} "
                                 f"{text[:200].decode('utf-8', 'replace')}")
             try:
                 return json.loads(text)

@@ -122,7 +122,8 @@ class AppendLog:
     each an append-only file of records. A put appends its record and syncs it (its cost
     is its own size, not the table's); a compaction rewrites ``path`` and removes the segments
     it covers. An append that fails (full disk, file size limit) is cut back to where it began,
-    so a refused record leaves nothing behind. Blocking: the writer threads and start-up only."""
+    and a segment it began is removed, so a refused record leaves nothing behind (not even an
+    empty file: every put refused by a full disk moves to a new segment). Blocking: the writer threads and start-up only."""
 
     def __init__(self, path):
         self.path = os.path.abspath(path)
@@ -149,7 +150,11 @@ class AppendLog:
         """Append ``data`` to segment ``number`` durably, or raise and leave it as it was."""
         os.makedirs(self._directory, exist_ok=True)
         target = self.segment_path(number)
-        fd = os.open(target, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT
+        try:
+            fd, created = os.open(target, flags | os.O_EXCL, 0o644), True
+        except FileExistsError:
+            fd, created = os.open(target, flags, 0o644), False
         try:
             start = os.fstat(fd).st_size
             try:
@@ -162,6 +167,8 @@ class AppendLog:
                     os.ftruncate(fd, start)   # frees space: works on a full disk
                 except OSError:
                     pass
+                if created:      # a segment this append began: no empty file is left behind
+                    _unlink(target)
                 raise
         finally:
             os.close(fd)

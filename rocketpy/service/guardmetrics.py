@@ -5,6 +5,8 @@ failures; memory releases. ``makeService`` adds them to the web endpoint's regis
 runs per request (the guards' counters are plain attributes, read at scrape time)."""
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
+from ..controller.grouprole import ROLES
+
 __all__ = ["GuardCollector"]
 
 _P = "rocketpy_"
@@ -17,15 +19,55 @@ def _by(name, doc, label, counts):
     return family
 
 
+def _pushes(notifier):
+    pushes = CounterMetricFamily(_P + "controller_pushes", "NOTIFY_BROKER_ROLE_CHANGED pushes, by "
+                                 "outcome (dropped: the waiting queue was full).",
+                                 labels=["outcome"])
+    for outcome, value in (("sent", notifier.sent), ("failed", notifier.failed),
+                           ("dropped", notifier.dropped)):
+        pushes.add_metric([outcome], value)
+    yield pushes
+    yield GaugeMetricFamily(_P + "controller_pushes_waiting", "Pushes waiting for a place.",
+                            value=notifier.queued)
+    yield GaugeMetricFamily(_P + "controller_push_connections", "Brokers being connected to or "
+                            "written to by a push now (at most 32).", value=notifier.active)
+
+
+def _group(group):
+    role = GaugeMetricFamily(_P + "controller_group_role", "This controller's role in its etcd "
+                             "group (1 for the current one).", labels=["role"])
+    for name in ROLES:
+        role.add_metric([name], 1 if group.role.role == name else 0)
+    yield role
+    yield GaugeMetricFamily(_P + "controller_group_leaderless", "1 while this controller knows of "
+                            "no leader of its group.", value=1 if group.leaderless else 0)
+    yield CounterMetricFamily(_P + "controller_group_leaderless_seconds", "Time this controller "
+                              "knew of no leader, in all.", value=group.leaderless_seconds())
+    for name, doc, value in (
+            ("controller_group_leaderless_spells", "Times the group was without a known leader.",
+             group.leaderless_spells),
+            ("controller_group_step_downs", "Times this controller stopped leading.",
+             group.step_downs),
+            ("controller_group_refused_entries", "Entries etcd refused for their size (the entry "
+             "failed, the leadership stayed).", group.refused_entries),
+            ("controller_group_refused_changes", "Changes refused before they were applied: "
+             "their entry would be over the size bound.", group.refused_changes)):
+        yield CounterMetricFamily(_P + name, doc, value=value)
+
+
 class GuardCollector:
     """The families above, from the processor's guards, the writer and the memory service."""
 
-    def __init__(self, processor, write_pool=None, memory=None, controller=None, snapshot=None):
+    def __init__(self, processor, write_pool=None, memory=None, controller=None, group=None,
+                 notifier=None, snapshot=None):
         self.processor = processor
         #: the warm restart's :class:`~rocketpy.service.routesnapshot.RouteSnapshotService`
         self.snapshot = snapshot
         #: the controller's processor (``enableControllerInNamesrv``), or None
         self.controller = controller
+        #: its etcd group (``controllerType=etcd``) and its push notifier, or None
+        self.group = group
+        self.notifier = notifier
         self.write_pool = write_pool
         self.memory = memory
 
@@ -74,6 +116,10 @@ class GuardCollector:
             yield _by("controller_broker_requests_refused", "Broker requests to the controller "
                       "refused by brokerAllowNetworks / brokerIdentityBinding, by reason.",
                       "reason", access.refused)
+        if self.notifier is not None:
+            yield from _pushes(self.notifier)
+        if self.group is not None:
+            yield from _group(self.group)
         pool = self.write_pool   # None: no writer thread (a test reactor), nothing counted
         yield CounterMetricFamily(_P + "file_write_jobs", "Writes asked of the writer thread "
                                   "(one per PUT/DELETE/UPDATE).", value=getattr(pool, "jobs", 0))

@@ -12,7 +12,8 @@ import sys
 from functools import partial
 
 from twisted.application.service import MultiService, Service
-from twisted.internet.interfaces import IReactorFromThreads
+from twisted.internet.defer import maybeDeferred
+from twisted.internet.interfaces import IReactorFromThreads, IReactorThreads
 from twisted.logger import Logger, LogLevel
 from twisted.python import usage
 
@@ -257,6 +258,15 @@ def default_listen(port, bind_address="0.0.0.0", backlog=1024):
     return f"tcp:{port}:interface={bind}:backlog={backlog}"
 
 
+def _in_thread(reactor):
+    """``run(function, *args) -> Deferred`` on the reactor's thread pool (the TLS files are read
+    there, off the reactor), or here for a reactor without threads (a test's fake one)."""
+    if not IReactorThreads.providedBy(reactor):
+        return maybeDeferred
+    from twisted.internet.threads import deferToThreadPool
+    return partial(deferToThreadPool, reactor, reactor.getThreadPool())
+
+
 def _tls_settings(props):
     """``tls.*`` from the config file and -D, then the ``tls.config.file`` (Java ``TlsHelper``
     lets that file override)."""
@@ -448,7 +458,7 @@ def makeService(options, reactor=None):
     if settings.mode is not TlsMode.DISABLED and watched_paths(settings):   # as Java: on change
         from .tlswatch import TlsFileWatch
         install = partial(setattr, factory, "tls_context_factory")   # read per connection
-        top.tls_watch = TlsFileWatch(settings, install, reactor)
+        top.tls_watch = TlsFileWatch(settings, install, reactor, run=_in_thread(reactor))
         top.tls_watch.setServiceParent(top)
     GracefulExit(reactor).setServiceParent(top)   # SIGTERM: a clean stop, exit status 0
     # Started in this order, stopped in reverse: the server stops listening and closes its
@@ -508,9 +518,12 @@ def makeService(options, reactor=None):
             decode_pool=decode_pool, readiness=readiness,
             snapshot_stream=partial(snapshotter.stream, reactor))
         top.web.setServiceParent(top)
+        controller = top.controller
         top.web.registry.register(GuardCollector(
             processor, write_pool, memory,
-            controller=None if top.controller is None else top.controller.processor,
+            controller=None if controller is None else controller.processor,
+            group=None if controller is None else controller.group,
+            notifier=None if controller is None else controller.notifier,
             snapshot=snapshot))
     if snapshot is not None:   # stopped before the server closes its connections (whose
         snapshot.setServiceParent(top)   # close events would unregister every broker)

@@ -3,7 +3,10 @@
 
 The files are polled with ``os.stat`` on the reactor's clock (injectable; a stat of three small
 files is all a tick costs) and read only when one changed: size, modification time, inode or
-presence. Any change builds a new context factory and hands it to ``install`` (which puts it
+presence. Reading them and building the context runs through ``run`` (the reactor's thread pool
+in the server: a slow disk never stalls the reactor), and only regular files of a bounded size
+are read (:func:`~rocketpy.transport.tls.read_tls_file`); one build at a time, polls wait for
+it. Any change builds a new context factory and hands it to ``install`` (which puts it
 where the transport takes it for each new TLS connection), so new connections use the new files
 and established ones keep theirs. A context that does not build (a half-written file, a key that
 does not match the certificate) is logged and the old one kept; the next change tries again, so
@@ -11,6 +14,8 @@ writing the certificate and then the key reloads once both are in place (Java wa
 change, and never reloads a renewed certificate whose key stayed the same). Files that did not
 load at start are watched too: TLS starts working when they are fixed."""
 import os
+
+from twisted.internet.defer import maybeDeferred
 
 from ..transport.tls import TlsUnavailableError, build_context_factory, watched_paths
 from .periodic import PeriodicService
@@ -31,16 +36,18 @@ def _signature(path):
 
 class TlsFileWatch(PeriodicService):
     """``install(context_factory)`` a new context built from ``settings`` when one of its
-    files changes."""
+    files changes; ``run(function, *args) -> Deferred`` runs the build (default: here)."""
 
     name = "tls-file-watch"
 
-    def __init__(self, settings, install, clock, interval=WATCH_INTERVAL):
+    def __init__(self, settings, install, clock, interval=WATCH_INTERVAL, run=maybeDeferred):
         super().__init__(interval, clock)
         self.settings = settings
         self.install = install
+        self.run = run
         self.paths = watched_paths(settings)
         self._seen = self._signatures()
+        self._building = False
         self.reloads = 0
         self.failures = 0
 
@@ -48,19 +55,30 @@ class TlsFileWatch(PeriodicService):
         return tuple(_signature(p) for p in self.paths)
 
     def run_once(self):
+        if self._building:
+            return
         now = self._signatures()
         if now == self._seen:
             return
-        changed = [p for p, a, b in zip(self.paths, self._seen, now) if a != b]
+        changed = ", ".join(p for p, a, b in zip(self.paths, self._seen, now) if a != b)
         self._seen = now
-        try:
-            context_factory = build_context_factory(self.settings)
-        except TlsUnavailableError as exc:
-            self.failures += 1
-            self.log.error("TLS files changed ({files}) but do not load, keeping the previous "
-                           "certificate: {why}", files=", ".join(changed), why=exc)
-            return
+        self._building = True
+        d = self.run(build_context_factory, self.settings)
+        d.addCallbacks(self._built, self._failed, callbackArgs=(changed,), errbackArgs=(changed,))
+        d.addBoth(self._done)
+
+    def _built(self, context_factory, changed):
         self.install(context_factory)
         self.reloads += 1
         self.log.info("The TLS certificate and key changed ({files}): new connections use them",
-                      files=", ".join(changed))
+                      files=changed)
+
+    def _failed(self, failure, changed):
+        self.failures += 1
+        why = (failure.getErrorMessage() if failure.check(TlsUnavailableError)
+               else failure.getTraceback())
+        self.log.error("TLS files changed ({files}) but do not load, keeping the previous "
+                       "certificate: {why}", files=changed, why=why)
+
+    def _done(self, _):
+        self._building = False

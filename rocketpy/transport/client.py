@@ -25,8 +25,9 @@
 
 ``invoke`` answers with whatever code the peer sent; :func:`check_response` turns an unexpected
 one into :class:`RemotingCommandError` (Java's ``MQClientException``, "CODE: 17 DESC: ...").
-:class:`OnewayNotifier` is the NameServer's use of it: NOTIFY_MIN_BROKER_ID_CHANGE, oneway, to a
-broker group."""
+:class:`OnewayNotifier` is the NameServer's and the controller's use of it:
+NOTIFY_MIN_BROKER_ID_CHANGE and NOTIFY_BROKER_ROLE_CHANGED, oneway, to a broker group, a bounded
+number of addresses at once."""
 import collections
 import dataclasses
 import random
@@ -49,7 +50,8 @@ __all__ = ["RemotingClient", "OnewayNotifier", "check_response", "split_address"
            "namesrv_addr_list",
            "RemotingError", "RemotingConnectError", "RemotingTimeoutError",
            "RemotingSendRequestError", "RemotingTooMuchRequestError", "RemotingCommandError",
-           "CONNECT_TIMEOUT", "SEMAPHORE_VALUE", "SCAN_INTERVAL"]
+           "CONNECT_TIMEOUT", "SEMAPHORE_VALUE", "SCAN_INTERVAL", "PUSH_CONCURRENCY",
+           "MAX_QUEUED_PUSHES"]
 
 #: Java ``NettyClientConfig.connectTimeoutMillis`` default.
 CONNECT_TIMEOUT = 3.0
@@ -59,6 +61,11 @@ SEMAPHORE_VALUE = 65535
 SCAN_INTERVAL = 1.0
 #: Java ``clientChannelMaxIdleTimeSeconds``: a connection with no traffic this long is closed
 MAX_IDLE = 120.0
+#: addresses :class:`OnewayNotifier` pushes to at once (``clusterList``'s ``BROKER_CONCURRENCY``)
+PUSH_CONCURRENCY = 32
+#: pushes :class:`OnewayNotifier` keeps waiting for a place (a group's brokers are bounded by the
+#: controller's live brokers, 10,000)
+MAX_QUEUED_PUSHES = 20000
 
 _SUCCESS = int(ResponseCode.SUCCESS)
 _NOT_SUPPORTED = int(ResponseCode.REQUEST_CODE_NOT_SUPPORTED)
@@ -653,30 +660,108 @@ class RemotingClient:
 
 class OnewayNotifier:
     """``notifier(broker_addrs, command)`` sends ``command`` oneway to every ``host:port`` through a
-    :class:`RemotingClient` (NOTIFY_MIN_BROKER_ID_CHANGE: Java connects to each broker's listen
-    address and keeps the channel). A failure is logged and dropped: a oneway has nobody to tell."""
+    :class:`RemotingClient` (NOTIFY_MIN_BROKER_ID_CHANGE, NOTIFY_BROKER_ROLE_CHANGED). A failure
+    is logged and dropped: a oneway has nobody to tell.
+
+    Java connects to each broker's listen address and keeps the channel; the addresses are what
+    the brokers said, so a peer can make them up by the thousand (5,000 brokers of one group
+    asked an election, and 5,000 connections opened at once, each held 120 s). Here the fan-out
+    is bounded as ``clusterList``'s is: at most ``concurrency`` addresses are being connected to
+    or written at once, each connection is closed once its pushes are written (so no channel is
+    cached), and at most ``max_queued`` pushes wait for a place. A push waiting for an address
+    replaces the one of the same request code that waits there (the newer role or smallest id
+    supersedes it); one that finds the queue full is dropped and counted."""
 
     log = Logger(observer=logs.observer)
 
-    def __init__(self, reactor, connect_timeout=CONNECT_TIMEOUT):
-        self.client = RemotingClient(reactor, connect_timeout=connect_timeout)
+    def __init__(self, reactor, connect_timeout=CONNECT_TIMEOUT, *, concurrency=PUSH_CONCURRENCY,
+                 max_queued=MAX_QUEUED_PUSHES):
+        self.client = RemotingClient(reactor, connect_timeout=connect_timeout, max_idle=None)
+        self.concurrency = concurrency
+        self.max_queued = max_queued
         self.sent = 0
+        self.failed = 0
+        self.dropped = 0
+        self._waiting = collections.OrderedDict()   # addr -> {code: command}, not in flight
+        self._later = {}                            # addr in flight -> {code: command} after it
+        self._active = set()                        # addresses being connected to or written
+        self._queued = 0
+        self._pumping = False
 
     def __call__(self, broker_addrs, command):
         for addr in broker_addrs:
             self.send_oneway(addr, command)
 
-    def send_oneway(self, addr, command):
-        d = self.client.invoke_oneway(addr, command)
-        d.addCallbacks(self._sent, self._failed, errbackArgs=(addr,))
-        return d
+    @property
+    def queued(self):
+        """Pushes waiting for a place."""
+        return self._queued
 
-    def _sent(self, _):
-        self.sent += 1
+    @property
+    def active(self):
+        """Addresses a push is being connected to or written to now."""
+        return len(self._active)
+
+    def send_oneway(self, addr, command):
+        """Queue ``command`` for ``addr``; it goes once a place is free."""
+        table = self._later if addr in self._active else self._waiting
+        commands = table.get(addr)
+        if commands is None or command.code not in commands:
+            if self._queued >= self.max_queued:
+                self.dropped += 1
+                if self.dropped & (self.dropped - 1) == 0:   # 1st, 2nd, 4th, ...: no log flood
+                    self.log.warn("oneway push to {addr} dropped: {n} pushes wait already "
+                                  "({dropped} dropped so far)", addr=addr, n=self._queued,
+                                  dropped=self.dropped)
+                return
+            self._queued += 1
+            if commands is None:
+                commands = table[addr] = {}
+        commands[command.code] = command
+        self._pump()
+
+    def _pump(self):
+        if self._pumping:      # a push that failed at once frees its place inside the loop
+            return
+        self._pumping = True
+        try:
+            self._start_waiting()
+        finally:
+            self._pumping = False
+
+    def _start_waiting(self):
+        while self._waiting and len(self._active) < self.concurrency:
+            addr, commands = self._waiting.popitem(last=False)
+            self._queued -= len(commands)
+            self._active.add(addr)
+            sent = [self.client.invoke_oneway(addr, command) for command in commands.values()]
+            # frames go out in order: the last one written means all were
+            sent[-1].addCallbacks(self._sent, self._failed, callbackArgs=(len(sent),),
+                                  errbackArgs=(addr,))
+            sent[-1].addBoth(self._done, addr)
+            for d in sent[:-1]:
+                d.addErrback(lambda _: None)     # counted with the last
+
+    def _sent(self, _, count):
+        self.sent += count
 
     def _failed(self, failure, addr):
-        self.log.warn("invokeOneway to {addr} failed: {why}", addr=addr, why=failure.getErrorMessage())
+        self.failed += 1
+        if self.failed & (self.failed - 1) == 0:
+            self.log.warn("invokeOneway to {addr} failed: {why} ({n} failed pushes so far)",
+                          addr=addr, why=failure.getErrorMessage(), n=self.failed)
+
+    def _done(self, _, addr):
+        self.client.close_channel(addr)          # written (or failed): its place is free
+        self._active.discard(addr)
+        later = self._later.pop(addr, None)
+        if later is not None:
+            self._waiting[addr] = later
+        self._pump()
 
     def close(self):
-        """Close every cached connection (NameServer shutdown)."""
+        """Close every connection and forget what waits (NameServer shutdown)."""
+        self._waiting.clear()
+        self._later.clear()
+        self._queued = 0
         self.client.shutdown()

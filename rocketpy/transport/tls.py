@@ -13,20 +13,28 @@ PKCS#8 or traditional), ``tls.server.need.client.auth`` and ``tls.server.authCli
 A new context is built when the certificate, key or trust files change
 (:class:`~rocketpy.service.tlswatch.TlsFileWatch`, as Java's ``FileWatchService``): new
 connections get it, established ones keep theirs, and a new file that does not load is logged
-and the old context kept.
+and the old context kept. Every file is read by :func:`read_tls_file`: a regular file of at most
+:data:`MAX_TLS_FILE` bytes, opened without blocking and checked before a byte is read (a FIFO
+at the path hung the server past SIGTERM; a link to ``/dev/zero`` read 3.5 GB in 10 s).
 
 pyOpenSSL is optional (``twisted[tls]``): without it ``build_context_factory`` raises
 :class:`TlsUnavailableError`, and a TLS handshake is answered as Java does when its
 ``sslContext`` is null: the connection is closed and why is logged."""
 import datetime
 import enum
+import os
+import stat
 from dataclasses import dataclass
 
 from twisted.internet.interfaces import IOpenSSLContextFactory
 from zope.interface import implementer
 
 __all__ = ["TlsMode", "TlsSettings", "TlsUnavailableError", "build_context_factory",
-           "ServerContextFactory", "watched_paths", "HANDSHAKE_MAGIC", "TLS_KEYS"]
+           "ServerContextFactory", "watched_paths", "read_tls_file", "HANDSHAKE_MAGIC", "TLS_KEYS",
+           "MAX_TLS_FILE"]
+
+#: The largest certificate, key or trust file read (a chain or a CA bundle is tens of KB).
+MAX_TLS_FILE = 1024 * 1024
 
 #: First byte of a TLS record carrying a handshake (Java ``TlsModeHandler.HANDSHAKE_MAGIC_CODE``).
 HANDSHAKE_MAGIC = 0x16
@@ -115,15 +123,63 @@ def _load_files(settings):
     if not settings.cert_path or not settings.key_path:
         raise TlsUnavailableError("tls.server.certPath and tls.server.keyPath are required "
                                   "when tls.test.mode.enable is false")
+    cert_data = read_tls_file(settings.cert_path, "tls.server.certPath")
+    key_data = read_tls_file(settings.key_path, "tls.server.keyPath")
     try:
-        with open(settings.cert_path, "rb") as f:
-            cert = x509.load_pem_x509_certificate(f.read())
-        with open(settings.key_path, "rb") as f:
-            password = settings.key_password.encode() if settings.key_password else None
-            key = load_pem_private_key(f.read(), password)
-    except (OSError, ValueError, TypeError) as exc:
+        cert = x509.load_pem_x509_certificate(cert_data)
+        password = settings.key_password.encode() if settings.key_password else None
+        key = load_pem_private_key(key_data, password)
+    except (ValueError, TypeError) as exc:
         raise TlsUnavailableError(f"cannot load the TLS certificate or key: {exc}") from exc
     return cert, key
+
+
+def read_tls_file(path, key):
+    """The bytes of ``path`` (the value of setting ``key``) when it is a regular file of at most
+    :data:`MAX_TLS_FILE` bytes; TlsUnavailableError naming the problem otherwise. It is opened
+    non-blocking (opening a FIFO waits for a writer) and its type and size are checked on the
+    descriptor before anything is read (a device is endless); at most one byte more than the
+    bound is read, should the file grow meanwhile."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0))
+    except OSError as exc:
+        raise TlsUnavailableError(f"cannot read {key} {path}: {exc.strerror}") from exc
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise TlsUnavailableError(f"{key} {path} is not a regular file")
+        chunks, size = [], 0
+        if info.st_size <= MAX_TLS_FILE:
+            while size <= MAX_TLS_FILE:
+                chunk = os.read(fd, MAX_TLS_FILE + 1 - size)
+                if not chunk:
+                    break
+                chunks.append(chunk)
+                size += len(chunk)
+        if info.st_size > MAX_TLS_FILE or size > MAX_TLS_FILE:
+            raise TlsUnavailableError(f"{key} {path} is larger than {MAX_TLS_FILE} bytes")
+    except OSError as exc:
+        raise TlsUnavailableError(f"cannot read {key} {path}: {exc.strerror}") from exc
+    finally:
+        os.close(fd)
+    return b"".join(chunks)
+
+
+def _trust(ctx, path):
+    """Add the certificates of the PEM bundle ``path`` to ``ctx``'s store (what
+    ``load_verify_locations`` does, from bytes read by :func:`read_tls_file`)."""
+    from cryptography import x509
+    from OpenSSL import crypto
+    try:
+        certs = x509.load_pem_x509_certificates(read_tls_file(path, "tls.server.trustCertPath"))
+    except ValueError as exc:
+        raise TlsUnavailableError(f"cannot load tls.server.trustCertPath: {exc}") from exc
+    store = ctx.get_cert_store()
+    for cert in certs:
+        try:
+            store.add_cert(cert)
+        except TypeError:      # pyOpenSSL before 24.3 takes its own objects only
+            store.add_cert(crypto.X509.from_cryptography(cert))
 
 
 @implementer(IOpenSSLContextFactory)
@@ -174,10 +230,7 @@ def _build_context(settings):
     auth = "optional" if settings.test_mode else (settings.need_client_auth or "none").strip().lower()
     verify_certs = settings.auth_client and not settings.test_mode
     if verify_certs and settings.trust_cert_path:
-        try:
-            ctx.load_verify_locations(settings.trust_cert_path)
-        except SSL.Error as exc:
-            raise TlsUnavailableError(f"cannot load tls.server.trustCertPath: {exc}") from exc
+        _trust(ctx, settings.trust_cert_path)
 
     def _verify(conn, x509, errno, depth, ok):
         # Java uses InsecureTrustManagerFactory unless tls.server.authClient is true.

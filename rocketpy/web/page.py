@@ -504,9 +504,8 @@ def _topic_row(topic):
                    class_="topic system" if topic["system"] else "topic")
 
 
-def _topics(view, params):
+def _topics(view, params, names):
     per = params["per"]
-    names = view.topic_names(params["q"], hide_system=not params["sys"])
     matched = len(names)
     total = view.counts()["topics"]
     pages = max(1, -(-matched // per))
@@ -581,7 +580,7 @@ def _filter_form(params, refresh):
         id="filter", method="get", action="/", role="search")
 
 
-def _document(view, params):
+def _document(view, params, names):
     summary = view.summary()
     peers = view.peers()
     refresh = params["refresh"]
@@ -604,7 +603,7 @@ def _document(view, params):
         _summary(summary), _clusters(view.cluster_summaries()),
         _peers(peers) if peers is not None else "", _groups(view, params),
         _traffic(summary.get("traffic")),
-        _topics(view, params), _kv(view.kv()),
+        _topics(view, params, names), _kv(view.kv()),
         tags.p(f'Updated {time.strftime("%H:%M:%S")} (server time {summary["serverTime"]} ms).',
                class_="muted", id="updated"),
         id="content", **{"data-refresh": str(refresh)})
@@ -617,10 +616,11 @@ def _document(view, params):
     return tags.html(head, body, lang="en")
 
 
-def render_status_page(view, params):
-    """The whole page as ``bytes`` (UTF-8) for the parsed query ``params``."""
+def render_status_page(view, params, names):
+    """The whole page as ``bytes`` (UTF-8) for the parsed query ``params`` and the topic names
+    it matched (``view.topic_names``)."""
     out, failures = [], []
-    flatten(None, _document(view, params), out.append).addErrback(failures.append)
+    flatten(None, _document(view, params, names), out.append).addErrback(failures.append)
     if failures:             # nothing here waits, so flattening is done when flatten() returns
         failures[0].raiseException()
     page = b"".join(out)

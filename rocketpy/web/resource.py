@@ -18,14 +18,16 @@ from urllib.parse import unquote
 from twisted.logger import Logger
 from twisted.web import http
 from twisted.web import pages
+from twisted.python.failure import Failure
 from twisted.web.resource import Resource
-from twisted.web.server import Request, Site
+from twisted.web.server import NOT_DONE_YET, Request, Site
 
 from .health import PROBE_PATHS, HealthPage, ReadyPage, RouteSnapshotPage
 from .metrics import MetricsPage
 from .nsaddr import PATH_PREFIX, AddressServer
 from .page import CONTENT_SECURITY_POLICY, page_parameters, render_status_page
 from .state import DEFAULT_LIMIT, MAX_LIMIT
+from .topicsearch import SearchBusy
 from ..transport import logs
 
 __all__ = ["StatusPage", "ApiResource", "WebRoot", "WebSite", "client_allowed", "API_ENDPOINTS",
@@ -34,6 +36,9 @@ __all__ = ["StatusPage", "ApiResource", "WebRoot", "WebSite", "client_allowed", 
 #: The largest request body kept (in memory; a read-only site needs none): a declared
 #: Content-Length above it, or a chunked body growing past it, is answered 413 and closed.
 MAX_BODY = 64 * 1024
+#: Digits of a Content-Length read at all (a larger one is refused 400, before conversion; one
+#: above :data:`MAX_BODY` is refused 413)
+MAX_LENGTH_DIGITS = 18
 #: Seconds a refused connection is still read (and what comes discarded) after its answer,
 #: so that a client still sending its body gets the answer, not a reset (nginx's
 #: ``lingering_time`` idea): bandwidth at most, never memory or disk.
@@ -69,6 +74,43 @@ def _common_headers(request):
     request.setHeader(b"x-frame-options", b"DENY")
 
 
+def _page_bounds(args):
+    """``(offset, limit)`` of the query; ValueError when one is not an integer."""
+    offset, limit = args.get("offset", "0"), args.get("limit", str(DEFAULT_LIMIT))
+    if len(offset) > 18 or len(limit) > 18:
+        raise ValueError("too many digits")
+    return int(offset), int(limit)
+
+
+def _when_found(request, names, render, *args):
+    """``render(request, names, *args)`` once the Deferred ``names`` has the topic names: at
+    once when it has them already, else later (NOT_DONE_YET) unless the client left; 503 when
+    too many searches are under way (:class:`~rocketpy.web.topicsearch.SearchBusy`)."""
+    result = []
+    names.addBoth(result.append)
+    if result:
+        return _rendered(request, result[0], render, args)
+    gone = []
+    request.notifyFinish().addBoth(gone.append)
+
+    def found(_):
+        if not gone:
+            request.write(_rendered(request, result[0], render, args))
+            request.finish()
+    names.addCallback(found)
+    return NOT_DONE_YET
+
+
+def _rendered(request, outcome, render, args):
+    if isinstance(outcome, Failure):
+        outcome.trap(SearchBusy)
+        request.setResponseCode(http.SERVICE_UNAVAILABLE)
+        request.setHeader(b"retry-after", b"1")
+        request.setHeader(b"content-type", b"text/plain; charset=utf-8")
+        return f"Busy: {outcome.getErrorMessage()}; try again in a second.\n".encode("utf-8")
+    return render(request, outcome, *args)
+
+
 class StatusPage(Resource):
     """``/``: the HTML status page."""
 
@@ -83,9 +125,14 @@ class StatusPage(Resource):
             request.setResponseCode(http.NOT_FOUND)
             request.setHeader(b"content-type", b"text/plain; charset=utf-8")
             return b"Not found. The status page is /, metrics /metrics, JSON /api/.\n"
+        params = page_parameters(_args(request))
+        names = self.view.topic_names(params["q"], hide_system=not params["sys"])
+        return _when_found(request, names, self._page, params)
+
+    def _page(self, request, names, params):
         request.setHeader(b"content-type", b"text/html; charset=utf-8")
         request.setHeader(b"content-security-policy", CONTENT_SECURITY_POLICY.encode())
-        return render_status_page(self.view, page_parameters(_args(request)))
+        return render_status_page(self.view, params, names)
 
 
 class ApiResource(Resource):
@@ -104,13 +151,27 @@ class ApiResource(Resource):
             path.pop()
         if path == ["route-snapshot"] and self.snapshot is not None:
             return self.snapshot.render_GET(request)
-        status, data = self.answer(path, _args(request))
+        args = _args(request)
+        if path == ["topics"]:
+            try:
+                offset, limit = _page_bounds(args)
+            except ValueError:
+                return self._json(request, http.BAD_REQUEST,
+                                  {"error": "offset and limit must be integers"})
+            names = self.view.topic_names(args.get("q"))
+            return _when_found(request, names, lambda request, names: self._json(
+                request, http.OK, self.view.topics(names, args.get("q"), offset, limit)))
+        return self._json(request, *self.answer(path, args))
+
+    @staticmethod
+    def _json(request, status, data):
         request.setResponseCode(status)
         request.setHeader(b"content-type", b"application/json; charset=utf-8")
         return json.dumps(data, ensure_ascii=False, indent=1).encode("utf-8") + b"\n"
 
     def answer(self, path, args):
-        """``(HTTP status, JSON-ready data)`` for the path segments after ``/api``."""
+        """``(HTTP status, JSON-ready data)`` for the path segments after ``/api`` (but
+        ``/api/topics``, which waits for its search)."""
         view = self.view
         if not path:
             return http.OK, {"endpoints": API_ENDPOINTS}
@@ -121,14 +182,12 @@ class ApiResource(Resource):
             return http.OK, {"clusters": view.clusters()}
         if head == "brokers" and not rest:
             return http.OK, {"brokers": view.brokers()}
-        if head in ("topics", "groups") and not rest:
+        if head == "groups" and not rest:
             try:
-                offset = int(args.get("offset", 0))
-                limit = int(args.get("limit", DEFAULT_LIMIT))
+                offset, limit = _page_bounds(args)
             except ValueError:
                 return http.BAD_REQUEST, {"error": "offset and limit must be integers"}
-            page = view.topics if head == "topics" else view.broker_groups
-            return http.OK, page(args.get("q"), offset, limit)
+            return http.OK, view.broker_groups(args.get("q"), offset, limit)
         if head == "topics":
             topic = view.topic("/".join(rest))
             if topic is None:
@@ -218,11 +277,25 @@ class _Channel(http.HTTPChannel):
     """twisted.web's channel, except that:
 
     - a line over its limit (16 KiB) is answered instead of dropping the connection: 414 URI
-      Too Long for a request line, 431 for a header;
+      Too Long for a request line, 431 for a header; a Content-Length of over
+      :data:`MAX_LENGTH_DIGITS` digits gets 400;
     - once the headers are in, and before any body byte is read, a peer outside the allow-list
       gets 403 and a declared body over :data:`MAX_BODY` 413 (then the connection closes)."""
 
     _refused = False
+
+    def headerReceived(self, line):
+        """A Content-Length of more digits than any body this site takes is answered 400 before
+        twisted.web converts it (``int()`` of 5,000 digits raised out of the channel: a logged
+        traceback, no answer)."""
+        name, _, value = line.partition(b":")
+        if name.strip(b" \t").lower() == b"content-length":
+            digits = value.strip(b" \t").lstrip(b"0")
+            if len(digits) > MAX_LENGTH_DIGITS and digits.isdigit():
+                self.refuse(http.BAD_REQUEST, b"The Content-Length is not a number this server "
+                            b"reads (at most %d digits).\n" % MAX_LENGTH_DIGITS)
+                return False
+        return super().headerReceived(line)
 
     def lineLengthExceeded(self, line):
         first = self._receivedHeaderSize == 0   # nothing of this request's head seen yet

@@ -65,6 +65,9 @@ class WebService(ListeningService):
             self._sampling.stop()
         if self.pulse is not None:
             self.pulse.stop()
+        view = getattr(self, "view", None)
+        if view is not None:
+            view.search.stop()
         port, self.port = self.port, None
         if port is not None:
             return defer.maybeDeferred(port.stopListening)

@@ -15,13 +15,15 @@ register as topics (GET_SYSTEM_TOPIC_LIST_FROM_NS) and the clusters' reply topic
 Names are in natural order (``broker-2`` before ``broker-10``: :func:`natural_key`). What a
 page shows is cut on the server: a page of broker groups (:meth:`NameServerView.broker_groups`)
 and of topics, and per-cluster counts (:meth:`NameServerView.cluster_summaries`) in one pass
-over the brokers, so a page costs the same at 20 or 2,000 brokers."""
+over the brokers, so a page costs the same at 20 or 2,000 brokers. Topic names come sorted from
+an index and are filtered a step per reactor turn (:mod:`rocketpy.web.topicsearch`)."""
 import re
 import time
 
 from ..namesrv.model import (MASTER_ID, ORDER_TOPIC_CONFIG, PERM_INHERIT, PERM_READ, PERM_WRITE,
-                             is_system_topic)
+                             SYSTEM_TOPIC_PREFIX, SYSTEM_TOPICS, is_system_topic)
 from ..remoting.codes import language_name, version_name
+from .topicsearch import TopicIndex, TopicSearch
 
 __all__ = ["NameServerView", "perm_text", "broker_role", "natural_key", "DEFAULT_LIMIT",
            "MAX_LIMIT"]
@@ -108,6 +110,9 @@ class NameServerView:
         self.peer_watch = peer_watch
         self.started = clock.seconds()
         self.version = _rocketpy_version()
+        self.topic_index = TopicIndex(route_info_manager.shapes)
+        self.search = TopicSearch(self.topic_index, self._keep,
+                                  lambda: route_info_manager.snapshots.generation, clock)
 
     # ------------------------------------------------------------------ small facts
 
@@ -304,16 +309,33 @@ class NameServerView:
                 or (topic.endswith(_REPLY_SUFFIX) and topic[:-len(_REPLY_SUFFIX)] in rim.cluster_addr_table))
 
     def topic_names(self, query=None, hide_system=False):
-        """Sorted topic names; with ``query``, those whose name or one of whose broker names
-        contains it (case-insensitive); without the system topics if ``hide_system``."""
-        table = self.route_info_manager.topic_queue_table
-        names = sorted(table)
-        if query:
-            q = query.lower()
-            names = [t for t in names if q in t.lower() or any(q in b.lower() for b in table[t])]
+        """A Deferred of the sorted topic names; with ``query``, those whose name or one of whose
+        broker names contains it (case-insensitive); without the system topics if
+        ``hide_system``. Filtered a step per reactor turn (:mod:`rocketpy.web.topicsearch`);
+        it fails with :class:`~rocketpy.web.topicsearch.SearchBusy` when too many are asked."""
+        return self.search.search(query, hide_system)
+
+    def _keep(self, query, hide_system):
+        """The predicate of one search (``query`` in lower case), made once: the broker names
+        that match and the system topics' names are found first, so a topic costs a case fold,
+        a substring test and a set lookup or two."""
+        rim = self.route_info_manager
+        shapes = rim.shapes
+        # the layouts naming a matching broker: as many as the distinct layouts, not the topics
+        layouts = {id(shape) for name in (shapes.broker_names() if query else ())
+                   if query in name.lower() for shape in shapes.shapes_of_broker(name)}
+        layout_of = rim.topic_queue_table.get
+        system = set()
         if hide_system:
-            names = [t for t in names if not self.is_system_topic(t)]
-        return names
+            system.update(SYSTEM_TOPICS, rim.cluster_addr_table, rim.broker_addr_table,
+                          (cluster + _REPLY_SUFFIX for cluster in rim.cluster_addr_table))
+
+        def keep(topic):
+            if system and (topic in system or topic.startswith(SYSTEM_TOPIC_PREFIX)):
+                return False
+            return (not query or query in topic.lower()
+                    or (layouts and id(layout_of(topic)) in layouts))
+        return keep
 
     def topic(self, name):
         """One topic: its queue data per broker and the route a client would get, or None."""
@@ -345,15 +367,15 @@ class NameServerView:
                 out["orderTopicConf"] = order
         return out
 
-    def topics(self, query=None, offset=0, limit=DEFAULT_LIMIT, hide_system=False):
-        """A page of topics: ``{"total", "matched", "offset", "limit", "topics": [...]}``."""
-        names = self.topic_names(query, hide_system)
+    def topics(self, names, query=None, offset=0, limit=DEFAULT_LIMIT):
+        """A page of ``names`` (what :meth:`topic_names` found for ``query``): ``{"total",
+        "matched", "offset", "limit", "topics": [...]}``."""
         offset = max(0, int(offset))
         limit = max(1, min(int(limit), MAX_LIMIT))
         page = names[offset:offset + limit]
         return {"query": query or "", "total": len(self.route_info_manager.topic_queue_table),
                 "matched": len(names), "offset": offset, "limit": limit,
-                "topics": [self.topic(t) for t in page]}
+                "topics": [t for t in map(self.topic, page) if t is not None]}
 
     def peers(self):
         """The latest comparison with the peer NameServers (:mod:`rocketpy.web.peers`):
