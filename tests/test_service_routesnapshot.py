@@ -118,7 +118,11 @@ class Server:
         request.client = IPv4Address("TCP", "127.0.0.1", 55555)
         request.postpath = [p.encode() for p in path.lstrip("/").split("/")]
         body = self.top.web.site.getResourceFor(request).render(request)
-        if not isinstance(body, bytes):
+        if not isinstance(body, bytes):   # the page waits for its topic search: reactor turns
+            for _ in range(10_000):
+                if request.finished:
+                    break
+                self.reactor.step()
             body = b"".join(request.written)
         return request.responseCode or 200, body
 
