@@ -68,3 +68,31 @@ def test_controller_mode_churn_then_one_master_per_group():
         assert counts["controller: groups verified"] == 5
         assert counts["controller: became master"] >= 5
         assert sum(v for k, v in counts.items() if k.startswith("churn: kill")) >= 1
+
+
+def test_controller_mode_with_listening_brokers_takes_the_pushes_on_the_broker_port():
+    """``--controller --listen`` (issue 30): each broker listens once, on its own port, where the
+    controller's NOTIFY_BROKER_ROLE_CHANGED arrives with the admin requests (as Java's broker
+    takes it in AdminBrokerProcessor); it once also listened there for the pushes alone, failed
+    with CannotListenError, printed a traceback per broker, registered nothing and said
+    "errors: none", status 0."""
+    controller_port = _free_port()
+    with tempfile.TemporaryDirectory(prefix="rocketpy-controller-") as store, running_server(
+            "-D", "enableControllerInNamesrv=true", "-D", "controllerDLegerGroup=group1",
+            "-D", f"controllerDLegerPeers=n0-127.0.0.1:{controller_port}",
+            "-D", "controllerDLegerSelfId=n0", "-D", f"controllerStorePath={store}") as server:
+        server.wait_for_log(r"The ControllerManager boot success\.", timeout=10)
+        env = dict(os.environ, PYTHONPATH=str(REPO_ROOT))
+        done = subprocess.run(
+            [sys.executable, "-m", "rocketpy.broker.simcli", "-n", server.addr,
+             "--controller", f"127.0.0.1:{controller_port}", "--version", "5.3.3",
+             "--brokers", "4", "--replicas", "2", "--topics", "2", "--ramp", "0",
+             "--duration", "6", "--progress", "0", "--verify", "--settle", "6", "--listen",
+             "--base-port", str(_free_range(8)), "--json"],
+            env=env, capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=120)
+    assert done.returncode == 0 and done.stderr == "", done.stderr[-3000:]
+    report = json.loads(done.stdout)
+    assert report["errors"] == {} and report["verify"] == []
+    assert report["counts"]["controller: became master"] == 2
+    assert report["counts"]["controller: groups verified"] == 2
+    assert report["namesrv"][server.addr]["ok"] >= 4   # every broker registered, with its role
