@@ -11,7 +11,7 @@ import os
 import sys
 from functools import partial
 
-from twisted.application.service import MultiService, Service
+from twisted.application.service import Service
 from twisted.internet.interfaces import IReactorFromThreads
 from twisted.logger import Logger, LogLevel
 from twisted.python import usage
@@ -39,7 +39,7 @@ from .liveness import ScanNotActiveBrokerService
 from .loglevel import LogLevelService, log_level
 from .memory import RouteMemoryService, compact_dicts
 from .propcheck import value_problem
-from .startup import GracefulExit, StartError
+from .startup import DaemonLaunch, GracefulExit, ReportingService, StartError
 from .server import RemotingServerService
 from .unregistration import BatchUnregistrationService
 from ..transport import logs
@@ -142,6 +142,15 @@ class Options(usage.Options):
     opt_nsaddr.__doc__ = ("With --web, serve this NameServer list to Java brokers and clients "
                           "at /rocketmq/nsaddr (an address server): --nsaddr 'a:9876;b:9876'; "
                           "NAME=LIST serves /rocketmq/NAME (e.g. nsaddr-unit1). Repeatable.")
+
+    def parseOptions(self, options=None):
+        """A bad option (unknown, without its value, or a bad --peers / --nsaddr list) is one
+        line and exit status 1 (:class:`StartError`): twistd answers a ``UsageError`` with its
+        whole usage on stdout, 82 lines, under the name ``rocketnamesrv --nodaemon``."""
+        try:
+            super().parseOptions(options)
+        except usage.UsageError as exc:
+            raise StartError(f"{exc} (rocketnamesrv --help lists the options)") from None
 
     def getUsage(self, width=None):
         from .propcheck import help_epilog
@@ -337,7 +346,9 @@ def makeService(options, reactor=None):
         kv.load_json(read_text(kv.path))  # a broken file stops the start, as in Java
         skipped = kv.replay_log()         # then the changes logged since
     except (OSError, KVConfigError) as exc:
-        raise StartError(f"cannot load the KV config: {exc}") from None
+        backup = kv.path + ".bak"   # Java's copy of the previous content, when there is one
+        hint = f" (the previous content is in {backup})" if os.path.isfile(backup) else ""
+        raise StartError(f"cannot load the KV config: {exc}{hint}") from None
     if skipped:
         log.warn("KV config log: {n} incomplete or unreadable lines skipped (a write cut "
                  "short by a crash is never acknowledged)", n=skipped)
@@ -392,7 +403,7 @@ def makeService(options, reactor=None):
                                required=options.get("explicit_max_connections", True))
     interval = policies.liveness.scan_interval_ms(namesrv_config)
 
-    top = MultiService()
+    top = ReportingService(DaemonLaunch.of(options))   # before twistd forks a daemon
     LogLevelService(options.get("log_level", LogLevel.info), reactor).setServiceParent(top)
     if settings.mode is not TlsMode.DISABLED and watched_paths(settings):   # as Java: on change
         from .tlswatch import TlsFileWatch
