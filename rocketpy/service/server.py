@@ -22,16 +22,21 @@ class RemotingServerService(ListeningService):
 
     name = "remoting-server"
 
-    def __init__(self, endpoint, factory, reactor, close_timeout=1.0, description=None):
+    def __init__(self, endpoint, factory, reactor, close_timeout=1.0, description=None,
+                 bound=None):
+        """``bound(address)``: told the address once listening (the configuration's)."""
         super().__init__(endpoint, factory, reactor, description)
         self.factory = factory
         self.close_timeout = close_timeout
         self.address = None
         self._announce = False
+        self._bound = bound
 
     def _listening(self, port):
         self.port = port
         self.address = format_address(port.getHost())
+        if self._bound is not None:
+            self._bound(port.getHost())
         self.log.info("listening on {what} (TLS mode {mode})",
                       what=self.description, mode=self.factory.tls_mode.value)
         if self._announce:

@@ -212,6 +212,7 @@ class Options(usage.Options):
             sys.stdout.write("".join(line + "\n" for line in lines))
             sys.stdout.flush()
             raise SystemExit(0)
+        self["explicit_listen"] = bool(self["listen"])
         if not self["listen"]:
             netty = configuration.netty_server_config
             self["listen"] = default_listen(netty.listen_port, netty.bind_address,
@@ -245,6 +246,20 @@ def default_listen(port, bind_address="0.0.0.0", backlog=1024):
     """The endpoint string for Java's ``bindAddress:listenPort`` (SO_BACKLOG included)."""
     bind = (bind_address or "0.0.0.0").replace(":", r"\:")
     return f"tcp:{port}:interface={bind}:backlog={backlog}"
+
+
+def _listening_at(netty, address, explicit):
+    """Where the server listens, into the configuration GET_NAMESRV_CONFIG reports: Java sets
+    ``listenPort`` to the bound port when it was 0 (``NettyRemotingServer.start``); ``--listen``
+    (rocketpy's) overrides ``listenPort`` and ``bindAddress``, so both are the bound ones then.
+    A UNIX socket has no port: nothing changes."""
+    host, port = getattr(address, "host", None), getattr(address, "port", None)
+    if port is None:
+        return
+    if explicit:
+        netty.listen_port, netty.bind_address = port, host
+    elif netty.listen_port == 0:
+        netty.listen_port = port
 
 
 def _tls_settings(props):
@@ -437,7 +452,8 @@ def makeService(options, reactor=None):
     memory.release = _route_release(processor, cache,
                                     trim=heap_trimmer() if trim else None)
     memory.setServiceParent(top)
-    server = RemotingServerService(options["listen"], factory, reactor)
+    server = RemotingServerService(options["listen"], factory, reactor, bound=partial(
+        _listening_at, netty, explicit=options.get("explicit_listen", False)))
     server.setServiceParent(top)
     top.controller = None
     if options.get("controller_configuration") is not None:   # enableControllerInNamesrv
