@@ -6,6 +6,7 @@ listenPort from 9876, unknown keys kept for GET_NAMESRV_CONFIG, ``configStorePat
 file); rocketpy's own are listed in :class:`Options`. The profile becomes its policies
 (:func:`rocketpy.namesrv.policy.policies_for`) once, when the options are parsed. Only
 :func:`makeService` knows every component; each gets the narrow callable or policy it needs."""
+import dataclasses
 import gc
 import os
 import sys
@@ -26,7 +27,7 @@ from ..remoting.frame import DEFAULT_MAX_FRAME_LENGTH
 from ..transport.answercache import AnswerCache
 from ..transport.client import OnewayNotifier
 from ..transport.factory import RemotingServerFactory
-from ..transport.limits import LIMIT_KEYS, ServerLimits, raise_open_files_limit
+from ..transport.limits import LIMIT_KEYS, ServerLimits, connection_cap
 from ..transport.metrics import ServerMetrics
 from ..transport.offload import DecodePool, WritePool
 from ..transport.tls import (TLS_KEYS, TlsMode, TlsSettings, TlsUnavailableError,
@@ -405,17 +406,18 @@ def makeService(options, reactor=None):
             context = build_context_factory(settings)
         except TlsUnavailableError as exc:
             log.error("Failed to create SSLContext for server: {why}", why=exc)
+    limits = options.get("limits") or ServerLimits()
+    if limits.max_connections:   # one descriptor per connection: what the open files allow
+        limits = dataclasses.replace(limits, max_connections=connection_cap(
+            limits.max_connections, configured=options.get("explicit_max_connections", True)))
     factory = RemotingServerFactory(
         processor, housekeeping, clock=reactor, max_frame_length=options["frame_max_length"],
         idle_seconds=netty.server_channel_max_idle_time_seconds, tls_mode=settings.mode,
         tls_context_factory=context, send_buffer=netty.server_socket_snd_buf_size,
         receive_buffer=netty.server_socket_rcv_buf_size,
         write_high_water_mark=netty.write_buffer_high_water_mark, answer_cache=cache,
-        limits=options.get("limits"), metrics=metrics, decode_pool=decode_pool,
+        limits=limits, metrics=metrics, decode_pool=decode_pool,
         write_pool=write_pool)
-    if factory.governor.limits.max_connections:  # one descriptor per connection, and some spare
-        raise_open_files_limit(factory.governor.limits.max_connections + 256,
-                               required=options.get("explicit_max_connections", True))
     interval = policies.liveness.scan_interval_ms(namesrv_config)
 
     top = ReportingService(DaemonLaunch.of(options))   # before twistd forks a daemon
@@ -462,7 +464,7 @@ def makeService(options, reactor=None):
             top.controller = make_controller_service(
                 options["controller_configuration"], reactor, write_pool=write_pool,
                 max_frame_length=options["frame_max_length"], tls_mode=settings.mode,
-                tls_context_factory=context, limits=options.get("limits"))
+                tls_context_factory=context, limits=limits)
         except ValueError as exc:
             raise StartError(str(exc)) from None
         top.controller.setServiceParent(top)
