@@ -7,6 +7,7 @@ rest; read here from twistd's own ``--logfile``."""
 import logging
 import os
 import re
+import signal
 import socket
 import subprocess
 import sys
@@ -19,6 +20,7 @@ from twisted.logger import LogLevel, globalLogPublisher
 from rocketpy.service.loglevel import LogLevelService
 from rocketpy.transport import logs
 from serverproc import BOOT_RE, REPO_ROOT, _TWISTD, RemotingClient
+from test_e2e_brokersim_controller import _members
 
 
 def _seen(level, emit):
@@ -63,6 +65,12 @@ def test_a_records_exception_is_its_events_failure():
     assert event["log_failure"].check(KeyError)
 
 
+def _both_registered(port):
+    """The group's two brokers are at the NameServer, a master (brokerId 0) and its slave."""
+    members = _members(port).get("broker-0", {})
+    return len(members) == 2 and 0 in members
+
+
 def test_the_controllers_and_the_nameservers_lines_are_in_twistds_log_file(tmp_path):
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
@@ -82,12 +90,29 @@ def test_the_controllers_and_the_nameservers_lines_are_in_twistds_log_file(tmp_p
             assert server.poll() is None and time.monotonic() < deadline, "the server did not boot"
             time.sleep(0.1)
         port = int(BOOT_RE.search(log.read_text()).group(2))
-        sim = subprocess.run(
+        # two controller-mode brokers, until both are registered with their roles; then they
+        # stop (Ctrl-C), and the controller finds them inactive
+        sim = subprocess.Popen(
             [sys.executable, "-m", "rocketpy.broker.simcli", "-n", f"127.0.0.1:{port}",
              "--controller", f"127.0.0.1:{controller_port}", "--version", "5.3.3", "--brokers",
-             "2", "--replicas", "2", "--duration", "4", "--ramp", "0", "--progress", "0"],
-            env=env, capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
-        assert sim.returncode == 0, sim.stderr
+             "2", "--replicas", "2", "--duration", "3600", "--ramp", "0", "--progress", "0"],
+            env=env, stdout=subprocess.DEVNULL, stdin=subprocess.DEVNULL)
+        try:
+            deadline = time.monotonic() + 120
+            while not _both_registered(port):
+                assert sim.poll() is None and time.monotonic() < deadline, _members(port)
+                time.sleep(0.2)
+            sim.send_signal(signal.SIGINT)
+            assert sim.wait(120) == 0
+        finally:
+            if sim.poll() is None:
+                sim.kill()
+                sim.wait()
+        inactive = re.compile(r"\[rocketpy\.controller#info\] broker \d of broker-0 is inactive")
+        deadline = time.monotonic() + 120
+        while not inactive.search(log.read_text()):
+            assert time.monotonic() < deadline, "no inactive broker in the log"
+            time.sleep(0.2)
         client = RemotingClient(port)   # UPDATE_NAMESRV_CONFIG of a black-listed key: a warning
         refused = client.call(318, body=b"kvConfigPath=/tmp/elsewhere\n")
         client.close()
@@ -96,7 +121,6 @@ def test_the_controllers_and_the_nameservers_lines_are_in_twistds_log_file(tmp_p
         server.terminate()
         server.wait(60)
     text = log.read_text()
-    assert re.search(r"\[rocketpy\.controller#info\] broker \d of broker-0 is inactive", text), text
     assert re.search(r"\[rocketpy\.namesrv#warn\] UPDATE_NAMESRV_CONFIG from 127\.0\.0\.1:\d+ "
                      r"refused: Can not update config in black list\. \(kvConfigPath\)", text), text
     assert "[stderr#" not in text, text
