@@ -13,6 +13,8 @@ from twisted.application.service import ServiceMaker
 from twisted.python import usage
 from twisted.scripts import twistd
 
+from .startup import StartError
+
 __all__ = ["main", "SERVICE_MAKER"]
 
 SERVICE_MAKER = ServiceMaker(
@@ -36,7 +38,7 @@ def main(argv=None):
     try:   # twistd's app.run, but a bad twistd option is one line (rocketnamesrv's own are too)
         config.parseOptions(sys.argv[1:])
     except usage.UsageError as exc:
-        sys.exit(f"rocketnamesrv: {exc} (rocketnamesrv --help lists the options)")
+        raise StartError.of_usage(exc) from None
     twistd.runApp(config)
 
 

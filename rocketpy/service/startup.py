@@ -28,6 +28,11 @@ class StartError(SystemExit):
         super().__init__(f"rocketnamesrv: {message}")
         self.message = message
 
+    @classmethod
+    def of_usage(cls, error):
+        """A bad option (a ``UsageError``): its line, pointing to the help."""
+        return cls(f"{error} (rocketnamesrv --help lists the options)")
+
 
 class GracefulExit(Service):
     """While running, SIGTERM stops the reactor without marking the exit as a signal's."""

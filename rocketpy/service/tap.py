@@ -151,7 +151,7 @@ class Options(usage.Options):
         try:
             super().parseOptions(options)
         except usage.UsageError as exc:
-            raise StartError(f"{exc} (rocketnamesrv --help lists the options)") from None
+            raise StartError.of_usage(exc) from None
 
     def getUsage(self, width=None):
         from .propcheck import help_epilog
