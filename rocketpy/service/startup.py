@@ -132,8 +132,8 @@ class DaemonLaunch:
 
 
 class ReportingService(MultiService):
-    """The service tree's top: a :class:`StartError` from a service's start is logged and, as a
-    daemon, handed to the :class:`DaemonLaunch` before it ends the process."""
+    """The service tree's top: as a daemon, a :class:`StartError` from a service's start is
+    logged and handed to the :class:`DaemonLaunch` before it ends the process."""
 
     log = Logger(observer=logs.observer)
 
@@ -145,9 +145,9 @@ class ReportingService(MultiService):
         try:
             super().startService()
         except StartError as exc:
-            self.log.critical("{message}", message=str(exc))
-            if self.launch is None:
+            if self.launch is None:   # in the foreground: the line on stderr is the log's too
                 raise
+            self.log.critical("{message}", message=str(exc))   # the daemon's log file
             self.launch.failed(str(exc))
             raise SystemExit(1) from None   # the line is out (and logged): not again as stderr
         if self.launch is not None:
