@@ -15,8 +15,8 @@ import time
 
 import pytest
 
-from rocketpy.remoting import fastjson
-from serverproc import REPO_ROOT, RemotingClient, running_server
+from serverproc import REPO_ROOT, running_server
+from test_e2e_brokersim import cluster_members
 
 pytestmark = pytest.mark.network
 
@@ -88,18 +88,6 @@ def test_controller_mode_churn_then_one_master_per_group():
         assert sum(v for k, v in counts.items() if k.startswith("churn: kill")) >= 1
 
 
-def _members(port):
-    """The NameServer's brokers: ``{broker name: {id: address}}``."""
-    client = RemotingClient(port)
-    try:
-        answer = client.call(106)   # GET_BROKER_CLUSTER_INFO
-    finally:
-        client.close()
-    assert answer.code == 0
-    table = fastjson.loads(answer.body)["brokerAddrTable"]
-    return {name: {int(i): a for i, a in data["brokerAddrs"].items()} for name, data in table.items()}
-
-
 def test_controller_mode_with_listening_brokers_takes_the_pushes_on_the_broker_port():
     """``--controller --listen`` (issue 30): each broker listens once, on its own port, where the
     controller's NOTIFY_BROKER_ROLE_CHANGED arrives with the admin requests (as Java's broker
@@ -118,7 +106,7 @@ def test_controller_mode_with_listening_brokers_takes_the_pushes_on_the_broker_p
         try:
             deadline = time.monotonic() + 120
             while True:
-                members = _members(server.port)
+                members = cluster_members(server.port)
                 if len(members) == 2 and all(len(m) == 2 and 0 in m for m in members.values()):
                     break
                 assert sim.poll() is None and time.monotonic() < deadline, (members, sim.poll())

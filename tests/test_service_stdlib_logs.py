@@ -20,7 +20,7 @@ from twisted.logger import LogLevel, globalLogPublisher
 from rocketpy.service.loglevel import LogLevelService
 from rocketpy.transport import logs
 from serverproc import BOOT_RE, REPO_ROOT, _TWISTD, RemotingClient
-from test_e2e_brokersim_controller import _members
+from test_e2e_brokersim import cluster_members
 
 
 def _seen(level, emit):
@@ -67,7 +67,7 @@ def test_a_records_exception_is_its_events_failure():
 
 def _both_registered(port):
     """The group's two brokers are at the NameServer, a master (brokerId 0) and its slave."""
-    members = _members(port).get("broker-0", {})
+    members = cluster_members(port).get("broker-0", {})
     return len(members) == 2 and 0 in members
 
 
@@ -100,7 +100,7 @@ def test_the_controllers_and_the_nameservers_lines_are_in_twistds_log_file(tmp_p
         try:
             deadline = time.monotonic() + 120
             while not _both_registered(port):
-                assert sim.poll() is None and time.monotonic() < deadline, _members(port)
+                assert sim.poll() is None and time.monotonic() < deadline, cluster_members(port)
                 time.sleep(0.2)
             sim.send_signal(signal.SIGINT)
             assert sim.wait(120) == 0
