@@ -6,10 +6,10 @@ directory outside the checkout (:mod:`installedenv`).
 The suite's own runs use the editable install of the checkout, which always has the source tree
 on the path: a package left out of the wheel (rocketpy.controller once was, and every start
 died on it) is invisible there. Marked ``installed``; it runs in every ``python3 -m pytest``
-(CI's ``.ci/run``). One build and one venv per distribution serve every test (session fixtures);
-the whole module takes about two minutes on a quiet machine, mostly pip installing the
-dependencies and compiling the C extensions twice (the wheel, then the wheel pip builds from
-the sdist).
+(CI's ``.ci/run``). One build and one venv per distribution serve every test (session fixtures):
+the module took 3.5 minutes on the shared 2-core development machine (load average 8 to 9),
+about 80 s per venv to build and install (pip fetching the dependencies, the C extensions
+compiled once for the wheel and again from the sdist) and under a minute for the commands.
 """
 import json
 import os
@@ -25,6 +25,7 @@ import pytest
 
 from installedenv import REPO_ROOT, Venv, build_dists
 from serverproc import BOOT_RE, RemotingClient, ServerProcess
+from test_e2e_brokersim_controller import _free_range
 
 pytestmark = [pytest.mark.installed, pytest.mark.network]
 
@@ -45,29 +46,6 @@ def venv(request, dists, tmp_path_factory):
     env = Venv.create(tmp_path_factory.mktemp(f"venv-{request.param}") / "venv")
     env.pip_install(getattr(dists, request.param))
     return env
-
-
-def _free_ports(count, step=2):
-    """A first port with ``count`` ports free at ``step`` after it (brokersim's listen ports)."""
-    for _ in range(100):
-        with socket.socket() as probe:
-            probe.bind(("127.0.0.1", 0))
-            base = probe.getsockname()[1]
-        if base + step * count >= 65535:
-            continue
-        held = []
-        try:
-            for i in range(count):
-                s = socket.socket()
-                held.append(s)
-                s.bind(("127.0.0.1", base + step * i))
-            return base
-        except OSError:
-            continue
-        finally:
-            for s in held:
-                s.close()
-    raise AssertionError("no free port range on 127.0.0.1")
 
 
 def _start_server(venv, script, *args, cwd=None):
@@ -115,7 +93,7 @@ def _succeeds(venv, *args):
 def _serve_routes(venv, server, tmp_path):
     """brokersim registers a broker (listening, so clusterList can ask it) while rocketpy-admin
     asks the server for its route and for clusterList; then Ctrl-C stops it."""
-    base = _free_ports(1)
+    base = _free_range(1)
     sim = venv.popen("rocketpy-brokersim", "-n", server.addr, "--brokers", "1", "--topics", "2",
                      "--topic-prefix", "Installed-", "--duration", "3600", "--ramp", "0",
                      "--progress", "0", "--listen", "--base-port", base, cwd=tmp_path)
@@ -205,7 +183,7 @@ def test_the_controller_mode_elects_a_master_for_brokersim(venv, tmp_path):
     controller = f"127.0.0.1:{controller_port}"
     try:
         assert "The ControllerManager boot success" in server.log_text()
-        base = _free_ports(2)
+        base = _free_range(3)   # the two brokers' ports, base and base + 2
         sim = venv.popen("rocketpy-brokersim", "-n", server.addr, "--controller", controller,
                          "--version", "5.3.3", "--brokers", "2", "--replicas", "2", "--topics", "1",
                          "--duration", "3600", "--ramp", "0", "--progress", "0", "--listen",
