@@ -26,7 +26,11 @@ def spark():
 @pytest.fixture(autouse=True)
 def _rocketpy_log_level_reset():
     """Tests start service trees (``makeService``, with its ``--logLevel`` service) without
-    stopping them; the level they set is process-wide, so each test starts with every level."""
+    stopping them; the level they set is process-wide (rocketpy's twisted.logger filter and its
+    stdlib logger's level), so each test starts with every level."""
     yield
+    import logging
+
     from rocketpy.transport import logs
     logs.predicate.clearLogLevels()
+    logging.getLogger(logs.STDLIB_LOGGER).setLevel(logging.NOTSET)

@@ -192,14 +192,17 @@ def _normalise_json(value):
     return value
 
 
-def parsed_body(request_code, body):
+def parsed_body(request_code, body, listen_port=None):
     """A body in comparable form: JSON parsed (numeric keys as strings), properties as a dict
-    without the path keys, anything else as bytes."""
+    without the path keys (``listen_port``: the ``listenPort`` this one reports instead of the
+    capture's, for a server listening where the kernel put it), anything else as bytes."""
     if body is None:
         return None
     if request_code in _PROPERTIES_CODES:
         from rocketpy.namesrv.javaprops import parse_properties
         props = parse_properties(body.decode("utf-8"))
+        if listen_port is not None and "listenPort" in props:
+            props["listenPort"] = str(listen_port)
         return {k: v for k, v in props.items() if k not in PATH_KEYS}
     try:
         return _normalise_json(fastjson.loads(body))
@@ -207,8 +210,9 @@ def parsed_body(request_code, body):
         return body
 
 
-def compare(request, expected, actual):
-    """Differences between the recorded answer and ours (empty list: they match)."""
+def compare(request, expected, actual, listen_port=None):
+    """Differences between the recorded answer and ours (empty list: they match);
+    ``listen_port``: where this server listens (GET_NAMESRV_CONFIG reports it)."""
     if expected is None:
         return [] if actual is None else [f"Java sent no answer, rocketpy sent code {actual.code}"]
     if actual is None:
@@ -226,7 +230,7 @@ def compare(request, expected, actual):
         want_ext, got_ext = want_ext or None, got_ext or None
     if want_ext != got_ext:
         diffs.append(f"extFields: Java {want_ext!r}, rocketpy {got_ext!r}")
-    want_body = parsed_body(request.code, expected.body)
+    want_body = parsed_body(request.code, expected.body, listen_port)
     got_body = parsed_body(request.code, actual.body)
     if want_body != got_body:
         diffs.append(f"body: Java {expected.body!r:.300}, rocketpy {actual.body!r:.300}")

@@ -273,3 +273,38 @@ def test_spark_submit_is_quiet_and_reports_on_stderr(tmp_path):
     assert " INFO " not in out.stderr and " INFO " not in out.stdout
     assert "[capture_job]" in out.stderr and "[capture_job]" not in out.stdout
     assert "request code" in out.stdout and "REGISTER_BROKER" in out.stdout
+
+
+def test_output_of_an_earlier_run_is_kept_unless_overwrite(spark, job, tmp_path):
+    """The job replaced DIR/frames silently (issue 30); now it refuses before any work, in one
+    line, and --overwrite replaces it."""
+    capture = FIXTURES / "rmq49-mqadmin-topicRoute.pcap"
+    out = tmp_path / "out"
+    job.run(spark, [str(capture), "--output", str(out), "--quiet", "--no-summary"])
+    before = sorted(p.name for p in (out / "frames").iterdir())
+    with pytest.raises(SystemExit) as refused:
+        job.run(spark, [str(FIXTURES / "rmq49-mqadmin-clusterList.pcap"), "--output", str(out),
+                        "--quiet", "--no-summary"])
+    assert str(refused.value) == (f"capture_job: {out}/frames exists (an earlier run's frames): "
+                                  "give --overwrite to replace them, or another --output")
+    assert sorted(p.name for p in (out / "frames").iterdir()) == before
+    job.run(spark, [str(FIXTURES / "rmq49-mqadmin-clusterList.pcap"), "--output", str(out),
+                    "--quiet", "--no-summary", "--overwrite"])
+    _same_rows(_spark_rows(spark, str(out / "frames")),
+               list(decode_paths([str(FIXTURES / "rmq49-mqadmin-clusterList.pcap")])))
+
+
+def test_a_file_beside_the_captures_is_skipped_as_rocketpy_capture_skips_it(spark, job, tmp_path):
+    """A directory walk decodes what starts like a capture; README.md beside the captures was
+    counted as a bad file by the job (and skipped by rocketpy-capture). A file named on the
+    command line is still reported."""
+    folder = tmp_path / "captures"
+    folder.mkdir()
+    (folder / "a.pcap").write_bytes((FIXTURES / "rmq49-mqadmin-topicRoute.pcap").read_bytes())
+    (folder / "README.md").write_text("# captures of the test cluster\n")
+    summary = job.run(spark, [str(folder), "--output", str(tmp_path / "out"), "--quiet"])
+    assert summary["stats"]["files"] == 1 and "bad_files" not in summary["stats"], summary["stats"]
+    assert summary["frames"] == len(list(decode_paths([str(folder)])))
+    named = job.run(spark, [str(folder / "a.pcap"), str(folder / "README.md"), "--output",
+                            str(tmp_path / "named"), "--quiet"])
+    assert named["stats"]["bad_files"] == 1

@@ -6,6 +6,8 @@ tables are empty.
 """
 import json
 import os
+import re
+import signal
 import subprocess
 import sys
 import time
@@ -211,3 +213,26 @@ def test_a_listen_port_in_use_is_one_line_and_status_1():
     assert sim.returncode == 1
     assert err.startswith(f"rocketpy-brokersim: Couldn't listen on 127.0.0.1:{port}: ")
     assert len(err.splitlines()) == 1, err
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
+def test_stopped_early_after_failed_registrations_is_status_1_with_its_line(signum):
+    """Ctrl-C or SIGTERM once registrations have failed (issue 30): the report, the same error
+    line as a run that ends by itself, status 1 (it was 0, with no line)."""
+    sim = _simulator("127.0.0.1:1", "--brokers", "2", "--ramp", "0", "--duration", "600",
+                     "--progress", "0.2")
+    try:
+        for line in sim.stderr:   # progress lines: wait for the first failed registrations
+            if re.search(r"errors [1-9]", line):
+                break
+        sim.send_signal(signum)
+        out, err = sim.communicate(timeout=60)
+    finally:
+        if sim.poll() is None:
+            sim.kill()
+            sim.wait()
+    assert sim.returncode == 1
+    assert "errors: registration: connect " in out
+    [line] = [ln for ln in err.splitlines() if not ln.startswith("[")]   # not a progress line
+    assert re.fullmatch(r"rocketpy-brokersim: (\d+) of \1 registrations failed \(last error: "
+                        r"127\.0\.0\.1:1: connect to 127\.0\.0\.1:1 failed: .*\)", line), line

@@ -4,8 +4,8 @@
 Each ``*-sc-*`` capture starts before a fresh Java NameServer, so a fresh server replays it whole:
 4.9.8 captures with ``--profile=4.9``, 5.0.0 captures with ``--profile=5.0``, 5.3.3 captures with
 ``--profile=5.3`` (of ``rmq53-controller-sc-elect``, the NameServer port's connections), and the capture's
-own ``listenPort``/``bindAddress`` so GET_NAMESRV_CONFIG reports what Java reported (only the
-NameServer's own file paths are left out of the comparison). Every connection of the capture is
+``bindAddress`` so GET_NAMESRV_CONFIG reports what Java reported (the NameServer's own file
+paths are left out of the comparison, and its ``listenPort`` is the port this run listens on). Every connection of the capture is
 a real connection here, opened when its first request is due and closed where the capture's
 closed, so channel events (a broker's close unregistering it) happen as they did under Java.
 Requests go in the order Java answered them (see ``tests/replay.py``); a request Java never
@@ -51,7 +51,7 @@ def _replay_over_sockets(path, server):
         actual = decode_frame(actual_frame)
         answered += 1
         exact += actual_frame == event.expected_frame
-        diffs = replay.compare(event.request, event.expected, actual)
+        diffs = replay.compare(event.request, event.expected, actual, listen_port=server.port)
         if diffs:
             mismatches.append((event, diffs))
     # nothing may be answered that Java left unanswered

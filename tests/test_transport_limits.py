@@ -24,7 +24,8 @@ from rocketpy.remoting.layout import peek_request
 from rocketpy.remoting.codes import OVERLOAD_REMARK
 from rocketpy.transport.limits import (LIMIT_KEYS, NOT_SHED, TROUBLE_EVENTS,
                                        LoadGovernor, RefusedConnection, ServerLimits,
-                                       overload_answer, raise_open_files_limit)
+                                       overload_answer, raise_open_files_limit,
+                                       connection_cap, OPEN_FILES_MARGIN, MIN_DEFAULT_CONNECTIONS)
 from test_transport_protocol import (ECHO, BoundedTransport, FakeProcessor, RecordingListener,
                                      answers, request)
 
@@ -568,9 +569,26 @@ class OpenFilesTests(SynchronousTestCase):
             if hard != resource.RLIM_INFINITY:
                 old, new = raise_open_files_limit(hard + 1)
                 self.assertEqual(new, hard)
-                self.assertIn("below", events[-1]["log_format"])
-                self.assertEqual(events[-1]["log_level"], LogLevel.warn)
-                raise_open_files_limit(hard + 1, required=False)   # the default's: no warning
-                self.assertEqual(events[-1]["log_level"], LogLevel.info)
+        finally:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
+    def test_the_connection_cap_is_what_the_open_files_limit_holds(self):
+        """The default cap lowered to what fits is an info line; a configured one that does
+        not fit is a warning; so is a limit that fits fewer than MIN_DEFAULT_CONNECTIONS (issue
+        30: every default start logged 'open files limit ... is below serverMaxConnections')."""
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        if hard == resource.RLIM_INFINITY:
+            return self.assertEqual(connection_cap(50_000, configured=True), 50_000)
+        events = []
+        self.patch(limits_module, "log", Logger(observer=events.append))
+        try:
+            self.assertEqual(connection_cap(hard - OPEN_FILES_MARGIN, configured=True),
+                             hard - OPEN_FILES_MARGIN)   # fits: nothing to say
+            self.assertEqual([e["log_level"] for e in events if "connections" in e["log_format"]], [])
+            self.assertEqual(connection_cap(hard + 50_000, configured=False), hard - OPEN_FILES_MARGIN)
+            self.assertEqual(events[-1]["log_level"], LogLevel.info
+                             if hard - OPEN_FILES_MARGIN >= MIN_DEFAULT_CONNECTIONS else LogLevel.warn)
+            self.assertEqual(connection_cap(hard + 50_000, configured=True), hard - OPEN_FILES_MARGIN)
+            self.assertEqual(events[-1]["log_level"], LogLevel.warn)
         finally:
             resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))

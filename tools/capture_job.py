@@ -60,7 +60,10 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="capture_job.py",
                                 description="Decode RocketMQ frames from captures with Spark.")
     p.add_argument("inputs", nargs="+", metavar="INPUT")
-    p.add_argument("--output", required=True, metavar="DIR")
+    p.add_argument("--output", required=True, metavar="DIR",
+                   help="where frames/ and the summary go; refused when DIR/frames exists")
+    p.add_argument("--overwrite", action="store_true",
+                   help="replace the frames (and summary) an earlier run left in --output")
     p.add_argument("--format", choices=("parquet", "json", "csv"), default="parquet")
     p.add_argument("--port", type=int, action="append", dest="ports",
                    help="only segments to/from this port (repeatable; default: all ports)")
@@ -298,7 +301,8 @@ class _Console:
 
 
 def _list_inputs(spark, inputs):
-    """[(uri, size)] of every file under the inputs, through Hadoop's FileSystem."""
+    """[(uri, size, walked)] of every file under the inputs, through Hadoop's FileSystem;
+    ``walked``: found in a directory (not named, nor matched by a glob)."""
     jvm = spark.sparkContext._jvm
     conf = spark.sparkContext._jsc.hadoopConfiguration()
     Path = jvm.org.apache.hadoop.fs.Path
@@ -318,9 +322,9 @@ def _list_inputs(spark, inputs):
                     f = it.next()
                     name = f.getPath().getName()
                     if not name.startswith((".", "_")):
-                        out.append((f.getPath().toString(), f.getLen()))
+                        out.append((f.getPath().toString(), f.getLen(), True))
             else:
-                out.append((st.getPath().toString(), st.getLen()))
+                out.append((st.getPath().toString(), st.getLen(), False))
     seen = set()
     return [x for x in sorted(out) if not (x[0] in seen or seen.add(x[0]))]
 
@@ -426,15 +430,30 @@ def _spark_schema():
     return ", ".join(f"`{n}` {t}" for n, t in SCHEMA)
 
 
+def _walked_capture(path):
+    """A file found in a directory is decoded when its first bytes are a capture's (a pcap,
+    pcapng or gzip magic), as rocketpy-capture decides: a README.md beside the captures is
+    not a bad file."""
+    from rocketpy.capture.source import is_capture_head, open_binary
+    try:
+        with open_binary(path) as f:
+            return is_capture_head(f.read(4))
+    except OSError:
+        return True   # unreadable: reported as a bad file by the probe
+
+
 def _probe(files, one_capture, console):
     """(path, name, size, CaptureInfo or None for gzip) per readable capture, in capture order
-    for a rotated set; files that are not captures are reported and left out."""
+    for a rotated set; files found in a directory that are not captures are left out, named
+    files that are not are reported and left out."""
     from rocketpy.capture.readers import CaptureFormatError
     from rocketpy.capture.source import first_timestamp, local_path
     from rocketpy.capture.split import probe
     out, bad = [], 0
-    for uri, size in files:
+    for uri, size, walked in files:
         path = local_path(uri) if uri.startswith("file:") else uri
+        if walked and not _walked_capture(path):
+            continue
         try:
             info = probe(path)
             first = first_timestamp(path) if one_capture else 0
@@ -468,6 +487,10 @@ def run(spark, argv) -> dict:
     args = build_parser().parse_args(argv)
     sc = spark.sparkContext
     console = _Console(sc)
+    frames_path = args.output.rstrip("/") + "/frames"
+    if not args.overwrite and _exists(spark, frames_path):   # before any work
+        raise SystemExit(f"capture_job: {frames_path} exists (an earlier run's frames): "
+                         "give --overwrite to replace them, or another --output")
     if not args.no_ship_code:
         _ship_code(sc)
     files, bad_files = _probe(_list_inputs(spark, args.inputs), args.one_capture, console)
@@ -520,7 +543,6 @@ def run(spark, argv) -> dict:
     for p in parts[1:]:
         df = df.unionByName(p)
     out_dir = args.output.rstrip("/")
-    frames_path = out_dir + "/frames"
     _write(df, args.format, frames_path, "overwrite")
     value = acc.value
     stats = Stats(value.get("stats", {}))
@@ -592,15 +614,27 @@ def _read_back(spark, fmt, path, schema):
             .csv(path))
 
 
+def _hadoop_path(spark, uri):
+    """``(FileSystem, Path)`` of ``uri`` (a local path: ``file:``) through Hadoop."""
+    if "://" not in uri and not uri.startswith("file:"):
+        uri = "file:" + os.path.abspath(uri)
+    jvm = spark.sparkContext._jvm
+    path = jvm.org.apache.hadoop.fs.Path(uri)
+    return path.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration()), path
+
+
+def _exists(spark, uri):
+    fs, path = _hadoop_path(spark, uri)
+    return bool(fs.exists(path))
+
+
 def _write_text(spark, uri, text):
     """Write a small text file through Hadoop's FileSystem (works on any filesystem)."""
     if "://" not in uri and not uri.startswith("file:"):
         with open(uri, "w", encoding="utf-8") as f:
             f.write(text)
         return
-    jvm = spark.sparkContext._jvm
-    path = jvm.org.apache.hadoop.fs.Path(uri)
-    fs = path.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration())
+    fs, path = _hadoop_path(spark, uri)
     out = fs.create(path, True)
     out.write(bytearray(text.encode("utf-8")))
     out.close()

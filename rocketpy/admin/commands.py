@@ -530,9 +530,17 @@ class CompareNamesrv(SubCommand):
     name = "compareNamesrv"
     description = "Compare clusters, brokers and topic routes across the name servers of -n."
     HEAD = "%-24s %9s %9s %9s  %-12s  %-12s  %-12s%n"
+    #: differences of each kind printed by default (all are counted; --json has every one)
+    LIMIT = 20
+    options = (Option("l", "limit", True, False,
+                      f"differences of each kind printed at most (default {LIMIT}; 0: all)"),)
 
     @inlineCallbacks
     def run(self, admin, args, out):
+        text = str(self.LIMIT) if args.limit is None else args.limit
+        if not (text.isascii() and text.isdigit() and len(text) <= 9):
+            raise ValueError(f"-l: {text!r} is not a number of differences (0: all)")
+        limit = int(text)
         comparison = yield compare_nameservers(admin)
         out.data = comparison.to_json()
         out.printf(self.HEAD, "#NameServer", "#Clusters", "#Brokers", "#Topics", "#ClustersSum",
@@ -546,13 +554,18 @@ class CompareNamesrv(SubCommand):
             out.printf(self.HEAD, view.addr, *(len(getattr(view, s)) for _, s in SECTIONS),
                        *(digests[s] for _, s in SECTIONS))
         width = max(len(view.addr) for view in comparison.views)
-        for difference in comparison.differences:
-            out.printf("%s %s differs:%n", difference.kind, difference.name)
-            for addr, text in difference.values.items():
-                out.printf(f"  %-{width}s  %s%n", addr, "(absent)" if text is None else text)
         counts = {}
         for difference in comparison.differences:
             counts[difference.kind] = counts.get(difference.kind, 0) + 1
+            if limit and counts[difference.kind] > limit:
+                continue
+            out.printf("%s %s differs:%n", difference.kind, difference.name)
+            for addr, text in difference.values.items():
+                out.printf(f"  %-{width}s  %s%n", addr, "(absent)" if text is None else text)
+        hidden = {kind: n - limit for kind, n in counts.items() if limit and n > limit}
+        if hidden:
+            out.printf("(%s not shown: -l 0 prints every difference)%n", ", ".join(
+                f"{n} more {kind}{'s' if n > 1 else ''}" for kind, n in hidden.items()))
         if counts:
             summary = ", ".join(f"{n} {kind}{'s' if n > 1 else ''}" for kind, n in counts.items())
             out.printf("%d NameServers diverge: %s differ.%n", len(comparison.views), summary)

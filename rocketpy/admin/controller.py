@@ -224,6 +224,11 @@ class GetSyncStateSet(_ControllerCommand):
             raise ValueError("give -b brokerName or -c clusterName")
         data = yield ControllerAdmin(admin).get_in_sync_state_data(addr, names)
         out.data = data.to_obj()
+        # the controller leaves out the groups it does not know (Java's mqadmin then prints
+        # nothing at all for them): one error line each, and exit status 1
+        for name in names:
+            if name not in (data.replicas_info_table or {}):
+                out.errors.append(f"no broker group {name} at the controller {addr}")
         for name, info in data.replicas_info_table.items():
             in_sync, not_in_sync = info.in_sync_replicas or [], info.not_in_sync_replicas or []
             out.printf("\n#brokerName\t%s\n#MasterBrokerId\t%s\n#MasterAddr\t%s\n#MasterEpoch\t%s"

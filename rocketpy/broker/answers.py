@@ -2,8 +2,10 @@
 --listen``), so that the admin commands which ask brokers -- ``clusterList``
 (GET_BROKER_RUNTIME_INFO), ``deleteTopic`` (DELETE_TOPIC_IN_BROKER), ``topicList -c``
 (QUERY_TOPIC_CONSUME_BY_WHO), ``updateTopic`` (UPDATE_AND_CREATE_TOPIC) -- succeed against a
-simulated cluster, as they do against Java's ``AdminBrokerProcessor``. Anything else gets REQUEST_CODE_NOT_SUPPORTED, as a broker
-answers a code it has no processor for.
+simulated cluster, as they do against Java's ``AdminBrokerProcessor``; in controller mode it also
+takes the controller's NOTIFY_BROKER_ROLE_CHANGED pushes (the port is the broker's one listen
+port). Anything else gets REQUEST_CODE_NOT_SUPPORTED, as a broker answers a code it has no
+processor for.
 
 :class:`BrokerRequestProcessor` is a transport
 :class:`~rocketpy.transport.interfaces.IRequestProcessor`: one simulated broker's listening
@@ -60,9 +62,12 @@ class BrokerRequestProcessor:
         self.broker = broker
 
     def process(self, request, channel, now_ms):
+        code = request.code
+        if code == RequestCode.NOTIFY_BROKER_ROLE_CHANGED and self.broker.controller is not None:
+            self.broker.controller.on_role_changed(request)   # the controller's oneway push
+            return None
         if request.is_oneway:
             return None
-        code = request.code
         version = self.broker.sim.release.version
         if code == RequestCode.GET_BROKER_RUNTIME_INFO:
             body = KVTable(table=runtime_info(version, self.broker.boot_ms)).to_json()

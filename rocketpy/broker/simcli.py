@@ -9,8 +9,9 @@ summary on stdout (``--json`` for a JSON report): per NameServer the registratio
 failed, latency p50/p99/max and rate, then the counts (registrations, QUERY_DATA_VERSION,
 heartbeats, churn events) and errors by kind. ``--verify`` checks, after the churn, that every
 NameServer's cluster table and routes match the brokers that are up. Exit status 1 when a
-registration failed, when ``--verify`` found a difference, or when an option is wrong (one line
-on stderr each), 0 otherwise. Ctrl-C stops it early (brokers unregister).
+registration failed, when a broker could not listen on its port, when ``--verify`` found a
+difference, or when an option is wrong (one line on stderr each), 0 otherwise; the same when
+Ctrl-C or SIGTERM stops it early (brokers unregister first).
 """
 import argparse
 import json
@@ -167,10 +168,15 @@ def failure_lines(sim, problems):
     """One line per reason to end with status 1: registrations that failed, a verify that found
     differences."""
     lines = []
-    failed = sum(n for kind, n in sim.stats.errors.items() if kind.startswith("registration:"))
+    errors = sim.stats.errors
+    failed = sum(n for kind, n in errors.items() if kind.startswith("registration:"))
     if failed:
         sent = sim.stats.counts["registrations"] * len(sim.options.namesrv_addrs)
         lines.append(f"{failed} of {sent} registrations failed (last error: "
+                     f"{sim.stats.last_error})")
+    unbound = sum(n for kind, n in errors.items() if kind.startswith(("listen:", "restart: listen")))
+    if unbound:
+        lines.append(f"{unbound} times a broker could not listen on its port (last error: "
                      f"{sim.stats.last_error})")
     if problems:
         lines.append(f"verify found {len(problems)} differences between the NameServers and "
@@ -201,6 +207,8 @@ def main(argv=None):
     outcome = {"status": 0, "problems": None, "stopping": False, "reported": False}
 
     def finish(_=None):
+        """The report, then one line on stderr per reason for status 1 (however the run
+        ended: its time was up, or Ctrl-C / SIGTERM cut it short)."""
         if outcome["reported"]:
             return
         outcome["reported"] = True
@@ -211,6 +219,9 @@ def main(argv=None):
         else:
             sys.stdout.write(format_report(report, outcome["problems"]))
         sys.stdout.flush()
+        for line in failure_lines(sim, outcome["problems"]):
+            sys.stderr.write(f"{PROG}: {line}\n")
+            outcome["status"] = 1
 
     @inlineCallbacks
     def scenario():
@@ -218,13 +229,8 @@ def main(argv=None):
             yield sim.run(args.duration, args.progress)
             if args.verify:
                 outcome["problems"] = yield sim.verify(args.settle)
-                if outcome["problems"]:
-                    outcome["status"] = 1
             outcome["stopping"] = True
             yield sim.stop()
-            for line in failure_lines(sim, outcome["problems"]):
-                sys.stderr.write(f"{PROG}: {line}\n")
-                outcome["status"] = 1
         except Exception as exc:  # a bug or an unexpected failure: one line, status 1
             sys.stderr.write(f"{PROG}: {' '.join(str(exc).split())}\n")
             outcome["status"] = 1

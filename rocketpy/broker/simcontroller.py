@@ -9,13 +9,17 @@ what a 5.3.3 broker with ``enableControllerMode=true`` does towards its controll
 * a oneway BROKER_HEARTBEAT every second, CONTROLLER_GET_REPLICA_INFO every 5 s;
 * a master keeps the sync state set at itself plus the group's live slaves
   (CONTROLLER_ALTER_SYNC_STATE_SET; a real master adds a slave once it has caught up);
-* NOTIFY_BROKER_ROLE_CHANGED pushes arrive on the broker's listen port.
+* NOTIFY_BROKER_ROLE_CHANGED pushes arrive on the broker's listen port: at the broker's own
+  server with ``--listen`` (:mod:`rocketpy.broker.answers`, as Java's broker takes them in
+  ``AdminBrokerProcessor``), else at a listener of their own.
 
 Whenever its role changes the broker registers at the NameServers at once, a master as brokerId
 0, a slave with its controller id.
 """
 from twisted.internet.defer import inlineCallbacks
+from twisted.internet.error import CannotListenError
 from twisted.internet.protocol import Factory, Protocol
+from twisted.python.failure import Failure
 
 from ..remoting import FrameSplitter, decode_frame
 from ..remoting.bodies import SyncStateSet
@@ -98,11 +102,12 @@ class ControllerMember:
         config.broker_id = -1            # no NameServer registration before the role is known
         self.master_id = None
         self._looping = False
-        try:
-            self.port = sim.reactor.listenTCP(config.listen_port, _PushFactory(self),
-                                              interface=config.broker_ip1)
-        except Exception as exc:   # the port is taken: no pushes, the 5 s poll still works
-            sim.stats.failure(self.addr, exc, "listen")
+        if self.broker.port is None:   # with --listen the broker's own server takes the pushes
+            try:
+                self.port = sim.reactor.listenTCP(config.listen_port, _PushFactory(self),
+                                                  interface=config.broker_ip1)
+            except CannotListenError:   # the port is taken: no pushes, the 5 s poll still works
+                sim.stats.failure(self.addr, Failure(), "listen")
         d = self.join()
         d.addErrback(self._failed, "join")
 

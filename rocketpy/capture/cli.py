@@ -23,8 +23,23 @@ __all__ = ["main", "build_parser"]
 PROG = "rocketpy-capture"
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse, with a usage error as one line (``rocketpy-capture: argument --port: ...``),
+    not its usage block first; status 2, argparse's."""
+
+    def error(self, message):
+        self.exit(2, f"{self.prog}: {message} (rocketpy-capture --help lists the options)\n")
+
+
+def _port(text: str) -> int:
+    """A TCP port, 1..65535."""
+    if not (text.isascii() and text.isdigit() and len(text) <= 5 and 1 <= int(text) <= 65535):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a TCP port (1..65535)")
+    return int(text)
+
+
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = _Parser(
         prog=PROG,
         description="Decode RocketMQ remoting frames from pcap/pcapng captures (in-process).")
     p.add_argument("inputs", nargs="+", metavar="FILE_OR_DIR",
@@ -33,7 +48,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="table (default): readable lines; json: one object per frame (JSON "
                         "Lines) on stdout; csv (RFC 4180); parquet: needs --output")
     p.add_argument("-o", "--output", help="write frames here instead of stdout")
-    p.add_argument("--port", type=int, action="append", dest="ports",
+    p.add_argument("--port", type=_port, action="append", dest="ports",
                    help="only TCP segments to/from this port (repeatable; default: any port, "
                         "RocketMQ is found by content)")
     p.add_argument("--summary", choices=("auto", "yes", "no"), default="auto",

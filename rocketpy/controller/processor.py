@@ -26,6 +26,7 @@ controller port.
 """
 import logging
 
+from rocketpy.namesrv.configguard import value_refusal
 from rocketpy.namesrv.javaprops import PropertiesError, body_to_properties
 from rocketpy.namesrv.pending import DISK, Pending
 from rocketpy.namesrv.processor.replies import NOT_SET_REMARK, failure_remark
@@ -85,11 +86,14 @@ class ControllerRequestProcessor:
     :param entry_refusal: ``entry_refusal(events) -> remark | None``: why a change cannot be
         made durable at all (an etcd entry over its size bound), asked before it is applied:
         a refused change is answered SYSTEM_ERROR and changes nothing.
+    :param value_check: ``value_check(key, value)`` -> None, or what the start-up check expects:
+        UPDATE_CONTROLLER_CONFIG refuses such a value with INVALID_PARAMETER, as the
+        NameServer's update does (Java answers "success" and drops it).
     """
 
     def __init__(self, configuration, *, replicas=None, heartbeats=None, persist=None,
                  notify=None, run=None, access_control=None, leadership=None,
-                 broker_access=None, entry_refusal=None):
+                 broker_access=None, entry_refusal=None, value_check=None):
         self.configuration = configuration
         config = configuration.controller_config
         self.config = config
@@ -102,6 +106,7 @@ class ControllerRequestProcessor:
         self.broker_access = broker_access
         self.leadership = leadership
         self.entry_refusal = entry_refusal
+        self.value_check = value_check
         # Java reads the black list once, when the processor is built
         self.black_list = configuration.black_list()
         #: master elections since start (a broker's request, or a dead master's group), by
@@ -295,6 +300,9 @@ class ControllerRequestProcessor:
             return ControllerResult(RC.SYSTEM_ERROR, "string2Properties error")
         if self.black_list.intersection(props):
             return ControllerResult(RC.NO_PERMISSION, "Can not update config in black list.")
+        refused = value_refusal(props, self.value_check)   # as UPDATE_NAMESRV_CONFIG refuses
+        if refused is not None:
+            return ControllerResult(RC.INVALID_PARAMETER, refused)
         result = ControllerResult()
         result.write = self.configuration.update(props)
         return result

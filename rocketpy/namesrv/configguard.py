@@ -34,7 +34,8 @@ from .processor.registration import DECODE_BUDGET_KEY, MAX_TOPICS_KEY
 from .processor.replies import error
 from .route_bounds import ROUTE_BOUND_KEYS
 
-__all__ = ["ConfigUpdateGuard", "PROTECTED_KEYS", "BLACK_LIST_REMARK", "is_protected"]
+__all__ = ["ConfigUpdateGuard", "PROTECTED_KEYS", "BLACK_LIST_REMARK", "is_protected",
+           "value_refusal"]
 
 log = logging.getLogger("rocketpy.namesrv")
 
@@ -94,6 +95,20 @@ def round_trip_problem(key, value):
     return None
 
 
+def value_refusal(props, value_check):
+    """The INVALID_PARAMETER remark for the first value of ``props`` that ``value_check(key,
+    value)`` (the start-up check) refuses, or None: an update must never make the next start
+    fail, nor be answered "success" and dropped (``properties2Object`` skips what it cannot
+    parse)."""
+    if value_check is None:
+        return None
+    for key, value in props.items():
+        expected = value_check(key, value)
+        if expected is not None:
+            return f"Can not update config key '{_shown(key)}': {value!r} is not {expected}."
+    return None
+
+
 class ConfigUpdateGuard:
     """Decides whether UPDATE_NAMESRV_CONFIG may apply a body's properties.
 
@@ -128,13 +143,9 @@ class ConfigUpdateGuard:
         if blocked:
             return self._refuse("black_list", ResponseCode.NO_PERMISSION, peer, BLACK_LIST_REMARK,
                                 f" ({', '.join(map(_shown, blocked))})")
-        if self.value_check is not None:
-            for key, value in props.items():
-                expected = self.value_check(key, value)
-                if expected is not None:
-                    return self._refuse("value", ResponseCode.INVALID_PARAMETER, peer,
-                                        f"Can not update config key '{_shown(key)}': "
-                                        f"{value!r} is not {expected}.")
+        remark = value_refusal(props, self.value_check)
+        if remark is not None:
+            return self._refuse("value", ResponseCode.INVALID_PARAMETER, peer, remark)
         return None
 
     def _refuse(self, reason, code, peer, remark, detail=""):

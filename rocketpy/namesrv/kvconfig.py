@@ -201,7 +201,7 @@ class KVConfigManager:
         try:
             data = fastjson.loads(content)
         except BodyDecodeError as exc:
-            raise KVConfigError(f"{self.path}: {exc} (the previous content is in {self.path}.bak)") from None
+            raise KVConfigError(f"{self.path}: {exc}") from None
         table = data.get("configTable") if isinstance(data, dict) else None
         if not isinstance(table, dict):
             return

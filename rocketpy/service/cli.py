@@ -10,7 +10,10 @@ install, with or without a writable ``dropin.cache``). Options before ``--`` tha
 import sys
 
 from twisted.application.service import ServiceMaker
+from twisted.python import usage
 from twisted.scripts import twistd
+
+from .startup import StartError
 
 __all__ = ["main", "SERVICE_MAKER"]
 
@@ -31,8 +34,12 @@ def main(argv=None):
     twistd_args = [a.split("=", 1)[1] for a in args if a.startswith("--twistd=")]
     own = [a for a in args if not a.startswith("--twistd=")]
     sys.argv = ["rocketnamesrv", "--nodaemon", "--pidfile=", *twistd_args, "rocketnamesrv", *own]
-    from twisted.application import app
-    app.run(twistd.runApp, _ServerOptions)
+    config = _ServerOptions()
+    try:   # twistd's app.run, but a bad twistd option is one line (rocketnamesrv's own are too)
+        config.parseOptions(sys.argv[1:])
+    except usage.UsageError as exc:
+        raise StartError.of_usage(exc) from None
+    twistd.runApp(config)
 
 
 if __name__ == "__main__":  # python -m rocketpy.service.cli

@@ -39,6 +39,7 @@ from ..transport.protocol import format_address
 from .controllergroup import ControllerGroup
 from .fileio import AppendLog, read_text, write_atomic, write_file_java
 from .periodic import PeriodicService
+from .propcheck import value_problem
 from .server import RemotingServerService
 from ..transport import logs
 
@@ -186,7 +187,8 @@ def make_controller_service(configuration, reactor, *, write_pool=None, listen=N
     processor = ControllerRequestProcessor(
         configuration, notify=notifier.send_oneway, run=run,
         persist=lambda events: (group or journal).record(events),
-        access_control=access if access.enabled else None, leadership=leadership)
+        access_control=access if access.enabled else None, leadership=leadership,
+        value_check=value_problem)
     try:
         broker_access = ControllerBrokerAccess.from_properties(
             configuration.all_configs, processor.heartbeats, processor.replicas)

@@ -11,6 +11,7 @@ These calls block (``fsync``): they run on the writer thread
 (:class:`rocketpy.transport.offload.WritePool`), at start-up or in tests, never on a running
 server's reactor; the state layer is handed :func:`write_file_java` as a callable."""
 import os
+import re
 
 from ..namesrv.javaprops import parse_properties
 
@@ -111,10 +112,20 @@ def write_file_java(path, text):
     write_atomic(path, text.encode("utf-8", "replace"))  # lone surrogate -> '?', as Java
 
 
+#: What no text file holds: C0 controls other than tab, line feed, form feed, carriage return.
+_BINARY_BYTE = re.compile(rb"[\x00-\x08\x0b\x0e-\x1f]")
+
+
 def load_properties(path):
-    """Read a Java ``.properties`` file (ISO-8859-1, as ``Properties.load(InputStream)``)."""
+    """Read a Java ``.properties`` file (ISO-8859-1, as ``Properties.load(InputStream)``).
+    ValueError for a binary file: Java would load one, as hundreds of keys of mojibake."""
     with open(path, "rb") as f:
-        return parse_properties(f.read().decode("latin-1"))
+        data = f.read()
+    binary = _BINARY_BYTE.search(data)
+    if binary is not None:
+        raise ValueError(f"not a properties file (byte 0x{binary.group()[0]:02x} at offset "
+                         f"{binary.start()}: a binary file?)")
+    return parse_properties(data.decode("latin-1"))
 
 
 class AppendLog:

@@ -5,10 +5,14 @@ mostly the per-connection debug lines (``channelActive``/``channelInactive``). r
 publish through one :class:`~twisted.logger.FilteringLogObserver`
 (:mod:`rocketpy.transport.logs`); while the service runs, its
 :class:`~twisted.logger.LogLevelFilterPredicate` lets through only ``--logLevel`` and above, to
-every observer (twistd's stdout, ``--logfile``, ``--syslog``, or any added later). The level is
+every observer (twistd's stdout, ``--logfile``, ``--syslog``, or any added later), and the pure
+layers' stdlib records are handed to the same filter at their levels
+(:func:`~rocketpy.transport.logs.bridge_stdlib_logging`). The level is
 put back once the tree has stopped (after the reactor's shutdown when it runs: connections still
 close while the tree stops, and their debug lines stay out). Twisted's own events are not
 filtered (it writes no per-connection lines)."""
+import logging
+
 from twisted.application.service import Service
 from twisted.logger import LogLevel
 
@@ -43,11 +47,13 @@ class LogLevelService(Service):
         self.reactor = reactor
         self.predicate = logs.predicate if predicate is None else predicate
         self._before = None
+        self._stdlib_before = logging.NOTSET
 
     def startService(self):
         super().startService()
         self._before = self.predicate.logLevelForNamespace("")
         self.predicate.setLogLevelForNamespace("", self.level)   # "": every namespace
+        self._stdlib_before = logs.bridge_stdlib_logging(self.level)   # the pure layers' too
 
     def stopService(self):
         super().stopService()
@@ -59,4 +65,5 @@ class LogLevelService(Service):
     def _restore(self):
         if self._before is not None and not self.running:
             self.predicate.setLogLevelForNamespace("", self._before)
+            logging.getLogger(logs.STDLIB_LOGGER).setLevel(self._stdlib_before)
         self._before = None

@@ -29,12 +29,15 @@ class RemotingServerService(ListeningService):
     name = "remoting-server"
 
     def __init__(self, endpoint, factory, reactor, close_timeout=1.0, description=None,
-                 hold=None):
+                 hold=None, bound=None):
+        """``bound(address)``: told the address once listening (the configuration's);
+        ``hold``: a Deferred until which the port accepts nothing (the route snapshot's load)."""
         super().__init__(endpoint, factory, reactor, description)
         self.factory = factory
         self.close_timeout = close_timeout
         self.address = None
         self._announce = False
+        self._bound = bound
         self._held = hold is not None and not hold.called
         if self._held:
             hold.addBoth(self._release)
@@ -47,6 +50,8 @@ class RemotingServerService(ListeningService):
     def _listening(self, port):
         self.port = port
         self.address = format_address(port.getHost())
+        if self._bound is not None:
+            self._bound(port.getHost())
         if self._held and IPushProducer.providedBy(port):
             port.pauseProducing()
         self.log.info("listening on {what} (TLS mode {mode}){held}",

@@ -6,12 +6,13 @@ listenPort from 9876, unknown keys kept for GET_NAMESRV_CONFIG, ``configStorePat
 file); rocketpy's own are listed in :class:`Options`. The profile becomes its policies
 (:func:`rocketpy.namesrv.policy.policies_for`) once, when the options are parsed. Only
 :func:`makeService` knows every component; each gets the narrow callable or policy it needs."""
+import dataclasses
 import gc
 import os
 import sys
 from functools import partial
 
-from twisted.application.service import MultiService, Service
+from twisted.application.service import Service
 from twisted.internet.defer import maybeDeferred
 from twisted.internet.interfaces import IReactorFromThreads, IReactorThreads
 from twisted.logger import Logger, LogLevel
@@ -27,7 +28,7 @@ from ..remoting.frame import DEFAULT_MAX_FRAME_LENGTH
 from ..transport.answercache import AnswerCache
 from ..transport.client import OnewayNotifier
 from ..transport.factory import RemotingServerFactory
-from ..transport.limits import LIMIT_KEYS, ServerLimits, raise_open_files_limit
+from ..transport.limits import LIMIT_KEYS, ServerLimits, connection_cap
 from ..transport.metrics import ServerMetrics
 from ..transport.offload import DecodePool, WritePool
 from ..transport.tls import (TLS_KEYS, TlsMode, TlsSettings, TlsUnavailableError,
@@ -41,7 +42,7 @@ from .loglevel import LogLevelService, log_level
 from .memory import RouteMemoryService, compact_dicts
 from .propcheck import value_problem
 from .routesnapshot import ROUTE_SNAPSHOT_PATH_KEY
-from .startup import GracefulExit, StartError
+from .startup import DaemonLaunch, GracefulExit, ReportingService, StartError
 from .server import RemotingServerService
 from .unregistration import BatchUnregistrationService
 from ..transport import logs
@@ -153,6 +154,15 @@ class Options(usage.Options):
                           "at /rocketmq/nsaddr (an address server): --nsaddr 'a:9876;b:9876'; "
                           "NAME=LIST serves /rocketmq/NAME (e.g. nsaddr-unit1). Repeatable.")
 
+    def parseOptions(self, options=None):
+        """A bad option (unknown, without its value, or a bad --peers / --nsaddr list) is one
+        line and exit status 1 (:class:`StartError`): twistd answers a ``UsageError`` with its
+        whole usage on stdout, 82 lines, under the name ``rocketnamesrv --nodaemon``."""
+        try:
+            super().parseOptions(options)
+        except usage.UsageError as exc:
+            raise StartError.of_usage(exc) from None
+
     def getUsage(self, width=None):
         from .propcheck import help_epilog
         return super().getUsage(width) + help_epilog()
@@ -223,6 +233,7 @@ class Options(usage.Options):
             sys.stdout.write("".join(line + "\n" for line in lines))
             sys.stdout.flush()
             raise SystemExit(0)
+        self["explicit_listen"] = bool(self["listen"])
         if not self["listen"]:
             netty = configuration.netty_server_config
             self["listen"] = default_listen(netty.listen_port, netty.bind_address,
@@ -265,6 +276,20 @@ def _in_thread(reactor):
         return maybeDeferred
     from twisted.internet.threads import deferToThreadPool
     return partial(deferToThreadPool, reactor, reactor.getThreadPool())
+
+
+def _listening_at(netty, address, explicit):
+    """Where the server listens, into the configuration GET_NAMESRV_CONFIG reports: Java sets
+    ``listenPort`` to the bound port when it was 0 (``NettyRemotingServer.start``); ``--listen``
+    (rocketpy's) overrides ``listenPort`` and ``bindAddress``, so both are the bound ones then.
+    A UNIX socket has no port: nothing changes."""
+    host, port = getattr(address, "host", None), getattr(address, "port", None)
+    if port is None:
+        return
+    if explicit:
+        netty.listen_port, netty.bind_address = port, host
+    elif netty.listen_port == 0:
+        netty.listen_port = port
 
 
 def _tls_settings(props):
@@ -398,7 +423,9 @@ def makeService(options, reactor=None):
         kv.load_json(read_text(kv.path))  # a broken file stops the start, as in Java
         skipped = kv.replay_log()         # then the changes logged since
     except (OSError, KVConfigError) as exc:
-        raise StartError(f"cannot load the KV config: {exc}") from None
+        backup = kv.path + ".bak"   # Java's copy of the previous content, when there is one
+        hint = f" (the previous content is in {backup})" if os.path.isfile(backup) else ""
+        raise StartError(f"cannot load the KV config: {exc}{hint}") from None
     if skipped:
         log.warn("KV config log: {n} incomplete or unreadable lines skipped (a write cut "
                  "short by a crash is never acknowledged)", n=skipped)
@@ -440,20 +467,21 @@ def makeService(options, reactor=None):
             context = build_context_factory(settings)
         except TlsUnavailableError as exc:
             log.error("Failed to create SSLContext for server: {why}", why=exc)
+    limits = options.get("limits") or ServerLimits()
+    if limits.max_connections:   # one descriptor per connection: what the open files allow
+        limits = dataclasses.replace(limits, max_connections=connection_cap(
+            limits.max_connections, configured=options.get("explicit_max_connections", True)))
     factory = RemotingServerFactory(
         processor, housekeeping, clock=reactor, max_frame_length=options["frame_max_length"],
         idle_seconds=netty.server_channel_max_idle_time_seconds, tls_mode=settings.mode,
         tls_context_factory=context, send_buffer=netty.server_socket_snd_buf_size,
         receive_buffer=netty.server_socket_rcv_buf_size,
         write_high_water_mark=netty.write_buffer_high_water_mark, answer_cache=cache,
-        limits=options.get("limits"), metrics=metrics, decode_pool=decode_pool,
+        limits=limits, metrics=metrics, decode_pool=decode_pool,
         write_pool=write_pool)
-    if factory.governor.limits.max_connections:  # one descriptor per connection, and some spare
-        raise_open_files_limit(factory.governor.limits.max_connections + 256,
-                               required=options.get("explicit_max_connections", True))
     interval = policies.liveness.scan_interval_ms(namesrv_config)
 
-    top = MultiService()
+    top = ReportingService(DaemonLaunch.of(options))   # before twistd forks a daemon
     LogLevelService(options.get("log_level", LogLevel.info), reactor).setServiceParent(top)
     if settings.mode is not TlsMode.DISABLED and watched_paths(settings):   # as Java: on change
         from .tlswatch import TlsFileWatch
@@ -488,8 +516,9 @@ def makeService(options, reactor=None):
                                     trim=heap_trimmer() if trim else None)
     memory.setServiceParent(top)
     snapshotter, snapshot = _route_snapshot(options, route, processor, factory, reactor, threads)
-    server = RemotingServerService(options["listen"], factory, reactor,
-                                   hold=None if snapshot is None else snapshot.ready)
+    server = RemotingServerService(
+        options["listen"], factory, reactor, hold=None if snapshot is None else snapshot.ready,
+        bound=partial(_listening_at, netty, explicit=options.get("explicit_listen", False)))
     server.setServiceParent(top)
     top.controller = None
     if options.get("controller_configuration") is not None:   # enableControllerInNamesrv
@@ -498,7 +527,7 @@ def makeService(options, reactor=None):
             top.controller = make_controller_service(
                 options["controller_configuration"], reactor, write_pool=write_pool,
                 max_frame_length=options["frame_max_length"], tls_mode=settings.mode,
-                tls_context_factory=context, limits=options.get("limits"))
+                tls_context_factory=context, limits=limits)
         except ValueError as exc:
             raise StartError(str(exc)) from None
         top.controller.setServiceParent(top)

@@ -51,7 +51,8 @@ from . import logs
 
 __all__ = ["ServerLimits", "LoadGovernor", "RefusedConnection", "overload_answer", "LIMIT_KEYS",
            "TROUBLE_EVENTS", "NOT_SHED",
-           "trouble", "raise_open_files_limit"]
+           "trouble", "raise_open_files_limit", "connection_cap", "OPEN_FILES_MARGIN",
+           "MIN_DEFAULT_CONNECTIONS"]
 
 log = Logger(observer=logs.observer)
 
@@ -127,11 +128,18 @@ class ServerLimits:
         return cls(**values)
 
 
-def raise_open_files_limit(wanted, required=True):
+#: Descriptors kept beside the connections: listening sockets, files, the reactor's, threads'.
+OPEN_FILES_MARGIN = 256
+#: A start without ``serverMaxConnections`` warns only when the open files limit leaves room for
+#: fewer connections than this: a NameServer's brokers and clients rarely need more, and a hard
+#: limit of 1,024 (which would leave 768) is the one that bites.
+MIN_DEFAULT_CONNECTIONS = 1_000
+
+
+def raise_open_files_limit(wanted):
     """Raise the soft RLIMIT_NOFILE towards ``wanted`` (at most the hard limit), logged; returns
     ``(old soft, new soft)``. The usual soft limit (1,024) would make ``accept`` fail long before
-    ``serverMaxConnections``. Falling short is a warning when ``wanted`` was ``required`` (a
-    configured serverMaxConnections), else an info line (the default's, on every boot)."""
+    ``serverMaxConnections``."""
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     if soft == resource.RLIM_INFINITY or (soft >= wanted):
         return soft, soft
@@ -146,12 +154,34 @@ def raise_open_files_limit(wanted, required=True):
         else:
             log.info("open files limit raised from {soft} to {target} (hard limit {hard})",
                      soft=soft, target=target, hard=hard)
-    if target < wanted:
-        log.emit(LogLevel.warn if required else LogLevel.info,
-                 "open files limit {limit} (hard {hard}) is below serverMaxConnections + margin "
-                 "({wanted}): connections past it fail at accept", limit=target, hard=hard,
-                 wanted=wanted)
     return soft, target
+
+
+def connection_cap(max_connections, configured):
+    """The ``serverMaxConnections`` the open files limit can honour, the soft limit raised for
+    it first: past the limit ``accept`` itself would fail, so the cap is lowered to what fits
+    (one descriptor each, :data:`OPEN_FILES_MARGIN` spare) and connections past it are refused
+    like any over the cap. A ``configured`` value that does not fit is a warning; the default
+    (50,000, far more than a NameServer needs) lowered is an info line, and a warning only
+    when fewer than :data:`MIN_DEFAULT_CONNECTIONS` fit."""
+    wanted = max_connections + OPEN_FILES_MARGIN
+    _, limit = raise_open_files_limit(wanted)
+    if limit == resource.RLIM_INFINITY or limit >= wanted:
+        return max_connections
+    cap = max(1, limit - OPEN_FILES_MARGIN)
+    hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+    if configured:
+        log.warn("serverMaxConnections {wanted} does not fit the open files limit {limit} (hard "
+                 "{hard}) with {margin} to spare: at most {cap} connections are served",
+                 wanted=max_connections, limit=limit, hard=hard, margin=OPEN_FILES_MARGIN, cap=cap)
+    elif cap < MIN_DEFAULT_CONNECTIONS:
+        log.warn("the open files limit {limit} (hard {hard}) leaves room for {cap} connections "
+                 "only: raise it (ulimit -n; LimitNOFILE= for systemd)", limit=limit, hard=hard,
+                 cap=cap)
+    else:
+        log.info("serving at most {cap} connections (the open files limit is {limit}; "
+                 "serverMaxConnections sets another cap)", cap=cap, limit=limit)
+    return cap
 
 
 class RefusedConnection(Protocol):

@@ -203,7 +203,8 @@ class _Snapshot:
 
 class MetricsPage(Resource):
     """``/metrics``: a snapshot collected on the reactor thread, formatted by
-    ``prometheus_client.twisted.MetricsResource``."""
+    ``prometheus_client``'s WSGI app on the reactor's thread pool (what
+    ``prometheus_client.twisted.MetricsResource`` does), for GET and HEAD."""
 
     isLeaf = True
 
@@ -224,5 +225,18 @@ class MetricsPage(Resource):
             encoder, content_type = choose_encoder(request.getHeader("accept") or "")
             request.setHeader("content-type", content_type)
             return encoder(frozen)
-        from prometheus_client.twisted import MetricsResource   # binds the global reactor
-        return MetricsResource(frozen).render(request)
+        from prometheus_client import make_wsgi_app
+        from twisted.internet import reactor   # prometheus_client.twisted's, on its thread pool
+        from twisted.web.wsgi import WSGIResource
+        return WSGIResource(reactor, reactor.getThreadPool(),
+                            _head_as_get(make_wsgi_app(frozen))).render(request)
+
+
+def _head_as_get(app):
+    """prometheus_client's WSGI app answers HEAD with 405 (GET only); the endpoint answers GET
+    and HEAD: a HEAD is handed to it as a GET, and twisted.web sends the headers only."""
+    def wsgi(environ, start_response):
+        if environ.get("REQUEST_METHOD") == "HEAD":
+            environ = dict(environ, REQUEST_METHOD="GET")
+        return app(environ, start_response)
+    return wsgi

@@ -74,7 +74,7 @@ table{border-collapse:collapse;background:var(--card);width:100%;border:1px soli
 th,td{text-align:left;padding:4px 8px;border-bottom:1px solid var(--line);vertical-align:top}
 th{background:#eef1f5;font-weight:600;font-size:13px;position:sticky;top:49px}
 tbody tr:hover{background:#f3f7ff}
-td.num{text-align:right;font-variant-numeric:tabular-nums}
+td.num,th.num{text-align:right;font-variant-numeric:tabular-nums}
 code,.mono{font-family:ui-monospace,SFMono-Regular,Menlo,Consolas,monospace;font-size:12.5px}
 .muted{color:var(--mut)}
 .st{display:inline-block;padding:0 6px;border-radius:8px;font-size:12px;border:1px solid}
@@ -301,6 +301,8 @@ def _broker_cells(broker, topic_count):
 
 _BROKER_COLUMNS = ("Id", "Role", "Address", "HA address", "Version", "Data version",
                    "Last heartbeat", "Timeout", "Topics", "Connection")
+#: the broker columns whose cells are numbers, right-aligned, their headers too
+_NUMERIC_BROKER_COLUMNS = frozenset(("Id", "Last heartbeat", "Timeout", "Topics"))
 _CLUSTER_COLUMNS = (("brokerGroups", "Broker groups"), ("brokers", "Brokers"), ("live", "Live"),
                     ("late", "Late"), ("expired", "Expired"), ("noMaster", "Groups without master"))
 
@@ -317,7 +319,8 @@ def _clusters(summaries):
                     class_="cluster", **{"data-cluster": row["cluster"]})
             for row in summaries]
     table = tags.table(tags.thead(tags.tr(tags.th("Cluster"),
-                                          [tags.th(label) for _, label in _CLUSTER_COLUMNS])),
+                                          [tags.th(label, class_="num")
+                                           for _, label in _CLUSTER_COLUMNS])),
                        tags.tbody(rows), id="cluster-table")
     return tags.section(heading, table, id="clusters")
 
@@ -344,7 +347,8 @@ def _peers(report):
                     class_="peer", **{"data-nameserver": row["nameserver"]})
             for row in report["nameservers"]]
     table = tags.table(tags.thead(tags.tr(tags.th("NameServer"), tags.th("Digest"),
-                                          tags.th("Broker groups"), tags.th("Topics"),
+                                          tags.th("Broker groups", class_="num"),
+                                          tags.th("Topics", class_="num"),
                                           tags.th("Error"))),
                        tags.tbody(rows), id="peer-table")
     names = [row["nameserver"] for row in report["nameservers"] if row["error"] is None]
@@ -418,7 +422,9 @@ def _groups(view, params):
                 for b in group["brokers"]]
         blocks.append(tags.details(
             _group_line(group),
-            tags.table(tags.thead(tags.tr([tags.th(c) for c in _BROKER_COLUMNS])), tags.tbody(rows)),
+            tags.table(tags.thead(tags.tr([tags.th(c, class_="num") if c in _NUMERIC_BROKER_COLUMNS
+                                           else tags.th(c) for c in _BROKER_COLUMNS])),
+                       tags.tbody(rows)),
             class_="group", id=f'g-{group["cluster"]}/{group["brokerName"]}',
             **{"data-group": group["brokerName"]}))
     pager = _pager(dict(params, gpage=page), matched, per, "gpage")
@@ -438,8 +444,9 @@ def _traffic(traffic):
                     tags.td(_rate(row["errors"]), class_="num bad" if row["errors"] else "num"),
                     class_="code", **{"data-code": str(row["code"])})
             for row in traffic["byCode"][:CODES_SHOWN]]
-    table = tags.table(tags.thead(tags.tr(tags.th("Request code"), tags.th("requests/s"),
-                                          tags.th("error answers/s"))),
+    table = tags.table(tags.thead(tags.tr(tags.th("Request code"),
+                                          tags.th("requests/s", class_="num"),
+                                          tags.th("error answers/s", class_="num"))),
                        tags.tbody(rows), id="traffic-table")
     return tags.section(heading, tags.p(what), table, id="traffic")
 
