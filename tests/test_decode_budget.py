@@ -42,9 +42,9 @@ class Counting:
         self.calls = 0
         real = bodies.TopicQueueMappingInfo.from_json.__func__
 
-        def from_json(cls, data):
+        def from_json(cls, data, **kwargs):
             self.calls += 1
-            return real(cls, data)
+            return real(cls, data, **kwargs)
 
         monkeypatch.setattr(bodies.TopicQueueMappingInfo, "from_json", classmethod(from_json))
 

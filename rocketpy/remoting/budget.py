@@ -7,11 +7,12 @@ from 203 MiB to 1.17 GB; one 87 KB body kept the decode thread busy 60 s: issue 
 decode spends from one :class:`DecodeBudget` *while* it reads, and stops at the bound: each
 inflated byte costs a unit, each JSON value or topic line :data:`ITEM_COST` more, charged before
 the part is parsed (:func:`json_items` counts them without parsing; a plain body's bytes came in
-one frame and are not charged, its values are). The same checks see the
-cancel flag, so a shutdown stops a decode within one chunk."""
+one frame and are not charged, its values are); what fastjson's lenient reader reads,
+:data:`LENIENT_OP_COST` an operation as it reads. The same checks see the cancel flag, so a
+shutdown stops a decode within one chunk."""
 from .errors import DecodeBudgetExceeded, DecodeCancelled
 
-__all__ = ["DecodeBudget", "DEFAULT_DECODE_BUDGET", "ITEM_COST", "json_items"]
+__all__ = ["DecodeBudget", "DEFAULT_DECODE_BUDGET", "ITEM_COST", "LENIENT_OP_COST", "json_items"]
 
 #: Work units of one decode: a genuine 16 MiB plain body (~100,000 topics, 16 JSON values each)
 #: costs ~51 M, a 10,000-topic compressed one ~3 M; 2 M JSON values at most (~200 MiB parsed).
@@ -19,6 +20,12 @@ DEFAULT_DECODE_BUDGET = 64 * 1024 * 1024
 #: Units a JSON value or a topic line costs on top of its bytes: about what a parsed value
 #: costs in memory (a Python object of 30-100 bytes) against a byte of inflated text.
 ITEM_COST = 32
+#: Units an operation of fastjson's lenient reader costs (a token, a comment, an escape:
+#: :func:`rocketpy.remoting.fastjson.read_lenient`), charged as it reads. One takes ~0.5-1 µs
+#: of Python, as a plain body's JSON value does, parsed and made a record: both come to
+#: ~20-30 ns a unit (``bench/decode_units.py``). Uncounted, a 4 KB compressed body inflating
+#: to lenient parts held the decode pool ~3 s (issue 31).
+LENIENT_OP_COST = ITEM_COST
 
 
 def json_items(raw):

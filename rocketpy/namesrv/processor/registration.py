@@ -220,7 +220,7 @@ class RegistrationReader:
         remember = partial(self._remember, key, body, compressed, request.version,
                            header.body_crc32)
         if worth_a_thread(body, compressed):
-            return Pending(work, remember, cancel=budget.cancel)
+            return Pending(work, remember, cancel=budget.cancel, budget=budget)
         return remember(work())
 
     def _repeats(self, header, wrapper):
@@ -271,7 +271,8 @@ class RegistrationReader:
                 return TopicConfigWrapper(), None
             bodies.charge_plain(budget, body)
             version, table, _, infos = bodies.register_broker_body_records(
-                bodies.TopicConfigSerializeWrapper.from_json(body, self._dialect), TopicConfig,
+                bodies.TopicConfigSerializeWrapper.from_json(body, self._dialect, budget),
+                TopicConfig,
                 DataVersion)
             return TopicConfigWrapper(version, table, infos), None
         try:
