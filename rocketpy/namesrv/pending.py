@@ -8,7 +8,9 @@ no table and no cache, so any thread may run it), or :data:`DISK`, a :class:`Fil
 change already applied in memory (PUT/DELETE_KV_CONFIG, UPDATE_NAMESRV_CONFIG), answered once on
 disk as Java answers after ``persist()``. ``finish(result)`` gives the answer on the reactor
 thread, where all state lives; ``fail(exc)``, when set, the answer for work that raised;
-``cancel()``, when set, stops the work early (at shutdown: it then raises).
+``cancel()``, when set, stops the work early (at shutdown: it then raises); ``budget``, when
+set, is the work's :class:`~rocketpy.remoting.budget.DecodeBudget` (the pool that runs it
+lets other work take turns at its checks).
 Synchronous callers (tests, replay, fuzzing) run it at once; the transport hands ``work`` to its
 lane's pool (:mod:`rocketpy.transport.offload`)."""
 
@@ -23,20 +25,21 @@ class Pending:
     """``finish(work())`` (or ``fail(exc)``), to be run by whoever holds it: ``work`` on its
     lane, ``finish`` and ``fail`` on the thread that owns the state."""
 
-    __slots__ = ("work", "finish", "lane", "fail", "cancel")
+    __slots__ = ("work", "finish", "lane", "fail", "cancel", "budget")
 
-    def __init__(self, work, finish, lane=CPU, fail=None, cancel=None):
+    def __init__(self, work, finish, lane=CPU, fail=None, cancel=None, budget=None):
         self.work = work
         self.finish = finish
         self.lane = lane
         self.fail = fail
         self.cancel = cancel
+        self.budget = budget
 
     def then(self, after):
         """The same work, its finished value handed on to ``after``."""
         finish = self.finish
         return Pending(self.work, lambda result: after(finish(result)), self.lane, self.fail,
-                       self.cancel)
+                       self.cancel, self.budget)
 
     def run(self):
         """Do it all here and now."""

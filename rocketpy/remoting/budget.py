@@ -9,7 +9,8 @@ inflated byte costs a unit, each JSON value or topic line :data:`ITEM_COST` more
 the part is parsed (:func:`json_items` counts them without parsing; a plain body's bytes came in
 one frame and are not charged, its values are); what fastjson's lenient reader reads,
 :data:`LENIENT_OP_COST` an operation as it reads. The same checks see the cancel flag, so a
-shutdown stops a decode within one chunk."""
+shutdown stops a decode within one chunk, and call the budget's ``checkpoint``: where the decode
+pool (``rocketpy.transport.offload``) lets another host's work take its turn."""
 from .errors import DecodeBudgetExceeded, DecodeCancelled
 
 __all__ = ["DecodeBudget", "DEFAULT_DECODE_BUDGET", "ITEM_COST", "LENIENT_OP_COST", "json_items"]
@@ -37,14 +38,16 @@ def json_items(raw):
 class DecodeBudget:
     """Units left for one decode; ``spend`` raises :class:`DecodeBudgetExceeded` past
     ``limit`` (0: no bound) and :class:`DecodeCancelled` once :meth:`cancel` was called (from any
-    thread: a flag read at the next check)."""
+    thread: a flag read at the next check). ``checkpoint``, when set (by the pool that runs the
+    decode), is called at every check: where the decode may wait for its next turn."""
 
-    __slots__ = ("limit", "spent", "cancelled")
+    __slots__ = ("limit", "spent", "cancelled", "checkpoint")
 
     def __init__(self, limit=DEFAULT_DECODE_BUDGET):
         self.limit = limit
         self.spent = 0
         self.cancelled = False
+        self.checkpoint = None
 
     def spend(self, units, what):
         if self.cancelled:
@@ -52,6 +55,10 @@ class DecodeBudget:
         self.spent += units
         if self.limit and self.spent > self.limit:
             raise DecodeBudgetExceeded(self.limit, what)
+        if self.checkpoint is not None:
+            self.checkpoint()
+            if self.cancelled:
+                raise DecodeCancelled(f"decode cancelled at {what}")
 
     def spend_items(self, count, what):
         self.spend(count * ITEM_COST, what)

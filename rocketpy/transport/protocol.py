@@ -17,7 +17,8 @@ sniffer (:mod:`~rocketpy.transport.sniff`), the frame receiver
   wait, so a broker's REGISTER and QUERY_DATA_VERSION, or a PUT and GET, stay in order -- and
   everyone else is served; ``finish`` runs on the reactor, then the connection resumes. A
   connection gone by then gets nothing (its registration is not applied; a write still happens).
-  A full decode pool answers SYSTEM_BUSY; a lane without a pool runs at once.
+  A full decode pool answers SYSTEM_BUSY (at once, or later for work it gave up for another
+  host's); a lane without a pool runs at once.
 * Flow control (Java turns auto-read off in ``channelWritabilityChanged``): the protocol is a
   streaming producer for its transport; paused for any reason (the peer not reading past the
   high-water mark, the turn's budget spent, work on a pool), it neither reads nor serves
@@ -49,6 +50,7 @@ from ..remoting.layout import frame_at
 from .connstate import DECODE, DRAINING, FLOW, OVERLOAD, SNIFFING, ConnectionState, PauseReasons
 from .interfaces import IGovernedConnection
 from .limits import LARGE_FRAME, NOT_SHED
+from .offload import WorkDisplaced
 from .receiver import FrameReceiver
 from .sniff import PLAIN, TLS, sniff, start_tls
 from .tuning import READ_AHEAD_MAX, TransportTuning
@@ -470,12 +472,12 @@ class RemotingServerProtocol(Protocol):
         there) and stop reading until it is answered; the SYSTEM_BUSY answer when the pool is
         full. Returns what ``_handle`` returns."""
         d = pool.submit(pending.work, getattr(self.transport.getPeer(), "host", None),
-                        pending.cancel)
+                        pending.cancel, pending.budget)
         if d is None:
             return self._gate.refuse_work(self, request, pool)
         self._paused_for(DECODE)
         d.addCallbacks(self._finish, self._failed, callbackArgs=(pending.finish, request, started),
-                       errbackArgs=(pending, request, started))
+                       errbackArgs=(pending, request, started, pool))
         d.addErrback(self._late_failure, request)
         d.addCallback(self._done_waiting)
         return None
@@ -489,8 +491,14 @@ class RemotingServerProtocol(Protocol):
         self._metrics.request(request.code, code, perf_counter() - started)
         self._late_answer(response, request)
 
-    def _failed(self, failure, pending, request, started):
-        """The work raised: the Pending's own answer for that (``fail``), or a SYSTEM_ERROR."""
+    def _failed(self, failure, pending, request, started, pool):
+        """The work raised: the Pending's own answer for that (``fail``), or a SYSTEM_ERROR; work
+        the pool gave up for another host's (``WorkDisplaced``) is answered as a full pool's."""
+        if failure.check(WorkDisplaced):
+            answer = self._gate.refuse_work(self, request, pool)
+            if answer is not None and not self.closing:
+                self._write([answer])
+            return None
         if pending.fail is None:
             return failure
         return self._finish(failure.value, pending.fail, request, started)

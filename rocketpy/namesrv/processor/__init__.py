@@ -176,7 +176,7 @@ class DefaultRequestProcessor:
             except Exception as exc:
                 return fail(exc)
 
-        return Pending(pending.work, finish, pending.lane, fail, pending.cancel)
+        return Pending(pending.work, finish, pending.lane, fail, pending.cancel, pending.budget)
 
     def overload_response(self, request):
         """Java's answer when its request pool is full (SYSTEM_BUSY "[OVERLOAD]..."), for a

@@ -141,7 +141,8 @@ class BrokerHandlers:
                     return decoded
                 wrapper = replace(wrapper, topic_config_table=changed)
             return replace(wrapper, fresh=fresh), filters
-        return Pending(work, finish, pending.lane, pending.fail, pending.cancel)
+        return Pending(work, finish, pending.lane, pending.fail, pending.cancel,
+                       pending.budget)
 
     def _refresh_own(self, header, channel, now_ms):
         """Refresh the live entry of the header's broker if ``channel`` holds it: a channel never
