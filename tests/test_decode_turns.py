@@ -154,6 +154,47 @@ class TurnsTests(SynchronousTestCase):
             reactor.run_one()
         self.assertEqual("".join(order), "abc" * 10)
 
+    def test_a_big_plain_registration_gives_turns_as_it_decodes(self):
+        """A plain body is charged before one ``json.loads`` parses it, then read into records
+        topic by topic: each few thousand topics are reported, so another host's long work
+        takes its turns in the middle, not only before (a 16 MiB genuine body is ~1.5 s of
+        decoding)."""
+        from brokerbody import register_body
+        from rocketpy.namesrv.model import DataVersion, TopicConfig
+        reactor = ThreadReactor()
+        quantum = 1 << 20
+        pool = DecodePool(reactor, quantum=quantum)
+        pool.start()
+        self.addCleanup(pool.stop)
+        go, budget, other_budget, seen = threading.Event(), DecodeBudget(0), DecodeBudget(0), []
+        body = register_body([f"Topic{i}" for i in range(40_000)])
+
+        def decode():
+            go.wait(30)
+            return len(bodies.read_register_broker_body(body, False, 479, TopicConfig,
+                                                        DataVersion, budget=budget)[1])
+
+        def other():
+            for _ in range(20):
+                seen.append(budget.worked)
+                other_budget.spend(quantum, "chunk")
+            return "other"
+
+        done = []
+        pool.submit(decode, "10.0.0.1", budget.cancel, budget).addCallback(done.append)
+        pool.submit(other, "10.0.0.2", other_budget.cancel, other_budget).addCallback(
+            done.append)
+        go.set()
+        reactor.run_one()
+        reactor.run_one()
+        self.assertEqual(sorted(done, key=str), [40_000, "other"])
+        charged = budget.spent            # the values, charged before the parse
+        # the other host ran at the charge, and again after each report of 4,096 topics
+        between = sorted(set(seen))
+        self.assertEqual(between[:3], [charged, charged + 4096 * 16 * 32,
+                                       charged + 2 * 4096 * 16 * 32])
+        self.assertGreaterEqual(pool.yields, 2 * 9)
+
     def test_a_job_alone_keeps_its_turn(self):
         reactor = ThreadReactor()
         pool = DecodePool(reactor, quantum=1)

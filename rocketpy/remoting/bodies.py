@@ -983,6 +983,8 @@ _VERSION, _TABLE, _MAPPINGS = (TopicConfigAndMappingSerializeWrapper._WIRE[a] fo
 _COUNTER, _TIMESTAMP, _STATE = (DataVersion._WIRE[a] for a in
                                 ("counter", "timestamp", "state_version"))
 _INT_MIN, _INT_MAX = _INT32
+#: what a genuine topic's entry costs to parse (its ~16 JSON values)
+_TOPIC_UNITS = 16 * ITEM_COST
 # Keys the fast reader knows; any other (a property in another case, which fastjson matches,
 # or one it ignores) sends the body to the beans
 _BODY_KEYS = frozenset(RegisterBrokerBody._LOADERS)
@@ -1015,8 +1017,10 @@ def _object_or_empty(value, kind=dict):
     return value
 
 
-def _read_json(data, topic, data_version):
-    """The records of a plain body in the usual shape; ``_Unusual`` for anything else."""
+def _read_json(data, topic, data_version, budget=None):
+    """The records of a plain body in the usual shape; ``_Unusual`` for anything else. Every
+    few thousand topics are reported to ``budget`` (charged already, with the body: where a
+    pool may let other work take a turn)."""
     try:
         obj = json.loads(data)
     except (ValueError, RecursionError):
@@ -1051,6 +1055,7 @@ def _read_json(data, topic, data_version):
         raise _Unusual
     table = {}
     fields = _TOPIC_FIELDS
+    progress = None if budget is None else budget.progress
     for name, config in configs.items():
         # the usual entry (every field there under its exact name, a name and four Java ints) in
         # one C call and two tests; anything else (absent or null fields, odd types) field by field
@@ -1065,6 +1070,8 @@ def _read_json(data, topic, data_version):
                 and _INT_MIN <= perm <= _INT_MAX and _INT_MIN <= flag <= _INT_MAX):
             values = _topic_values(name, config)
         table[name] = topic(*values)
+        if progress is not None and not len(table) & 4095:
+            progress(4096 * _TOPIC_UNITS, "topic config table")
     return (data_version(_long_or_zero(version.get(_COUNTER)), _long_or_zero(version.get(_TIMESTAMP)),
                          _long_or_zero(version.get(_STATE))), table, filters, {})
 
@@ -1180,7 +1187,7 @@ def read_register_broker_body(data, compressed, broker_version, topic, data_vers
     charge_plain(budget, data)
     if data:
         try:
-            return _read_json(data, topic, data_version)
+            return _read_json(data, topic, data_version, budget)
         except _Unusual:
             pass
     return register_broker_body_records(

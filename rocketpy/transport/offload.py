@@ -107,7 +107,7 @@ class _Job:
         self.budget = budget
         self.deferred = Deferred()
         self.thread = None
-        self.turn_from = 0      # the budget's units spent when this turn began
+        self.turn_from = 0      # the budget's units worked when this turn began
 
 
 class DecodePool:
@@ -262,7 +262,7 @@ class DecodePool:
         self._turns += 1
         self._served[job.peer] = self._turns
         if job.budget is not None:
-            job.turn_from = job.budget.spent
+            job.turn_from = job.budget.worked
         if job.thread is None:
             job.thread = threading.Thread(target=self._run, args=(job,), name=self._name,
                                           daemon=True)
@@ -273,12 +273,12 @@ class DecodePool:
     def _checkpoint(self, job):
         """At a budget check on ``job``'s thread: once it has spent a quantum in this turn, give
         the turn to another peer's work, if any waits, and wait for the next."""
-        if job.budget.spent - job.turn_from < self.quantum:
+        if job.budget.worked - job.turn_from < self.quantum:
             return
         with self._lock:
             other = self._next(after=job)
             if other is None:
-                job.turn_from = job.budget.spent
+                job.turn_from = job.budget.worked
                 return
             self.yields += 1
             self._hand(other)
