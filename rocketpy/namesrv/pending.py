@@ -10,11 +10,19 @@ disk as Java answers after ``persist()``. ``finish(result)`` gives the answer on
 thread, where all state lives; ``fail(exc)``, when set, the answer for work that raised;
 ``cancel()``, when set, stops the work early (at shutdown: it then raises); ``budget``, when
 set, is the work's :class:`~rocketpy.remoting.budget.DecodeBudget` (the pool that runs it
-lets other work take turns at its checks).
+lets other work take turns at its checks). A ``finish`` may hand back another Pending (a body
+decoded first, then a change written): its work goes to its own lane.
 Synchronous callers (tests, replay, fuzzing) run it at once; the transport hands ``work`` to its
-lane's pool (:mod:`rocketpy.transport.offload`)."""
+lane's pool (:mod:`rocketpy.transport.offload`).
 
-__all__ = ["Pending", "FileWrite", "CPU", "DISK", "write_now"]
+A request body that may cost more to decode than a trip to a pool (:func:`decoded`: past
+:data:`INLINE_BODY_MAX` bytes) is decoded by a CPU Pending with its own budget: a 16 MiB
+QUERY_DATA_VERSION body in fastjson's lenient forms held the reactor 32 s (issue 31)."""
+from functools import partial
+
+from rocketpy.remoting.budget import DEFAULT_DECODE_BUDGET, DecodeBudget
+
+__all__ = ["Pending", "FileWrite", "CPU", "DISK", "write_now", "decoded", "INLINE_BODY_MAX"]
 
 #: Lanes: pure CPU work on a request's own bytes; a durable file write.
 CPU = "cpu"
@@ -42,7 +50,14 @@ class Pending:
                        self.cancel, self.budget)
 
     def run(self):
-        """Do it all here and now."""
+        """Do it all here and now, and the work a finish hands back too."""
+        out = self.step()
+        while out.__class__ is Pending:
+            out = out.step()
+        return out
+
+    def step(self):
+        """The work and its finish here and now: the answer, or the next Pending."""
         try:
             result = self.work()
         except Exception as exc:
@@ -50,6 +65,24 @@ class Pending:
                 raise
             return self.fail(exc)
         return self.finish(result)
+
+
+#: Request bodies of at most this many bytes are decoded on the spot: a genuine one has a few
+#: hundred (a DataVersion, a route's queue data, a SyncStateSet); the costliest forms of JSON
+#: take ~1 µs a byte in Python, so one on the spot costs at most ~1 ms.
+INLINE_BODY_MAX = 1024
+
+
+def decoded(body, decode, then, budget=DEFAULT_DECODE_BUDGET):
+    """``then(decode(body, budget))``: here and now for a body of at most
+    :data:`INLINE_BODY_MAX` bytes (or none), else a CPU :class:`Pending` whose work is the decode
+    alone (pure: any thread), charged to a :class:`~rocketpy.remoting.budget.DecodeBudget` of
+    ``budget`` units, and whose finish is ``then``. A decode that raises is the handler's
+    exception either way."""
+    meter = DecodeBudget(budget)
+    if body is None or len(body) <= INLINE_BODY_MAX:
+        return then(decode(body, meter))
+    return Pending(partial(decode, body, meter), then, CPU, cancel=meter.cancel, budget=meter)
 
 
 class FileWrite:

@@ -6,14 +6,30 @@ UPDATE_NAMESRV_CONFIG first asks the :class:`~rocketpy.namesrv.configguard.Confi
 answer (supportActingMaster, orderMessageEnable, the service wait), so it invalidates every
 snapshot; the answer waits until the config file is written, as Java's ``Configuration.update``
 persists before it returns."""
+from functools import partial
+
 from rocketpy.remoting import bodies
 from rocketpy.remoting.codes import RequestCode, ResponseCode
+from rocketpy.remoting.errors import DecodeBudgetExceeded
 from rocketpy.remoting.fastjson import FASTJSON_1_2_83
 
 from ..javaprops import PropertiesError, body_to_properties
-from .replies import durable, error, ok, responder
+from ..pending import decoded
+from .replies import Reply, durable, error, ok, responder
 
 __all__ = ["AdminHandlers"]
+
+
+def _read_properties(body, budget):
+    """UPDATE_NAMESRV_CONFIG's body as properties, or the Reply that refuses it: Java's for
+    text ``string2Properties`` refuses, rocketpy's for one that would cost more than ``budget``
+    allows."""
+    try:
+        return body_to_properties(body, budget)
+    except PropertiesError:
+        return error(ResponseCode.SYSTEM_ERROR, "string2Properties error")
+    except DecodeBudgetExceeded as exc:
+        return error(ResponseCode.SYSTEM_ERROR, f"[REFUSED] {exc}; nothing was applied")
 
 
 class AdminHandlers:
@@ -31,18 +47,20 @@ class AdminHandlers:
 
     @responder(RequestCode.UPDATE_NAMESRV_CONFIG)
     def update_namesrv_config(self, header, request, channel, now_ms):
-        if request.body is not None:
-            try:
-                props = body_to_properties(request.body)
-            except PropertiesError:
-                return error(ResponseCode.SYSTEM_ERROR, "string2Properties error")
-            refusal = self.config_guard.refusal(props, getattr(channel, "remote_addr", ""))
-            if refusal is not None:
-                return refusal
-            write = self.configuration.update(props)
-            self.invalidate_routes()
-            return durable(write, ok(), "the config file")
-        return ok()
+        if request.body is None:
+            return ok()
+        return decoded(request.body, _read_properties,
+                       partial(self._update, getattr(channel, "remote_addr", "")))
+
+    def _update(self, remote_addr, props):
+        if props.__class__ is Reply:
+            return props
+        refusal = self.config_guard.refusal(props, remote_addr)
+        if refusal is not None:
+            return refusal
+        write = self.configuration.update(props)
+        self.invalidate_routes()
+        return durable(write, ok(), "the config file")
 
     @responder(RequestCode.GET_NAMESRV_CONFIG)
     def get_namesrv_config(self, header, request, channel, now_ms):
@@ -51,6 +69,11 @@ class AdminHandlers:
 
     @responder(RequestCode.GET_CLIENT_CONFIG)
     def get_client_config(self, header, request, channel, now_ms):
-        keys = bodies.GetRemoteClientConfigBody.from_json(request.body, self.dialect).keys or []
+        return decoded(request.body, self._client_config_keys, self._client_configs)
+
+    def _client_config_keys(self, body, budget):
+        return bodies.GetRemoteClientConfigBody.from_json(body, self.dialect, budget).keys or []
+
+    def _client_configs(self, keys):
         text = self.configuration.client_configs_text(keys)
         return ok(text.encode("utf-8", "replace") if text else None)

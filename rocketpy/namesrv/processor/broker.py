@@ -29,7 +29,7 @@ from rocketpy.remoting.headers import (ZONE_NAME, NotifyMinBrokerIdChangeRequest
                                        QueryDataVersionResponseHeader, RegisterBrokerResponseHeader)
 
 from ..model import ORDER_TOPIC_CONFIG, DataVersion, UnRegisterBrokerRequest
-from ..pending import Pending
+from ..pending import Pending, decoded
 from .replies import NOT_SET_REMARK, Reply, error, ok, responder
 
 __all__ = ["BrokerHandlers", "MinBrokerIdNotifier"]
@@ -200,11 +200,17 @@ class BrokerHandlers:
     def query_data_version(self, header, request, channel, now_ms):
         if request.body is None and self.wire.null_body_remark is not None:
             return error(ResponseCode.SYSTEM_ERROR, self.wire.null_body_remark)
+        return decoded(request.body, self._data_version,
+                       partial(self._query_data_version, header, now_ms))
+
+    def _data_version(self, body, budget):
+        # a body that is JSON null is a null DataVersion to Java: changed, as no body in 5.3.3
+        return None if not body else bodies.DataVersion.from_request(
+            body, self.wire.header_dialect, budget)
+
+    def _query_data_version(self, header, now_ms, bean):
         rim = self.routes
         data_version = None
-        # a body that is JSON null is a null DataVersion to Java: changed, as no body in 5.3.3
-        bean = None if not request.body else bodies.DataVersion.from_request(
-            request.body, self.wire.header_dialect)
         if bean is not None:
             data_version = DataVersion(bean.counter or 0, bean.timestamp or 0, bean.state_version or 0)
         refusal = self.wire.broker_addr_remark(header.cluster_name, header.broker_addr)
