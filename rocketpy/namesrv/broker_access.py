@@ -15,8 +15,12 @@ NO_PERMISSION and a remark (a oneway is dropped), counted in :attr:`BrokerAccess
   it), its (name, id) slot, and its name's cluster (naming the group under another cluster is
   refused while another host holds a live member). A broker request naming an identity another
   host holds is refused; so is a REGISTER_TOPIC_IN_NAMESRV adding queues to a group with live
-  members of which this host registered none, checked on the body as the handler decoded it
-  (:meth:`BrokerAccessPolicy.topic_refusal`), off the reactor for a big one. A restart on the same host takes it over at once; on another host
+  members of which this host registered none, and a REGISTER_BROKER whose static topic mappings
+  name such a group (``bname``: the Java 5.x client routes a topic with mappings to their logical
+  queues, ``topicRouteData2TopicPublishInfo``, so a mapping of another group rewrites that
+  group's route). Those two are checked on the body as the handler decoded it
+  (:meth:`BrokerAccessPolicy.topic_refusal`, :meth:`~BrokerAccessPolicy.mapping_refusal`), off
+  the reactor for a big one. A restart on the same host takes it over at once; on another host
   once the old registration is gone (closed, or expired after 120 s).
 
 It cannot tell a genuine broker from an impostor that gets there first, and the peer address is
@@ -166,6 +170,15 @@ class BrokerAccessPolicy:
             return None
         names = dict.fromkeys(qd.broker_name for qd in route.queue_datas or ())
         return self._groups_refusal(names, host_of(channel), _REGISTER_TOPIC)
+
+    def mapping_refusal(self, broker_name, mappings, channel):
+        """The same for the static topic ``mappings`` (topic -> TopicQueueMappingInfo) of a
+        REGISTER_BROKER of group ``broker_name``: each other group a mapping names."""
+        if not self.bind_identity or not mappings:
+            return None
+        names = dict.fromkeys(info.bname for info in mappings.values()
+                              if info.bname != broker_name)
+        return self._groups_refusal(names, host_of(channel), _REGISTER)
 
     def _groups_refusal(self, names, host, code):
         for name in names:

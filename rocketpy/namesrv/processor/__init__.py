@@ -91,7 +91,7 @@ class DefaultRequestProcessor:
         table = responders(
             KVHandlers(kv_config_manager),
             BrokerHandlers(rim, kv_config_manager, config, self.reader, unregister, policies,
-                           self.route_bounds),
+                           self.route_bounds, broker_access),
             RouteHandlers(rim, kv_config_manager, config, policies, startup_ms,
                           bool(config.cluster_test)),   # Java reads clusterTest once
             TopicHandlers(rim, config, policies.handlers, self.route_bounds, self.header_dialect,

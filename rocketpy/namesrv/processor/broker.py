@@ -55,10 +55,12 @@ class BrokerHandlers:
     """:param reader: the :class:`~.registration.RegistrationReader` of registration bodies.
     :param unregister: ``unregister(request) -> bool``: applied or queued (False: queue full).
     :param policies: the :class:`~rocketpy.namesrv.policy.Policies`.
-    :param route_bounds: the server-wide :class:`~rocketpy.namesrv.route_bounds.RouteBounds`."""
+    :param route_bounds: the server-wide :class:`~rocketpy.namesrv.route_bounds.RouteBounds`.
+    :param broker_access: the :class:`~rocketpy.namesrv.broker_access.BrokerAccessPolicy`, asked
+        about the groups a registration's static topic mappings name."""
 
     def __init__(self, route_info_manager, kv_config_manager, namesrv_config, reader, unregister,
-                 policies, route_bounds):
+                 policies, route_bounds, broker_access):
         self.routes = route_info_manager
         self.kv = kv_config_manager
         self.config = namesrv_config
@@ -68,6 +70,7 @@ class BrokerHandlers:
         self.wire = policies.wire
         self.liveness = policies.liveness
         self.bounds = route_bounds
+        self.access = broker_access
         #: topics from which a registration's walk is narrowed off the reactor
         self.narrow_walk_from = NARROW_WALK_FROM
 
@@ -157,6 +160,13 @@ class BrokerHandlers:
         if isinstance(decoded, Reply):
             return decoded
         wrapper, filter_servers = decoded
+        refusal = self.access.mapping_refusal(header.broker_name,
+                                              wrapper.topic_queue_mapping_info_map, channel)
+        if refusal is not None:
+            self.reader.cache.forget((header.cluster_name, header.broker_addr))
+            log.warning("request %s from %s refused: %s", request.code,
+                        getattr(channel, "remote_addr", channel), refusal)
+            return error(ResponseCode.NO_PERMISSION, refusal)
         refusal = self.bounds.registration_refusal(
             self.routes, header.cluster_name, header.broker_addr, header.broker_name,
             header.broker_id, wrapper, filter_servers, header.enable_acting_master)
