@@ -187,3 +187,22 @@ def test_the_transport_runs_the_decode_then_the_write_on_their_pools():
     first, second = answers(transport)
     assert [(a.opaque, a.code) for a in (first, second)] == [(7, RC.SUCCESS), (8, RC.SUCCESS)]
     assert writes == [1]
+
+
+def test_no_guard_reads_a_big_config_body_on_the_reactor(tmp_path, monkeypatch):
+    """Access control refuses an UPDATE_NAMESRV_CONFIG naming its own keys; it parsed the body
+    itself, on the reactor, before the handler (16 MiB of properties: 17 s). It now asks the
+    properties the handler decoded."""
+    import rocketpy.namesrv.javaprops as javaprops
+    parsed = []
+    real = javaprops.parse_properties
+    monkeypatch.setattr(javaprops, "parse_properties",
+                        lambda text, budget=None: parsed.append(1) or real(text, budget))
+    proc = make(tmp_path, PROFILE_53)
+    body = b"aclEnable=false\n" + b"#" * INLINE_BODY_MAX + b"\n"
+    pending = proc.process(_request(318, None, body), CH, 0, offload=True)
+    assert isinstance(pending, Pending) and parsed == []
+    answer = pending.run()
+    assert (answer.code, parsed) == (RC.NO_PERMISSION, [1])
+    assert "at runtime" in answer.remark
+    assert proc.access_control.counters["refused_config_key"] == 1

@@ -21,8 +21,8 @@ pool (and the Pending a finish hands back, on its own lane).
 Before a handler runs, :class:`~rocketpy.namesrv.acl.AccessControl` (administrative requests) and
 :class:`~rocketpy.namesrv.broker_access.BrokerAccessPolicy` (broker requests) may refuse it with
 NO_PERMISSION (rocketpy's additions, off unless configured); what only a request's body says
-(the groups a REGISTER_TOPIC_IN_NAMESRV or a static topic mapping names) the handler asks the
-policy once the body is decoded."""
+(the groups a REGISTER_TOPIC_IN_NAMESRV or a static topic mapping names, the keys an
+UPDATE_NAMESRV_CONFIG sets) the handler asks the guard once the body is decoded."""
 import logging
 
 from rocketpy.remoting.codes import OVERLOAD_REMARK, ResponseCode, not_supported_remark
@@ -85,6 +85,9 @@ class DefaultRequestProcessor:
         self.config_guard = config_guard or ConfigUpdateGuard.from_configuration(configuration)
         self.route_bounds = route_bounds or RouteBounds.from_properties(configuration.all_configs)
         # read once, like the black list; AclConfigError (a bad setting) stops the start
+        if access_control is None:
+            access_control = AccessControl.from_properties(configuration.all_configs)
+        self.access_control = access_control
         if broker_access is None:
             broker_access = BrokerAccessPolicy.from_properties(configuration.all_configs, rim)
         self.broker_access = broker_access
@@ -97,15 +100,12 @@ class DefaultRequestProcessor:
             TopicHandlers(rim, config, policies.handlers, self.route_bounds, self.header_dialect,
                           policies.wire.null_body_remark, broker_access),
             AdminHandlers(configuration, rim.invalidate_routes, self.config_guard,
-                          self.header_dialect))
+                          self.header_dialect, access_control))
         missing = policies.handlers.missing
         #: request code -> handler(header, request, channel, now_ms)
         self.handlers = {code: fn for code, (_, fn, _) in table.items() if code not in missing}
         self._headers = {code: cls for code, (cls, _, _) in table.items() if cls is not None}
         self._java_decoded = frozenset(code for code, (_, _, java) in table.items() if java)
-        if access_control is None:
-            access_control = AccessControl.from_properties(configuration.all_configs)
-        self.access_control = access_control
         # guards that may refuse a request before its handler runs, each with the codes it
         # looks at: administrative requests, broker requests
         self._guards = tuple(g for g in (access_control, broker_access) if g.codes)

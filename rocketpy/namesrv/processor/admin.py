@@ -1,11 +1,13 @@
 """NameServer processor layer: the NameServer's own settings (Java ``DefaultRequestProcessor``
 updateConfig, getConfig, and 5.0's getClientConfigs).
 
-UPDATE_NAMESRV_CONFIG first asks the :class:`~rocketpy.namesrv.configguard.ConfigUpdateGuard`
-(in every profile, 5.0 included, which has no black list in Java). A change can alter every route
+UPDATE_NAMESRV_CONFIG first asks access control (its own keys change only with a restart) and
+the :class:`~rocketpy.namesrv.configguard.ConfigUpdateGuard` (in every profile, 5.0 included,
+which has no black list in Java), once its body is decoded (off the reactor past 1 KiB). A change can alter every route
 answer (supportActingMaster, orderMessageEnable, the service wait), so it invalidates every
 snapshot; the answer waits until the config file is written, as Java's ``Configuration.update``
 persists before it returns."""
+import logging
 from functools import partial
 
 from rocketpy.remoting import bodies
@@ -18,6 +20,8 @@ from ..pending import decoded
 from .replies import Reply, durable, error, ok, responder
 
 __all__ = ["AdminHandlers"]
+
+log = logging.getLogger("rocketpy.namesrv")
 
 
 def _read_properties(body, budget):
@@ -36,10 +40,13 @@ class AdminHandlers:
     """:param configuration: the :class:`~rocketpy.namesrv.config.Configuration`.
     :param invalidate_routes: called after a config update (every route answer may change).
     :param config_guard: the :class:`~rocketpy.namesrv.configguard.ConfigUpdateGuard`.
+    :param access_control: the :class:`~rocketpy.namesrv.acl.AccessControl` (None: none).
     """
 
-    def __init__(self, configuration, invalidate_routes, config_guard, dialect=FASTJSON_1_2_83):
+    def __init__(self, configuration, invalidate_routes, config_guard, dialect=FASTJSON_1_2_83,
+                 access_control=None):
         self.configuration = configuration
+        self.access_control = access_control
         #: the fastjson release that reads request bodies
         self.dialect = dialect
         self.invalidate_routes = invalidate_routes
@@ -49,13 +56,18 @@ class AdminHandlers:
     def update_namesrv_config(self, header, request, channel, now_ms):
         if request.body is None:
             return ok()
-        return decoded(request.body, _read_properties,
-                       partial(self._update, getattr(channel, "remote_addr", "")))
+        return decoded(request.body, _read_properties, partial(self._update, request, channel))
 
-    def _update(self, remote_addr, props):
+    def _update(self, request, channel, props):
         if props.__class__ is Reply:
             return props
-        refusal = self.config_guard.refusal(props, remote_addr)
+        if self.access_control is not None:
+            refusal = self.access_control.config_refusal(props, request, channel)
+            if refusal is not None:
+                log.warning("request %s from %s refused: %s", request.code,
+                            getattr(channel, "remote_addr", channel), refusal)
+                return error(ResponseCode.NO_PERMISSION, refusal)
+        refusal = self.config_guard.refusal(props, getattr(channel, "remote_addr", ""))
         if refusal is not None:
             return refusal
         write = self.configuration.update(props)
