@@ -198,3 +198,18 @@ def test_a_body_read_leniently_is_charged_to_its_budget():
     with pytest.raises(DecodeBudgetExceeded):
         fastjson.loads_lenient(body, budget=budget)
     assert budget.spent <= 105_000 * LENIENT_OP_COST
+
+
+def test_fastjsons_own_forms_skip_the_scans_that_cannot_read_them(monkeypatch):
+    """``loads`` reads unquoted numeric keys and raw control characters beyond json; text that
+    json refuses first for anything else goes straight on: the int-key scan of a 16 MiB text is
+    one C call holding the GIL (the reactor waited ~1 s for it while a pool thread read a
+    lenient body)."""
+    scans = []
+    real = fastjson._mark_int_keys
+    monkeypatch.setattr(fastjson, "_mark_int_keys", lambda text: scans.append(1) or real(text))
+    for text, scanned in ((b"{a:1,b:2}", False), (b"{'a':1}", False), (b"[1,/**/2]", False),
+                          (b'{0:"x"}', True), (b'{"a":"x\x01y"}', True), (b'{"a":1}', False)):
+        scans.clear()
+        assert fastjson.loads_lenient(text) is not None
+        assert bool(scans) is scanned, text
