@@ -23,6 +23,7 @@ from rocketpy.remoting.codes import OVERLOAD_REMARK, ResponseCode
 from rocketpy.remoting.errors import DecodeCancelled
 from rocketpy.transport import RemotingServerFactory, TlsMode
 from rocketpy.transport.offload import DecodePool, WorkDisplaced
+import test_decode_fairness
 from test_decode_fairness import TOPICS_V, _compressed
 from test_fuzz_processor import _processor
 from test_transport_offload import ThreadReactor
@@ -45,12 +46,7 @@ def lenient_bomb(parts=4, size=4 * 1024 * 1024 - 64):
 
 
 class PlacesTests(SynchronousTestCase):
-    def _pool(self, **kwargs):
-        reactor = ThreadReactor()
-        pool = DecodePool(reactor, **kwargs)
-        pool.start()
-        self.addCleanup(pool.stop)
-        return reactor, pool
+    _pool = test_decode_fairness.PoolTests._pool
 
     def test_a_new_host_takes_the_newest_waiting_place_of_the_host_holding_most(self):
         reactor, pool = self._pool(max_pending=16, max_per_peer=4)

@@ -31,14 +31,13 @@ controller port.
 import logging
 from functools import partial
 
-from rocketpy.namesrv.javaprops import PropertiesError, body_to_properties
 from rocketpy.namesrv.pending import CPU, DISK, Pending, decoded
-from rocketpy.namesrv.processor.replies import NOT_SET_REMARK, failure_remark
+from rocketpy.namesrv.processor.replies import NOT_SET_REMARK, failure_remark, update_properties
 from rocketpy.remoting import bodies as B, headers as H
 from rocketpy.remoting.codes import (CURRENT_VERSION, OVERLOAD_REMARK, RequestCode as R,
                                      ResponseCode as RC)
 from rocketpy.remoting.command import FLAG_ONEWAY, FLAG_RESPONSE, JAVA, JSON, RemotingCommand
-from rocketpy.remoting.errors import DecodeBudgetExceeded, RemotingCodecError
+from rocketpy.remoting.errors import RemotingCodecError
 from rocketpy.remoting.javahash import hashmap_order
 
 from .elect import DefaultElectPolicy
@@ -67,16 +66,6 @@ MAX_ELECT_RETRIES = 16
 
 def _sync_state_set(body, budget):
     return B.SyncStateSet.from_json(body, budget=budget)
-
-
-def _properties(body, budget):
-    """UPDATE_CONTROLLER_CONFIG's body as properties, or the result that refuses it."""
-    try:
-        return body_to_properties(body, budget)
-    except PropertiesError:
-        return ControllerResult(RC.SYSTEM_ERROR, "string2Properties error")
-    except DecodeBudgetExceeded as exc:
-        return ControllerResult(RC.SYSTEM_ERROR, f"[REFUSED] {exc}; nothing was applied")
 
 
 def _administrative(request):
@@ -319,11 +308,12 @@ class ControllerRequestProcessor:
     def update_controller_config(self, header, request, channel, now_ms):
         if request.body is None:
             return ControllerResult()
-        return decoded(request.body, _properties, self._update_config)
+        return decoded(request.body, update_properties, self._update_config)
 
-    def _update_config(self, props):
-        if props.__class__ is ControllerResult:
-            return props
+    def _update_config(self, read):
+        props, refused = read
+        if refused is not None:
+            return ControllerResult(RC.SYSTEM_ERROR, refused)
         if self.black_list.intersection(props):
             return ControllerResult(RC.NO_PERMISSION, "Can not update config in black list.")
         result = ControllerResult()

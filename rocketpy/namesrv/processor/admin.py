@@ -12,28 +12,14 @@ from functools import partial
 
 from rocketpy.remoting import bodies
 from rocketpy.remoting.codes import RequestCode, ResponseCode
-from rocketpy.remoting.errors import DecodeBudgetExceeded
 from rocketpy.remoting.fastjson import FASTJSON_1_2_83
 
-from ..javaprops import PropertiesError, body_to_properties
 from ..pending import decoded
-from .replies import Reply, durable, error, ok, responder
+from .replies import durable, error, ok, responder, update_properties
 
 __all__ = ["AdminHandlers"]
 
 log = logging.getLogger("rocketpy.namesrv")
-
-
-def _read_properties(body, budget):
-    """UPDATE_NAMESRV_CONFIG's body as properties, or the Reply that refuses it: Java's for
-    text ``string2Properties`` refuses, rocketpy's for one that would cost more than ``budget``
-    allows."""
-    try:
-        return body_to_properties(body, budget)
-    except PropertiesError:
-        return error(ResponseCode.SYSTEM_ERROR, "string2Properties error")
-    except DecodeBudgetExceeded as exc:
-        return error(ResponseCode.SYSTEM_ERROR, f"[REFUSED] {exc}; nothing was applied")
 
 
 class AdminHandlers:
@@ -56,11 +42,12 @@ class AdminHandlers:
     def update_namesrv_config(self, header, request, channel, now_ms):
         if request.body is None:
             return ok()
-        return decoded(request.body, _read_properties, partial(self._update, request, channel))
+        return decoded(request.body, update_properties, partial(self._update, request, channel))
 
-    def _update(self, request, channel, props):
-        if props.__class__ is Reply:
-            return props
+    def _update(self, request, channel, read):
+        props, refused = read
+        if refused is not None:
+            return error(ResponseCode.SYSTEM_ERROR, refused)
         if self.access_control is not None:
             refusal = self.access_control.config_refusal(props, request, channel)
             if refusal is not None:
