@@ -9,7 +9,7 @@ applies its events, makes them durable (``persist``: the event log's
 :class:`~rocketpy.namesrv.pending.FileWrite`, None when the controller keeps nothing on disk)
 and writes the frame Java writes. With a durable store the answer is a DISK
 :class:`~rocketpy.namesrv.pending.Pending`: it goes out once the change is on disk. A request
-body past a few hundred bytes (ALTER_SYNC_STATE_SET's SyncStateSet, the broker names of
+body past 1 KiB (ALTER_SYNC_STATE_SET's SyncStateSet, the broker names of
 GET_SYNC_STATE_DATA, UPDATE_CONTROLLER_CONFIG's properties) is decoded first by a CPU Pending
 with its own budget, as the NameServer decodes registration bodies (15 MiB lenient bodies held
 the reactor 5-12 s: issue 31).

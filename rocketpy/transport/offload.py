@@ -2,8 +2,8 @@
 runs, one per lane (Java runs every request on an executor thread; rocketpy serves on the
 reactor thread and moves off it only what would stall it):
 
-* :class:`DecodePool` (lane ``cpu``): the costly decode of big REGISTER_BROKER bodies and of
-  controller request bodies;
+* :class:`DecodePool` (lane ``cpu``): the costly decode of big request bodies (REGISTER_BROKER's,
+  any other past 1 KiB, on both the NameServer's and the controller's port);
 * :class:`WritePool` (lane ``disk``): the KV and config file writes, with their ``fsync``.
 
 Decode pool: one decode runs at a time, since the work holds the GIL and a second would only

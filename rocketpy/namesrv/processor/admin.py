@@ -3,10 +3,10 @@ updateConfig, getConfig, and 5.0's getClientConfigs).
 
 UPDATE_NAMESRV_CONFIG first asks access control (its own keys change only with a restart) and
 the :class:`~rocketpy.namesrv.configguard.ConfigUpdateGuard` (in every profile, 5.0 included,
-which has no black list in Java), once its body is decoded (off the reactor past 1 KiB). A change can alter every route
-answer (supportActingMaster, orderMessageEnable, the service wait), so it invalidates every
-snapshot; the answer waits until the config file is written, as Java's ``Configuration.update``
-persists before it returns."""
+which has no black list in Java), once its body is decoded (off the reactor past 1 KiB). A
+change can alter every route answer (supportActingMaster, orderMessageEnable, the service wait),
+so it invalidates every snapshot; the answer waits until the config file is written, as Java's
+``Configuration.update`` persists before it returns."""
 import logging
 from functools import partial
 
