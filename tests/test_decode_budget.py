@@ -42,9 +42,9 @@ class Counting:
         self.calls = 0
         real = bodies.TopicQueueMappingInfo.from_json.__func__
 
-        def from_json(cls, data):
+        def from_json(cls, data, **kwargs):
             self.calls += 1
-            return real(cls, data)
+            return real(cls, data, **kwargs)
 
         monkeypatch.setattr(bodies.TopicQueueMappingInfo, "from_json", classmethod(from_json))
 
@@ -229,3 +229,16 @@ def test_a_small_budget_set_at_start_refuses_a_genuine_body():
         assert refused.code == ResponseCode.SYSTEM_ERROR
         assert "over registerBrokerDecodeBudget=4096; nothing was applied" in refused.remark
         client.close()
+
+
+def test_unquoted_numeric_keys_are_charged_as_they_cost():
+    """A mapping's ``currIdMap`` keys are read by Python (marked, restored, converted: ~6 µs
+    an entry): each colon that follows no quote costs INT_KEY_COST before the part is parsed,
+    so the 250,000 of a mapping of the issue and its inflated bytes exceed the default budget
+    instead of costing 1.6 s."""
+    from rocketpy.remoting.budget import DEFAULT_DECODE_BUDGET, INT_KEY_COST, json_cost
+    quoted = b'{"currIdMap":{' + b",".join(b'"%d":%d' % (i, i) for i in range(1000)) + b"}}"
+    unquoted = quoted.replace(b'"', b"").replace(b"currIdMap", b'"currIdMap"')
+    assert json_cost(unquoted) - json_cost(quoted) == 1000 * INT_KEY_COST
+    issue = b"{" + b",".join(b"%d:%d" % (i, i) for i in range(250_000)) + b"}"
+    assert json_cost(issue) + len(issue) > DEFAULT_DECODE_BUDGET

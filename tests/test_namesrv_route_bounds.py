@@ -280,7 +280,7 @@ def test_static_topic_mappings_are_bounded_too():
     answers = [_register_mappings(proc, 2 + n, {f"X{n}-{i}": f"b{i}" for i in range(5)})
                for n in range(20)]
     assert answers[0].code == 1 and answers[0].remark == (
-        "[REFUSED] the route table would hold 13 static topic mappings, over "
+        "[REFUSED] the route table would hold 13 static topic mappings and their queues, over "
         "namesrvMaxTopicBrokerPairs=10; nothing was applied")
     assert sum(map(len, table.values())) == 8
     # mappings already held are not new: the same registration again fits

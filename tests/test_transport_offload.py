@@ -75,7 +75,7 @@ class ManualPool:
         self.waiting = []
         self.refused = 0
 
-    def submit(self, work, peer=None, cancel=None):
+    def submit(self, work, peer=None, cancel=None, budget=None):
         if len(self.waiting) >= self.max_pending:
             self.refused += 1
             return None

@@ -8,7 +8,11 @@ One table from request code to handler; a handler reads the state
 applies its events, makes them durable (``persist``: the event log's
 :class:`~rocketpy.namesrv.pending.FileWrite`, None when the controller keeps nothing on disk)
 and writes the frame Java writes. With a durable store the answer is a DISK
-:class:`~rocketpy.namesrv.pending.Pending`: it goes out once the change is on disk.
+:class:`~rocketpy.namesrv.pending.Pending`: it goes out once the change is on disk. A request
+body past 1 KiB (ALTER_SYNC_STATE_SET's SyncStateSet, the broker names of
+GET_SYNC_STATE_DATA, UPDATE_CONTROLLER_CONFIG's properties) is decoded first by a CPU Pending
+with its own budget, as the NameServer decodes registration bodies (15 MiB lenient bodies held
+the reactor 5-12 s: issue 31).
 
 The controller also acts on its own: a broker's connection closing or its heartbeat timing out
 (``on_channel_close``, ``scan_not_active_broker``) and the periodic check for groups without a
@@ -25,11 +29,11 @@ controller codes of 5.3.3 are served, anything else is REQUEST_CODE_NOT_SUPPORTE
 controller port.
 """
 import logging
+from functools import partial
 
 from rocketpy.namesrv.configguard import value_refusal
-from rocketpy.namesrv.javaprops import PropertiesError, body_to_properties
-from rocketpy.namesrv.pending import DISK, Pending
-from rocketpy.namesrv.processor.replies import NOT_SET_REMARK, failure_remark
+from rocketpy.namesrv.pending import CPU, DISK, Pending, decoded
+from rocketpy.namesrv.processor.replies import NOT_SET_REMARK, failure_remark, update_properties
 from rocketpy.remoting import bodies as B, headers as H
 from rocketpy.remoting.codes import (CURRENT_VERSION, OVERLOAD_REMARK, RequestCode as R,
                                      ResponseCode as RC)
@@ -59,6 +63,10 @@ NOT_LEADER_REMARK = "The controller is not in leader state"
 #: Elections tried at most for one dead master, whatever ``electMasterMaxRetryCount`` says
 #: (UPDATE_CONTROLLER_CONFIG sets it from the wire; each failed try is a logged event).
 MAX_ELECT_RETRIES = 16
+
+
+def _sync_state_set(body, budget):
+    return B.SyncStateSet.from_json(body, budget=budget)
 
 
 def _administrative(request):
@@ -156,10 +164,33 @@ class ControllerRequestProcessor:
                 header = None if cls is None else cls.from_ext_fields(request.ext_fields)
                 result = handler(header, request, channel, now_ms)
         except Exception as exc:  # a bad request never takes the controller down
-            if not isinstance(exc, (RemotingCodecError, ValueError, TypeError, KeyError)):
-                log.error("controller request %s failed", request.code, exc_info=exc)
-            result = ControllerResult(RC.SYSTEM_ERROR, failure_remark(exc))
+            result = self._failed(request, exc)
+        if result.__class__ is Pending:   # a request body decoded off the reactor first
+            decode = result
+            pending = Pending(
+                decode.work,
+                lambda value: self._settle(request, self._finished(request, decode, value),
+                                           offload),
+                CPU, lambda exc: self._settle(request, self._failed(request, exc), offload),
+                decode.cancel, decode.budget)
+            return pending if offload else pending.run()
+        return self._settle(request, result, offload)
 
+    def _failed(self, request, exc):
+        if not isinstance(exc, (RemotingCodecError, ValueError, TypeError, KeyError)):
+            log.error("controller request %s failed", request.code, exc_info=exc)
+        return ControllerResult(RC.SYSTEM_ERROR, failure_remark(exc))
+
+    def _finished(self, request, decode, value):
+        """A handler's result from its decoded body (on the reactor thread)."""
+        try:
+            return decode.finish(value)
+        except Exception as exc:
+            return self._failed(request, exc)
+
+    def _settle(self, request, result, offload):
+        """``result`` applied and answered: at once, or once its change is durable (a DISK
+        Pending of the answer, with ``offload``)."""
         def then():
             self._send(result.pushes)
             return self._answer(request, result)
@@ -240,8 +271,9 @@ class ControllerRequestProcessor:
         return DefaultElectPolicy(self._alive(now_ms), self.heartbeats.broker_live_info)
 
     def alter_sync_state_set(self, header, request, channel, now_ms):
-        sync_state_set = B.SyncStateSet.from_json(request.body)
-        return self.replicas.alter_sync_state_set(header, sync_state_set, self._alive(now_ms))
+        return decoded(request.body, _sync_state_set, lambda sync_state_set:
+                       self.replicas.alter_sync_state_set(header, sync_state_set,
+                                                          self._alive(now_ms)))
 
     def elect_master(self, header, request, channel, now_ms):
         result = self.replicas.elect_master(header, self._policy(now_ms))
@@ -270,10 +302,13 @@ class ControllerRequestProcessor:
             peers=text))
 
     def get_sync_state_data(self, header, request, channel, now_ms):
-        if request.body is not None:
-            names = B.broker_name_list(request.body)
-            if names:
-                return self.replicas.get_sync_state_data(names, self._alive(now_ms))
+        if request.body is None:
+            return self._sync_state_data(now_ms, None)
+        return decoded(request.body, B.broker_name_list, partial(self._sync_state_data, now_ms))
+
+    def _sync_state_data(self, now_ms, names):
+        if names:
+            return self.replicas.get_sync_state_data(names, self._alive(now_ms))
         # Java returns createResponseCommand(null): its placeholder code and remark
         return ControllerResult(RC.SYSTEM_ERROR, NOT_SET_REMARK)
 
@@ -294,10 +329,12 @@ class ControllerRequestProcessor:
     def update_controller_config(self, header, request, channel, now_ms):
         if request.body is None:
             return ControllerResult()
-        try:
-            props = body_to_properties(request.body)
-        except PropertiesError:
-            return ControllerResult(RC.SYSTEM_ERROR, "string2Properties error")
+        return decoded(request.body, update_properties, self._update_config)
+
+    def _update_config(self, read):
+        props, refused = read
+        if refused is not None:
+            return ControllerResult(RC.SYSTEM_ERROR, refused)
         if self.black_list.intersection(props):
             return ControllerResult(RC.NO_PERMISSION, "Can not update config in black list.")
         refused = value_refusal(props, self.value_check)   # as UPDATE_NAMESRV_CONFIG refuses

@@ -85,7 +85,6 @@ SECURITY_TOKEN = "SecurityToken"
 UNIQUE_MSG_QUERY_FLAG = "_UNIQUE_KEY_QUERY"
 _UNSIGNED_KEYS = (SIGNATURE, UNIQUE_MSG_QUERY_FLAG)
 
-_UPDATE_NAMESRV_CONFIG = int(RequestCode.UPDATE_NAMESRV_CONFIG)
 
 
 class AclConfigError(ValueError):
@@ -316,8 +315,8 @@ class AccessControl:
         self.allow_networks = tuple(allow_networks)
         self.accounts = None if accounts is None else dict(accounts)
         self.admin_codes = frozenset(admin_codes)
-        #: every code :meth:`decide` looks at (the admin codes, and 318 for its own keys)
-        self.codes = self.admin_codes | {_UPDATE_NAMESRV_CONFIG}
+        #: every code :meth:`decide` looks at
+        self.codes = self.admin_codes
         self.on_refused = on_refused
         if replay_window_ms and self.accounts is None:
             raise AclConfigError(f"{ACL_REPLAY_WINDOW} needs {ACL_ENABLE}=true (it remembers "
@@ -354,15 +353,6 @@ class AccessControl:
         if code not in self.codes:
             return None
         self.counters["checked"] += 1
-        if code == _UPDATE_NAMESRV_CONFIG:
-            touched = self._touched_keys(request.body)
-            if touched:
-                return self._refuse(request, channel, "refused_config_key",
-                                    f"Can not update access control config ({', '.join(touched)}) "
-                                    "at runtime: edit the config file and restart.")
-        if code not in self.admin_codes:
-            self.counters["allowed"] += 1
-            return None
         if self.allow_networks:
             refusal = networks_refusal(self.allow_networks, channel, ADMIN_ALLOW_NETWORKS,
                                        f"request code {describe_code(code)} is administrative")
@@ -428,16 +418,16 @@ class AccessControl:
             return f"Check signature failed for accessKey={access_key}"
         return None
 
-    @staticmethod
-    def _touched_keys(body):
-        if not body:
-            return []
-        from .javaprops import PropertiesError, body_to_properties
-        try:
-            props = body_to_properties(body)
-        except PropertiesError:
-            return []  # the handler answers "string2Properties error"
-        return [key for key in ACL_CONFIG_KEYS if key in props]
+    def config_refusal(self, props, request, channel):
+        """None when UPDATE_NAMESRV_CONFIG's ``props`` (its body, as the handler decoded it,
+        off the reactor when big) may be applied, else the refusal remark: this guard's own
+        keys change only with a restart, whether access control is on or off."""
+        touched = [key for key in ACL_CONFIG_KEYS if key in props]
+        if not touched:
+            return None
+        return self._refuse(request, channel, "refused_config_key",
+                            f"Can not update access control config ({', '.join(touched)}) "
+                            "at runtime: edit the config file and restart.")
 
     def _refuse(self, request, channel, counter, remark):
         self.counters[counter] += 1

@@ -15,8 +15,13 @@ NO_PERMISSION and a remark (a oneway is dropped), counted in :attr:`BrokerAccess
   it), its (name, id) slot, and its name's cluster (naming the group under another cluster is
   refused while another host holds a live member). A broker request naming an identity another
   host holds is refused; so is a REGISTER_TOPIC_IN_NAMESRV adding queues to a group with live
-  members of which this host registered none. A restart on the same host takes it over at once; on another host once
-  the old registration is gone (closed, or expired after 120 s). A live entry loaded from a
+  members of which this host registered none, and a REGISTER_BROKER whose static topic mappings
+  name such a group (``bname``: the Java 5.x client routes a topic with mappings to their logical
+  queues, ``topicRouteData2TopicPublishInfo``, so a mapping of another group rewrites that
+  group's route). Those two are checked on the body as the handler decoded it
+  (:meth:`BrokerAccessPolicy.topic_refusal`, :meth:`~BrokerAccessPolicy.mapping_refusal`), off
+  the reactor for a big one. A restart on the same host takes it over at once; on another host
+  once the old registration is gone (closed, or expired after 120 s). A live entry loaded from a
   route snapshot at a warm restart (provisional) stays bound to the host that registered it
   (:meth:`BrokerAccessPolicy.bind_provisional`).
 
@@ -24,8 +29,6 @@ It cannot tell a genuine broker from an impostor that gets there first, and the 
 what TCP says; against an attacker on the brokers' network use TLS with client certificates
 (``docs/security.md``)."""
 from rocketpy.remoting.codes import RequestCode
-from rocketpy.remoting.fastjson import FASTJSON_1_2_83
-from rocketpy.remoting.bodies import TopicRouteData
 from rocketpy.remoting.errors import RemotingCodecError
 from rocketpy.remoting.headers import (BrokerHeartbeatRequestHeader, QueryDataVersionRequestHeader,
                                        RegisterBrokerRequestHeader, UnRegisterBrokerRequestHeader)
@@ -70,18 +73,15 @@ class BrokerAccessPolicy:
     :param bind_identity: refuse requests for an identity another host holds.
     """
 
-    def __init__(self, route_info_manager, allow_networks=(), bind_identity=False,
-                 dialect=FASTJSON_1_2_83):
+    def __init__(self, route_info_manager, allow_networks=(), bind_identity=False):
         self.rim = route_info_manager
-        #: the fastjson release the handlers read bodies as: the check reads them the same way
-        self.dialect = dialect
         self.allow_networks = tuple(allow_networks)
         self.bind_identity = bool(bind_identity)
         codes = set()
         if self.allow_networks:
             codes |= BROKER_CODES
         if self.bind_identity:
-            codes |= set(_IDENTITY_HEADERS) | {_REGISTER_TOPIC}
+            codes |= set(_IDENTITY_HEADERS)
         #: every code :meth:`decide` looks at (none when both protections are off)
         self.codes = frozenset(codes)
         self._hosts = {}            # channel id -> host of the connection that registered
@@ -95,12 +95,12 @@ class BrokerAccessPolicy:
         self.refused = {"network": 0, "identity": 0}
 
     @classmethod
-    def from_properties(cls, props, route_info_manager, dialect=FASTJSON_1_2_83):
+    def from_properties(cls, props, route_info_manager):
         """From the ``-c`` file / ``-D`` properties; ``AclConfigError`` for a bad network."""
         props = props or {}
         networks = parse_networks(props.get(BROKER_ALLOW_NETWORKS, ""), BROKER_ALLOW_NETWORKS)
         bind = str(props.get(BROKER_IDENTITY_BINDING, "false")).strip().lower() == "true"
-        return cls(route_info_manager, networks, bind, dialect)
+        return cls(route_info_manager, networks, bind)
 
     def decide(self, request, channel, now_ms=0):
         """None when ``request`` from ``channel`` may run, else the refusal remark."""
@@ -113,13 +113,11 @@ class BrokerAccessPolicy:
             if refusal is not None:
                 self.refused["network"] += 1
                 return refusal
-        if self.bind_identity and (code in _IDENTITY_HEADERS or code == _REGISTER_TOPIC):
+        if self.bind_identity and code in _IDENTITY_HEADERS:
             return self._identity_refusal(request, channel)
         return None
 
     def _identity_refusal(self, request, channel):
-        if request.code == _REGISTER_TOPIC:
-            return self._topic_refusal(request, channel)
         try:
             # read as leniently as any handler reads it (Java's decoding: an absent or odd field
             # is None), so no header a handler takes escapes the check; what even this refuses,
@@ -166,25 +164,32 @@ class BrokerAccessPolicy:
                 return f"broker {header.broker_name} id {header.broker_id}", owner
         return None
 
-    def _topic_refusal(self, request, channel):
-        """REGISTER_TOPIC_IN_NAMESRV adds queues to the groups its body names: each named group
-        with live members must have one registered by this host."""
-        if not request.body:
+    def topic_refusal(self, route, channel):
+        """None when REGISTER_TOPIC_IN_NAMESRV's ``route`` (its body, as the handler decoded
+        it) from ``channel`` may run, else the refusal remark: each group it adds queues to that
+        has live members must have one registered by this host."""
+        if not self.bind_identity or route is None:
             return None
-        try:   # as the handler reads it: the release's fastjson, a JSON null a null bean
-            route = TopicRouteData.from_request(request.body, self.dialect)
-        except (RemotingCodecError, ValueError, TypeError):
-            return None   # the handler answers a malformed body as Java does
-        if route is None:
+        names = dict.fromkeys(qd.broker_name for qd in route.queue_datas or ())
+        return self._groups_refusal(names, host_of(channel), _REGISTER_TOPIC)
+
+    def mapping_refusal(self, broker_name, mappings, channel):
+        """The same for the static topic ``mappings`` (topic -> TopicQueueMappingInfo) of a
+        REGISTER_BROKER of group ``broker_name``: each other group a mapping names."""
+        if not self.bind_identity or not mappings:
             return None
-        host = host_of(channel)
-        for name in dict.fromkeys(qd.broker_name for qd in route.queue_datas or ()):
+        names = dict.fromkeys(info.bname for info in mappings.values()
+                              if info.bname != broker_name)
+        return self._groups_refusal(names, host_of(channel), _REGISTER)
+
+    def _groups_refusal(self, names, host, code):
+        for name in names:
             holders = self._by_name.get(name)
             valid = self._member_valid(name)
             if holders and not self._live_key(holders.get(host), host, valid):
                 owner = self._other_host(holders, host, valid)
                 if owner is not None:
-                    return self._refuse(f"broker {name}", owner, request.code, host)
+                    return self._refuse(f"broker {name}", owner, code, host)
         return None
 
     # -- the index: identity -> host -> live keys its registrations gave it ----------------

@@ -221,7 +221,7 @@ class Registration5(Registration49):
         delta.merge_topics(name, wrapper, wipe, first or changed)
         if changed or first:
             for topic, info in mapping.items():
-                delta.set_mapping(topic, info)
+                delta.set_mapping(topic, info, name)
 
     def repeats_applied(self, rim, broker_data, broker_id, enable_acting_master, wrapper):
         """... 5.x: a broker whose topics are not applied, or the topic table applied last for

@@ -112,8 +112,15 @@ class RouteDelta:
     def drop_topic(self, topic):
         self.ops.append(("drop_topic", (topic,)))
 
-    def set_mapping(self, topic, info):
-        self.ops.append(("set_mapping", (topic, info)))
+    def set_mapping(self, topic, info, owner=None):
+        """Put a static-topic mapping, kept as long as the group ``owner`` (the registering
+        broker's name; None: the one the mapping names) is."""
+        self.ops.append(("set_mapping", (topic, info, owner)))
+
+    def remove_broker_mappings(self, broker_name):
+        """Drop the static-topic mappings a departed group registered: one entry whatever
+        their number."""
+        self.ops.append(("remove_broker_mappings", (broker_name,)))
 
     # -- a warm restart (:mod:`rocketpy.namesrv.routeimage`): tables loaded as they were
 

@@ -34,7 +34,7 @@ from .snapshot import RouteSnapshots
 
 log = logging.getLogger("rocketpy.namesrv")
 
-__all__ = ["RouteInfoManager"]
+__all__ = ["RouteInfoManager", "mapping_weight"]
 
 _NO_MASTER = RegisterBrokerResult()   # frozen: one for every registration that names no master
 
@@ -51,6 +51,12 @@ def _gate(method):
             if not self._depth and (self._dirty or self._dirty_brokers):
                 self._publish()
     return gated
+
+
+def mapping_weight(info):
+    """What a static-topic mapping counts in the route bounds: one, and one per ``currIdMap``
+    entry (each takes memory as a topic-broker pair does)."""
+    return 1 + len(info.curr_id_map or ())
 
 
 def holds(queue_data, config, perm):
@@ -119,8 +125,13 @@ class RouteInfoManager:
         #: QueueData entries (topic-broker pairs) in topic_queue_table, for the server-wide
         #: bounds (:mod:`rocketpy.namesrv.route_bounds`)
         self.queue_data_count = 0
-        #: entries (topic-broker name pairs) in topic_queue_mapping_info_table, likewise
+        #: what topic_queue_mapping_info_table holds, likewise: each mapping (a topic-broker name
+        #: pair) one, and one more per ``currIdMap`` entry (:func:`mapping_weight`)
         self.mapping_count = 0
+        #: broker name -> {(topic, mapping's broker name): None}: the mappings its group
+        #: registered, dropped with the group (Java keeps them for good); and the other way
+        self._mappings_of = {}
+        self._mapping_owner = {}
         self._generations = count(1)
         self._depth = 0
         self._dirty = False
@@ -267,11 +278,32 @@ class RouteInfoManager:
             self.filter_server_table[key] = list(servers)
             self._dirty_brokers.add(broker_name)
 
-    def _set_mapping(self, topic, info):
+    def _set_mapping(self, topic, info, owner=None):
         by_broker = self.topic_queue_mapping_info_table.setdefault(topic, {})
-        if info.bname not in by_broker:
-            self.mapping_count += 1
+        key = (topic, info.bname)
+        old = by_broker.get(info.bname)
+        if old is not None:
+            self.mapping_count -= mapping_weight(old)
+            _unindex(self._mappings_of, self._mapping_owner[key], key)
         by_broker[info.bname] = info
+        self.mapping_count += mapping_weight(info)
+        owner = info.bname if owner is None else owner
+        self._mapping_owner[key] = owner
+        self._mappings_of.setdefault(owner, {})[key] = None
+        self._mapping_changed(topic)
+
+    def _remove_broker_mappings(self, broker_name):
+        table = self.topic_queue_mapping_info_table
+        for key in self._mappings_of.pop(broker_name, ()):
+            del self._mapping_owner[key]
+            topic, bname = key
+            by_broker = table[topic]
+            self.mapping_count -= mapping_weight(by_broker.pop(bname))
+            if not by_broker:
+                del table[topic]
+            self._mapping_changed(topic)
+
+    def _mapping_changed(self, topic):
         self.snapshots.mapping_changed(topic)
         self._touched_topics.add(topic)
         self._dirty = True
@@ -619,6 +651,7 @@ class RouteInfoManager:
         delta = RouteDelta()
         for name in removed:
             delta.remove_broker_topics(name)
+            delta.remove_broker_mappings(name)
         for name in reduced:
             broker_data = self.broker_addr_table.get(name)
             if broker_data is None or not broker_data.enable_acting_master:

@@ -64,8 +64,13 @@ class RouteSnapshots:
         return shape.version if own is None else (shape.version, own[0])
 
     def mapping_changed(self, topic):
-        """``topic``'s static-topic mapping changed: it versions its route itself from now on."""
-        self._own[topic] = (next(self._clock), None)
+        """``topic``'s static-topic mapping changed: it versions its route itself from now on,
+        until its last mapping is gone (then its shape's version is its own again: the route
+        of that version had no mapping either)."""
+        if self._mapped.get(topic):
+            self._own[topic] = (next(self._clock), None)
+        else:
+            self._own.pop(topic, None)
 
     def changed(self):
         """The gate's report that something changed (the listings' generation)."""

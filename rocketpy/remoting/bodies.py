@@ -307,21 +307,21 @@ class JsonBean:
     # -- decoding
 
     @classmethod
-    def from_json(cls, data, dialect=fastjson.FASTJSON_1_2_83):
+    def from_json(cls, data, dialect=fastjson.FASTJSON_1_2_83, budget=None):
         """Parse a body (bytes or str) as ``dialect`` (the fastjson release of the Java side)
         reads it: fastjson's output in either dialect, and every form its parser takes beyond
-        JSON (:func:`~rocketpy.remoting.fastjson.loads_lenient`), keys matched to properties
-        as :meth:`_smart_match` says."""
+        JSON (:func:`~rocketpy.remoting.fastjson.loads_lenient`, charging ``budget`` as it
+        reads), keys matched to properties as :meth:`_smart_match` says."""
         if data is None:
             raise BodyDecodeError(f"{cls.__name__}: no body")
-        return cls._from_obj(fastjson.loads_lenient(data, repeats=True),
+        return cls._from_obj(fastjson.loads_lenient(data, repeats=True, budget=budget),
                              _Root(cls.__name__, dialect))
 
     @classmethod
-    def from_request(cls, data, dialect=fastjson.FASTJSON_1_2_83):
+    def from_request(cls, data, dialect=fastjson.FASTJSON_1_2_83, budget=None):
         """:meth:`from_json`, but None for a body that is JSON ``null`` (comments and blanks
         around it too), which ``JSON.parseObject`` reads as a null bean."""
-        obj = fastjson.loads_lenient(data, repeats=True)
+        obj = fastjson.loads_lenient(data, repeats=True, budget=budget)
         return None if obj is None else cls._from_obj(obj, _Root(cls.__name__, dialect))
 
     @classmethod
@@ -827,7 +827,7 @@ def read_compressed(data, broker_version, read_topics, max_inflated=DEFAULT_MAX_
     through one lazy, bounded reader (:class:`_Inflated`) charging ``budget``.
     ``check_mappings(count)`` sees the declared mapping count before any mapping is inflated."""
     stream = _Inflated(data, max_inflated, budget)
-    data_version = DataVersion.from_json(stream.read_json("DataVersion"))
+    data_version = DataVersion.from_json(stream.read_json("DataVersion"), budget=stream.budget)
     count = stream.read_int("topic count")  # a negative count reads no topic, as Java's loop
     topics = read_topics(stream.parts(count, "topic config"), count)
     raw = stream.read_json("filter server list")
@@ -844,7 +844,8 @@ def read_compressed(data, broker_version, read_topics, max_inflated=DEFAULT_MAX_
         if count > 0:
             stream.budget.spend_items(count, f"{count} topic queue mappings")
         for i in range(count):
-            info = TopicQueueMappingInfo.from_json(stream.read_json(f"topic queue mapping #{i}"))
+            info = TopicQueueMappingInfo.from_json(stream.read_json(f"topic queue mapping #{i}"),
+                                                   budget=stream.budget)
             infos[info.topic] = info
     return data_version, topics, filter_servers, infos
 
@@ -906,7 +907,7 @@ class RegisterBrokerBody(JsonBean):
             return cls()
         if not compressed:
             charge_plain(budget, data)
-            return cls.from_json(data, dialect)
+            return cls.from_json(data, dialect, budget)
         data_version, table, filter_servers, infos = read_compressed(
             data, broker_version, _topic_beans, max_inflated, budget)
         self = cls()
@@ -982,6 +983,8 @@ _VERSION, _TABLE, _MAPPINGS = (TopicConfigAndMappingSerializeWrapper._WIRE[a] fo
 _COUNTER, _TIMESTAMP, _STATE = (DataVersion._WIRE[a] for a in
                                 ("counter", "timestamp", "state_version"))
 _INT_MIN, _INT_MAX = _INT32
+#: what a genuine topic's entry costs to parse (its ~16 JSON values)
+_TOPIC_UNITS = 16 * ITEM_COST
 # Keys the fast reader knows; any other (a property in another case, which fastjson matches,
 # or one it ignores) sends the body to the beans
 _BODY_KEYS = frozenset(RegisterBrokerBody._LOADERS)
@@ -1014,8 +1017,10 @@ def _object_or_empty(value, kind=dict):
     return value
 
 
-def _read_json(data, topic, data_version):
-    """The records of a plain body in the usual shape; ``_Unusual`` for anything else."""
+def _read_json(data, topic, data_version, budget=None):
+    """The records of a plain body in the usual shape; ``_Unusual`` for anything else. Every
+    few thousand topics are reported to ``budget`` (charged already, with the body: where a
+    pool may let other work take a turn)."""
     try:
         obj = json.loads(data)
     except (ValueError, RecursionError):
@@ -1050,6 +1055,7 @@ def _read_json(data, topic, data_version):
         raise _Unusual
     table = {}
     fields = _TOPIC_FIELDS
+    progress = None if budget is None else budget.progress
     for name, config in configs.items():
         # the usual entry (every field there under its exact name, a name and four Java ints) in
         # one C call and two tests; anything else (absent or null fields, odd types) field by field
@@ -1064,6 +1070,8 @@ def _read_json(data, topic, data_version):
                 and _INT_MIN <= perm <= _INT_MAX and _INT_MIN <= flag <= _INT_MAX):
             values = _topic_values(name, config)
         table[name] = topic(*values)
+        if progress is not None and not len(table) & 4095:
+            progress(4096 * _TOPIC_UNITS, "topic config table")
     return (data_version(_long_or_zero(version.get(_COUNTER)), _long_or_zero(version.get(_TIMESTAMP)),
                          _long_or_zero(version.get(_STATE))), table, filters, {})
 
@@ -1179,7 +1187,7 @@ def read_register_broker_body(data, compressed, broker_version, topic, data_vers
     charge_plain(budget, data)
     if data:
         try:
-            return _read_json(data, topic, data_version)
+            return _read_json(data, topic, data_version, budget)
         except _Unusual:
             pass
     return register_broker_body_records(
@@ -1361,12 +1369,13 @@ class EpochEntryCache(JsonBean):
     )
 
 
-def broker_name_list(data):
+def broker_name_list(data, budget=None):
     """CONTROLLER_GET_SYNC_STATE_DATA's request body: a JSON array of broker names (Java reads
-    it as a raw ``List``). Raises :class:`BodyDecodeError` for anything else."""
+    it as a raw ``List``), a lenient form's reading charged to ``budget``. Raises
+    :class:`BodyDecodeError` for anything else."""
     if data is None:
         raise BodyDecodeError("broker name list: no body")
-    return list_of(STR).load(fastjson.loads_lenient(data), "brokerNames")
+    return list_of(STR).load(fastjson.loads_lenient(data, budget=budget), "brokerNames")
 
 
 def encode_broker_name_list(names):

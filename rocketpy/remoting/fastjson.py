@@ -23,6 +23,7 @@ import re
 from decimal import Decimal, InvalidOperation
 
 from .errors import BodyDecodeError
+from .budget import LENIENT_OP_COST
 from .kernel import KERNEL
 
 __all__ = ["loads", "dumps", "escape_string", "lenient_decoder", "raw_string_literals", "Bean",
@@ -109,6 +110,13 @@ def loads(data):
         raise BodyDecodeError(f"JSON is not valid UTF-8: {exc}") from None
     try:
         return _json_loads(text)
+    except json.JSONDecodeError as exc:
+        # the readers below differ from json's only in unquoted numeric keys and raw control
+        # characters: JSON that fails first at anything else fails there too (and their scans
+        # of a 16 MiB text are C calls that hold the GIL)
+        if not (text[exc.pos:exc.pos + 1] in _INT_KEY_START
+                or exc.msg.startswith("Invalid control character")):
+            _broken(text, exc)
     except (ValueError, RecursionError):  # too deep: the second attempt says so below
         pass
     try:   # unquoted numeric keys, raw control characters in strings, or broken
@@ -121,8 +129,15 @@ def loads(data):
             raw_string_literals(text)
         return obj
     except (ValueError, RecursionError) as exc:
-        snippet = text[:60].encode("unicode_escape").decode("ascii")
-        raise BodyDecodeError(f"broken JSON ({exc}) in {snippet!r}...") from None
+        _broken(text, exc)
+
+
+_INT_KEY_START = frozenset("-0123456789")
+
+
+def _broken(text, exc):
+    snippet = text[:60].encode("unicode_escape").decode("ascii")
+    raise BodyDecodeError(f"broken JSON ({exc}) in {snippet!r}...") from None
 
 
 def raw_string_literals(text):
@@ -325,54 +340,100 @@ class Dialect:
 FASTJSON_1_2_69 = Dialect("1.2.69", False)
 FASTJSON_1_2_83 = Dialect("1.2.83", True)
 
-_BLANKS = " \r\n\t\f\b"
-_IDENT_FIRST = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz_$")
-_IDENT = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz_0123456789")
-_NUMBER = re.compile(r"-?\d+(\.\d+)?([eE][+-]?\d+)?")
+_BLANK_RUN = r"[ \r\n\t\f\b]*"
+_BLANKS = re.compile(_BLANK_RUN)
+_NUMBER_TEXT = r"-?\d+(\.\d+)?([eE][+-]?\d+)?"
+_NUMBER = re.compile(_NUMBER_TEXT)
+#: What a token's first character makes it (anything else: a number or a word, by the regular
+#: expressions below, or nothing fastjson reads). A run of blanks, digits or letters is one
+#: regular-expression step, so a byte costs C time and only a token costs Python time.
+_T_BLANKS, _T_NUMBER, _T_WORD, _T_OBJECT, _T_ARRAY, _T_END_OBJECT, _T_END_ARRAY, _T_COMMA, \
+    _T_COLON, _T_QUOTE, _T_COMMENT = range(11)
+_KINDS = {**dict.fromkeys(" \r\n\t\f\b", _T_BLANKS), **dict.fromkeys("-0123456789", _T_NUMBER),
+          **dict.fromkeys("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz_$", _T_WORD),
+          "{": _T_OBJECT, "[": _T_ARRAY, "}": _T_END_OBJECT, "]": _T_END_ARRAY, ",": _T_COMMA,
+          ":": _T_COLON, '"': _T_QUOTE, "'": _T_QUOTE, "/": _T_COMMENT}
+_WORD = re.compile(r"[A-Za-z_$\u0100-\U0010ffff][A-Za-z0-9_\u0100-\U0010ffff]*")
+#: commas and blanks between two entries (``AllowArbitraryCommas``)
+_COMMAS = re.compile(r"[ \r\n\t\f\b,]*")
+# where the reader is: a value must come (the text's, or after ':'); in a container where an
+# entry may come (after its opening or a comma); after an entry (',' or the end); after a key
+_S_VALUE, _S_ENTRY, _S_NEXT, _S_COLON = range(4)
 _ESCAPES = {"b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t", "v": "\v", "F": "\f",
             '"': '"', "'": "'", "/": "/", "\\": "\\"}
+_HEX = re.compile(r"[0-9a-fA-F]+\Z")
 _LITERALS = (("true", True), ("false", False), ("null", None))
 _QUOTE_OR_ESCAPE = {'"': re.compile(r'["\\]'), "'": re.compile(r"['\\]")}
+_SURROGATE_PAIR = re.compile("[\ud800-\udbff][\udc00-\udfff]")
+_scanstring = json.decoder.scanstring
+#: nesting fastjson's parser reads (deeper: refused)
+MAX_DEPTH = 256
+#: operations between two budget checks
+_CHECK_EVERY = 4096
+
+
+def _pair(match):
+    high, low = match.group()
+    return chr(0x10000 + ((ord(high) - 0xD800) << 10) + (ord(low) - 0xDC00))
 
 
 class _Reader:
-    """One pass over ``text``, each character looked at a bounded number of times."""
+    """One pass over ``text`` by tokens (:data:`_KINDS`) with an explicit stack: each byte is
+    read by a regular expression a bounded number of times, and each token -- a number, a word,
+    a mark, a comment -- and each escape in a string is one *operation* in Python, counted in
+    ``ops`` and charged to ``budget`` (:data:`~rocketpy.remoting.budget.LENIENT_OP_COST` each)
+    as the reading goes, so a text that would cost more than its budget stops at the bound."""
 
-    __slots__ = ("text", "pos", "depth", "object_pairs_hook")
+    __slots__ = ("text", "pos", "ops", "escapes", "object_pairs_hook", "budget", "_charged",
+                 "_tokens")
 
-    def __init__(self, text, object_pairs_hook):
-        self.text, self.pos, self.depth = text, 0, 0
+    def __init__(self, text, object_pairs_hook, budget=None):
+        self.text, self.pos, self.ops, self.escapes = text, 0, 0, 0
         self.object_pairs_hook = object_pairs_hook
+        self.budget = budget
+        self._charged = self._tokens = 0
 
-    def fail(self, what):
+    def fail(self, what, pos=None):
+        if pos is not None:
+            self.pos = pos
         raise ValueError(f"{what} at offset {self.pos}")
 
-    def blanks(self):
-        """``skipWhitespace``: blanks and ``//`` or ``/* */`` comments."""
-        text, pos, end = self.text, self.pos, len(self.text)
-        while pos < end:
-            ch = text[pos]
-            if ch in _BLANKS:
-                pos += 1
-            elif ch == "/":
-                nxt = text[pos + 1:pos + 2]
-                if nxt == "/":
-                    stop = text.find("\n", pos + 2)
-                    pos = end if stop < 0 else stop + 1
-                elif nxt == "*":
-                    stop = text.find("*/", pos + 2)
-                    pos = end if stop < 0 else stop + 2
-                else:
-                    self.pos = pos
-                    self.fail("invalid comment")
-            else:
-                break
-        self.pos = pos
+    def charge(self, tokens):
+        """``tokens`` read so far, and the escapes: charge what was not charged yet."""
+        self._tokens = tokens
+        self.ops = tokens + self.escapes
+        if self.budget is not None:
+            self.budget.spend((self.ops - self._charged) * LENIENT_OP_COST,
+                              f"lenient JSON offset {self.pos}")
+        self._charged = self.ops
 
-    def string(self, quote):
-        text, pos = self.text, self.pos + 1
+    def comment(self, pos):
+        """``skipComment`` at the ``/`` at ``pos``: the offset after it."""
+        text = self.text
+        nxt = text[pos + 1:pos + 2]
+        if nxt == "/":
+            stop = text.find("\n", pos + 2)
+            return len(text) if stop < 0 else stop + 1
+        if nxt == "*":
+            stop = text.find("*/", pos + 2)
+            return len(text) if stop < 0 else stop + 2
+        self.fail("invalid comment", pos)
+
+    def string(self, pos):
+        """``(the string, the offset after it)`` for the literal whose quote is at ``pos``:
+        C's ``scanstring`` for a double-quoted one with JSON's escapes only, else one
+        operation per escape."""
+        text = self.text
+        quote = text[pos]
+        if quote == '"':
+            try:
+                return _scanstring(text, pos + 1, False)
+            except ValueError:   # fastjson's own escapes (\x, \v, \', octal), or broken
+                pass
         special = _QUOTE_OR_ESCAPE[quote]
         out = []
+        pos += 1
+        pairs = False
         while True:
             match = special.search(text, pos)    # the next quote or backslash: linear overall
             if match is None:
@@ -380,8 +441,12 @@ class _Reader:
             at = match.start()
             out.append(text[pos:at])
             if text[at] == quote:
-                self.pos = at + 1
-                return "".join(out)
+                value = "".join(out)
+                return (_SURROGATE_PAIR.sub(_pair, value) if pairs else value), at + 1
+            self.escapes += 1
+            if not self.escapes % _CHECK_EVERY:
+                self.pos = at
+                self.charge(self._tokens)
             esc = text[at + 1:at + 2]
             if esc in _ESCAPES:
                 out.append(_ESCAPES[esc])
@@ -389,108 +454,159 @@ class _Reader:
             elif esc == "u" or esc == "x":
                 width = 4 if esc == "u" else 2
                 digits = text[at + 2:at + 2 + width]
-                if len(digits) != width or not all(c in "0123456789abcdefABCDEF" for c in digits):
-                    self.pos = at
-                    self.fail("bad escape")
-                out.append(chr(int(digits, 16)))
+                if len(digits) != width or _HEX.match(digits) is None:
+                    self.fail("bad escape", at)
+                code = int(digits, 16)
+                pairs = pairs or 0xD800 <= code <= 0xDFFF
+                out.append(chr(code))
                 pos = at + 2 + width
             elif esc and esc in "01234567":
                 out.append(chr(int(esc)))
                 pos = at + 2
             else:
-                self.pos = at
-                self.fail("bad escape")
+                self.fail("bad escape", at)
 
-    def key(self):
-        ch = self.text[self.pos:self.pos + 1]
-        if ch == '"' or ch == "'":
-            key = self.string(ch)
-            if _EOI in key:   # scanSymbol stops at its end-of-input mark
-                self.fail("0x1A in the object key: fastjson reads it as the end of its input")
-            return key
-        match = _NUMBER.match(self.text, self.pos)
-        if match is not None and match.group(1) is None and match.group(2) is None:
-            self.pos = match.end()
-            return int(match.group())       # a map's numeric key (fastjson's legacy dialect)
-        if not ch or not (ch in _IDENT_FIRST or ord(ch) >= 256):
-            self.fail("illegal identifier")
-        text, pos, end = self.text, self.pos + 1, len(self.text)
-        while pos < end and (text[pos] in _IDENT or ord(text[pos]) >= 256):
-            pos += 1
-        key, self.pos = text[self.pos:pos], pos
-        return key
+    def number(self, match):
+        """A number token: an ``int``, or with a fraction or exponent a
+        :class:`~decimal.Decimal` (fastjson's ``UseBigDecimal``: a BigDecimal)."""
+        if match.group(1) is None and match.group(2) is None:
+            return int(match.group())
+        try:
+            return Decimal(match.group())
+        except InvalidOperation:
+            self.fail("bad number", match.start())
 
-    def value(self):
-        self.blanks()
-        text, pos = self.text, self.pos
-        ch = text[pos:pos + 1]
-        if ch == "{":
-            return self.container("}")
-        if ch == "[":
-            return self.container("]")
-        if ch == '"' or ch == "'":
-            return self.string(ch)
-        match = _NUMBER.match(text, pos)
-        if match is not None:
-            self.pos = match.end()
-            if match.group(1) is None and match.group(2) is None:
-                return int(match.group())
-            try:
-                return Decimal(match.group())    # UseBigDecimal: a BigDecimal
-            except InvalidOperation:
-                self.fail("bad number")
-        for word, literal in _LITERALS:
-            if text.startswith(word, pos):
-                self.pos = pos + len(word)
-                return literal
-        self.fail("unexpected character" if ch else "unexpected end")
-
-    def container(self, close):
-        """An object or array; ``AllowArbitraryCommas``: any run of commas between entries,
-        before the first and after the last."""
-        self.depth += 1
-        if self.depth > 256:
-            self.fail("too deep")
-        self.pos += 1
-        obj = []
-        expect_entry = True
+    def read(self):
+        """The value the text holds; ``pos`` is then where it ends."""
+        text, kinds, hook = self.text, _KINDS, self.object_pairs_hook
+        stack = []            # (end token, entries, key) of each enclosing container
+        close = items = key = None    # the open container's end token and entries
+        state, pos, ops, check = _S_VALUE, 0, 0, _CHECK_EVERY
         while True:
-            self.blanks()
-            ch = self.text[self.pos:self.pos + 1]
-            if ch == close:
-                self.pos += 1
-                self.depth -= 1
-                return self.object_pairs_hook(obj) if close == "}" else obj
-            if ch == ",":
-                self.pos += 1
-                expect_entry = True
+            ops += 1
+            if ops >= check:
+                self.pos = pos
+                self.charge(ops)
+                check = ops + _CHECK_EVERY
+            try:
+                kind = kinds.get(text[pos])
+            except IndexError:
+                self.fail("unexpected end", pos)
+            if kind == _T_BLANKS:
+                pos = _BLANKS.match(text, pos).end()
                 continue
-            if not expect_entry:
-                self.fail("expected ',' or '" + close + "'")
-            if close == "}":
-                key = self.key()
-                self.blanks()
-                if self.text[self.pos:self.pos + 1] != ":":
-                    self.fail("expected ':'")
-                self.pos += 1
-                obj.append((key, self.value()))
+            start = pos
+            if kind == _T_COMMENT:
+                pos = self.comment(pos)
+                continue
+            match = None
+            if kind is None:      # past ASCII: a digit of another script, or a word's letter
+                match = _NUMBER.match(text, pos)
+                kind = _T_NUMBER
+                if match is None:
+                    match = _WORD.match(text, pos)
+                    kind = _T_WORD
+            elif kind == _T_NUMBER:
+                match = _NUMBER.match(text, pos)
+            elif kind == _T_WORD:
+                match = _WORD.match(text, pos)
             else:
-                obj.append(self.value())
-            expect_entry = False
+                pos += 1
+            if match is not None:
+                pos = match.end()
+            elif kind == _T_NUMBER or kind == _T_WORD:
+                self.fail("unexpected character", pos)
+            if state == _S_COLON:
+                if kind != _T_COLON:
+                    self.fail("expected ':'", start)
+                state = _S_VALUE
+                continue
+            if state != _S_VALUE:     # in a container
+                if kind == close:
+                    value = hook(items) if kind == _T_END_OBJECT else items
+                    close, items, key = stack.pop()
+                    if items is None:    # the whole text's value
+                        self.pos = pos
+                        self.ops = ops + self.escapes
+                        return value
+                    items.append((key, value) if close == _T_END_OBJECT else value)
+                    state = _S_NEXT
+                    continue
+                if kind == _T_COMMA:     # AllowArbitraryCommas: a run of them is one
+                    pos = _COMMAS.match(text, pos).end()
+                    state = _S_ENTRY
+                    continue
+                if state == _S_NEXT:
+                    self.fail("expected ',' or '" + ("}" if close == _T_END_OBJECT else "]")
+                              + "'", start)
+                if close == _T_END_OBJECT:   # a key
+                    if kind == _T_QUOTE:
+                        key, pos = self.string(start)
+                        if _EOI in key:   # scanSymbol stops at its end-of-input mark
+                            self.fail("0x1A in the object key: fastjson reads it as the end "
+                                      "of its input", start)
+                    elif kind == _T_NUMBER and match.group(1) is None and match.group(2) is None:
+                        key = int(match.group())   # a map's numeric key (legacy dialect)
+                    elif kind == _T_WORD:
+                        key = match.group()
+                    else:
+                        self.fail("illegal identifier", start)
+                    state = _S_COLON
+                    continue
+            # a value
+            if kind == _T_OBJECT or kind == _T_ARRAY:
+                stack.append((close, items, key))
+                if len(stack) > MAX_DEPTH:
+                    self.fail("too deep", start)
+                close = _T_END_OBJECT if kind == _T_OBJECT else _T_END_ARRAY
+                items, key, state = [], None, _S_ENTRY
+                continue
+            if kind == _T_QUOTE:
+                value, pos = self.string(start)
+            elif kind == _T_NUMBER:
+                value = self.number(match)
+            elif kind == _T_WORD:
+                for word, value in _LITERALS:
+                    if text.startswith(word, start):
+                        pos = start + len(word)
+                        break
+                else:
+                    self.fail("unexpected character", start)
+            else:
+                self.fail("unexpected character", start)
+            if items is None:    # a scalar is the whole text
+                self.pos = pos
+                self.ops = ops + self.escapes
+                return value
+            items.append((key, value) if close == _T_END_OBJECT else value)
+            state = _S_NEXT
+
+    def end(self):
+        """Blanks and comments to the end, or "not close json text"; everything charged."""
+        text, pos, ops = self.text, self.pos, self.ops - self.escapes
+        while True:
+            pos = _BLANKS.match(text, pos).end()
+            if pos >= len(text):
+                break
+            if text[pos] != "/":
+                self.fail("not close json text", pos)
+            ops += 1
+            pos = self.comment(pos)
+        self.pos = pos
+        self.charge(ops)
 
 
-def read_lenient(text, object_pairs_hook=dict):
+def read_lenient(text, object_pairs_hook=dict, budget=None):
     """Parse ``text`` as fastjson's parser does with its default features: single-quoted strings,
     unquoted keys, comments, arbitrary commas, ``\\x`` and ``\\v`` escapes; numbers with a
     fraction or exponent as :class:`~decimal.Decimal` (fastjson's BigDecimal); each object's
     ``(key, value)`` pairs given to ``object_pairs_hook``, as ``json.loads`` does. Nothing but
-    blanks and comments may follow (``parser.close()``: "not close json text"). Raises
-    ``ValueError``."""
-    reader = _Reader(text, object_pairs_hook)
-    obj = reader.value()
-    reader.blanks()
-    if reader.pos != len(text):
-        reader.fail("not close json text")
+    blanks and comments may follow (``parser.close()``: "not close json text"). Every token is
+    charged to ``budget`` (a :class:`~rocketpy.remoting.budget.DecodeBudget`, or None) while it
+    is read: its errors stop the reading. Raises ``ValueError``."""
+    reader = _Reader(text, object_pairs_hook, budget)
+    obj = reader.read()
+    reader.end()
     return obj
 
 
@@ -562,12 +678,13 @@ def repeats_keys(text, obj, keys=None, string_colons=0):
     return written_keys(text) != key_count(obj)
 
 
-def loads_lenient(data, repeats=False):
+def loads_lenient(data, repeats=False, budget=None):
     """A request body as Java's ``JSON.parseObject`` reads it: :func:`loads`, and when that
-    fails :func:`read_lenient` (what fastjson's parser reads beyond JSON). With ``repeats``, an
-    object with a key written twice comes back as a :class:`Repeated` (the text is read again,
-    only when :func:`repeats_keys` says so). Raises :class:`BodyDecodeError` with the strict
-    parser's complaint."""
+    fails :func:`read_lenient` (what fastjson's parser reads beyond JSON), which charges its
+    operations to ``budget`` (None: not counted). With ``repeats``, an object with a key written
+    twice comes back as a :class:`Repeated` (the text is read again, only when
+    :func:`repeats_keys` says so). Raises :class:`BodyDecodeError` with the strict parser's
+    complaint, or the budget's error."""
     try:
         obj = loads(data)
     except BodyDecodeError as exc:
@@ -582,9 +699,11 @@ def loads_lenient(data, repeats=False):
         try:
             return json.loads(text, object_pairs_hook=_keep_repeats, strict=False)
         except (ValueError, RecursionError):   # fastjson's unquoted int keys
-            return read_lenient(text, _keep_repeats)
+            return read_lenient(text, _keep_repeats, budget)
     try:
         text = data.decode("utf-8") if isinstance(data, (bytes, bytearray, memoryview)) else data
-        return read_lenient(text, _keep_repeats if repeats else dict)
+        return read_lenient(text, _keep_repeats if repeats else dict, budget)
+    except BodyDecodeError:   # the budget's
+        raise
     except (ValueError, RecursionError):   # UnicodeDecodeError is a ValueError
         raise error from None

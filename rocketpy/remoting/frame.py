@@ -25,7 +25,8 @@ from .layout import (DEFAULT_MAX_FRAME_LENGTH, FRAME, FRAME_COMPILED, JSON,
 
 __all__ = ["FRAME", "FRAME_COMPILED", "ROCKETMQ_HEADER", "ROCKETMQ_HEADER_COMPILED",
            "DEFAULT_MAX_FRAME_LENGTH", "decode_frame", "encode_frame", "encode_template",
-           "decode_header", "python_decode_header", "encode_header", "frame_length", "HEADER_PROPERTIES"]
+           "decode_header", "python_decode_header", "encode_header", "frame_length", "HEADER_PROPERTIES",
+           "MAX_LENIENT_HEADER", "MAX_HEADER_KEYS"]
 
 _SERIALIZE_NAMES = {JSON: "JSON", ROCKETMQ: "ROCKETMQ"}
 #: Java's ``String.getBytes(UTF_8)`` writes '?' for a lone surrogate (a JSON "\\ud800" a peer
@@ -141,6 +142,17 @@ HEADER_PROPERTIES = ("code", "language", "version", "opaque", "flag", "remark", 
                      "serializeTypeCurrentRPC")
 _PROPERTIES = frozenset(HEADER_PROPERTIES)
 _INT_MIN, _INT_MAX = -0x80000000, 0x7FFFFFFF
+#: Bytes of a JSON header read whatever its form. The readers past the usual path spend Python
+#: time per key, token or string (~0.5-3 µs), on the reactor: a 15 MiB header of ``a:1,`` held
+#: the server 11.9 s (issue 31), one of ``"a":1,`` 7.6 s. The largest genuine header in the
+#: captures has 402 bytes, and no genuine client writes fastjson's forms. A larger header that
+#: the usual path does not take is read only as strict JSON with at most
+#: :data:`MAX_HEADER_KEYS` colons (each key has one): anything else is refused, and the
+#: connection closed as for any header that does not decode.
+MAX_LENIENT_HEADER = 4096
+#: Colons a header over :data:`MAX_LENIENT_HEADER` may hold off the usual path (genuine ones
+#: have a few dozen; a colon in a string counts too, so this bounds the keys from above).
+MAX_HEADER_KEYS = 1024
 
 
 def _header_values(header, dialect=FASTJSON_1_2_83):
@@ -173,10 +185,19 @@ def _header_values(header, dialect=FASTJSON_1_2_83):
                 return (get("code", 0), get("language", "JAVA"), get("version", 0),
                         get("opaque", 0), get("flag", 0), get("remark"), ext, None)
     verbatim = None
+    large = len(header) > MAX_LENIENT_HEADER
+    if large and header.count(b":") > MAX_HEADER_KEYS:
+        raise HeaderDecodeError(f"JSON header of {len(header)} bytes holds over "
+                                f"{MAX_HEADER_KEYS} colons: refused before it is parsed "
+                                f"(headers over {MAX_LENIENT_HEADER} bytes are read only with "
+                                "few keys)")
     try:
         try:
             pairs = json.loads(header, parse_float=Decimal, object_pairs_hook=_Object)
         except ValueError:   # raw control characters in strings, fastjson's forms, or broken
+            if large:
+                raise ValueError(f"not strict JSON, and {len(header)} bytes: over the "
+                                 f"{MAX_LENIENT_HEADER} bytes read in other forms") from None
             text = header.decode("utf-8")
             try:
                 pairs = _lenient_decoder.decode(text)

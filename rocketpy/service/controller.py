@@ -156,11 +156,13 @@ class _Store:
         write_atomic(self.snapshot_path, data)
 
 
-def make_controller_service(configuration, reactor, *, write_pool=None, listen=None,
-                            max_frame_length=None, tls_mode=None, tls_context_factory=None,
-                            limits=None):
+def make_controller_service(configuration, reactor, *, write_pool=None, decode_pool=None,
+                            listen=None, max_frame_length=None, tls_mode=None,
+                            tls_context_factory=None, limits=None):
     """The controller's service tree; ``StartError``-worthy problems raise ValueError with one
     line naming them (an unreadable snapshot, an access-control file that cannot be read).
+    ``decode_pool`` (the NameServer's: one pool, fair across the hosts of both ports) decodes
+    request bodies past a few hundred bytes.
     ``adminAllowNetworks`` / ``aclEnable`` guard the controller's administrative requests as
     they guard the NameServer's, ``brokerAllowNetworks`` / ``brokerIdentityBinding`` its broker
     requests."""
@@ -220,7 +222,7 @@ def make_controller_service(configuration, reactor, *, write_pool=None, listen=N
     factory = RemotingServerFactory(
         processor, housekeeping, clock=reactor,
         idle_seconds=netty.server_channel_max_idle_time_seconds, limits=limits,
-        write_pool=write_pool, **kwargs)
+        write_pool=write_pool, decode_pool=decode_pool, **kwargs)
     top = _ControllerService(housekeeping)
     if group is not None:
         group.setServiceParent(top)

@@ -205,14 +205,14 @@ class ControllerGroup(Service):
         self._encoded = (None, None)
         return LogEntry(*self.replica_log.record(events, value if done is events else None))
 
-    def submit(self, job, peer=None, cancel=None):
+    def submit(self, job, peer=None, cancel=None, budget=None):
         """A Deferred that fires once ``job`` is durable: a :class:`LogEntry` committed in etcd,
-        anything else (the config file) by the writer. ``peer`` and ``cancel`` are the pools'
-        (a write is never cancelled)."""
+        anything else (the config file) by the writer. ``peer``, ``cancel`` and ``budget`` are
+        the pools' (a write is never cancelled)."""
         if job.__class__ is not LogEntry:
             if self.write_pool is None:
                 return maybeDeferred(job)
-            return self.write_pool.submit(job, peer, cancel)
+            return self.write_pool.submit(job, peer, cancel, budget)
         d = Deferred()
         self._queue.append((job, d))
         if not self._writing:

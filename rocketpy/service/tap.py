@@ -526,8 +526,8 @@ def makeService(options, reactor=None):
         try:
             top.controller = make_controller_service(
                 options["controller_configuration"], reactor, write_pool=write_pool,
-                max_frame_length=options["frame_max_length"], tls_mode=settings.mode,
-                tls_context_factory=context, limits=limits)
+                decode_pool=decode_pool, max_frame_length=options["frame_max_length"],
+                tls_mode=settings.mode, tls_context_factory=context, limits=limits)
         except ValueError as exc:
             raise StartError(str(exc)) from None
         top.controller.setServiceParent(top)

@@ -2,28 +2,38 @@
 runs, one per lane (Java runs every request on an executor thread; rocketpy serves on the
 reactor thread and moves off it only what would stall it):
 
-* :class:`DecodePool` (lane ``cpu``): the costly decode of big REGISTER_BROKER bodies;
+* :class:`DecodePool` (lane ``cpu``): the costly decode of big request bodies (REGISTER_BROKER's,
+  any other past 1 KiB, on both the NameServer's and the controller's port);
 * :class:`WritePool` (lane ``disk``): the KV and config file writes, with their ``fsync``.
 
-Decode pool: one named thread (``rocketpy-decode``), since the work holds the GIL and a second
-thread would only take it from the reactor more often. The reactor waits up to
-``sys.getswitchinterval()`` for the GIL after each ``select``/``recv``/``send``; CPython's 5 ms
-made route queries wait ~6 ms (worst 26 ms) during a bomb, so the pool lowers it to 1 ms while
-it runs (~1.4 ms, worst 6-13 ms: ``bench/registration_bomb.py``). One long C call (``json.loads``
-of 16 MiB) holds the GIL throughout (docs/reliability.md). The queue is bounded
-(:data:`MAX_PENDING`, and :data:`MAX_PENDING_PER_PEER` per peer host): past it the protocol
-answers SYSTEM_BUSY, Java's answer to a full executor queue (the broker registers again in 30 s).
-The thread takes one job at a time from per-peer queues served in turn, so a peer sending bombs
-(each bounded by its decode budget, ``rocketpy.remoting.budget``) delays another peer's
-registration by at most one of its jobs, never by its whole queue (issue 20: 16 bombs of 87 KB
-had every registration answered SYSTEM_BUSY for minutes). Only ``work`` runs on the thread;
-tables and caches are touched by ``finish`` on the reactor. :meth:`DecodePool.stop` abandons the
-queued work, cancels the running one (its budget's flag, seen at the next chunk) and waits for
-it at most :data:`STOP_WAIT` seconds. Work offered while the pool is not running (before its
-start, after its stop) is refused at once like work past the bound: SYSTEM_BUSY, which is what
-Java's remoting answers when its executor is shut down (``RejectedExecutionException``); a job
-kept for a thread that is not there would never be answered, and its connection, no longer
-read, would wait for its idle timeout.
+Decode pool: one decode runs at a time, since the work holds the GIL and a second would only
+take it from the reactor more often. The reactor waits up to ``sys.getswitchinterval()`` for
+the GIL after each ``select``/``recv``/``send``; CPython's 5 ms made route queries wait ~6 ms
+(worst 26 ms) during a bomb, so the pool lowers it to 1 ms while it runs (~1.4 ms, worst 6-13 ms:
+``bench/registration_bomb.py``). One long C call (``json.loads`` of 16 MiB) holds the GIL
+throughout (docs/reliability.md).
+
+Fair across hosts, in places and in time:
+
+* The queue is bounded (:data:`MAX_PENDING`, and :data:`MAX_PENDING_PER_PEER` per peer host):
+  past it the protocol answers SYSTEM_BUSY, Java's answer to a full executor queue (the broker
+  registers again in 30 s). A full pool still takes work from a host holding two places fewer
+  than another: the other host's newest waiting job is answered SYSTEM_BUSY instead
+  (:class:`WorkDisplaced`), so a few hosts cannot hold every place (issue 31: 4 hosts x 4 slow
+  bodies had a fifth host's registration refused at once).
+* Work is served in turns by host, one *quantum* of work units at a time (:data:`QUANTUM`,
+  counted by the job's :class:`~rocketpy.remoting.budget.DecodeBudget`, whose every check is a
+  point where the job may yield): a host's decode waits for at most a quantum of each other
+  host's work, never for their whole decodes (4 hosts' lenient bodies held the pool 49.5 s).
+  Each job has a thread of its own, blocked while it is not its turn, so only one runs.
+
+Only ``work`` runs on the threads; tables and caches are touched by ``finish`` on the reactor.
+:meth:`DecodePool.stop` abandons the waiting work, cancels the started ones (their budget's
+flag, seen at the next check) and waits for them at most :data:`STOP_WAIT` seconds. Work
+offered while the pool is not running (before its start, after its stop) is refused at once like
+work past the bound: SYSTEM_BUSY, which is what Java's remoting answers when its executor is
+shut down (``RejectedExecutionException``); a job kept for a thread that is not there would never
+be answered, and its connection, no longer read, would wait for its idle timeout.
 
 Writer: Java's ``KVConfigManager.persist`` rewrites ``kvConfig.json`` on the request thread; on
 the reactor, two connections putting 64 KiB values made every other client wait 150-460 ms
@@ -34,8 +44,9 @@ commit: the newest job of each file, a snapshot taken on the reactor). A connect
 waits is not read, so the queue holds at most one job per connection."""
 import sys
 import threading
+import time
 from collections import deque
-from queue import SimpleQueue
+from functools import partial
 
 from twisted.internet.defer import Deferred, fail, succeed
 from twisted.internet.threads import deferToThreadPool
@@ -45,8 +56,8 @@ from twisted.python.threadpool import ThreadPool
 
 from . import logs
 
-__all__ = ["DecodePool", "WritePool", "MAX_PENDING", "MAX_PENDING_PER_PEER", "STOP_WAIT",
-           "THREAD_NAME", "WRITER_THREAD_NAME", "SWITCH_INTERVAL"]
+__all__ = ["DecodePool", "WritePool", "WorkDisplaced", "MAX_PENDING", "MAX_PENDING_PER_PEER",
+           "QUANTUM", "STOP_WAIT", "THREAD_NAME", "WRITER_THREAD_NAME", "SWITCH_INTERVAL"]
 
 #: Decodes accepted at once (running or queued; a connection has at most one). A 10,000-topic
 #: body decodes in ~20 ms, a hostile one (64 MiB inflated) in a few seconds: 16 genuine changed
@@ -56,7 +67,10 @@ MAX_PENDING = 16
 #: Decodes accepted at once from one peer host: a broker has one registration in flight; its
 #: master and slaves on one host a few.
 MAX_PENDING_PER_PEER = 4
-#: Seconds :meth:`DecodePool.stop` waits for the running decode once cancelled (a budget check
+#: Work units (``rocketpy.remoting.budget``) a decode runs before another host's waiting work
+#: takes a turn: ~20-60 ms of decoding (a genuine 10,000-topic compressed body is ~0.6 M).
+QUANTUM = 1 << 20
+#: Seconds :meth:`DecodePool.stop` waits for the started decodes once cancelled (a budget check
 #: comes every 64 KiB of inflation or JSON part; the longest C call, a 16 MiB plain body's
 #: ``json.loads``, takes about a second).
 STOP_WAIT = 2.0
@@ -64,6 +78,10 @@ THREAD_NAME = "rocketpy-decode"
 WRITER_THREAD_NAME = "rocketpy-writer"
 #: Seconds a thread waiting for the GIL waits before it asks for it (CPython: 5 ms).
 SWITCH_INTERVAL = 0.001
+
+
+class WorkDisplaced(Exception):
+    """Accepted work that a full pool gave up for another host's (answered SYSTEM_BUSY)."""
 
 
 class _Threads(ThreadPool):
@@ -77,147 +95,224 @@ class _Threads(ThreadPool):
 
 
 class _Job:
-    """One piece of work of a peer, with its cancel hook and the Deferred of its result."""
+    """One piece of work of a peer: its cancel hook, its budget (whose checks are its yield
+    points), the Deferred of its result, and its thread once started."""
 
-    __slots__ = ("work", "peer", "cancel", "deferred")
+    __slots__ = ("work", "peer", "cancel", "budget", "deferred", "thread", "turn_from")
 
-    def __init__(self, work, peer, cancel):
+    def __init__(self, work, peer, cancel, budget):
         self.work = work
         self.peer = peer
         self.cancel = cancel
+        self.budget = budget
         self.deferred = Deferred()
+        self.thread = None
+        self.turn_from = 0      # the budget's units worked when this turn began
 
 
 class DecodePool:
     """Bounded per-peer queues (``max_pending`` jobs running or waiting, ``max_per_peer`` of one
-    peer) of pure work for one worker thread, served round-robin by peer; results come back on
-    the reactor. ``switch_interval`` is ``sys.setswitchinterval`` while the pool runs (when lower
-    than the one in force), restored when it stops."""
+    peer) of pure work, run one at a time in turns by peer of ``quantum`` work units each;
+    results come back on the reactor. ``switch_interval`` is ``sys.setswitchinterval`` while the
+    pool runs (when lower than the one in force), restored when it stops."""
 
     log = Logger(observer=logs.observer)
 
     def __init__(self, reactor, max_pending=MAX_PENDING, name=THREAD_NAME,
                  switch_interval=SWITCH_INTERVAL, max_per_peer=MAX_PENDING_PER_PEER,
-                 stop_wait=STOP_WAIT):
+                 stop_wait=STOP_WAIT, quantum=QUANTUM):
         self._reactor = reactor
         self._switch_interval = switch_interval
         self._saved_interval = None
         self._name = name
         self._stop_wait = stop_wait
-        self._jobs = None           # the worker's inbox (jobs, then None to stop)
-        self._thread = None
-        self._queues = {}           # peer -> deque of its waiting jobs, peers in arrival order
-        self._running = None
-        self._served = {}           # peer with work accepted -> when its last job was handed over
+        self.quantum = quantum
+        # shared with the job threads, under the lock: each peer's jobs accepted and not
+        # finished (only the first of each may have started), which job may run, when each
+        # peer last got a turn
+        self._lock = threading.Condition()
+        self._queues = {}
+        self._holder = None
+        self._served = {}
         self._turns = 0
+        self._stopping = False
         self.max_pending = max_pending
         self.max_per_peer = max_per_peer
         #: False before :meth:`start` and from :meth:`stop` on: every submit is refused
         self.accepting = False
-        #: work accepted and not yet finished, in all and by peer
+        #: work accepted and not yet finished, in all and by peer (on the reactor thread)
         self.pending = 0
         self.pending_by_peer = {}
-        #: totals since start
+        #: totals since start: finished, refused (displaced ones too), displaced, abandoned
+        #: at stop, and turns handed from one job to another host's before it finished
         self.done = 0
         self.refused = 0
+        self.displaced = 0
         self.abandoned = 0
+        self.yields = 0
 
     def start(self):
         self._saved_interval = sys.getswitchinterval()
         sys.setswitchinterval(min(self._saved_interval, self._switch_interval))
-        self._jobs = SimpleQueue()
-        self._thread = threading.Thread(target=self._worker, name=self._name, daemon=True)
-        self._thread.start()
+        with self._lock:
+            self._stopping = False
         self.accepting = True
-        self._next()
 
     def stop(self):
-        """Abandon the queued work (its answers would go nowhere: the server has closed its
-        connections first), cancel the running one and wait for it at most ``stop_wait``."""
+        """Abandon the waiting work (its answers would go nowhere: the server has closed its
+        connections first), cancel the started work and wait for it at most ``stop_wait``."""
         self.accepting = False
-        abandoned = sum(map(len, self._queues.values()))
-        self._queues.clear()
+        with self._lock:
+            self._stopping = True
+            started, abandoned = [], 0
+            for queue in self._queues.values():
+                for job in queue:
+                    if job.thread is None:
+                        abandoned += 1
+                    else:
+                        started.append(job)
+                        if job.cancel is not None:
+                            job.cancel()
+            self._queues = {peer: deque(job for job in queue if job.thread is not None)
+                            for peer, queue in self._queues.items()}
+            self._queues = {peer: queue for peer, queue in self._queues.items() if queue}
+            self._lock.notify_all()
         self.abandoned += abandoned
-        running = self._running
-        if running is not None and running.cancel is not None:
-            running.cancel()
-        if self._thread is not None:
-            self._jobs.put(None)
-            self._thread.join(self._stop_wait)
-            if abandoned or running is not None:
-                self.log.info("decode pool stopped: {abandoned} queued decodes abandoned, "
-                              "{running} cancelled{left}", abandoned=abandoned,
-                              running=int(running is not None),
-                              left=", left running" if self._thread.is_alive() else "")
-            self._thread = None
+        deadline = time.monotonic() + self._stop_wait
+        for job in started:
+            job.thread.join(max(0.0, deadline - time.monotonic()))
+        if abandoned or started:
+            left = any(job.thread.is_alive() for job in started)
+            self.log.info("decode pool stopped: {abandoned} queued decodes abandoned, "
+                          "{running} cancelled{left}", abandoned=abandoned, running=len(started),
+                          left=", left running" if left else "")
         if self._saved_interval is not None:
             sys.setswitchinterval(self._saved_interval)
             self._saved_interval = None
 
-    def submit(self, work, peer=None, cancel=None):
-        """A Deferred of ``work()`` run on the pool's thread, firing later on the reactor
-        thread; None when the pool is not running (:attr:`accepting`), or when ``max_pending``
-        pieces of work, or ``max_per_peer`` of ``peer``'s, are already accepted. ``cancel()``, if
-        given, makes ``work`` stop early (shutdown)."""
+    def submit(self, work, peer=None, cancel=None, budget=None):
+        """A Deferred of ``work()`` run on a pool thread, firing later on the reactor thread;
+        None when the pool is not running (:attr:`accepting`), or when ``max_pending`` pieces of
+        work (and no other host holds two more than ``peer``), or ``max_per_peer`` of
+        ``peer``'s, are already accepted. ``cancel()``, if given, makes ``work`` stop early
+        (shutdown); ``budget``, if given, is the job's
+        :class:`~rocketpy.remoting.budget.DecodeBudget`: at its checks the job yields its turn
+        once it has spent a quantum."""
         held = self.pending_by_peer.get(peer, 0)
-        if (not self.accepting or self.pending >= self.max_pending
-                or (self.max_per_peer and held >= self.max_per_peer)):
+        if not self.accepting or (self.max_per_peer and held >= self.max_per_peer):
             self.refused += 1
             return None
+        displaced = None
+        if self.pending >= self.max_pending:
+            displaced = self._displace(held)
+            if displaced is None:
+                self.refused += 1
+                return None
         self.pending += 1
         self.pending_by_peer[peer] = held + 1
-        job = _Job(work, peer, cancel)
-        queue = self._queues.get(peer)
-        if queue is None:
-            queue = self._queues[peer] = deque()
-        queue.append(job)
-        self._next()
+        job = _Job(work, peer, cancel, budget)
+        if budget is not None:
+            budget.checkpoint = partial(self._checkpoint, job)
+        with self._lock:
+            queue = self._queues.get(peer)
+            if queue is None:
+                queue = self._queues[peer] = deque()
+            queue.append(job)
+            if self._holder is None:
+                self._hand(self._next())
+        if displaced is not None:   # answered last: its connection may submit again at once
+            displaced.deferred.errback(Failure(WorkDisplaced(
+                "the decode pool is full: a job of a host holding more places gave way")))
         return job.deferred
 
-    def _next(self):
-        """Hand the next job to the thread, if it is idle: of the waiting peer served longest
-        ago (never served first, then in order of arrival): O(peers), at most ``max_pending``."""
-        if self._running is not None or self._thread is None or not self._queues:
-            return
-        served = self._served
-        peer = min(self._queues, key=lambda p: served.get(p, -1))
-        queue = self._queues[peer]
-        job = queue.popleft()
-        if not queue:
-            del self._queues[peer]
-        self._turns += 1
-        served[peer] = self._turns
-        self._running = job
-        self._jobs.put(job)
+    def _displace(self, held):
+        """Take out the newest waiting job of the host holding the most places, if it holds at
+        least ``held`` + 2 (max-min fairness: a host never loses a place to one that would then
+        hold more); the job, or None."""
+        with self._lock:
+            peer = max(self._queues, key=lambda p: len(self._queues[p]), default=None)
+            queue = self._queues.get(peer)
+            if queue is None or len(queue) < max(2, held + 2) or queue[-1].thread is not None:
+                return None
+            job = queue.pop()
+        self.pending -= 1
+        self.pending_by_peer[peer] -= 1
+        self.displaced += 1
+        self.refused += 1
+        return job
 
-    def _worker(self):
-        jobs, call = self._jobs, self._reactor.callFromThread
-        while True:
-            job = jobs.get()
-            if job is None:
+    # -- the turns (under the lock) -----------------------------------------------------------
+
+    def _next(self, after=None):
+        """The first job of the peer whose last turn is the oldest (never first, then in order of
+        arrival), other than ``after``'s; None when there is none or the pool stops."""
+        if self._stopping:
+            return None
+        served = self._served
+        peers = [p for p in self._queues if after is None or p != after.peer]
+        if not peers:
+            return None
+        return self._queues[min(peers, key=lambda p: served.get(p, -1))][0]
+
+    def _hand(self, job):
+        """Let ``job`` run (started on a thread of its own the first time)."""
+        self._holder = job
+        if job is None:
+            return
+        self._turns += 1
+        self._served[job.peer] = self._turns
+        if job.budget is not None:
+            job.turn_from = job.budget.worked
+        if job.thread is None:
+            job.thread = threading.Thread(target=self._run, args=(job,), name=self._name,
+                                          daemon=True)
+            job.thread.start()
+        else:
+            self._lock.notify_all()
+
+    def _checkpoint(self, job):
+        """At a budget check on ``job``'s thread: once it has spent a quantum in this turn, give
+        the turn to another peer's work, if any waits, and wait for the next."""
+        if job.budget.worked - job.turn_from < self.quantum:
+            return
+        with self._lock:
+            other = self._next(after=job)
+            if other is None:
+                job.turn_from = job.budget.worked
                 return
-            try:
-                result = job.work()
-            except BaseException:
-                result = Failure()
-            # handed over in a box the reactor empties: this frame would otherwise hold the last
-            # job and its result (a decoded table, a 1 M-topic list) until the next job comes
-            box = [job, result]
-            job = result = None
-            call(self._finished, box)
+            self.yields += 1
+            self._hand(other)
+            while self._holder is not job and not self._stopping:
+                self._lock.wait()
+
+    def _run(self, job):
+        try:
+            result = job.work()
+        except BaseException:
+            result = Failure()
+        with self._lock:
+            queue = self._queues.get(job.peer)
+            if queue and queue[0] is job:
+                queue.popleft()
+                if not queue:
+                    del self._queues[job.peer]
+                    self._served.pop(job.peer, None)
+            if self._holder is job:
+                self._hand(self._next())
+        # handed over in a box the reactor empties: this frame would otherwise hold the job and
+        # its result (a decoded table, a 1 M-topic list) as long as the thread lives
+        box = [job, result]
+        job = result = None
+        self._reactor.callFromThread(self._finished, box)
 
     def _finished(self, box):
         job, result = box
         box.clear()
-        self._running = None
         self.pending -= 1
         self.done += 1
         held = self.pending_by_peer.pop(job.peer) - 1
         if held:
             self.pending_by_peer[job.peer] = held
-        else:
-            self._served.pop(job.peer, None)
-        self._next()
         if isinstance(result, Failure):
             job.deferred.errback(result)
         else:
@@ -272,10 +367,11 @@ class WritePool:
             self._next()
         return d
 
-    def submit(self, job, peer=None, cancel=None):
+    def submit(self, job, peer=None, cancel=None, budget=None):
         """A Deferred that fires (on the reactor thread) once ``job`` -- or a later job of the
-        same file -- has been written, or fails with the write's exception. ``peer`` and
-        ``cancel`` are the decode pool's; a write is never cancelled (it answers once durable)."""
+        same file -- has been written, or fails with the write's exception. ``peer``, ``cancel``
+        and ``budget`` are the decode pool's; a write is never cancelled (it answers once
+        durable)."""
         self.jobs += 1
         if self._stopped:  # late (shutdown): written here and now
             try:

@@ -17,7 +17,8 @@ sniffer (:mod:`~rocketpy.transport.sniff`), the frame receiver
   wait, so a broker's REGISTER and QUERY_DATA_VERSION, or a PUT and GET, stay in order -- and
   everyone else is served; ``finish`` runs on the reactor, then the connection resumes. A
   connection gone by then gets nothing (its registration is not applied; a write still happens).
-  A full decode pool answers SYSTEM_BUSY; a lane without a pool runs at once.
+  A full decode pool answers SYSTEM_BUSY (at once, or later for work it gave up for another
+  host's); a lane without a pool runs at once.
 * Flow control (Java turns auto-read off in ``channelWritabilityChanged``): the protocol is a
   streaming producer for its transport; paused for any reason (the peer not reading past the
   high-water mark, the turn's budget spent, work on a pool), it neither reads nor serves
@@ -49,6 +50,7 @@ from ..remoting.layout import frame_at
 from .connstate import DECODE, DRAINING, FLOW, OVERLOAD, SNIFFING, ConnectionState, PauseReasons
 from .interfaces import IGovernedConnection
 from .limits import LARGE_FRAME, NOT_SHED
+from .offload import WorkDisplaced
 from .receiver import FrameReceiver
 from .sniff import PLAIN, TLS, sniff, start_tls
 from .tuning import READ_AHEAD_MAX, TransportTuning
@@ -435,11 +437,11 @@ class RemotingServerProtocol(Protocol):
                 return None
             response = request.create_response(SYSTEM_ERROR, remark="internal error, see the server log")
             key = None
-        if response.__class__ is Pending:
+        while response.__class__ is Pending:
             pool = self._pools.get(response.lane)
             if pool is not None:
                 return self._offload(pool, response, request, started)
-            response = response.run()
+            response = response.step()
         if response is None or flag & FLAG_ONEWAY:
             self._metrics.request(request.code, None, perf_counter() - started)
             return None
@@ -469,31 +471,59 @@ class RemotingServerProtocol(Protocol):
         """Run ``pending.work`` on ``pool`` (the pool of its lane; the peer's host is its queue
         there) and stop reading until it is answered; the SYSTEM_BUSY answer when the pool is
         full. Returns what ``_handle`` returns."""
-        d = pool.submit(pending.work, getattr(self.transport.getPeer(), "host", None),
-                        pending.cancel)
+        d = self._submit(pool, pending, request, started)
         if d is None:
             return self._gate.refuse_work(self, request, pool)
         self._paused_for(DECODE)
-        d.addCallbacks(self._finish, self._failed, callbackArgs=(pending.finish, request, started),
-                       errbackArgs=(pending, request, started))
         d.addErrback(self._late_failure, request)
         d.addCallback(self._done_waiting)
         return None
 
+    def _submit(self, pool, pending, request, started):
+        """``pending.work`` submitted to ``pool``, its finish (or failure) chained; None when
+        the pool refuses it."""
+        d = pool.submit(pending.work, getattr(self.transport.getPeer(), "host", None),
+                        pending.cancel, pending.budget)
+        if d is not None:
+            d.addCallbacks(self._finish, self._failed,
+                           callbackArgs=(pending.finish, request, started),
+                           errbackArgs=(pending, request, started, pool))
+        return d
+
     def _finish(self, result, finish, request, started):
-        """Back on the reactor thread: apply the result and answer, unless the peer is gone."""
+        """Back on the reactor thread: apply the result and answer, unless the peer is gone. A
+        finish that hands back more work (a change to write after a decode) has it run on its
+        own lane first, the connection still paused (the Deferred returned is waited for)."""
         if self.closing:
             return
         response = finish(result)
+        while response.__class__ is Pending:
+            pool = self._pools.get(response.lane)
+            if pool is None:
+                response = response.step()
+                continue
+            d = self._submit(pool, response, request, started)
+            if d is None:
+                self._refused_later(request, pool)
+            return d
         code = None if response is None else getattr(response, "code", -1)
         self._metrics.request(request.code, code, perf_counter() - started)
         self._late_answer(response, request)
 
-    def _failed(self, failure, pending, request, started):
-        """The work raised: the Pending's own answer for that (``fail``), or a SYSTEM_ERROR."""
+    def _failed(self, failure, pending, request, started, pool):
+        """The work raised: the Pending's own answer for that (``fail``), or a SYSTEM_ERROR; work
+        the pool gave up for another host's (``WorkDisplaced``) is answered as a full pool's."""
+        if failure.check(WorkDisplaced):
+            return self._refused_later(request, pool)
         if pending.fail is None:
             return failure
         return self._finish(failure.value, pending.fail, request, started)
+
+    def _refused_later(self, request, pool):
+        """``pool`` refused (or gave up) work of a request already waiting: its SYSTEM_BUSY."""
+        answer = self._gate.refuse_work(self, request, pool)
+        if answer is not None and not self.closing:
+            self._write([answer])
 
     def _done_waiting(self, _):
         self._resumed_from(DECODE)

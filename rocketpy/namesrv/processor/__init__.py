@@ -13,13 +13,16 @@ is a SYSTEM_ERROR with a Java-style remark (as Java answers a processor exceptio
 requests get no answer; unknown codes get REQUEST_CODE_NOT_SUPPORTED, except under 4.9, whose
 processor returns null and sends nothing.
 
-A handler may return a :class:`~rocketpy.namesrv.pending.Pending` (a big REGISTER_BROKER body's
-decode, a KV or config file write); ``process`` finishes it at once or, with ``offload=True``,
-hands back the Pending of the answer for the transport to run on its lane's pool.
+A handler may return a :class:`~rocketpy.namesrv.pending.Pending` (the decode of a request body
+past a few hundred bytes, a KV or config file write); ``process`` finishes it at once or, with
+``offload=True``, hands back the Pending of the answer for the transport to run on its lane's
+pool (and the Pending a finish hands back, on its own lane).
 
 Before a handler runs, :class:`~rocketpy.namesrv.acl.AccessControl` (administrative requests) and
 :class:`~rocketpy.namesrv.broker_access.BrokerAccessPolicy` (broker requests) may refuse it with
-NO_PERMISSION (rocketpy's additions, off unless configured)."""
+NO_PERMISSION (rocketpy's additions, off unless configured); what only a request's body says
+(the groups a REGISTER_TOPIC_IN_NAMESRV or a static topic mapping names, the keys an
+UPDATE_NAMESRV_CONFIG sets) the handler asks the guard once the body is decoded."""
 import logging
 
 from rocketpy.remoting.codes import OVERLOAD_REMARK, ResponseCode, not_supported_remark
@@ -81,29 +84,28 @@ class DefaultRequestProcessor:
         # Java reads the black list once, when the processor is built
         self.config_guard = config_guard or ConfigUpdateGuard.from_configuration(configuration)
         self.route_bounds = route_bounds or RouteBounds.from_properties(configuration.all_configs)
-        table = responders(
-            KVHandlers(kv_config_manager),
-            BrokerHandlers(rim, kv_config_manager, config, self.reader, unregister, policies,
-                           self.route_bounds),
-            RouteHandlers(rim, kv_config_manager, config, policies, startup_ms,
-                          bool(config.cluster_test)),   # Java reads clusterTest once
-            TopicHandlers(rim, config, policies.handlers, self.route_bounds, self.header_dialect,
-                          policies.wire.null_body_remark),
-            AdminHandlers(configuration, rim.invalidate_routes, self.config_guard,
-                          self.header_dialect))
-        missing = policies.handlers.missing
-        #: request code -> handler(header, request, channel, now_ms)
-        self.handlers = {code: fn for code, (_, fn, _) in table.items() if code not in missing}
-        self._headers = {code: cls for code, (cls, _, _) in table.items() if cls is not None}
-        self._java_decoded = frozenset(code for code, (_, _, java) in table.items() if java)
         # read once, like the black list; AclConfigError (a bad setting) stops the start
         if access_control is None:
             access_control = AccessControl.from_properties(configuration.all_configs)
         self.access_control = access_control
         if broker_access is None:
-            broker_access = BrokerAccessPolicy.from_properties(configuration.all_configs, rim,
-                                                               policies.wire.header_dialect)
+            broker_access = BrokerAccessPolicy.from_properties(configuration.all_configs, rim)
         self.broker_access = broker_access
+        table = responders(
+            KVHandlers(kv_config_manager),
+            BrokerHandlers(rim, kv_config_manager, config, self.reader, unregister, policies,
+                           self.route_bounds, broker_access),
+            RouteHandlers(rim, kv_config_manager, config, policies, startup_ms,
+                          bool(config.cluster_test)),   # Java reads clusterTest once
+            TopicHandlers(rim, config, policies.handlers, self.route_bounds, self.header_dialect,
+                          policies.wire.null_body_remark, broker_access),
+            AdminHandlers(configuration, rim.invalidate_routes, self.config_guard,
+                          self.header_dialect, access_control))
+        missing = policies.handlers.missing
+        #: request code -> handler(header, request, channel, now_ms)
+        self.handlers = {code: fn for code, (_, fn, _) in table.items() if code not in missing}
+        self._headers = {code: cls for code, (cls, _, _) in table.items() if cls is not None}
+        self._java_decoded = frozenset(code for code, (_, _, java) in table.items() if java)
         # guards that may refuse a request before its handler runs, each with the codes it
         # looks at: administrative requests, broker requests
         self._guards = tuple(g for g in (access_control, broker_access) if g.codes)
@@ -172,11 +174,14 @@ class DefaultRequestProcessor:
 
         def finish(result):
             try:
-                return self._answer(request, pending.finish(result))
+                reply = pending.finish(result)
+                if reply.__class__ is Pending:   # more work (a body decoded, then written)
+                    return self._later(reply, request, channel)
+                return self._answer(request, reply)
             except Exception as exc:
                 return fail(exc)
 
-        return Pending(pending.work, finish, pending.lane, fail, pending.cancel)
+        return Pending(pending.work, finish, pending.lane, fail, pending.cancel, pending.budget)
 
     def overload_response(self, request):
         """Java's answer when its request pool is full (SYSTEM_BUSY "[OVERLOAD]..."), for a

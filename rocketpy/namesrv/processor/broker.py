@@ -29,7 +29,7 @@ from rocketpy.remoting.headers import (ZONE_NAME, NotifyMinBrokerIdChangeRequest
                                        QueryDataVersionResponseHeader, RegisterBrokerResponseHeader)
 
 from ..model import ORDER_TOPIC_CONFIG, DataVersion, UnRegisterBrokerRequest
-from ..pending import Pending
+from ..pending import Pending, decoded
 from .replies import NOT_SET_REMARK, Reply, error, ok, responder
 
 __all__ = ["BrokerHandlers", "MinBrokerIdNotifier"]
@@ -55,10 +55,12 @@ class BrokerHandlers:
     """:param reader: the :class:`~.registration.RegistrationReader` of registration bodies.
     :param unregister: ``unregister(request) -> bool``: applied or queued (False: queue full).
     :param policies: the :class:`~rocketpy.namesrv.policy.Policies`.
-    :param route_bounds: the server-wide :class:`~rocketpy.namesrv.route_bounds.RouteBounds`."""
+    :param route_bounds: the server-wide :class:`~rocketpy.namesrv.route_bounds.RouteBounds`.
+    :param broker_access: the :class:`~rocketpy.namesrv.broker_access.BrokerAccessPolicy`, asked
+        about the groups a registration's static topic mappings name."""
 
     def __init__(self, route_info_manager, kv_config_manager, namesrv_config, reader, unregister,
-                 policies, route_bounds):
+                 policies, route_bounds, broker_access):
         self.routes = route_info_manager
         self.kv = kv_config_manager
         self.config = namesrv_config
@@ -68,6 +70,7 @@ class BrokerHandlers:
         self.wire = policies.wire
         self.liveness = policies.liveness
         self.bounds = route_bounds
+        self.access = broker_access
         #: topics from which a registration's walk is narrowed off the reactor
         self.narrow_walk_from = NARROW_WALK_FROM
 
@@ -141,7 +144,8 @@ class BrokerHandlers:
                     return decoded
                 wrapper = replace(wrapper, topic_config_table=changed)
             return replace(wrapper, fresh=fresh), filters
-        return Pending(work, finish, pending.lane, pending.fail, pending.cancel)
+        return Pending(work, finish, pending.lane, pending.fail, pending.cancel,
+                       pending.budget)
 
     def _refresh_own(self, header, channel, now_ms):
         """Refresh the live entry of the header's broker if ``channel`` holds it: a channel never
@@ -156,6 +160,13 @@ class BrokerHandlers:
         if isinstance(decoded, Reply):
             return decoded
         wrapper, filter_servers = decoded
+        refusal = self.access.mapping_refusal(header.broker_name,
+                                              wrapper.topic_queue_mapping_info_map, channel)
+        if refusal is not None:
+            self.reader.cache.forget((header.cluster_name, header.broker_addr))
+            log.warning("request %s from %s refused: %s", request.code,
+                        getattr(channel, "remote_addr", channel), refusal)
+            return error(ResponseCode.NO_PERMISSION, refusal)
         refusal = self.bounds.registration_refusal(
             self.routes, header.cluster_name, header.broker_addr, header.broker_name,
             header.broker_id, wrapper, filter_servers, header.enable_acting_master)
@@ -199,11 +210,17 @@ class BrokerHandlers:
     def query_data_version(self, header, request, channel, now_ms):
         if request.body is None and self.wire.null_body_remark is not None:
             return error(ResponseCode.SYSTEM_ERROR, self.wire.null_body_remark)
+        return decoded(request.body, self._data_version,
+                       partial(self._query_data_version, header, now_ms))
+
+    def _data_version(self, body, budget):
+        # a body that is JSON null is a null DataVersion to Java: changed, as no body in 5.3.3
+        return None if not body else bodies.DataVersion.from_request(
+            body, self.wire.header_dialect, budget)
+
+    def _query_data_version(self, header, now_ms, bean):
         rim = self.routes
         data_version = None
-        # a body that is JSON null is a null DataVersion to Java: changed, as no body in 5.3.3
-        bean = None if not request.body else bodies.DataVersion.from_request(
-            request.body, self.wire.header_dialect)
         if bean is not None:
             data_version = DataVersion(bean.counter or 0, bean.timestamp or 0, bean.state_version or 0)
         refusal = self.wire.broker_addr_remark(header.cluster_name, header.broker_addr)

@@ -220,7 +220,7 @@ class RegistrationReader:
         remember = partial(self._remember, key, body, compressed, request.version,
                            header.body_crc32)
         if worth_a_thread(body, compressed):
-            return Pending(work, remember, cancel=budget.cancel)
+            return Pending(work, remember, cancel=budget.cancel, budget=budget)
         return remember(work())
 
     def _repeats(self, header, wrapper):
@@ -271,7 +271,8 @@ class RegistrationReader:
                 return TopicConfigWrapper(), None
             bodies.charge_plain(budget, body)
             version, table, _, infos = bodies.register_broker_body_records(
-                bodies.TopicConfigSerializeWrapper.from_json(body, self._dialect), TopicConfig,
+                bodies.TopicConfigSerializeWrapper.from_json(body, self._dialect, budget),
+                TopicConfig,
                 DataVersion)
             return TopicConfigWrapper(version, table, infos), None
         try:
@@ -280,7 +281,7 @@ class RegistrationReader:
         except DecodeBudgetExceeded:
             raise
         except BodyDecodeError:
-            if not compressed and _read_as_null(body):
+            if not compressed and _read_as_null(body, budget):
                 return error(ResponseCode.SYSTEM_ERROR, self._null_body_remark)
             return error(ResponseCode.SYSTEM_ERROR, _UNDECODABLE_REMARK)
 
@@ -295,17 +296,17 @@ class RegistrationReader:
         self.cache.forget_departed(self._is_live)
 
 
-def _read_as_null(body):
+def _read_as_null(body, budget=None):
     """Whether Java's ``RegisterBrokerBody.decode`` reads a plain body that rocketpy's beans
     refuse as null (then the processor's NullPointerException): text that is not UTF-8, or
-    JSON ``null``."""
+    JSON ``null``; read again on what is left of the decode's ``budget``."""
     try:
         body.decode("utf-8")
     except UnicodeDecodeError:
         return True
     try:
-        return fastjson.loads_lenient(body) is None
-    except BodyDecodeError:
+        return fastjson.loads_lenient(body, budget=budget) is None
+    except BodyDecodeError:   # the budget's errors too
         return False
 
 

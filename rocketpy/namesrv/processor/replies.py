@@ -12,13 +12,15 @@ from typing import Any, NamedTuple
 
 from rocketpy.remoting.codes import ResponseCode
 from rocketpy.remoting.command import RemotingCommand
-from rocketpy.remoting.errors import BodyDecodeError, InvalidFieldError, MissingFieldError
+from rocketpy.remoting.errors import (BodyDecodeError, DecodeBudgetExceeded, InvalidFieldError,
+                                      MissingFieldError)
 from rocketpy.remoting.headers import request_header_class
 
+from ..javaprops import PropertiesError, body_to_properties
 from ..pending import DISK, Pending
 
 __all__ = ["Reply", "ok", "error", "NOT_SET_REMARK", "java_exception_remark", "failure_remark",
-           "java_string", "responder", "responders", "ReusableResponse", "durable"]
+           "java_string", "responder", "responders", "ReusableResponse", "durable", "update_properties"]
 
 #: ``createResponseCommand(Class)``'s placeholder remark, left in place by handlers that never
 #: reset it (GET_BROKER_MEMBER_GROUP answers SUCCESS with it).
@@ -68,6 +70,19 @@ def failure_remark(exc):
     if isinstance(exc, BodyDecodeError):
         return java_exception_remark("com.alibaba.fastjson.JSONException", str(exc))
     return java_exception_remark(f"{type(exc).__module__}.{type(exc).__name__}", str(exc) or None)
+
+
+def update_properties(body, budget):
+    """``(properties, None)`` of a config update's body (UPDATE_NAMESRV_CONFIG,
+    UPDATE_CONTROLLER_CONFIG), or ``(None, remark)`` of the SYSTEM_ERROR that refuses it: Java's
+    for text ``string2Properties`` refuses, rocketpy's for one that would cost more than
+    ``budget`` allows."""
+    try:
+        return body_to_properties(body, budget), None
+    except PropertiesError:
+        return None, "string2Properties error"
+    except DecodeBudgetExceeded as exc:
+        return None, f"[REFUSED] {exc}; nothing was applied"
 
 
 def durable(write, reply, what):

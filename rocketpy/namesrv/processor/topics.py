@@ -3,6 +3,9 @@
 deleteTopicInNamesrv, registerTopicToNamesrv, getTopicsByCluster and the system and unit topic
 lists). 5.x answers SYSTEM_ERROR "disable" for lists switched off (``enableAllTopicList`` /
 ``enableTopicList``); 4.9 has no switches."""
+import logging
+from functools import partial
+
 from rocketpy.remoting import bodies
 from rocketpy.remoting.codes import RequestCode, ResponseCode
 from rocketpy.remoting.fastjson import FASTJSON_1_2_83
@@ -10,10 +13,12 @@ from rocketpy.remoting.headers import (AddWritePermOfBrokerResponseHeader,
                                        WipeWritePermOfBrokerResponseHeader)
 
 from ..model import QueueData
-from ..pending import Pending
+from ..pending import Pending, decoded
 from .replies import error, ok, responder
 
 __all__ = ["TopicHandlers"]
+
+log = logging.getLogger("rocketpy.namesrv")
 
 _DISABLED = error(ResponseCode.SYSTEM_ERROR, "disable")
 #: from this many topics GET_ALL_TOPIC_LIST_FROM_NAMESERVER's and GET_TOPICS_BY_CLUSTER's lists
@@ -43,7 +48,7 @@ class TopicHandlers:
     """:param handler_set: the :class:`~rocketpy.namesrv.policy.HandlerSet` (the list switches)."""
 
     def __init__(self, route_info_manager, namesrv_config, handler_set, route_bounds,
-                 dialect=FASTJSON_1_2_83, null_body_remark=None):
+                 dialect=FASTJSON_1_2_83, null_body_remark=None, broker_access=None):
         self.routes = route_info_manager
         #: the fastjson release that reads request bodies
         self.dialect = dialect
@@ -52,6 +57,9 @@ class TopicHandlers:
         self.config = namesrv_config
         self.handlers = handler_set
         self.bounds = route_bounds
+        #: the :class:`~rocketpy.namesrv.broker_access.BrokerAccessPolicy` (None: every host may
+        #: name any group)
+        self.access = broker_access
         #: topics from which the all-topic list is built by a Pending
         self.offload_from = OFFLOAD_TOPIC_LIST_FROM
 
@@ -94,9 +102,21 @@ class TopicHandlers:
     def register_topic_in_namesrv(self, header, request, channel, now_ms):
         if not request.body and self.null_body_remark is not None:
             return error(ResponseCode.SYSTEM_ERROR, self.null_body_remark)
+        return decoded(request.body, self._route,
+                       partial(self._register_topic, header, channel))
+
+    def _route(self, body, budget):
         # a body that is JSON null is a null TopicRouteData: nothing registered
-        route = None if not request.body else bodies.TopicRouteData.from_request(request.body,
-                                                                                 self.dialect)
+        return None if not body else bodies.TopicRouteData.from_request(body, self.dialect,
+                                                                        budget)
+
+    def _register_topic(self, header, channel, route):
+        refusal = None if self.access is None else self.access.topic_refusal(route, channel)
+        if refusal is not None:
+            log.warning("request %s from %s refused: %s",
+                        int(RequestCode.REGISTER_TOPIC_IN_NAMESRV),
+                        getattr(channel, "remote_addr", channel), refusal)
+            return error(ResponseCode.NO_PERMISSION, refusal)
         if route is not None:
             queue_datas = [QueueData(qd.broker_name, qd.read_queue_nums, qd.write_queue_nums,
                                      qd.perm, qd.topic_sys_flag) for qd in route.queue_datas or ()]
