@@ -27,7 +27,6 @@ servers, a mapping) over :data:`MAX_JSON_PART`. Every part is charged to the dec
 declared topic and mapping counts before the first, a JSON part's values before it is parsed.
 Every decoding failure raises :class:`~rocketpy.remoting.errors.BodyDecodeError`."""
 import json
-import re
 import struct
 from decimal import Decimal
 import zlib
@@ -38,7 +37,7 @@ from . import fastjson
 from .budget import ITEM_COST, DecodeBudget
 from .codes import MQVersion
 from .errors import BodyDecodeError, CrcMismatchError
-from .headers import _JAVA_INTEGER, _int_or_none
+from .numbers import INT32, INT64, NumberError, cast_to_integer, parse_java_integer
 from .javahash import concurrent_hashmap_copy_order, concurrent_hashmap_order, hashmap_ordered
 
 __all__ = [
@@ -64,9 +63,6 @@ MAX_JSON_PART = 4 * 1024 * 1024
 
 #: ``TopicFilterType`` enum names.
 TOPIC_FILTER_TYPES = ("SINGLE_TAG", "MULTI_TAG")
-
-_INT32 = (-(1 << 31), (1 << 31) - 1)
-_INT64 = (-(1 << 63), (1 << 63) - 1)
 
 
 def body_crc32(body):
@@ -135,42 +131,27 @@ def _load_str(value, where):
     _fail(where, "expected a string", value)
 
 
-#: ``TypeUtils.castToInt`` drops a ``.000`` tail (``castToLong`` does not)
-_TRAILING_ZEROS = re.compile(r"\.0*\Z")
-_INF = float("inf")
-#: the strings ``TypeUtils.castToInt`` and ``castToLong`` read as null
-_NULL_TEXTS = frozenset(("", "null", "NULL"))
-
-
 def _int_loader(bounds):
+    """An ``int`` (``bounds`` INT32) or ``long`` property as fastjson sets it: the one reader,
+    :func:`~rocketpy.remoting.numbers.cast_to_integer`; null leaves the property unset."""
     low, high = bounds
-    is_int = bounds == _INT32
+    kind = "int" if bounds is INT32 else "long"
 
     def load(value, where):
-        if type(value) is int:
-            if low <= value <= high:
-                return value
-            result = value
-        elif isinstance(value, str):
-            if value in _NULL_TEXTS:   # castToInt / castToLong: null, the property stays unset
-                return None
-            # castToInt / castToLong: commas dropped, and for an int a .0 tail
-            text = value.replace(",", "") if "," in value else value
-            if is_int and "." in text:
-                text = _TRAILING_ZEROS.sub("", text, count=1)
-            if not _JAVA_INTEGER.fullmatch(text):
-                _fail(where, "expected an integer", value)
-            result = _int_or_none(text)
-        elif isinstance(value, (float, Decimal)) and value == value and abs(value) != _INF:
-            # a number with a fraction, a BigDecimal to fastjson: IntegerCodec and LongCodec cut
-            # it to its integer part and keep the low bits (TypeUtils.intValue, longValue)
-            return (int(value) - low) % (high - low + 1) + low
-        else:
-            _fail(where, "expected an integer", value)
-        if result is None or not low <= result <= high:
-            _fail(where, "integer out of the Java range", value)
-        return result
+        if value.__class__ is int and low <= value <= high:
+            return value
+        try:
+            return cast_to_integer(value, bounds, kind == "int" or _dialect(where).long_booleans)
+        except NumberError as exc:
+            _fail(where, f"expected an integer (a Java {kind}: {exc})", value)
     return load
+
+
+def _dialect(where):
+    """The fastjson release reading the body at ``where`` (its root says)."""
+    while isinstance(where, tuple):
+        where = where[0]
+    return getattr(where, "dialect", fastjson.FASTJSON_1_2_83)
 
 
 def _load_bool(value, where):
@@ -192,8 +173,8 @@ def _load_filter_type(value, where):
 
 
 STR = Conv(_load_str, None, str)
-INT = Conv(_int_loader(_INT32))
-LONG = Conv(_int_loader(_INT64))
+INT = Conv(_int_loader(INT32))
+LONG = Conv(_int_loader(INT64))
 BOOL = Conv(_load_bool, None, bool)
 FILTER_TYPE = Conv(_load_filter_type)
 
@@ -214,7 +195,7 @@ def list_of(item):
 def map_of(value_conv, long_keys=False):
     """A Java ``Map<String, V>``, or ``Map<Long|Integer, V>`` with ``int`` keys."""
     load_value, dump_value = value_conv.load, value_conv.dump
-    load_key = _int_loader(_INT64) if long_keys else _load_str
+    load_key = _int_loader(INT64) if long_keys else _load_str
 
     def load(value, where):
         if not isinstance(value, dict):
@@ -628,12 +609,10 @@ class TopicConfig(JsonBean):
 def _parse_java_int(text, where):
     if text.isascii() and text.isdigit() and len(text) < 10:
         return int(text)
-    if not _JAVA_INTEGER.fullmatch(text):
-        _fail(where, "not a Java int", text)
-    value = _int_or_none(text)
-    if value is None or not _INT32[0] <= value <= _INT32[1]:
-        _fail(where, "integer out of the Java int range", text)
-    return value
+    try:
+        return parse_java_integer(text, INT32)                 # Integer.parseInt
+    except NumberError as exc:
+        _fail(where, f"not a Java int ({exc})", text)
 
 
 class LogicQueueMappingItem(JsonBean):
@@ -981,7 +960,8 @@ _VERSION, _TABLE, _MAPPINGS = (TopicConfigAndMappingSerializeWrapper._WIRE[a] fo
                                ("data_version", "topic_config_table", "topic_queue_mapping_info_map"))
 _COUNTER, _TIMESTAMP, _STATE = (DataVersion._WIRE[a] for a in
                                 ("counter", "timestamp", "state_version"))
-_INT_MIN, _INT_MAX = _INT32
+_INT_MIN, _INT_MAX = INT32
+_LONG_MIN, _LONG_MAX = INT64
 # Keys the fast reader knows; any other (a property in another case, which fastjson matches,
 # or one it ignores) sends the body to the beans
 _BODY_KEYS = frozenset(RegisterBrokerBody._LOADERS)
@@ -1001,7 +981,7 @@ def _int_or_default(value, default):
 def _long_or_zero(value):
     if value is None:
         return 0
-    if type(value) is not int:
+    if type(value) is not int or not _LONG_MIN <= value <= _LONG_MAX:
         raise _Unusual
     return value
 

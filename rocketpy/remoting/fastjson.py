@@ -20,10 +20,11 @@ strict parse runs first, so such rare strings cost nothing until one turns up;
 :func:`raw_string_literals` gives their literals as written, for writing them back byte for byte."""
 import json
 import re
-from decimal import Decimal, InvalidOperation
+from decimal import Decimal
 
 from .errors import BodyDecodeError
 from .kernel import KERNEL
+from .numbers import java_decimal, java_integer_literal
 
 __all__ = ["loads", "dumps", "escape_string", "lenient_decoder", "raw_string_literals", "Bean",
            "Dialect", "FASTJSON_1_2_69", "FASTJSON_1_2_83", "read_lenient", "loads_lenient",
@@ -96,10 +97,19 @@ def _restore_int_keys(pairs):
 
 
 _LENIENT_INT_KEYS = json.JSONDecoder(strict=False, object_pairs_hook=_restore_int_keys)
+#: the same three readers, a number with a fraction or exponent read as fastjson's BigDecimal
+#: (exact, within fastjson's limits: :func:`~rocketpy.remoting.numbers.java_decimal`)
+_EXACT = (json.JSONDecoder(parse_float=java_decimal).decode,
+          json.JSONDecoder(strict=False, parse_float=java_decimal),
+          json.JSONDecoder(strict=False, parse_float=java_decimal,
+                           object_pairs_hook=_restore_int_keys))
+_FLOATS = (_json_loads, lenient_decoder, _LENIENT_INT_KEYS)
 
 
-def loads(data):
-    """Parse fastjson output (bytes or str); unquoted numeric keys become ``int`` keys.
+def loads(data, exact=False):
+    """Parse fastjson output (bytes or str); unquoted numeric keys become ``int`` keys. A number
+    with a fraction or exponent is a float, or with ``exact`` a :class:`~decimal.Decimal` as
+    fastjson's ``BigDecimal`` (what a bean reads).
 
     Raises :class:`BodyDecodeError` for anything that is not JSON or not UTF-8.
     """
@@ -107,16 +117,17 @@ def loads(data):
         text = data.decode("utf-8") if isinstance(data, (bytes, bytearray, memoryview)) else data
     except UnicodeDecodeError as exc:
         raise BodyDecodeError(f"JSON is not valid UTF-8: {exc}") from None
+    strict, lenient, int_keys = _EXACT if exact else _FLOATS
     try:
-        return _json_loads(text)
+        return strict(text)
     except (ValueError, RecursionError):  # too deep: the second attempt says so below
         pass
     try:   # unquoted numeric keys, raw control characters in strings, or broken
         marked = _mark_int_keys(text)
         if marked == text:
-            obj = lenient_decoder.decode(text)
+            obj = lenient.decode(text)
         else:
-            obj = _LENIENT_INT_KEYS.decode(marked)
+            obj = int_keys.decode(marked)
         if _EOI in text:
             raw_string_literals(text)
         return obj
@@ -233,6 +244,8 @@ def _dump(obj, standard, out):
         out.append("]")
     elif isinstance(obj, float):
         out.append(repr(obj))
+    elif isinstance(obj, Decimal):      # BigDecimalCodec: toString()
+        out.append(str(obj))
     else:
         raise TypeError(f"fastjson.dumps cannot encode {type(obj).__name__}")
 
@@ -304,11 +317,14 @@ class Dialect:
     1.2.83): how a bean property is found for a key that is not its exact name
     (``JavaBeanDeserializer.smartMatch``)."""
 
-    def __init__(self, version, ignores_separators):
+    def __init__(self, version, ignores_separators, long_booleans):
         self.version = version
         #: 1.2.83 also matches a key with ``_`` and ``-`` left out (``fnv1a_64_extract``);
         #: 1.2.69 only ignores case (``fnv1a_64_lower``)
         self.ignores_separators = ignores_separators
+        #: ``TypeUtils.castToLong`` takes ``true``/``false`` as 1/0 in 1.2.83; 1.2.69 refuses them
+        #: ("can not cast to long"); ``castToInt`` takes them in both
+        self.long_booleans = long_booleans
 
     def smart_key(self, key):
         """The form in which ``key`` matches a property name in the same form (lower case)."""
@@ -322,8 +338,8 @@ class Dialect:
         return f"fastjson {self.version}"
 
 
-FASTJSON_1_2_69 = Dialect("1.2.69", False)
-FASTJSON_1_2_83 = Dialect("1.2.83", True)
+FASTJSON_1_2_69 = Dialect("1.2.69", False, False)
+FASTJSON_1_2_83 = Dialect("1.2.83", True, True)
 
 _BLANKS = " \r\n\t\f\b"
 _IDENT_FIRST = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz_$")
@@ -411,7 +427,7 @@ class _Reader:
         match = _NUMBER.match(self.text, self.pos)
         if match is not None and match.group(1) is None and match.group(2) is None:
             self.pos = match.end()
-            return int(match.group())       # a map's numeric key (fastjson's legacy dialect)
+            return java_integer_literal(match.group())   # a map's numeric key (legacy dialect)
         if not ch or not (ch in _IDENT_FIRST or ord(ch) >= 256):
             self.fail("illegal identifier")
         text, pos, end = self.text, self.pos + 1, len(self.text)
@@ -434,11 +450,8 @@ class _Reader:
         if match is not None:
             self.pos = match.end()
             if match.group(1) is None and match.group(2) is None:
-                return int(match.group())
-            try:
-                return Decimal(match.group())    # UseBigDecimal: a BigDecimal
-            except InvalidOperation:
-                self.fail("bad number")
+                return java_integer_literal(match.group())
+            return java_decimal(match.group())   # UseBigDecimal: a BigDecimal
         for word, literal in _LITERALS:
             if text.startswith(word, pos):
                 self.pos = pos + len(word)
@@ -567,9 +580,9 @@ def loads_lenient(data, repeats=False):
     fails :func:`read_lenient` (what fastjson's parser reads beyond JSON). With ``repeats``, an
     object with a key written twice comes back as a :class:`Repeated` (the text is read again,
     only when :func:`repeats_keys` says so). Raises :class:`BodyDecodeError` with the strict
-    parser's complaint."""
+    parser's complaint. Numbers with a fraction or exponent are exact (``loads(exact=True)``)."""
     try:
-        obj = loads(data)
+        obj = loads(data, exact=True)
     except BodyDecodeError as exc:
         error = exc
     else:
@@ -580,7 +593,8 @@ def loads_lenient(data, repeats=False):
             return obj
         text = text.decode("utf-8") if isinstance(text, bytes) else text
         try:
-            return json.loads(text, object_pairs_hook=_keep_repeats, strict=False)
+            return json.loads(text, object_pairs_hook=_keep_repeats, strict=False,
+                              parse_float=java_decimal)
         except (ValueError, RecursionError):   # fastjson's unquoted int keys
             return read_lenient(text, _keep_repeats)
     try:

@@ -8,7 +8,6 @@ identical results: the schemas stay the specification, this a proven-equal short
 headers go first to the compiled header kernel (:mod:`rocketpy.remoting.kernel`, ~0.7 µs), held
 equal to :func:`python_decode_header` here, which reads whatever it leaves."""
 import json
-import re
 import struct
 from decimal import Decimal
 
@@ -17,6 +16,7 @@ from .command import RemotingCommand
 from .errors import HeaderDecodeError, TruncatedFrameError
 from .fastjson import FASTJSON_1_2_83, escape_string, raw_string_literals, read_lenient
 from .kernel import KERNEL
+from .numbers import INT32, NumberError, cast_to_integer, java_decimal
 from .layout import (DEFAULT_MAX_FRAME_LENGTH, FRAME, FRAME_COMPILED, JSON,
                      PREFIX_SIZE, ROCKETMQ, ROCKETMQ_EXT_LENGTH, ROCKETMQ_FIXED, ROCKETMQ_HEADER,
                      ROCKETMQ_KEY_LENGTH, ROCKETMQ_VALUE_LENGTH,
@@ -86,41 +86,17 @@ def _ext_value(key, value):
     raise HeaderDecodeError(f"extFields value of {key!r} is {type(value).__name__}, not a string")
 
 
-#: ``Integer.parseInt`` after ``TypeUtils.castToInt`` dropped commas and a ``.000`` tail
-_JAVA_INT_TEXT = re.compile(r"[+-]?\d+")
-_TRAILING_ZEROS = re.compile(r"\.0*$")
-
-
 def _int_field(name, value):
-    """An ``int`` property as fastjson sets it (``IntegerCodec``, ``TypeUtils.castToInt``):
-    ``null``, ``""`` and ``"null"`` leave Java's 0; a string is parsed without its commas and a
-    ``.0`` tail; a number with a fraction is cut to its integer part and wrapped to 32 bits
-    (``BigDecimal.intValue``); ``true``/``false`` are 1/0; an integer literal outside the int
-    range, or anything else, fails as Java's parse fails."""
-    if value.__class__ is int:
-        if not _INT_MIN <= value <= _INT_MAX:  # lexer.intValue(): "int overflow"
-            raise HeaderDecodeError(f"JSON header field {name} is {value}, outside the Java int range")
+    """An ``int`` property as fastjson sets it (``IntegerCodec``): :func:`numbers.cast_to_integer`
+    with :data:`~rocketpy.remoting.numbers.INT32`, a null leaving Java's 0 (``null``, ``""``,
+    ``"null"``); what Java's parse refuses fails, named."""
+    if value.__class__ is int and _INT_MIN <= value <= _INT_MAX:
         return value
-    if value is None:
-        return 0
-    if value is True or value is False:
-        return int(value)
-    if isinstance(value, Decimal):
-        exponent = value.as_tuple().exponent
-        if isinstance(exponent, int) and -100 <= -exponent <= 100:
-            return (int(value) + 0x80000000) % 0x100000000 - 0x80000000
-        if value == value.to_integral_value() and _INT_MIN <= int(value) <= _INT_MAX:
-            return int(value)                                  # intValueExact
-        raise HeaderDecodeError(f"JSON header field {name} is {value}, not an exact int")
-    if isinstance(value, str):
-        if value in ("", "null", "NULL"):
-            return 0
-        text = _TRAILING_ZEROS.sub("", value.replace(",", ""), count=1)
-        if _JAVA_INT_TEXT.fullmatch(text) and len(text) < 20:
-            number = int(text)
-            if _INT_MIN <= number <= _INT_MAX:
-                return number
-    raise HeaderDecodeError(f"JSON header field {name} is {value!r}, not an integer")
+    try:
+        number = cast_to_integer(value, INT32)
+    except NumberError as exc:
+        raise HeaderDecodeError(f"JSON header field {name} is not a Java int: {exc}") from None
+    return 0 if number is None else number
 
 
 class _Object(list):
@@ -130,9 +106,11 @@ class _Object(list):
     __slots__ = ()
 
 
-# fastjson reads a number with a fraction as a BigDecimal (Feature.UseBigDecimal): Decimal here
-_scan_json = json.decoder.JSONDecoder(parse_float=Decimal).scan_once  # json.loads's C scanner
-_lenient_decoder = json.JSONDecoder(strict=False, parse_float=Decimal, object_pairs_hook=_Object)
+# fastjson reads a number with a fraction as a BigDecimal (Feature.UseBigDecimal): Decimal here,
+# refused past fastjson's own limits (numbers.java_decimal)
+_scan_json = json.decoder.JSONDecoder(parse_float=java_decimal).scan_once  # json.loads's C scanner
+_lenient_decoder = json.JSONDecoder(strict=False, parse_float=java_decimal,
+                                    object_pairs_hook=_Object)
 _LANGUAGES = dict(codes.LanguageCode.__members__)
 #: EnumDeserializer also matches a name in another case
 _LANGUAGES_LOWER = {name.lower(): code for name, code in _LANGUAGES.items()}
@@ -175,7 +153,7 @@ def _header_values(header, dialect=FASTJSON_1_2_83):
     verbatim = None
     try:
         try:
-            pairs = json.loads(header, parse_float=Decimal, object_pairs_hook=_Object)
+            pairs = json.loads(header, parse_float=java_decimal, object_pairs_hook=_Object)
         except ValueError:   # raw control characters in strings, fastjson's forms, or broken
             text = header.decode("utf-8")
             try:

@@ -6,7 +6,7 @@ Here each header class declares its fields once (:class:`F` specs) and one base 
 both ways, with Java's rules:
 
 * ``Long``/``Integer``: ``parseLong``/``parseInt`` -- an optional sign and decimal digits only,
-  within the Java range. ``Boolean``: ``parseBoolean`` (``"true"`` in any case, else false).
+  within the Java range (:func:`~rocketpy.remoting.numbers.parse_java_integer`). ``Boolean``: ``parseBoolean`` (``"true"`` in any case, else false).
 * Output: ``Long.toString``/``Boolean.toString``; ``None`` is left out; primitive fields
   (``boolean compressed``, ``Integer bodyCrc32 = 0``) always have a value, so Java always sends
   them.
@@ -31,12 +31,12 @@ electionPriority after 5.0.0; the route, delete-topic and register-topic headers
 ``TopicRequestHeader`` / ``RpcRequestHeader`` since 5.1 (``lo``, ``ns``, ``nsd``, ``bname``,
 ``oway``); ``GetBrokerMemberGroupRequestHeader`` and ``NotifyMinBrokerIdChangeRequestHeader`` are
 5.0+."""
-import re
 from typing import Any, NamedTuple
 
 from .codes import RequestCode
 from .errors import InvalidFieldError, MissingFieldError
 from .javahash import hashmap_order
+from .numbers import INT32, INT64, NumberError, parse_java_integer
 
 __all__ = [
     "STRING", "INTEGER", "LONG", "BOOLEAN", "F", "CommandHeader",
@@ -74,19 +74,7 @@ INTEGER = "Integer"
 LONG = "Long"
 BOOLEAN = "Boolean"
 
-_RANGES = {INTEGER: (-(1 << 31), (1 << 31) - 1), LONG: (-(1 << 63), (1 << 63) - 1)}
-# Long.parseLong / Integer.parseInt: sign, then digits (Character.digit accepts any Unicode
-# decimal digit, as Python's \d and int() do); no blanks or underscores, which int() would take.
-_JAVA_INTEGER = re.compile(r"[+-]?\d+")
-
-
-def _int_or_none(text):
-    """``int(text)`` of a ``_JAVA_INTEGER`` match; None past Python's int-string digit limit
-    (4300 digits: far outside any Java range, so the caller refuses it like any other)."""
-    try:
-        return int(text)
-    except ValueError:
-        return None
+_RANGES = {INTEGER: INT32, LONG: INT64}
 
 
 class F(NamedTuple):
@@ -120,13 +108,11 @@ def _parse(spec, raw, header_name):
         return text.lower() == "true"  # Boolean.parseBoolean (equalsIgnoreCase, ASCII)
     if len(text) < 10 and text.isascii() and text.isdigit():   # the usual: fits any Java int
         return int(text)
-    if _JAVA_INTEGER.fullmatch(text):
-        value = _int_or_none(text)
-        low, high = _RANGES[kind]
-        if value is not None and low <= value <= high:
-            return value
-    where = f" in {header_name}" if header_name else ""
-    raise InvalidFieldError(spec.wire, raw, f"a Java {kind}{where}")
+    try:
+        return parse_java_integer(text, _RANGES[kind])   # Long.parseLong / Integer.parseInt
+    except NumberError:
+        where = f" in {header_name}" if header_name else ""
+        raise InvalidFieldError(spec.wire, raw, f"a Java {kind}{where}") from None
 
 
 def _format(spec, value, header_name):
