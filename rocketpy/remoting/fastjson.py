@@ -26,9 +26,10 @@ from .errors import BodyDecodeError
 from .kernel import KERNEL
 from .numbers import java_decimal, java_integer_literal
 
-__all__ = ["loads", "dumps", "escape_string", "lenient_decoder", "raw_string_literals", "Bean",
-           "Dialect", "FASTJSON_1_2_69", "FASTJSON_1_2_83", "read_lenient", "loads_lenient",
-           "Repeated", "key_count", "written_keys", "repeats_keys"]
+__all__ = ["loads", "dumps", "dump_text", "escape_string", "lenient_decoder",
+           "raw_string_literals", "Bean", "Dialect", "FASTJSON_1_2_69", "FASTJSON_1_2_83",
+           "read_lenient", "loads_lenient", "members_start", "next_member", "Repeated",
+           "key_count", "written_keys", "repeats_keys"]
 
 _json_loads = json.loads
 #: fastjson's reading of a string: raw control characters are taken as they are.
@@ -296,12 +297,18 @@ def dumps(obj, standard=False, pretty=False):
     in standard mode (``MapSortField``); ``int`` keys are unquoted in legacy mode only.
     ``pretty`` is ``PrettyFormat`` over the legacy dialect.
     """
-    out = []
     if pretty:
+        out = []
         _dump_pretty(obj, 0, out)
-    else:
-        _dump(obj, standard, out)
-    return "".join(out).encode("utf-8", "replace")  # lone surrogate -> '?', as Java
+        return "".join(out).encode("utf-8", "replace")  # lone surrogate -> '?', as Java
+    return dump_text(obj, standard).encode("utf-8", "replace")
+
+
+def dump_text(obj, standard=False):
+    """:func:`dumps` as text (a Java ``String``: a lone surrogate stays one)."""
+    out = []
+    _dump(obj, standard, out)
+    return "".join(out)
 
 
 # --- what fastjson's parser accepts beyond JSON ---------------------------------------------------
@@ -490,6 +497,46 @@ class _Reader:
             else:
                 obj.append(self.value())
             expect_entry = False
+
+
+_SKIP_STRICT = json.JSONDecoder().scan_once     # the C scanner: where a JSON value ends
+_STRICT_BLANKS = re.compile(r"[ \t\n\r]*")
+
+
+def members_start(text):
+    """Where the members of the object ``text`` (which parsed) start: just past its ``{``, after
+    a byte order mark, blanks and comments (the lexer skips them)."""
+    reader = _Reader(text, _keep_repeats)
+    if text.startswith("\ufeff"):
+        reader.pos = 1
+    reader.blanks()
+    return reader.pos + 1
+
+
+def next_member(text, pos, strict):
+    """What follows ``pos`` (where a member of an object that parsed may start) in ``text``:
+    ``("end", None)`` at the object's ``}``, ``("empty", after)`` for a stray comma
+    (``AllowArbitraryCommas``) and ``("member", after)`` for a ``key: value``, ``after`` being
+    just past the comma that ends it (None when the object ends with it). A JSON text's value
+    (``strict``) is skipped by the C scanner, any other by :func:`read_lenient`'s reader."""
+    reader = _Reader(text, _keep_repeats)
+    reader.pos = pos
+    reader.blanks()
+    ch = text[reader.pos:reader.pos + 1]
+    if ch == "}":
+        return "end", None
+    if ch == ",":
+        return "empty", reader.pos + 1
+    reader.key()
+    reader.blanks()
+    reader.pos += 1                                   # the ':' (the text parsed)
+    if strict:
+        reader.pos = _STRICT_BLANKS.match(text, reader.pos).end()
+        reader.pos = _SKIP_STRICT(text, reader.pos)[1]
+    else:
+        reader.value()
+    reader.blanks()
+    return "member", (reader.pos + 1 if text[reader.pos:reader.pos + 1] == "," else None)
 
 
 def read_lenient(text, object_pairs_hook=dict):
