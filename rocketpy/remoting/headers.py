@@ -7,6 +7,8 @@ both ways, with Java's rules:
 
 * ``Long``/``Integer``: ``parseLong``/``parseInt`` -- an optional sign and decimal digits only,
   within the Java range (:func:`~rocketpy.remoting.numbers.parse_java_integer`). ``Boolean``: ``parseBoolean`` (``"true"`` in any case, else false).
+* A name, address or check code the tables keep (:data:`~rocketpy.remoting.lengths.KEPT_HEADER_FIELDS`)
+  is refused past :data:`~rocketpy.remoting.lengths.MAX_NAME_LENGTH` characters (a rocketpy bound).
 * Output: ``Long.toString``/``Boolean.toString``; ``None`` is left out; primitive fields
   (``boolean compressed``, ``Integer bodyCrc32 = 0``) always have a value, so Java always sends
   them.
@@ -36,6 +38,7 @@ from typing import Any, NamedTuple
 from .codes import RequestCode
 from .errors import InvalidFieldError, MissingFieldError
 from .javahash import hashmap_order
+from .lengths import KEPT_HEADER_FIELDS, MAX_NAME_LENGTH
 from .numbers import INT32, INT64, NumberError, parse_java_integer
 
 __all__ = [
@@ -149,6 +152,9 @@ class CommandHeader:
             if spec.type not in (STRING, INTEGER, LONG, BOOLEAN):
                 raise TypeError(f"{cls.__name__}.{spec.attr}: unknown Java type {spec.type!r}")
         cls._ATTRS = frozenset(attrs)
+        #: the string fields the tables keep, bounded (remoting/lengths.py)
+        cls._KEPT = frozenset(spec.attr for spec in cls.FIELDS
+                              if spec.type is STRING and spec.wire in KEPT_HEADER_FIELDS)
         cls._DEFAULTS = {spec.attr: spec.default for spec in cls.FIELDS}
         # HashMap iteration order of a map holding every field (Java's extFields). A header
         # with some fields None iterates in the same relative order, because a map of at most
@@ -186,6 +192,8 @@ class CommandHeader:
                     raise MissingFieldError(spec.wire, cls.JAVA_NAME)
                 values[spec.attr] = spec.default
             elif raw.__class__ is str and spec.type is STRING:   # most fields: as they are
+                if len(raw) > MAX_NAME_LENGTH and spec.attr in cls._KEPT:   # refused, strict or not
+                    raise InvalidFieldError(spec.wire, raw, f"at most {MAX_NAME_LENGTH} characters")
                 values[spec.attr] = raw
             elif raw.__class__ is str and spec.type is BOOLEAN:
                 values[spec.attr] = raw.lower() == "true"         # Boolean.parseBoolean

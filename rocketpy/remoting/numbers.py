@@ -16,6 +16,8 @@ codec error."""
 import re
 from decimal import Decimal, InvalidOperation
 
+from .errors import shown as _shown
+
 __all__ = ["INT32", "INT64", "MAX_NUMBER_LENGTH", "NumberError", "java_decimal",
            "java_integer_literal", "parse_java_integer", "decimal_integer", "cast_to_integer"]
 
@@ -178,8 +180,3 @@ def cast_to_integer(value, bounds=INT64, booleans=True):
         return cast_to_integer(int(value), bounds, booleans)
     raise NumberError(f"JSONException: can not cast to {'int' if bounds is INT32 else 'long'}, "
                       f"value : a {type(value).__name__}")
-
-
-def _shown(text):
-    """``text`` cut for a message (a refused number may be 65,535 characters long)."""
-    return repr(text) if len(text) <= 40 else repr(text[:37] + "...")
