@@ -171,6 +171,33 @@ def test_usual_json_header_shortcut_reads_as_the_full_reader(frame, changes, dro
     assert _header_outcome(codec_frame._decode_json_header, header) == full
 
 
+_PROPERTY_KEYS = ("code", "opaque", "flag", "version", "language", "remark", "extFields",
+                  "serializeTypeCurrentRPC", "Code", "OPAQUE", "ext_fields", "body", "suspended")
+_MEMBER_VALUES = ("1", "-7", "4294967297", "2147483648", "1e3", '"5"', "null", "true", '"JAVA"',
+                  '"a\x01b"', '{"topic":"T"}', '{"a":{"b":1}}', "[1]", '"x\\"y"')
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.tuples(st.sampled_from(_PROPERTY_KEYS), st.sampled_from(_MEMBER_VALUES),
+                          st.sampled_from(['"%s":', "'%s':", "%s:", '"%s" :', ' "%s":']),
+                          st.sampled_from(["", ",", " ", "/*c*/"])), min_size=1, max_size=8))
+def test_a_header_with_properties_written_twice_in_any_form(members):
+    """fastjson's reading of RemotingCommand (commandread) on headers whose properties come
+    again in other spellings, quotes, blanks, comments and stray commas: a command or a
+    HeaderDecodeError, and the kernel reads what the codec reads (or leaves it)."""
+    text = "{" + ",".join(form % key + value + extra for key, value, form, extra in members) + "}"
+    header = text.encode("utf-8")
+    try:
+        want = codec_frame.python_decode_header(0, header)
+    except HeaderDecodeError:
+        want = None
+    from rocketpy.remoting.kernel import KERNEL
+    got = KERNEL.read_header(0, header) if KERNEL is not None else None
+    if got is not None:
+        assert want is not None and _header_outcome(lambda h: got, header) == \
+            _header_outcome(lambda h: want, header)
+
+
 def test_usual_json_header_shortcut_on_every_odd_value_of_every_field():
     """Each header field set to each interesting value (and dropped), on genuine headers."""
     values = [*fh._INTERESTING_INTS, *fh._INTERESTING_STRINGS, None, True, 1.5, [], {}, {"a": 1},

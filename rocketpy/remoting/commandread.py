@@ -71,12 +71,14 @@ def _ending(text, i):
     return NOT_MATCH, None
 
 
-def _scan_int(text, bp, name):
-    """``scanFieldInt``: ``(status, value, next position)``."""
+def _value_at(text, bp, name):
+    """Where the value of ``"name":`` written at ``bp`` starts (``charArrayCompare``), else None."""
     prefix = _NAMES[name]
-    if not text.startswith(prefix, bp):
-        return NOT_MATCH_NAME, None, None
-    i = bp + len(prefix)
+    return bp + len(prefix) if text.startswith(prefix, bp) else None
+
+
+def _scan_int(text, i):
+    """``scanFieldInt`` from the value at ``i``: ``(status, value, next position)``."""
     negative = _at(text, i) == "-"
     if negative:
         i += 1
@@ -93,44 +95,23 @@ def _scan_int(text, bp, name):
     return status, (-value if negative else value), after
 
 
-def _scan_string(text, bp, name):
-    """``scanFieldString`` (its value is the parsed one)."""
-    prefix = _NAMES[name]
-    if not text.startswith(prefix, bp):
-        return NOT_MATCH_NAME, None
-    i = bp + len(prefix)
+def _scan_string(text, i, escapes):
+    """``scanFieldString`` (``escapes``) or ``scanEnumSymbol`` (a string without a backslash)
+    from the value at ``i``; its value is the parsed one."""
     if _at(text, i) != '"':
         return NOT_MATCH, None
     end = text.find('"', i + 1)
-    while end > 0:
+    while escapes and end > 0:
         slashes = len(text[i + 1:end]) - len(text[i + 1:end].rstrip("\\"))
         if not slashes & 1:
             break
         end = text.find('"', end + 1)
-    if end < 0:                                   # the parse already refused such a text
-        return NOT_MATCH, None
+    if end < 0 or not escapes and "\\" in text[i + 1:end]:
+        return NOT_MATCH, None                    # (an unclosed string: the parse refused it)
     return _ending(text, end + 1)
 
 
-def _scan_enum(text, bp, name):
-    """``scanEnumSymbol``: a string without a backslash."""
-    prefix = _NAMES[name]
-    if not text.startswith(prefix, bp):
-        return NOT_MATCH_NAME, None
-    i = bp + len(prefix)
-    if _at(text, i) != '"':
-        return NOT_MATCH, None
-    end = text.find('"', i + 1)
-    if end < 0 or "\\" in text[i + 1:end]:
-        return NOT_MATCH, None
-    return _ending(text, end + 1)
-
-
-def _scan_boolean(text, bp, name):
-    prefix = _NAMES[name]
-    if not text.startswith(prefix, bp):
-        return NOT_MATCH_NAME, None
-    i = bp + len(prefix)
+def _scan_boolean(text, i):
     for word in ("true", "false"):
         if text.startswith(word, i):
             return _ending(text, i + len(word))
@@ -146,10 +127,13 @@ def _match_field(text, bp, name):
 
 def _fast(kind, text, bp, name):
     """The fast scan of a non-object property: ``(status, int value or None, next position)``."""
+    i = _value_at(text, bp, name)
+    if i is None:
+        return NOT_MATCH_NAME, None, None
     if kind is INT:
-        return _scan_int(text, bp, name)
-    status, after = (_scan_string if kind is STRING else _scan_enum if kind is ENUM
-                     else _scan_boolean)(text, bp, name)
+        return _scan_int(text, i)
+    status, after = (_scan_boolean(text, i) if kind is BOOLEAN
+                     else _scan_string(text, i, kind is STRING))
     return status, None, after
 
 
@@ -161,75 +145,58 @@ def read_properties(text, start, pairs, strict, match, dialect):
     value a fast ``scanFieldInt`` read is that int (wrapped); any other is the parsed value."""
     setters = SORTED_PROPERTIES[dialect.version]
     values, flags = {}, set()
-    taken = 0                                     # pairs consumed
-    bp = start
+    state = {"bp": start, "taken": 0}             # the lexer's position, pairs consumed
 
-    def general(bp):
-        """The member at ``bp`` through ``parseField``: a property keeps its first value."""
-        nonlocal taken
-        kind, after = next_member(text, bp, strict)
-        if kind == "end":
-            return None
-        if kind == "member":
-            key, value = pairs[taken]
-            taken += 1
-            name = match(key)
-            if name is not None and name not in flags:
-                values[name] = value
-                flags.add(name)
-        return after if after is not None else None
+    def take(name, value=None, flag=True):
+        """The next member sets ``name`` (a fast scan: whatever its flag says)."""
+        values[name] = pairs[state["taken"]][1] if value is None else value
+        state["taken"] += 1
+        if flag:
+            flags.add(name)
 
-    # ASMDeserializerFactory's deserialze: the sorted properties once
-    for name, kind in setters:
-        if kind is OBJECT:
-            matched, bp = _match_field(text, bp, name)
-            if matched:
-                flags.add(name)
-                values[name] = pairs[taken][1]
-                taken += 1
-                _, bp = next_member(text, bp, strict)
-                if bp is None:
-                    return values
-            continue
-        status, number, after = _fast(kind, text, bp, name)
-        if status == NOT_MATCH_NAME:
-            continue
-        if status == NOT_MATCH:
-            break
-        flags.add(name)
-        values[name] = pairs[taken][1] if number is None else number
-        taken += 1
-        if status == END:
-            return values
-        bp = after
-    # parseRest: JavaBeanDeserializer's loop, its fast scans for the first turns, one a setter
-    for name, kind in setters:
-        if kind is OBJECT:
-            matched, bp = _match_field(text, bp, name)
-            if matched:                           # set, its flag left as it was
-                values[name] = pairs[taken][1]
-                taken += 1
-                _, bp = next_member(text, bp, strict)
-                if bp is None:
-                    return values
-            continue
-        status, number, after = _fast(kind, text, bp, name)
-        if status == NOT_MATCH_NAME:
-            continue
-        if status == NOT_MATCH:
-            bp = general(bp)
-            if bp is None:
-                return values
-            continue
-        flags.add(name)
-        values[name] = pairs[taken][1] if number is None else number
-        taken += 1
-        if status == END:
-            return values
-        bp = after
-    for key, value in pairs[taken:]:              # smartMatch for every member left
+    def first(key, value):
+        """``parseField``: a property keeps its first value (its ``setFlags`` bit)."""
         name = match(key)
         if name is not None and name not in flags:
             values[name] = value
             flags.add(name)
+
+    def turns(rest):
+        """One turn a setter: ``deserialze``'s (``rest`` False) stops at a value no fast scan
+        reads; ``parseRest``'s reads that member through ``parseField``. True when the object
+        ended."""
+        for name, kind in setters:
+            bp = state["bp"]
+            if kind is OBJECT:
+                matched, bp = _match_field(text, bp, name)
+                state["bp"] = bp
+                if matched:                       # parseRest's leaves the flag as it was
+                    take(name, flag=not rest)
+                    state["bp"] = next_member(text, bp, strict)[1]
+                    if state["bp"] is None:
+                        return True
+                continue
+            status, number, after = _fast(kind, text, bp, name)
+            if status == NOT_MATCH_NAME:
+                continue
+            if status == NOT_MATCH:
+                if not rest:
+                    return False
+                what, after = next_member(text, bp, strict)
+                if what == "member":
+                    first(*pairs[state["taken"]])
+                    state["taken"] += 1
+                if after is None:
+                    return True
+                state["bp"] = after
+                continue
+            take(name, number)
+            if status == END:
+                return True
+            state["bp"] = after
+        return False
+
+    if not turns(False) and not turns(True):
+        for key, value in pairs[state["taken"]:]:     # smartMatch for every member left
+            first(key, value)
     return values

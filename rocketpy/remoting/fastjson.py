@@ -499,7 +499,7 @@ class _Reader:
             expect_entry = False
 
 
-_SKIP_STRICT = json.JSONDecoder().scan_once     # the C scanner: where a JSON value ends
+_SKIP_STRICT = json.JSONDecoder(strict=False).scan_once   # the C scanner: where a JSON value ends
 _STRICT_BLANKS = re.compile(r"[ \t\n\r]*")
 
 

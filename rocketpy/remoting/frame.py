@@ -13,11 +13,11 @@ from decimal import Decimal
 
 from . import codes
 from .command import RemotingCommand
+from .commandread import read_properties
 from .errors import HeaderDecodeError, TruncatedFrameError
 from .fastjson import (FASTJSON_1_2_83, dump_text, escape_string, members_start,
                        raw_string_literals, read_lenient)
 from .javahash import hashmap_ordered
-from .commandread import read_properties
 from .kernel import KERNEL
 from .numbers import INT32, NumberError, cast_to_integer, java_decimal
 from .layout import (DEFAULT_MAX_FRAME_LENGTH, FRAME, FRAME_COMPILED, JSON,
@@ -174,7 +174,7 @@ def _header_values(header, dialect=FASTJSON_1_2_83):
             get = obj.get
             values = (get("code", 0), get("language", "JAVA"), get("version", 0),
                       get("opaque", 0), get("flag", 0), get("remark"), ext, None)
-            if obj and text.count(",") == members and not _wraps(values):
+            if obj and text.count(",") == members and not _wraps(*values[:5]):
                 _check_serialize_type(get("serializeTypeCurrentRPC"))
                 return values
     verbatim = None
@@ -201,7 +201,7 @@ def _header_values(header, dialect=FASTJSON_1_2_83):
         raise HeaderDecodeError("JSON header is an empty object: Java answers none")
     obj = dict(pairs)
     if len(obj) != len(pairs) or not _PROPERTIES.issuperset(obj) or _wraps(
-            (obj.get("code"), None, obj.get("version"), obj.get("opaque"), obj.get("flag"))):
+            obj.get("code"), None, obj.get("version"), obj.get("opaque"), obj.get("flag")):
         obj = _bean_properties(header, pairs, strict, dialect)
     _check_serialize_type(obj.get("serializeTypeCurrentRPC"))
     ext = obj.get("extFields")
@@ -212,14 +212,11 @@ def _header_values(header, dialect=FASTJSON_1_2_83):
             get("flag", 0), get("remark"), ext, verbatim)
 
 
-def _wraps(values):
+def _wraps(code, _language, version, opaque, flag):
     """Whether an int property holds an integer outside the Java range, which fastjson's
     ``scanFieldInt`` may read wrapped (:mod:`~rocketpy.remoting.commandread`)."""
-    code, _, version, opaque, flag = values[:5]
-    for value in (code, version, opaque, flag):
-        if value.__class__ is int and not _INT_MIN <= value <= _INT_MAX:
-            return True
-    return False
+    return any(value.__class__ is int and not _INT_MIN <= value <= _INT_MAX
+               for value in (code, version, opaque, flag))
 
 
 def _check_serialize_type(value):
@@ -265,9 +262,12 @@ def _bean_properties(header, pairs, strict, dialect):
         if name is not None:
             again = again or name in out
             out.setdefault(name, value)
-    if again or _wraps((out.get("code"), None, out.get("version"), out.get("opaque"),
-                        out.get("flag"))):
-        text = header.decode("utf-8")
+    if again or _wraps(out.get("code"), None, out.get("version"), out.get("opaque"),
+                       out.get("flag")):
+        try:
+            text = header.decode("utf-8")
+        except UnicodeDecodeError as exc:    # json.loads took another UTF (Java reads UTF-8)
+            raise HeaderDecodeError(f"JSON header is not valid UTF-8: {exc}") from None
         out = read_properties(text, members_start(text), pairs, strict, match, dialect)
     return out
 
