@@ -97,7 +97,8 @@ def worker(seed, seconds, report, out_dir, queue, cost_every=1):
                                cost=codec_cost if counted else None)
             else:
                 target = rng.choice(targets)
-                target.run(proc_mut.mutate(), rng, cost=contracts.get(id(target)) if counted else None)
+                target.run(proc_mut.mutate(), rng,
+                           cost=contracts.get(id(target)) if counted else None)
         except (fh.Finding, costmeter.CostFinding) as finding:
             key = str(finding).split(";")[0]
             if key not in findings:

@@ -37,9 +37,9 @@ from . import fastjson
 from .budget import ITEM_COST, DecodeBudget
 from .codes import MQVersion
 from .errors import BodyDecodeError, CrcMismatchError
-from .numbers import INT32, INT64, NumberError, cast_to_integer, parse_java_integer
 from .javahash import concurrent_hashmap_copy_order, concurrent_hashmap_order, hashmap_ordered
 from .lengths import MAX_NAME_LENGTH, NameTooLongError, check_name
+from .numbers import INT32, INT64, NumberError, cast_to_integer, parse_java_integer
 
 __all__ = [
     "P", "JsonBean", "body_crc32", "check_body_crc32", "DEFAULT_MAX_INFLATED", "MAX_JSON_PART",

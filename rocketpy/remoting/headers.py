@@ -6,9 +6,11 @@ Here each header class declares its fields once (:class:`F` specs) and one base 
 both ways, with Java's rules:
 
 * ``Long``/``Integer``: ``parseLong``/``parseInt`` -- an optional sign and decimal digits only,
-  within the Java range (:func:`~rocketpy.remoting.numbers.parse_java_integer`). ``Boolean``: ``parseBoolean`` (``"true"`` in any case, else false).
-* A name, address or check code the tables keep (:data:`~rocketpy.remoting.lengths.KEPT_HEADER_FIELDS`)
-  is refused past :data:`~rocketpy.remoting.lengths.MAX_NAME_LENGTH` characters (a rocketpy bound).
+  within the Java range (:func:`~rocketpy.remoting.numbers.parse_java_integer`). ``Boolean``:
+  ``parseBoolean`` (``"true"`` in any case, else false).
+* A name, address or check code the tables keep
+  (:data:`~rocketpy.remoting.lengths.KEPT_HEADER_FIELDS`) is refused past
+  :data:`~rocketpy.remoting.lengths.MAX_NAME_LENGTH` characters (a rocketpy bound).
 * Output: ``Long.toString``/``Boolean.toString``; ``None`` is left out; primitive fields
   (``boolean compressed``, ``Integer bodyCrc32 = 0``) always have a value, so Java always sends
   them.

@@ -34,7 +34,8 @@ _SCALE_MAX = (1 << 31) - 1
 # Integer.parseInt / Long.parseLong: a sign, then decimal digits (Character.digit takes any
 # Unicode decimal digit, as Python's \d and int() do); no blanks or underscores, which int() takes
 _JAVA_INTEGER = re.compile(r"([+-]?)(\d+)")
-#: TypeUtils.castToInt drops a ``.000`` tail (NUMBER_WITH_TRAILING_ZEROS_PATTERN; castToLong does not)
+#: TypeUtils.castToInt drops a ``.000`` tail (NUMBER_WITH_TRAILING_ZEROS_PATTERN); castToLong
+#: does not
 _TRAILING_ZEROS = re.compile(r"\.0*\Z")
 #: the strings castToInt and castToLong read as null
 _NULL_TEXTS = frozenset(("", "null", "NULL"))
