@@ -134,7 +134,8 @@ def capture_time(tree, number, work):
                 f"with open_capture({str(path)!r}) as (f, info):\n"
                 "    list(d.decode(f, 'x', info))\n"
                 "list(d.finish())\nprint(time.monotonic() - t)\n")
-        run = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+        run = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                             text=True, cwd=work)     # not this tree's cwd, which -c would import
         out[engine] = float(run.stdout.strip() or "nan")
     return out, len(path.read_bytes())
 
@@ -160,7 +161,7 @@ class HostileNamesrv(threading.Thread):
                                % (opaque, self.number)))
 
 
-def admin_time(tree, number):
+def admin_time(tree, number, work):
     peer = HostileNamesrv(number)
     peer.start()
     env = dict(os.environ, PYTHONPATH=str(tree))
@@ -168,7 +169,7 @@ def admin_time(tree, number):
     run = subprocess.run([sys.executable, "-c", "import sys; from rocketpy.admin.cli import main; "
                           "sys.exit(main())", "topicRoute", "-t", "T", "-n",
                           f"127.0.0.1:{peer.port}"], env=env, capture_output=True, text=True,
-                         timeout=600)
+                         timeout=600, cwd=work)
     return time.monotonic() - started, run.returncode, (run.stderr.strip().splitlines() or [""])[-1]
 
 
@@ -179,6 +180,8 @@ def main():
     p.add_argument("--number", default="1e999999",
                    help="the number (the issue's: 1e999999 in bodies, 1e1000000 in the header)")
     p.add_argument("--seconds", type=float, default=120, help="longest wait for one reproducer")
+    p.add_argument("--parts", default="server,capture,admin",
+                   help="which to measure (comma-separated: server, capture, admin)")
     a = p.parse_args()
     work = Path(tempfile.mkdtemp(prefix="rocketpy-hostile-"))
     tree = Path(a.tree) if a.tree else ROOT
@@ -187,6 +190,23 @@ def main():
         subprocess.run([sys.executable, "setup.py", "-q", "build_ext", "--inplace"], cwd=tree,
                        check=True, capture_output=True)
     number = a.number.encode()
+    parts = set(a.parts.split(","))
+    print(f"tree {tree}, number {a.number}; shared machine: figures vary", flush=True)
+    if "server" in parts:
+        server(tree, work, number, a.seconds)
+    if "capture" in parts:
+        times, size = capture_time(tree, b"1e1000000", work)
+        print(f"capture decoder, {size}-byte pcap: pure Python {times['python']:.3f} s, "
+              f"compiled {times['native']:.3f} s", flush=True)
+    if "admin" in parts:
+        plain, _, _ = admin_time(tree, b"1", work)
+        took, status, last = admin_time(tree, b"1e1000000", work)
+        print(f"rocketpy-admin topicRoute against a NameServer answering version 1e1000000: "
+              f"{took:.3f} s (version 1: {plain:.3f} s, start-up included), exit {status} "
+              f"({last[:100]})")
+
+
+def server(tree, work, number, seconds):
     controller_port = socket.create_server(("127.0.0.1", 0))
     cport = controller_port.getsockname()[1]
     controller_port.close()
@@ -195,24 +215,16 @@ def main():
         "-D", f"controllerDLegerPeers=n0-127.0.0.1:{cport}", "-D", "controllerDLegerSelfId=n0",
         "-D", f"controllerStorePath={work}/ctl"])
     try:
-        print(f"tree {tree}, number {a.number}; shared machine: figures vary")
         for name, kind, data in reproducers(number):
             if name.startswith("JSON header"):
                 data = frame(b'{"code":1e1000000,"opaque":1}')     # the 29 bytes
             wait, done, outcome = freeze(port, cport if kind == "controller" else port, data,
-                                         a.seconds)
+                                         seconds)
             print(f"{name:62s} route answers waited up to {wait:8.3f} s; the request {outcome} "
                   f"after {done:.3f} s", flush=True)
     finally:
         proc.terminate()
         proc.wait(30)
-    times, size = capture_time(tree, b"1e1000000", work)
-    print(f"capture decoder, {size}-byte pcap: pure Python {times['python']:.3f} s, "
-          f"compiled {times['native']:.3f} s")
-    plain, _, _ = admin_time(tree, b"1")
-    took, status, last = admin_time(tree, b"1e1000000")
-    print(f"rocketpy-admin topicRoute against a NameServer answering version 1e1000000: "
-          f"{took:.3f} s (version 1: {plain:.3f} s, start-up included), exit {status} ({last[:100]})")
 
 
 if __name__ == "__main__":
