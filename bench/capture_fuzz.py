@@ -10,7 +10,9 @@ buffer and waiting-segment bounds, so eviction and the bounds' paths run too), d
 with read-ahead), and written as JSON Lines.  A CaptureFormatError is an expected outcome; any
 other exception is a finding, and an out-of-bounds access or a crash is caught by ASan (the
 input that did it is kept).  With ``--differential N``, every Nth input is also decoded by the
-pure-Python reference and the rows must be equal.  Prints the number of inputs.  Runs for
+pure-Python reference and the rows must be equal, and that decode's cost is counted
+(tests/costmeter.py: lines and memory, held to a multiple of the genuine captures' medians per
+byte; issue 31: a 131-byte pcap took 26 s in both engines).  Prints the number of inputs.  Runs for
 ``--seconds`` or, with ``--inputs N``, exactly N inputs (what a test runs: the same inputs however
 busy the machine is).  Not a test; tests/test_capture_fuzz.py runs a fixed few hundred inputs.
 
@@ -120,8 +122,37 @@ def random_capture(rng: random.Random) -> bytes:
     return head + rng.randbytes(rng.randrange(0, 4096))
 
 
-def run_one(data: bytes, engines, checks: dict) -> None:
-    """Whole-file and range decodes, the plan scan and the JSON writer on one input."""
+def _decode_whole(cls, data, info, ports, bounds):
+    """One engine's batches of the whole input; a CaptureFormatError is counted, not raised."""
+    from rocketpy.capture.readers import CaptureFormatError
+    dec = cls(ports=ports, **bounds)
+    f = io.BytesIO(data)
+    f.seek(info.data_offset)
+    batches, refused = [], False
+    try:
+        batches += dec.decode(f, "fuzz", info)
+    except CaptureFormatError:
+        refused = True
+    batches += dec.finish()
+    return batches, refused
+
+
+def cost_contract():
+    """The pure-Python decoder's cost per byte on the genuine captures."""
+    import costmeter
+    from rocketpy.capture import engine
+    from rocketpy.capture.readers import read_capture_info
+
+    def run(data):
+        _decode_whole(engine.PyBatchDecoder, data, read_capture_info(data[:1 << 16]), None, {})
+    with costmeter.reference():
+        return costmeter.CostContract("capture", [(p.read_bytes(), run)
+                                                  for p in sorted(FIXTURES.glob("*.pcap"))])
+
+
+def run_one(data: bytes, engines, checks: dict, contract=None) -> None:
+    """Whole-file and range decodes, the plan scan and the JSON writer on one input; the
+    pure-Python decoder's cost checked against ``contract``."""
     from rocketpy.capture import engine, plan
     from rocketpy.capture.readers import CaptureFormatError, read_capture_info
     try:
@@ -136,15 +167,19 @@ def run_one(data: bytes, engines, checks: dict) -> None:
                   "max_buffered_bytes": rng.choice((0, 100, 5000, 1 << 30)),
                   "max_pending_segments": rng.choice((0, 1, 3, 1 << 20))}
     for cls in engines:
-        dec = cls(ports=ports, **bounds)
-        f = io.BytesIO(data)
-        f.seek(info.data_offset)
-        batches = []
-        try:
-            batches += dec.decode(f, "fuzz", info)
-        except CaptureFormatError:
-            checks["format_errors"] += 1
-        batches += dec.finish()
+        if contract is not None and cls is engine.PyBatchDecoder:
+            import costmeter
+            out = []
+            with costmeter.reference():
+                cost, error = costmeter.measure(lambda: out.append(
+                    _decode_whole(cls, data, info, ports, bounds)))
+            if error is not None:
+                raise error
+            contract.check(data, cost)
+            batches, refused = out[0]
+        else:
+            batches, refused = _decode_whole(cls, data, info, ports, bounds)
+        checks["format_errors"] += refused
         for b in batches:
             engine.batch_jsonl(b)
             engine.ext_json_column(b.column("ext_fields"))
@@ -183,6 +218,7 @@ def fuzz_loop(seconds: float, seed: int, differential: int, keep: str, inputs: i
     assert engine.NATIVE is not None, "the compiled decoder did not load"
     rng = random.Random(seed)
     base = corpus()
+    contract = cost_contract() if differential else None
     checks = {"format_errors": 0}
     n = diffs = 0
     current = os.path.join(keep, "current-input")
@@ -204,7 +240,7 @@ def fuzz_loop(seconds: float, seed: int, differential: int, keep: str, inputs: i
         checks.pop("native", None)
         checks.pop("python", None)
         try:
-            run_one(data, engines, checks)
+            run_one(data, engines, checks, contract)
         except Exception as exc:               # anything but a CaptureFormatError is a finding
             path = os.path.join(keep, f"finding-{n}")
             with open(path, "wb") as f:
@@ -225,6 +261,9 @@ def fuzz_loop(seconds: float, seed: int, differential: int, keep: str, inputs: i
     print(f"capture_fuzz: {n} inputs in {time.monotonic() - started:.0f} s under AddressSanitizer, no finding "
           f"({checks['format_errors']} refused as not a capture, {diffs} also checked against "
           "the pure-Python decoder)", flush=True)
+    if contract is not None:
+        print(f"capture_fuzz: the pure-Python decoder's cost of those {diffs} counted, the "
+              f"dearest {contract.worst[0]:.3f} of what the contract allows", flush=True)
 
 
 def main(argv=None):

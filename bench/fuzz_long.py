@@ -6,7 +6,10 @@ The same harness as tests/test_fuzz_*.py (tests/fuzzharness.py): genuine frames 
 mutations, code swaps, recomputed CRCs, zip bombs) and random bytes, through the frame splitter
 (random chunking), decode_frame, every body reader, and the 4.9 / 5.0 / 5.3 processors plus one
 with access control on, every answer encoded. A contract violation is a *finding*: its reproducer
-is written to ``--out`` and the run goes on.
+is written to ``--out`` and the run goes on. The contract includes cost (issue 31): every
+``--cost-every``-th input's lines and memory in the pure-Python reference are held to a multiple
+of the genuine frames' medians per byte (tests/costmeter.py; counting slows a run ~10x), and the
+worst ratio seen is printed.
 
 Engines:
 
@@ -58,9 +61,10 @@ def _record(out_dir, finding, counter):
     return name
 
 
-def worker(seed, seconds, report, out_dir, queue):
+def worker(seed, seconds, report, out_dir, queue, cost_every=1):
     """One mutate-engine process: alternates codec and processor inputs until time is up."""
     logging.disable(logging.CRITICAL)
+    import costmeter
     import fuzzharness as fh
     rng = random.Random(seed)
     frames = fh.corpus()
@@ -68,6 +72,8 @@ def worker(seed, seconds, report, out_dir, queue):
     codec_mut = fh.Mutator(rng, frames)
     proc_mut = fh.Mutator(rng, requests)
     targets = _targets()
+    codec_cost = fh.codec_contract() if cost_every else None
+    contracts = {id(t): t.contract() for t in targets} if cost_every else {}
     codec_stats = fh.FuzzStats()
     findings = {}
     start = time.monotonic()
@@ -81,14 +87,19 @@ def worker(seed, seconds, report, out_dir, queue):
             queue.put(("progress", seed, codec_stats.inputs + sum(t.stats.inputs for t in targets)))
             next_report += report
         n += 1
+        counted = cost_every and n % cost_every == 0
         try:
             if n % 8 == 0:
-                fh.check_codec(bytes(rng.getrandbits(8) for _ in range(rng.randrange(64))), rng, codec_stats)
+                fh.check_codec(bytes(rng.getrandbits(8) for _ in range(rng.randrange(64))), rng,
+                               codec_stats, cost=codec_cost if counted else None)
             elif n % 2:
-                fh.check_codec(codec_mut.mutate(), rng, codec_stats)
+                fh.check_codec(codec_mut.mutate(), rng, codec_stats,
+                               cost=codec_cost if counted else None)
             else:
-                rng.choice(targets).run(proc_mut.mutate(), rng)
-        except fh.Finding as finding:
+                target = rng.choice(targets)
+                target.run(proc_mut.mutate(), rng,
+                           cost=contracts.get(id(target)) if counted else None)
+        except (fh.Finding, costmeter.CostFinding) as finding:
             key = str(finding).split(";")[0]
             if key not in findings:
                 findings[key] = _record(out_dir, finding, len(findings))
@@ -101,6 +112,8 @@ def worker(seed, seconds, report, out_dir, queue):
         "codec_inputs": codec_stats.inputs, "processor_inputs": sum(t.stats.inputs for t in targets),
         "codec_outcomes": outcomes, "processor_outcomes": proc_outcomes,
         "findings": findings, "seconds": time.monotonic() - start,
+        "worst_cost_ratio": round(max([codec_cost.worst[0] if codec_cost else 0.0]
+                                      + [c.worst[0] for c in contracts.values()]), 3),
         "max_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024}))
 
 
@@ -108,7 +121,7 @@ def run_mutate(args):
     seed0 = int(os.environ.get("ROCKETPY_FUZZ_SEED", args.seed))
     queue = multiprocessing.Queue()
     procs = [multiprocessing.Process(target=worker, args=(seed0 + i, args.seconds, args.report,
-                                                          args.out, queue))
+                                                          args.out, queue, args.cost_every))
              for i in range(args.workers)]
     for p in procs:
         p.start()
@@ -137,6 +150,7 @@ def run_mutate(args):
                 summary[part][k] = summary[part].get(k, 0) + v
         summary["findings"].update(r["findings"])
     summary["inputs"] = summary["codec_inputs"] + summary["processor_inputs"]
+    summary["worst_cost_ratio"] = max(r["worst_cost_ratio"] for r in results)
     summary["max_rss_mib"] = max(r["max_rss_mib"] for r in results)
     summary["inputs_per_second"] = round(summary["inputs"] / summary["seconds"])
     return summary
@@ -187,6 +201,8 @@ def main():
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--report", type=float, default=30)
     parser.add_argument("--out", default=os.path.join(HERE, "fuzz-findings"))
+    parser.add_argument("--cost-every", type=int, default=1, dest="cost_every",
+                        help="count the cost of every Nth input (0: never)")
     args = parser.parse_args()
     summary = run_mutate(args) if args.engine == "mutate" else run_atheris(args)
     print()
@@ -200,6 +216,8 @@ def main():
         if summary.get(part):
             top = sorted(summary[part].items(), key=lambda kv: -kv[1])
             print(f"{part:17s} " + ", ".join(f"{k}={v:,}" for k, v in top))
+    if "worst_cost_ratio" in summary:
+        print(f"worst cost        {summary['worst_cost_ratio']} of what the contract allows")
     print(f"findings          {len(summary['findings'])}")
     for key, path in summary["findings"].items():
         print(f"  {key}\n    reproducer: {path}")

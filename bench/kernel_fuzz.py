@@ -10,8 +10,11 @@ the header and the frame, and the header with its first key written twice, also 
 ``repeated_keys``, compared with ``fastjson``'s exact count where json reads the text
 (the oracle), as does every tenth input a body-shaped object of 17 to 1,000 keys; ``configure``
 is given language tables it must refuse: a different command, or a command where the codec refuses the header, is a finding;
-an out-of-bounds access is caught by ASan.  Runs ``--inputs N`` inputs (tests/test_kernel_fuzz.py
-runs a fixed number) or ``--seconds``.
+an out-of-bounds access is caught by ASan.  Every ``--cost-every``-th frame is also read by the
+pure-Python codec with its cost counted (tests/costmeter.py: lines and memory, held to a multiple
+of the genuine frames' medians per byte): an input far dearer per byte is a finding too (issue
+31: the header the kernel leaves to the codec is what froze the server).  Runs ``--inputs N``
+inputs (tests/test_kernel_fuzz.py runs a fixed number) or ``--seconds``.
 
     python bench/kernel_fuzz.py [--seconds 300 | --inputs N] [--seed 1]
 """
@@ -91,7 +94,8 @@ def _check_bad_language_tables(kernel, command):
         raise SystemExit(f"kernel_fuzz: finding: configure took the language table {bad!r}")
 
 
-def fuzz_loop(seconds, seed, inputs):
+def fuzz_loop(seconds, seed, inputs, cost_every=5):
+    import costmeter
     from fuzzharness import Mutator, corpus
     from rocketpy.remoting import fastjson, frame as codec_frame, layout
     from rocketpy.remoting.errors import HeaderDecodeError, RemotingCodecError
@@ -102,7 +106,12 @@ def fuzz_loop(seconds, seed, inputs):
     _check_bad_language_tables(KERNEL, RemotingCommand)
     rng = random.Random(seed)
     mutator = Mutator(rng, corpus())
-    started, n, read = time.monotonic(), 0, 0
+    contract = None
+    if cost_every:
+        with costmeter.reference():
+            contract = costmeter.CostContract(
+                "decode_frame", [(f, codec_frame.decode_frame) for f in corpus()[::9]])
+    started, n, read, counted = time.monotonic(), 0, 0, 0
     while (n < inputs) if inputs else (time.monotonic() - started < seconds):
         serialize_type, header, frame = _headers(rng, mutator, layout)
         got = KERNEL.read_header(serialize_type, header)
@@ -113,6 +122,13 @@ def fuzz_loop(seconds, seed, inputs):
         if n % 10 == 0:
             _check_repeated_keys(KERNEL, fastjson, (_body(rng),))
         limit = rng.choice([layout.DEFAULT_MAX_FRAME_LENGTH, 64, 300])
+        if contract is not None and n % cost_every == 0:
+            with costmeter.reference():
+                try:
+                    contract.run(frame, codec_frame.decode_frame, frame, limit)
+                except costmeter.CostFinding as finding:
+                    raise SystemExit(f"kernel_fuzz: finding: {finding}") from None
+            counted += 1
         whole = KERNEL.read_frame(frame, limit)
         if whole is not None:
             saved, codec_frame.KERNEL = codec_frame.KERNEL, None
@@ -135,6 +151,9 @@ def fuzz_loop(seconds, seed, inputs):
         n += 1
     print(f"kernel_fuzz: {n} inputs under AddressSanitizer, no finding ({read} read by the kernel "
           "and equal to the codec's command, the rest left to the codec)", flush=True)
+    if contract is not None:
+        print(f"kernel_fuzz: cost of {counted} inputs in the pure-Python codec counted, the "
+              f"dearest {contract.worst[0]:.3f} of what the contract allows", flush=True)
 
 
 def main(argv=None):
@@ -142,10 +161,12 @@ def main(argv=None):
     p.add_argument("--seconds", type=float, default=300)
     p.add_argument("--inputs", type=int, default=0, help="run exactly this many inputs")
     p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--cost-every", type=int, default=5, dest="cost_every",
+                   help="count the codec's cost of every Nth input (0: never)")
     p.add_argument("--inner", action="store_true", help=argparse.SUPPRESS)
     a = p.parse_args(argv)
     if a.inner:
-        fuzz_loop(a.seconds, a.seed, a.inputs)
+        fuzz_loop(a.seconds, a.seed, a.inputs, a.cost_every)
         return 0
     work = Path(tempfile.mkdtemp(prefix="rocketpy-kernel-asan-"))
     try:
@@ -153,7 +174,8 @@ def main(argv=None):
         if not list((pkg / "rocketpy" / "remoting").glob("_kernel*.so")):
             raise SystemExit("kernel_fuzz: the ASan build produced no kernel")
         return subprocess.run([sys.executable, __file__, "--inner", "--seconds", str(a.seconds),
-                               "--inputs", str(a.inputs), "--seed", str(a.seed)],
+                               "--inputs", str(a.inputs), "--seed", str(a.seed),
+                               "--cost-every", str(a.cost_every)],
                               env=asan_env(pkg), cwd=work).returncode
     finally:
         shutil.rmtree(work, ignore_errors=True)

@@ -25,13 +25,21 @@ The contract it checks (a violation raises :class:`Finding`, carrying a reproduc
   batch the cluster info, topic list and every topic's route are read and encoded;
 * memory stays bounded: the splitter never buffers more than it was given, an over-limit length
   prefix is refused on its first 4 bytes, and decoding allocates at most a fixed bound (checked
-  with ``tracemalloc`` by the tests).
+  with ``tracemalloc`` by the tests);
+* no input costs far more per byte than the genuine ones (issue 31: a 29-byte header froze the
+  server 37 s and passed every contract above): with a :class:`costmeter.CostContract`, the
+  pure-Python reference's lines and memory for an input are held to a multiple of the genuine
+  frames' medians per byte (:func:`codec_contract`, :func:`ProcessorTarget.contract`), counted,
+  never timed; the bytes it inflates and the answer it writes count as its size
+  (:func:`effective_size`).
 """
 import base64
 import json
+import re
 import struct
 import zlib
 
+import costmeter
 import golden
 from rocketpy.namesrv.policy import as_policies
 from rocketpy.namesrv import (Channel, Configuration, DefaultRequestProcessor, KVConfigManager,
@@ -44,9 +52,9 @@ from rocketpy.remoting.errors import FrameTooLargeError, RemotingCodecError
 from rocketpy.remoting.splitter import FrameSplitter
 
 __all__ = ["Finding", "corpus", "request_corpus", "Mutator", "check_codec", "ProcessorTarget",
-           "NAMESRV_CODES", "BODY_READERS", "golden_limit",
-           "FuzzStats", "zip_bomb", "zip_bomb_fast", "topic_line_bomb", "register_body_codes",
-           "SMALL_MAX_FRAME"]
+           "NAMESRV_CODES", "BODY_READERS", "golden_limit", "HOSTILE_NUMBERS", "codec_contract",
+           "effective_size", "FuzzStats", "zip_bomb", "zip_bomb_fast", "topic_line_bomb",
+           "register_body_codes", "SMALL_MAX_FRAME"]
 
 #: A small frame limit for some splitter runs, so random length prefixes hit it often.
 SMALL_MAX_FRAME = 1 << 16
@@ -149,6 +157,38 @@ _INTERESTING_STRINGS = ["", " ", "0", "-1", "+7", "2147483648", "922337203685477
                         "x" * 300, "9" * 5000, "{", "[]", "{}", "\"", "\\"]
 
 
+#: number texts whose value costs more than their bytes to make (issue 31): big exponents either
+#: way, digit runs past Python's 4,300 and fastjson's 65,535, a scale past Java's int, and the
+#: exact forms (a fraction of zeros, a zero with an exponent)
+HOSTILE_NUMBERS = [b"1e1000000", b"-1E+999999", b"1e-1000000", b"1.5e999999", b"0e999999999",
+                   b"1e2147483648", b"1e-2147483649", b"9" * 4301, b"9" * 70000, b"-" + b"9" * 5000,
+                   b"9" * 60000 + b".5", b"1." + b"0" * 3000 + b"1", b"1." + b"0" * 200,
+                   b"12345678901234567890e-101", b"4294967297", b"-0.0e-0"]
+#: a JSON number in a text (not inside a string: the mutation only replaces what it matches)
+_NUMBER = re.compile(rb'(?<=[:\[,])-?\d+(?:\.\d+)?(?:[eE][+-]?\d+)?(?=[,}\]])')
+#: a key of strict JSON, to write unquoted (fastjson's lenient form, read by the pure reader)
+_QUOTED_KEY = re.compile(rb'"([A-Za-z_$][A-Za-z0-9_]*)":')
+
+
+def effective_size(data, max_inflated=64 << 20):
+    """The bytes an input makes a reader handle: its own, plus what the compressed bodies of
+    its frames inflate to (a zlib stream of 1 KB may inflate to 1 MB, all of which a reader
+    reads before its bounds stop it)."""
+    size = len(data)
+    parts = _split_frame(bytes(data))
+    if parts and parts[2][:1] == b"x":
+        inflater, body, inflated = zlib.decompressobj(), parts[2], 0
+        try:          # in small steps: a stream cut short or with a bad trailer counts up to there
+            for at in range(0, len(body), 256):
+                inflated += len(inflater.decompress(body[at:at + 256], max_inflated - inflated))
+                if inflater.unconsumed_tail or inflater.eof:
+                    break
+        except zlib.error:
+            pass
+        size += inflated
+    return size
+
+
 def _fix_lengths(header, body, serialize_type):
     length = 4 + len(header) + len(body)
     return (struct.pack(">I", length) + bytes((serialize_type & 0xFF,))
@@ -193,6 +233,7 @@ class Mutator:
             (self.length_prefix, 2), (self.header_length, 1), (self.json_header, 6),
             (self.binary_header, 3), (self.json_body, 5), (self.swap_code, 4),
             (self.replace_body, 3), (self.compressed_body, 3), (self.ext_value, 6),
+            (self.hostile_number, 4),
         ]
         self._weights = [w for _, w in self.strategies]
 
@@ -336,6 +377,34 @@ class Mutator:
             return self.raw_bytes(data)
         obj = self._mutate_tree(obj)
         return _fix_lengths(self._dump(obj), body, 0)
+
+    def hostile_number(self, data):
+        """A number of a JSON header or body replaced by one of :data:`HOSTILE_NUMBERS`, or
+        added as a value, the text sometimes in fastjson's lenient form (unquoted keys: the
+        pure reader, where a number with an exponent is a BigDecimal); bodies' lengths kept."""
+        parts = _split_frame(data)
+        if not parts:
+            return self.raw_bytes(data)
+        stype, header, body = parts
+        rng = self.rng
+        number = rng.choice(HOSTILE_NUMBERS)
+        part = "body" if body[:1] in (b"{", b"[") and (stype != 0 or rng.random() < 0.5) else "header"
+        text = body if part == "body" else header
+        if stype != 0 and part == "header":
+            return self.raw_bytes(data)
+        found = list(_NUMBER.finditer(text))
+        if found and rng.random() < 0.8:
+            match = rng.choice(found)
+            text = text[:match.start()] + number + text[match.end():]
+        elif text[:1] == b"{":
+            key = rng.choice((b"code", b"opaque", b"flag", b"version", b"counter", b"perm",
+                              b"epoch", b"serializeTypeCurrentRPC", b"x"))
+            text = b'{"' + key + b'":' + number + (b"," if text[1:2] != b"}" else b"") + text[1:]
+        if rng.random() < 0.5:
+            text = _QUOTED_KEY.sub(rb"\1:", text)
+        if part == "body":
+            return self._with_body(stype, header, text)
+        return _fix_lengths(text, body, stype)
 
     def ext_value(self, data):
         """Change, add or remove one extFields entry, keeping the rest of the frame genuine."""
@@ -517,8 +586,37 @@ class FuzzStats:
             self.outcomes[k] = self.outcomes.get(k, 0) + v
 
 
-def check_codec(data, rng, stats=None, max_frame_length=None):
-    """Split ``data`` (in random chunks) and decode every frame and body. Raises :class:`Finding`."""
+def codec_contract():
+    """The cost contract of :func:`check_codec`, calibrated once on the genuine frames."""
+    global _CODEC_CONTRACT
+    if _CODEC_CONTRACT is None:
+        import random
+        genuine = corpus()[::7][:300]
+        with costmeter.reference():
+            _CODEC_CONTRACT = costmeter.CostContract(
+                "codec", [(f, lambda d: _check_codec(d, random.Random(0))) for f in genuine])
+    return _CODEC_CONTRACT
+
+
+_CODEC_CONTRACT = None
+
+
+def check_codec(data, rng, stats=None, max_frame_length=None, cost=None):
+    """Split ``data`` (in random chunks) and decode every frame and body. Raises :class:`Finding`,
+    or with ``cost`` (a contract, :func:`codec_contract`) :class:`costmeter.CostFinding` for an
+    input the pure-Python reference reads at a cost far above the genuine frames'."""
+    if cost is None:
+        return _check_codec(data, rng, stats, max_frame_length)
+    outcome = []
+    with costmeter.reference():
+        error = cost.run(data, lambda: outcome.append(
+            _check_codec(data, rng, stats, max_frame_length)), size=effective_size(data))
+    if error is not None:
+        raise error
+    return outcome[0]
+
+
+def _check_codec(data, rng, stats=None, max_frame_length=None):
     limit = max_frame_length or rng.choice((golden_limit(), SMALL_MAX_FRAME))
     split_error = None
     splitter = FrameSplitter(limit)
@@ -678,21 +776,59 @@ class ProcessorTarget:
             return reply
         return guarded
 
-    def run(self, data, rng):
-        """Decode ``data`` and, if it is a request, process it. Raises :class:`Finding`."""
+    def contract(self):
+        """A cost contract for :meth:`run`'s ``cost``: decoding a request and answering it, per
+        byte of request and answer, calibrated on the genuine requests in a fresh target."""
+        import random
+        calibration = ProcessorTarget(self.profile_name, self.access_control, reset_every=10 ** 9)
+        rng = random.Random(0)
+
+        def run(data):
+            handled = calibration._handle(data, rng)
+            answer = handled[2] if handled else None
+            return effective_size(data) + (len(answer.encode()) if answer is not None else 0)
+        with costmeter.reference():
+            return costmeter.CostContract(f"processor {self.profile_name}",   # a refusal's log
+                                          [(f, run) for f in request_corpus()[::5][:200]],
+                                          floor=64)                         # line: fixed
+
+    def _handle(self, data, rng):
+        """Decode ``data`` and answer it: ``(request, answer)``, None when there is nothing to
+        answer. Raises :class:`Finding`."""
         try:
             request = decode_frame(data)
         except RemotingCodecError as exc:
             self.stats.count(f"decode:{type(exc).__name__}")
-            return
+            return None
         except Exception as exc:  # noqa: BLE001
             raise Finding(f"decode_frame raised {type(exc).__name__}: {exc}", data, "decode_frame") from exc
         if request.is_response:
             self.stats.count("response-ignored")   # the transport drops unmatched responses
-            return
+            return None
         self.now_ms += rng.choice((0, 1, 1000, 30_000, 130_000))
         channel = rng.choice(self.channels)
-        answer = self._process(request, channel, data)
+        return request, channel, self._process(request, channel, data)
+
+    def run(self, data, rng, cost=None):
+        """Decode ``data`` and, if it is a request, process it. Raises :class:`Finding`, or with
+        ``cost`` (:meth:`contract`) :class:`costmeter.CostFinding` for a request whose decoding
+        and answer cost the pure-Python reference far more than the genuine ones per byte (the
+        answer's bytes count as its size: a route state answer is as big as the state)."""
+        if cost is None:
+            handled = self._handle(data, rng)
+        else:
+            out = []
+            with costmeter.reference():
+                cost_of, error = costmeter.measure(lambda: out.append(self._handle(data, rng)))
+            if error is not None:
+                raise error
+            handled = out[0]
+            answer = handled[2] if handled else None
+            cost.check(data, cost_of, effective_size(data) + (
+                len(answer.encode()) if answer is not None else 0))
+        if handled is None:
+            return
+        request, channel, answer = handled
         if answer is None:
             self.stats.count("no-answer")
         else:

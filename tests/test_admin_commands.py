@@ -365,6 +365,23 @@ def test_names_with_control_characters_are_escaped_in_text_not_in_json():
     assert status == 0 and '\n\t\t\t"brokerName":"b\\u202e",\n' in out
 
 
+def test_line_separators_and_bidi_marks_are_escaped_in_text_and_in_json():
+    """Issue 31: U+2028 and U+2029 (a line break to many terminals and log viewers) and the
+    bidi marks were printed raw, in text and in ``--json`` (json leaves them, DEL and C1 raw)."""
+    name = "b\u2028forged line\u2029\u200f\x7f\x9b"
+    namesrv = Peer(auto=lambda r: r.create_response(0, body=cluster_info({name: "127.0.0.2:20000"})))
+
+    def peer_for(host, port):
+        return namesrv if f"{host}:{port}" == NAMESRV else FakeBroker()
+    status, out, err = run_admin(["clusterList", "-n", NAMESRV], peer_for)
+    assert status == 0 and len(out.splitlines()) == 2
+    assert not set("\u2028\u2029\u200f\x7f\x9b") & set(out)
+    assert "b\\u2028forged line\\u2029\\u200f\\x7f\\x9b" in out
+    status, out, err = run_admin(["clusterList", "-n", NAMESRV, "--json"], peer_for)
+    assert status == 0 and not set("\u2028\u2029\u200f\x7f\x9b") & set(out)
+    assert json.loads(out)[0]["brokerName"] == name
+
+
 def test_a_moved_broker_is_one_difference_not_one_per_topic():
     from rocketpy.admin.consistency import compare_views, view_of
     from rocketpy.remoting.bodies import ClusterInfo, TopicRouteData

@@ -2,7 +2,8 @@
 AddressSanitizer on random and mutated captures (the long run is the benchmark script's; its input
 count goes in the issue notes).  Any out-of-bounds access aborts the run; any exception but a
 CaptureFormatError is a finding; every 10th input must decode as the pure-Python reference decodes
-it.  The run is a count of inputs, never a time budget, so a busy machine runs the same inputs."""
+it, at a cost per byte (counted: tests/costmeter.py) near the genuine captures'.  The run is a
+count of inputs, never a time budget, so a busy machine runs the same inputs."""
 import subprocess
 import sys
 from pathlib import Path
@@ -21,3 +22,4 @@ def test_a_fixed_fuzz_run_under_addresssanitizer_finds_nothing(tmp_path):
     assert n == INPUTS
     checked = int(out.stdout.split(" also checked against")[0].rsplit(None, 1)[1])
     assert checked == INPUTS // 10
+    assert f"the pure-Python decoder's cost of those {checked} counted" in out.stdout

@@ -4,19 +4,21 @@ Mutated genuine requests (and requests whose body went to another code's handler
 4.9, 5.0 and 5.3 processors and through one with access control on. Contract (see
 :mod:`fuzzharness`): the processor never raises, every two-way request gets a RocketMQ response
 code, a handler fails only with a codec error (never TypeError/KeyError/RecursionError... caught
-by the safety net), every answer encodes, and after every batch the whole route state still reads
-and encodes. The regression cases at the end are the bugs the harness found.
+by the safety net), every answer encodes, after every batch the whole route state still reads
+and encodes, and no request costs far more per byte of request and answer than the genuine ones
+(counted, never timed: tests/costmeter.py). The regression cases at the end are the bugs the
+harness found.
 """
 import json
 import os
 import random
 import struct
-import time
 import zlib
 
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
+import costmeter
 import fuzzharness as fh
 from rocketpy.service.fileio import AppendLog, write_file_java
 from rocketpy.namesrv import (Channel, Configuration, DefaultRequestProcessor, KVConfigManager,
@@ -41,8 +43,9 @@ def test_mutated_genuine_requests(profile):
     rng = random.Random(f"{SEED}-{profile}")
     target = guarded_target() if profile == "guarded" else fh.ProcessorTarget(profile)
     mutator = fh.Mutator(rng, REQUESTS)
-    for _ in range(700):
-        target.run(mutator.mutate(), rng)
+    contract = target.contract()
+    for i in range(700):                       # every fourth request's cost counted too
+        target.run(mutator.mutate(), rng, cost=contract if i % 4 == 0 else None)
     target.probe()
     seen = target.stats.outcomes
     assert target.stats.inputs == 700
@@ -52,6 +55,21 @@ def test_mutated_genuine_requests(profile):
     if profile == "guarded":
         assert "answer:16" in answered
         assert target.processor.access_control.counters["refused_signature"] > 0
+
+
+@pytest.mark.parametrize("profile", ["4.9", "5.3"])
+def test_hostile_numbers_cost_what_genuine_requests_cost(profile):
+    """Issue 31's seeds through the processor, each request counted: a number of a genuine
+    request's header or body replaced by a big exponent, a long digit run or an exact form, often
+    in fastjson's lenient form (registrations, QUERY_DATA_VERSION, REGISTER_TOPIC_IN_NAMESRV...)."""
+    rng = random.Random(f"{SEED}-numbers-{profile}")
+    target = fh.ProcessorTarget(profile)
+    mutator = fh.Mutator(rng, REQUESTS)
+    contract = target.contract()
+    for _ in range(250):
+        target.run(mutator.hostile_number(rng.choice(REQUESTS)), rng, cost=contract)
+    assert contract.worst[0] < 1 and target.stats.inputs == 250
+    assert sum(v for k, v in target.stats.outcomes.items() if k.startswith("answer:")) > 40
 
 
 _KEYS = ["topic", "namespace", "key", "value", "brokerName", "brokerAddr", "clusterName",
@@ -149,9 +167,12 @@ def test_lone_surrogates_never_poison_answers_or_files(tmp_path):
 def test_zip_bomb_registration_is_refused_quickly(tmp_path):
     proc = _processor(tmp_path)
     bomb = fh.zip_bomb_fast(4096)                     # 4 MiB on the wire, 4 GiB inflated
-    started = time.perf_counter()
-    answer = _register(proc, (), body=bomb, compressed=True)
-    assert time.perf_counter() - started < 0.5
+    answers = []
+    cost, _ = costmeter.measure(lambda: answers.append(_register(proc, (), body=bomb,
+                                                                 compressed=True)))
+    # counted: a few lines, and memory for the 4 MiB the frame carries, not for what it inflates to
+    assert cost.lines < 5000 and cost.memory < 3 * len(bomb), cost
+    answer = answers[0]
     assert answer.code == 1 and "Failed to decode RegisterBrokerBody" in answer.remark
     assert proc.route_info_manager.broker_addr_table == {}
 

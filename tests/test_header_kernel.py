@@ -99,7 +99,9 @@ def test_mutated_frames_read_as_the_codec_reads_them():
 
 EDGES = [
     b'{"code":1,"opaque":2,"flag":0,"language":"JAVA","version":3}',
-    b'{"code":1,"code":2}',                                 # a property twice: the first counts
+    b'{"code":1,"code":2}',                        # a property twice: fastjson's reading says
+    b'{"code":999,"opaque":1,"code":105}', b'{"code":1,"Code":2}', b'{"Code":1,"code":2}',
+    b'{"code":4294967297,"opaque":1}', b'{"opaque":1,"code":-4294967297}',   # scanFieldInt wraps
     b'{"code":1,"extFields":{"a":"1","a":"2"}}',            # a map key twice: the last counts
     b'{"Code":7,"opaque":1}',                               # smart match: the dialect's
     b'{"ext_fields":{"a":"b"}}',
@@ -113,6 +115,10 @@ EDGES = [
     b' {"code":1}', b'{"code":1}x', b'{}', b'{', b'', b'{\x00}', b'[1]', b'"x"',
     b'{"serializeTypeCurrentRPC":"JSON","code":4}', b'{"serializeTypeCurrentRPC":[1,{"a":NaN}]}',
     b'{"serializeTypeCurrentRPC":' + b'[' * 40 + b']' * 40 + b'}',
+    b'{"code":1,"serializeTypeCurrentRPC":1}', b'{"code":1,"serializeTypeCurrentRPC":2}',
+    b'{"code":1,"serializeTypeCurrentRPC":null}', b'{"code":1,"serializeTypeCurrentRPC":"X"}',
+    b'{"code":1,"serializeTypeCurrentRPC":1.0}', b'{ }', b'{"x":1}',
+    b'{"code":1,"serializeTypeCurrentRPC":' + b"9" * 5000 + b'}',
     b'{"code":1,"other":2}', b'{"code" : 1 , "flag"\t:\n2}', b'\xff{"code":1}', b'{"remark":"\xc3"}',
     b'{"extFields":{' + b",".join(b'"k%d":"v"' % i for i in range(50)) + b'}}',
     b'{"extFields":{' + b",".join(b'"k%d":"v"' % (i % 30) for i in range(50)) + b'}}',
@@ -131,6 +137,19 @@ def test_edge_headers_read_as_each_dialect_reads_them(header):
         except HeaderDecodeError:
             through_codec = None
         assert (want is None and through_codec is None) or _fields(through_codec) == _fields(want)
+
+
+def test_the_kernel_reads_no_number_the_codec_refuses():
+    """Issue 31: a serializeTypeCurrentRPC of 5,000 digits (past Python's 4,300) was skipped by
+    the kernel, which read the header the codec refuses; Java's EnumDeserializer takes only an
+    ordinal of SerializeType there, and the kernel now leaves any number there to the codec."""
+    for header in (b'{"code":105,"opaque":1,"serializeTypeCurrentRPC":' + b"9" * 5000 + b'}',
+                   b'{"code":105,"opaque":1,"serializeTypeCurrentRPC":7}'):
+        assert KERNEL.read_header(0, header) is None
+        with pytest.raises(HeaderDecodeError):
+            codec_frame.decode_header(0, header)
+    ordinal = b'{"code":105,"opaque":1,"serializeTypeCurrentRPC":1}'
+    assert codec_frame.decode_header(0, ordinal).code == 105
 
 
 def test_the_kernel_leaves_what_it_does_not_read_to_the_codec():

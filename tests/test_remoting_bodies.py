@@ -304,7 +304,8 @@ def test_body_crc32():
     (B.TopicRouteData, b'{"queueDatas":[{"perm":"x"}]}', r"queueDatas\[0\]\.perm"),
     (B.TopicRouteData, b'{"brokerDatas":[{"brokerAddrs":{"m":"a"}}]}', "brokerAddrs"),
     (B.QueueData, b'{"perm":2147483648}', "range"),
-    (B.QueueData, b'{"perm":true}', "integer"),
+    (B.QueueData, b'{"perm":[1]}', "integer"),
+    (B.DataVersion, b'{"counter":1e101}', "Overflow"),
     (B.BrokerData, b'{"enableActingMaster":"maybe"}', "boolean"),
     (B.BrokerData, b'{"brokerName":[1]}', "string"),
     (B.TopicConfig, b'{"topicFilterType":"X"}', "topicFilterType"),
@@ -323,6 +324,35 @@ def test_lenient_json_scalars_like_fastjson():
     assert (qd.perm, qd.read_queue_nums, qd.broker_name) == (6, 4, "7")
     assert B.BrokerData.from_json(b'{"enableActingMaster":"TRUE"}').enable_acting_master is True
     assert B.TopicConfig.from_json(b'{"topicFilterType":1}').topic_filter_type == "MULTI_TAG"
+
+
+def test_booleans_for_int_and_long_properties_as_each_fastjson_release_reads_them():
+    """``castToInt`` takes true/false as 1/0 in 1.2.69 and 1.2.83, ``castToLong`` only in
+    1.2.83 (1.2.69: "can not cast to long")."""
+    from rocketpy.remoting.fastjson import FASTJSON_1_2_69
+    assert B.QueueData.from_json(b'{"perm":true,"readQueueNums":false}').perm == 1
+    assert B.QueueData.from_json(b'{"perm":true,"readQueueNums":false}').read_queue_nums == 0
+    assert B.QueueData.from_json(b'{"perm":true}', FASTJSON_1_2_69).perm == 1
+    assert B.DataVersion.from_json(b'{"counter":true}').counter == 1
+    with pytest.raises(BodyDecodeError, match="can not cast to long"):
+        B.DataVersion.from_json(b'{"counter":true}', FASTJSON_1_2_69)
+
+
+def test_numbers_with_a_fraction_or_exponent_read_exactly_as_bigdecimal():
+    """A body's number with a fraction is fastjson's BigDecimal, exact: a long's integer part
+    keeps every digit (a float would round 12345678901234567.9 to ...68), a scale outside
+    [-100, 100] must be exact (``longValueExact``) and a scale of -64 or less leaves no low bit."""
+    assert B.DataVersion.from_json(b'{"counter":12345678901234567.9}').counter == 12345678901234567
+    assert B.DataVersion.from_json(b'{"counter":-7.9}').counter == -7
+    assert B.DataVersion.from_json(b'{"counter":1e64}').counter == 0
+    assert B.DataVersion.from_json(b'{"counter":1e19}').counter == 10 ** 19 - 2 ** 64
+    assert B.DataVersion.from_json(b'{"counter":5.000E+0}').counter == 5
+    one = b"1." + b"0" * 150
+    assert B.DataVersion.from_json(b'{"counter":' + one + b'}').counter == 1
+    assert B.QueueData.from_json(b'{"perm":4294967302.5}').perm == 6   # low 32 bits
+    for refused in (b"1e101", b"1.5" + b"0" * 150 + b"1", b"1e-101", b"12345678901234567890e-101"):
+        with pytest.raises(BodyDecodeError, match="ArithmeticException"):
+            B.DataVersion.from_json(b'{"counter":' + refused + b'}')
 
 
 # --- Hypothesis ------------------------------------------------------------------------------

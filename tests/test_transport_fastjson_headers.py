@@ -30,6 +30,11 @@ ACCEPTED = [
                     b'"remark":null,"version":null,"language":null}', 7),
     ("enum-in-any-case", b'{"code":105,"extFields":{"topic":"T1"},"opaque":7,"language":"java"}', 7),
     ("escapes", b'{"code":105,"extFields":{"topic":"\\x54\\u0031"},"opaque":7}', 7),
+    # issue 31: what the genuine 5.3.3 NameServer answered otherwise (a differential)
+    ("code-written-twice", b'{"code":999,"extFields":{"topic":"T1"},"flag":0,"language":"JAVA",'
+                           b'"opaque":7,"serializeTypeCurrentRPC":"JSON","version":479,"code":105}', 7),
+    ("opaque-written-twice", b'{"code":105,"extFields":{"topic":"T1"},"opaque":9,"opaque":7}', 7),
+    ("int-wrapped-by-scanFieldInt", b'{"code":4294967401,"extFields":{"topic":"T1"},"opaque":7}', 7),
 ]
 
 #: (id, a header fastjson refuses, the nearest form it accepts)
@@ -91,6 +96,32 @@ def test_what_fastjson_refuses_closes_the_connection(tmp_path, name, refused, ac
     assert transport.value() == b"" and transport.disconnecting, name
 
 
+def test_an_extfields_object_or_array_value_is_its_json_text(tmp_path):
+    """Issue 31: Java's HashMap<String, String> takes an object value as the text of the
+    JSONObject fastjson parsed (StringCodec: toString()), and an array as its JSONArray's text;
+    rocketpy closed the connection."""
+    for value, topic in ((b'{"a":1}', '{"a":1}'), (b'{"b":null,"a":[1,2.50,true],"a":2}', '{"a":2}'),
+                         (b'[1,{"x":"y"},null]', '[1,{"x":"y"},null]')):
+        proto, transport = _server(tmp_path, PROFILE_53)
+        _send(proto, b'{"code":105,"extFields":{"topic":' + value + b'},"opaque":7}')
+        answer = decode_frame(transport.value())
+        assert (answer.code, answer.opaque) == (ResponseCode.TOPIC_NOT_EXIST, 7), value
+        assert f"for the topic: {topic}\n" in answer.remark, answer.remark
+        assert not transport.disconnecting
+
+
+@pytest.mark.parametrize("header", [b"{}", b" { } ", b"{,}", b"{/* nothing */}"])
+def test_a_header_with_no_member_gets_no_answer(tmp_path, header):
+    """Issue 31: the genuine 5.3.3 NameServer answers ``{}`` with nothing (rocketpy answered
+    REQUEST_CODE_NOT_SUPPORTED); a header with a member is answered."""
+    proto, transport = _server(tmp_path, PROFILE_53)
+    _send(proto, header)
+    assert transport.value() == b"" and transport.disconnecting
+    proto, transport = _server(tmp_path, PROFILE_53)
+    _send(proto, b'{"x":1}')
+    assert decode_frame(transport.value()).code == ResponseCode.REQUEST_CODE_NOT_SUPPORTED
+
+
 @pytest.mark.parametrize("key", [b"ext_fields", b"EXT-FIELDS", b"Ext_Fields"])
 def test_separators_in_a_key_are_ignored_by_53_only(tmp_path, key):
     """1.2.83's smartMatch retries a key without ``_`` and ``-`` (``fnv1a_64_extract``); 1.2.69
@@ -114,17 +145,25 @@ def test_extfields_keys_stay_case_sensitive(tmp_path):
     assert (answer.code, answer.opaque) == (ResponseCode.TOPIC_NOT_EXIST, 7)
 
 
-@pytest.mark.parametrize("header", [
-    b'{"code":105,"extFields":{"topic":"T1"},"opaque":7,"opaque":8}',
-    b'{"code":105,"Opaque":7,"extFields":{"topic":"T1"},"opaque":8}',
-    b"{'code':105,'extFields':{'topic':'T1'},'opaque':7,'opaque':8,}",
+@pytest.mark.parametrize("header, opaque", [
+    # the fast scans of ASMDeserializerFactory's class, then JavaBeanDeserializer's loop from the
+    # first sorted property: a key written again in that order takes its last value (issue 31,
+    # as the genuine 5.3.3 NameServer answers)
+    (b'{"code":105,"extFields":{"topic":"T1"},"opaque":7,"opaque":8}', 8),
+    (b'{"opaque":7,"code":105,"extFields":{"topic":"T1"},"opaque":8}', 8),
+    # a key no fast scan reads (another spelling, other quotes, blanks before a colon) goes
+    # through smartMatch: the property keeps its first value (its setFlags bit)
+    (b'{"code":105,"Opaque":7,"extFields":{"topic":"T1"},"opaque":8}', 7),
+    (b"{'code':105,'extFields':{'topic':'T1'},'opaque':7,'opaque':8,}", 7),
+    (b'{"code":105,"extFields":{"topic":"T1"},"opaque" :7,"opaque" :8}', 7),
 ])
-def test_a_property_keeps_its_first_value_and_a_map_its_last(tmp_path, header):
-    """Once a property is set, JavaBeanDeserializer passes a later key for it to parseExtra
-    (``setFlags``); extFields is a HashMap, where a later key replaces the value."""
+def test_a_property_written_twice_and_a_map_key_written_twice(tmp_path, header, opaque):
+    """A property given twice takes the value fastjson's reading of RemotingCommand leaves
+    (:mod:`rocketpy.remoting.commandread`); extFields is a HashMap, where a later key replaces
+    the value."""
     proto, transport = _server(tmp_path, PROFILE_53)
     _send(proto, header)
-    assert decode_frame(transport.value()).opaque == 7
+    assert decode_frame(transport.value()).opaque == opaque
     proto, transport = _server(tmp_path, PROFILE_53)
     _send(proto, b'{"code":105,"extFields":{"topic":"nope","topic":"T1"},"opaque":7}')
     assert decode_frame(transport.value()).code == ResponseCode.SUCCESS

@@ -25,7 +25,6 @@ switches to binary headers. Unlike mqadmin, every error is one line on stderr
 exit status is 1 after any error, 0 otherwise.
 """
 import argparse
-import json
 import os
 import sys
 
@@ -204,7 +203,7 @@ def _execute(command, args, settings, reactor, stdout, stderr):
 
     from ..transport.client import RemotingClient
     from .api import MQAdmin
-    from .commands import Output, printable
+    from .commands import Output, json_text, printable
 
     own_reactor = reactor is None
     if own_reactor:
@@ -218,7 +217,7 @@ def _execute(command, args, settings, reactor, stdout, stderr):
 
     def done(_):
         if args.json:
-            stdout.write(json.dumps(out.data, indent=2, ensure_ascii=False, default=str) + "\n")
+            stdout.write(json_text(out.data) + "\n")
         else:
             stdout.write(out.text)
         for error in out.errors:

@@ -7,6 +7,7 @@ missing final newlines of ``updateOrderConf``), a ``data`` value for ``--json``,
 error. Where mqadmin prints a stack trace and carries on, the line is printed as mqadmin prints
 it, the error recorded in ``Output.errors``, and the command ends with a non-zero status."""
 import dataclasses
+import json
 import re
 
 from twisted.internet.defer import inlineCallbacks
@@ -18,7 +19,8 @@ from ..remoting.javahash import concurrent_hashmap_order, hashmap_order, hashmap
 from .api import ORDER_TOPIC_CONFIG, cluster_of
 from .consistency import SECTIONS, compare_nameservers
 
-__all__ = ["SubCommand", "Option", "Output", "COMMANDS", "find_command", "printable", "print_configs"]
+__all__ = ["SubCommand", "Option", "Output", "COMMANDS", "find_command", "printable", "json_text",
+           "print_configs"]
 
 #: ``MixAll.RETRY_GROUP_TOPIC_PREFIX``, ``MixAll.DLQ_GROUP_TOPIC_PREFIX``
 RETRY_PREFIX, DLQ_PREFIX = "%RETRY%", "%DLQ%"
@@ -44,21 +46,34 @@ KEY = Option("k", "key", True, True, "set the key name")
 
 
 #: What a terminal acts on rather than shows: C0, DEL, C1 (a lone 0x9b is a CSI to some
-#: terminals) and the bidirectional overrides and isolates that reorder what is shown.
-_UNPRINTABLE = re.compile("[\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+#: terminals), the line and paragraph separators U+2028 and U+2029 (a line break to many
+#: terminals, editors and log viewers: a name could forge a line) and the bidirectional marks,
+#: overrides and isolates that reorder what is shown.
+_UNPRINTABLE = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e"
+                          "\u2066-\u2069]")
 
 
 def printable(text, keep=""):
     """``text`` with every character a terminal would act on (escape sequences, line breaks,
-    bidi overrides; all but those in ``keep``) written as ``\\xNN``/``\\uNNNN``: names come from
+    bidi controls; all but those in ``keep``) written as ``\\xNN``/``\\uNNNN``: names come from
     the wire (any peer may register a broker called ``"\\x1b]0;..."``), text output must not let
-    them drive the terminal or forge lines. ``--json`` escapes them its own way."""
+    them drive the terminal or forge lines. :func:`json_text` escapes them in ``--json``."""
     def escape(match):
         ch = match.group()
         if ch in keep:
             return ch
         return f"\\x{ord(ch):02x}" if ord(ch) < 0x100 else f"\\u{ord(ch):04x}"
     return _UNPRINTABLE.sub(escape, text)
+
+
+def json_text(data):
+    """``--json``'s document: indented, non-ASCII text as it is, but every character
+    :func:`printable` escapes written as a JSON escape (``json`` leaves DEL, C1, U+2028 and the
+    bidi controls raw), so the document reads back the same and drives no terminal."""
+    def escape(match):
+        ch = match.group()
+        return ch if ch == "\n" else f"\\u{ord(ch):04x}"     # "\n" is layout: json escapes its own
+    return _UNPRINTABLE.sub(escape, json.dumps(data, indent=2, ensure_ascii=False, default=str))
 
 
 class Output:

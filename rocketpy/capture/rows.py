@@ -15,6 +15,7 @@ from rocketpy.remoting import decode_frame
 from rocketpy.remoting import bodies, codes, fastjson
 from rocketpy.remoting.errors import RemotingCodecError
 from rocketpy.remoting.layout import body_length, has_prefix, read_prefix
+from rocketpy.remoting.numbers import INT32, cast_to_integer
 
 __all__ = ["SCHEMA", "COLUMNS", "frame_row", "body_summary", "empty_row"]
 
@@ -194,8 +195,10 @@ def _read_summary(broker, cluster, registration, body) -> str | None:
         brokers = obj.get(w["broker_datas"]) or []
         queues = obj.get(w["queue_datas"]) or []
         names = ",".join(sorted(str(b.get(w["broker_name"])) for b in brokers if isinstance(b, dict)))
-        rq = sum(int(q.get(w["read"], 0) or 0) for q in queues if isinstance(q, dict))
-        wq = sum(int(q.get(w["write"], 0) or 0) for q in queues if isinstance(q, dict))
+        # the codec's one number reader (a stranger's "1e999999" costs its bytes)
+        datas = [q for q in queues if isinstance(q, dict)]
+        rq = sum(cast_to_integer(q.get(w["read"]), INT32) or 0 for q in datas)
+        wq = sum(cast_to_integer(q.get(w["write"]), INT32) or 0 for q in datas)
         return f"brokers={len(brokers)}[{names}] queueDatas={len(queues)} read={rq} write={wq}"
     if w["broker_addrs"] in obj and w["clusters"] in obj:
         return (f"clusters={len(obj.get(w['clusters']) or {})} "

@@ -11,6 +11,7 @@ from rocketpy.namesrv.config import NettyServerConfig, attr_name
 from rocketpy.namesrv.home import Home
 from rocketpy.namesrv.javaprops import format_properties, store_properties
 from rocketpy.namesrv.pending import FileWrite
+from rocketpy.remoting.numbers import NumberError, parse_java_integer
 
 __all__ = ["ControllerConfig", "ControllerConfiguration", "CONTROLLER_SPECS", "parse_peers",
            "CONFIG_BLACKLIST_FIXED"]
@@ -67,11 +68,9 @@ def _parse(kind, text):
         return text.strip()
     if kind is bool:
         return text.lower() == "true"
-    if "_" in text or text != text.strip():
-        return None
     try:
-        return int(text, 10)
-    except ValueError:
+        return parse_java_integer(text)      # Integer/Long.parseInt: no spaces, no '_'
+    except NumberError:
         return None
 
 

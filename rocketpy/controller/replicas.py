@@ -16,6 +16,7 @@ from typing import Any
 from rocketpy.remoting import bodies as B, headers as H
 from rocketpy.remoting.codes import ResponseCode as RC
 from rocketpy.remoting.javahash import hashmap_order
+from rocketpy.remoting.numbers import NumberError, parse_java_integer
 
 from .events import (AlterSyncStateSetEvent, ApplyBrokerIdEvent, CleanBrokerDataEvent,
                      ElectMasterEvent, UpdateBrokerAddressEvent)
@@ -470,7 +471,8 @@ def _blank(text):
 
 def _java_long(text):
     """``Long.valueOf``; ValueError with Java's NumberFormatException text."""
-    from rocketpy.remoting.headers import _JAVA_INTEGER
-    if _JAVA_INTEGER.fullmatch(text) and -(1 << 63) <= int(text) < (1 << 63):
-        return int(text)
+    try:
+        return parse_java_integer(text)
+    except NumberError:
+        pass
     raise ValueError(f'java.lang.NumberFormatException: For input string: "{text}"')

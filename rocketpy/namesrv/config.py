@@ -10,6 +10,8 @@ hands :class:`Configuration` a ``store(path, text)`` callable; an update returns
 :class:`~rocketpy.namesrv.pending.FileWrite` that stores the file."""
 import re
 
+from rocketpy.remoting.numbers import NumberError, parse_java_integer
+
 from .home import Home
 from .javaorder import chm_capacity, ordered
 from .javaprops import format_properties, store_properties
@@ -135,12 +137,9 @@ def _parse(kind, text):
     if kind is bool:
         return text.lower() == "true"        # Boolean.parseBoolean
     try:
-        value = int(text, 10)                # Integer/Long.parseInt: no spaces, no '_'
-    except ValueError:
+        return parse_java_integer(text)      # Integer/Long.parseInt: no spaces, no '_'
+    except NumberError:
         return None
-    if "_" in text or text != text.strip():
-        return None
-    return value
 
 
 def _show(value):

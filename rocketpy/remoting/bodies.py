@@ -27,7 +27,6 @@ servers, a mapping) over :data:`MAX_JSON_PART`. Every part is charged to the dec
 declared topic and mapping counts before the first, a JSON part's values before it is parsed.
 Every decoding failure raises :class:`~rocketpy.remoting.errors.BodyDecodeError`."""
 import json
-import re
 import struct
 from decimal import Decimal
 import zlib
@@ -38,8 +37,9 @@ from . import fastjson
 from .budget import ITEM_COST, DecodeBudget
 from .codes import MQVersion
 from .errors import BodyDecodeError, CrcMismatchError
-from .headers import _JAVA_INTEGER, _int_or_none
 from .javahash import concurrent_hashmap_copy_order, concurrent_hashmap_order, hashmap_ordered
+from .lengths import MAX_NAME_LENGTH, NameTooLongError, check_name
+from .numbers import INT32, INT64, NumberError, cast_to_integer, parse_java_integer
 
 __all__ = [
     "P", "JsonBean", "body_crc32", "check_body_crc32", "DEFAULT_MAX_INFLATED", "MAX_JSON_PART",
@@ -64,9 +64,6 @@ MAX_JSON_PART = 4 * 1024 * 1024
 
 #: ``TopicFilterType`` enum names.
 TOPIC_FILTER_TYPES = ("SINGLE_TAG", "MULTI_TAG")
-
-_INT32 = (-(1 << 31), (1 << 31) - 1)
-_INT64 = (-(1 << 63), (1 << 63) - 1)
 
 
 def body_crc32(body):
@@ -135,42 +132,27 @@ def _load_str(value, where):
     _fail(where, "expected a string", value)
 
 
-#: ``TypeUtils.castToInt`` drops a ``.000`` tail (``castToLong`` does not)
-_TRAILING_ZEROS = re.compile(r"\.0*\Z")
-_INF = float("inf")
-#: the strings ``TypeUtils.castToInt`` and ``castToLong`` read as null
-_NULL_TEXTS = frozenset(("", "null", "NULL"))
-
-
 def _int_loader(bounds):
+    """An ``int`` (``bounds`` INT32) or ``long`` property as fastjson sets it: the one reader,
+    :func:`~rocketpy.remoting.numbers.cast_to_integer`; null leaves the property unset."""
     low, high = bounds
-    is_int = bounds == _INT32
+    kind = "int" if bounds is INT32 else "long"
 
     def load(value, where):
-        if type(value) is int:
-            if low <= value <= high:
-                return value
-            result = value
-        elif isinstance(value, str):
-            if value in _NULL_TEXTS:   # castToInt / castToLong: null, the property stays unset
-                return None
-            # castToInt / castToLong: commas dropped, and for an int a .0 tail
-            text = value.replace(",", "") if "," in value else value
-            if is_int and "." in text:
-                text = _TRAILING_ZEROS.sub("", text, count=1)
-            if not _JAVA_INTEGER.fullmatch(text):
-                _fail(where, "expected an integer", value)
-            result = _int_or_none(text)
-        elif isinstance(value, (float, Decimal)) and value == value and abs(value) != _INF:
-            # a number with a fraction, a BigDecimal to fastjson: IntegerCodec and LongCodec cut
-            # it to its integer part and keep the low bits (TypeUtils.intValue, longValue)
-            return (int(value) - low) % (high - low + 1) + low
-        else:
-            _fail(where, "expected an integer", value)
-        if result is None or not low <= result <= high:
-            _fail(where, "integer out of the Java range", value)
-        return result
+        if value.__class__ is int and low <= value <= high:
+            return value
+        try:
+            return cast_to_integer(value, bounds, kind == "int" or _dialect(where).long_booleans)
+        except NumberError as exc:
+            _fail(where, f"expected an integer (a Java {kind}: {exc})", value)
     return load
+
+
+def _dialect(where):
+    """The fastjson release reading the body at ``where`` (its root says)."""
+    while isinstance(where, tuple):
+        where = where[0]
+    return getattr(where, "dialect", fastjson.FASTJSON_1_2_83)
 
 
 def _load_bool(value, where):
@@ -191,9 +173,20 @@ def _load_filter_type(value, where):
     _fail(where, f"expected one of {TOPIC_FILTER_TYPES}", value)
 
 
+def _load_name(value, where):
+    """A name, address or check code a table keeps: a string of at most
+    :data:`~rocketpy.remoting.lengths.MAX_NAME_LENGTH` characters (a rocketpy bound)."""
+    text = _load_str(value, where)
+    if len(text) > MAX_NAME_LENGTH:
+        raise NameTooLongError(_path(where), len(text))
+    return text
+
+
 STR = Conv(_load_str, None, str)
-INT = Conv(_int_loader(_INT32))
-LONG = Conv(_int_loader(_INT64))
+#: a string the NameServer or controller keeps (a topic, a broker or cluster name, an address)
+NAME = Conv(_load_name)
+INT = Conv(_int_loader(INT32))
+LONG = Conv(_int_loader(INT64))
 BOOL = Conv(_load_bool, None, bool)
 FILTER_TYPE = Conv(_load_filter_type)
 
@@ -211,10 +204,11 @@ def list_of(item):
     return Conv(load, dump)
 
 
-def map_of(value_conv, long_keys=False):
-    """A Java ``Map<String, V>``, or ``Map<Long|Integer, V>`` with ``int`` keys."""
+def map_of(value_conv, long_keys=False, keys=STR):
+    """A Java ``Map<String, V>`` (its keys read as ``keys``: :data:`NAME` for names a table
+    keeps), or ``Map<Long|Integer, V>`` with ``int`` keys."""
     load_value, dump_value = value_conv.load, value_conv.dump
-    load_key = _int_loader(_INT64) if long_keys else _load_str
+    load_key = _int_loader(INT64) if long_keys else keys.load
 
     def load(value, where):
         if not isinstance(value, dict):
@@ -560,7 +554,7 @@ class TopicConfig(JsonBean):
         P("perm", "perm", INT, 6),
         P("readQueueNums", "read_queue_nums", INT, 16),
         P("topicFilterType", "topic_filter_type", FILTER_TYPE, "SINGLE_TAG"),
-        P("topicName", "topic_name", STR),
+        P("topicName", "topic_name", NAME),
         P("topicSysFlag", "topic_sys_flag", INT, 0),
         P("writeQueueNums", "write_queue_nums", INT, 16),
     )
@@ -618,7 +612,8 @@ class TopicConfig(JsonBean):
             "attributes": attributes, "order": False,
             "perm": _parse_java_int(parts[3], (where, "perm")),
             "read_queue_nums": _parse_java_int(parts[1], (where, "readQueueNums")),
-            "topic_filter_type": parts[4], "topic_name": parts[0], "topic_sys_flag": 0,
+            "topic_filter_type": parts[4], "topic_name": check_name(parts[0], f"{where}'s name"),
+            "topic_sys_flag": 0,
             "write_queue_nums": _parse_java_int(parts[2], (where, "writeQueueNums")),
             "extras": {}, "_present": None,
         }
@@ -628,19 +623,17 @@ class TopicConfig(JsonBean):
 def _parse_java_int(text, where):
     if text.isascii() and text.isdigit() and len(text) < 10:
         return int(text)
-    if not _JAVA_INTEGER.fullmatch(text):
-        _fail(where, "not a Java int", text)
-    value = _int_or_none(text)
-    if value is None or not _INT32[0] <= value <= _INT32[1]:
-        _fail(where, "integer out of the Java int range", text)
-    return value
+    try:
+        return parse_java_integer(text, INT32)                 # Integer.parseInt
+    except NumberError as exc:
+        _fail(where, f"not a Java int ({exc})", text)
 
 
 class LogicQueueMappingItem(JsonBean):
     """``LogicQueueMappingItem`` (static topics)."""
 
     PROPS = (
-        P("bname", "bname", STR),
+        P("bname", "bname", NAME),
         P("endOffset", "end_offset", LONG, -1),
         P("gen", "gen", INT, 0),
         P("logicOffset", "logic_offset", LONG, 0),
@@ -652,12 +645,12 @@ class LogicQueueMappingItem(JsonBean):
 
 
 _TQMI_PROPS = (
-    P("bname", "bname", STR),
+    P("bname", "bname", NAME),
     P("currIdMap", "curr_id_map", map_of(INT, long_keys=True), factory=dict),
     P("dirty", "dirty", BOOL, False),
     P("epoch", "epoch", LONG, 0),
     P("scope", "scope", STR, "__global__"),
-    P("topic", "topic", STR),
+    P("topic", "topic", NAME),
     P("totalQueues", "total_queues", INT, 0),
 )
 
@@ -680,7 +673,8 @@ class TopicQueueMappingDetail(JsonBean):
 
 _TCSW_PROPS = (
     P("dataVersion", "data_version", bean(DataVersion), factory=DataVersion),
-    P("topicConfigTable", "topic_config_table", map_of(bean(TopicConfig)), factory=dict),
+    P("topicConfigTable", "topic_config_table", map_of(bean(TopicConfig), keys=NAME),
+      factory=dict),
 )
 
 
@@ -832,7 +826,9 @@ def read_compressed(data, broker_version, read_topics, max_inflated=DEFAULT_MAX_
     topics = read_topics(stream.parts(count, "topic config"), count)
     raw = stream.read_json("filter server list")
     try:  # Java logs a broken list and goes on with an empty one
-        filter_servers = list_of(STR).load(fastjson.loads(raw), "filterServerList")
+        filter_servers = list_of(NAME).load(fastjson.loads(raw), "filterServerList")
+    except NameTooLongError:
+        raise
     except BodyDecodeError:
         filter_servers = []
     infos = None
@@ -878,7 +874,7 @@ class RegisterBrokerBody(JsonBean):
     """``RegisterBrokerBody``: REGISTER_BROKER's body, JSON or compressed."""
 
     PROPS = (
-        P("filterServerList", "filter_server_list", list_of(STR), factory=list),
+        P("filterServerList", "filter_server_list", list_of(NAME), factory=list),
         P("topicConfigSerializeWrapper", "topic_config_serialize_wrapper",
           bean(TopicConfigAndMappingSerializeWrapper),
           factory=TopicConfigAndMappingSerializeWrapper),
@@ -982,7 +978,8 @@ _VERSION, _TABLE, _MAPPINGS = (TopicConfigAndMappingSerializeWrapper._WIRE[a] fo
                                ("data_version", "topic_config_table", "topic_queue_mapping_info_map"))
 _COUNTER, _TIMESTAMP, _STATE = (DataVersion._WIRE[a] for a in
                                 ("counter", "timestamp", "state_version"))
-_INT_MIN, _INT_MAX = _INT32
+_INT_MIN, _INT_MAX = INT32
+_LONG_MIN, _LONG_MAX = INT64
 #: what a genuine topic's entry costs to parse (its ~16 JSON values)
 _TOPIC_UNITS = 16 * ITEM_COST
 # Keys the fast reader knows; any other (a property in another case, which fastjson matches,
@@ -1004,7 +1001,7 @@ def _int_or_default(value, default):
 def _long_or_zero(value):
     if value is None:
         return 0
-    if type(value) is not int:
+    if type(value) is not int or not _LONG_MIN <= value <= _LONG_MAX:
         raise _Unusual
     return value
 
@@ -1028,8 +1025,8 @@ def _read_json(data, topic, data_version, budget=None):
     if type(obj) is not dict or not obj.keys() <= _BODY_KEYS:
         raise _Unusual
     filters = _object_or_empty(obj.get(_FILTERS), list)
-    if any(type(f) is not str for f in filters):
-        raise _Unusual
+    if any(type(f) is not str or len(f) > MAX_NAME_LENGTH for f in filters):
+        raise _Unusual          # the beans read it (and say what is wrong)
     wrapper = _object_or_empty(obj.get(_WRAPPER))
     if wrapper.get(_MAPPINGS) or not wrapper.keys() <= _WRAPPER_KEYS:
         raise _Unusual
@@ -1064,7 +1061,9 @@ def _read_json(data, topic, data_version, budget=None):
             name_, read, write, perm, flag = values
         except (KeyError, TypeError):
             name_ = read = None
-        if not (name_.__class__ is str
+        if len(name) > MAX_NAME_LENGTH:
+            raise _Unusual      # the beans refuse it, naming it
+        if not (name_.__class__ is str and len(name_) <= MAX_NAME_LENGTH
                 and read.__class__ is write.__class__ is perm.__class__ is flag.__class__ is int
                 and _INT_MIN <= read <= _INT_MAX and _INT_MIN <= write <= _INT_MAX
                 and _INT_MIN <= perm <= _INT_MAX and _INT_MIN <= flag <= _INT_MAX):
@@ -1084,7 +1083,7 @@ def _topic_values(name, config):
     topic = get(_TOPIC_NAME)
     if topic is None:
         topic = name
-    elif topic.__class__ is not str:
+    elif topic.__class__ is not str or len(topic) > MAX_NAME_LENGTH:
         raise _Unusual
     return (topic,) + tuple(_int_or_default(get(TopicConfig._WIRE[attr]), default)
                             for attr, default in zip(_TOPIC_ATTRS[1:], _TOPIC_DEFAULTS))
@@ -1120,7 +1119,8 @@ def _topic_lines(lines, topic, budget=None):
             name, numbers = _line(raw, i)
             if len(known) < _KNOWN_TAILS:
                 known[tail] = numbers
-        table[name] = topic(name, numbers[0], numbers[1], numbers[2], 0)
+        table[check_name(name, f"the name of topic config #{i}")] = topic(
+            name, numbers[0], numbers[1], numbers[2], 0)
     return table
 
 
@@ -1199,7 +1199,7 @@ class QueueData(JsonBean):
     """``QueueData`` of a route; 4.8 and older named ``topicSysFlag`` ``topicSynFlag``."""
 
     PROPS = (
-        P("brokerName", "broker_name", STR),
+        P("brokerName", "broker_name", NAME),
         P("perm", "perm", INT, 0),
         P("readQueueNums", "read_queue_nums", INT, 0),
         P("topicSysFlag", "topic_sys_flag", INT, 0, aliases=("topicSynFlag",)),
@@ -1211,11 +1211,11 @@ class BrokerData(JsonBean):
     """``BrokerData``: one broker group. ``enableActingMaster`` and ``zoneName`` since 5.0."""
 
     PROPS = (
-        P("brokerAddrs", "broker_addrs", map_of(STR, long_keys=True), factory=dict),
-        P("brokerName", "broker_name", STR),
-        P("cluster", "cluster", STR),
+        P("brokerAddrs", "broker_addrs", map_of(NAME, long_keys=True), factory=dict),
+        P("brokerName", "broker_name", NAME),
+        P("cluster", "cluster", NAME),
         P("enableActingMaster", "enable_acting_master", BOOL, False, since=MQVersion.V5_0_0),
-        P("zoneName", "zone_name", STR, since=MQVersion.V5_0_0),
+        P("zoneName", "zone_name", NAME, since=MQVersion.V5_0_0),
     )
 
 
@@ -1224,7 +1224,8 @@ class TopicRouteData(JsonBean):
 
     PROPS = (
         P("brokerDatas", "broker_datas", list_of(bean(BrokerData)), factory=list),
-        P("filterServerTable", "filter_server_table", map_of(list_of(STR)), factory=dict),
+        P("filterServerTable", "filter_server_table", map_of(list_of(NAME), keys=NAME),
+          factory=dict),
         P("orderTopicConf", "order_topic_conf", STR),
         P("queueDatas", "queue_datas", list_of(bean(QueueData)), factory=list),
         P("topicQueueMappingByBroker", "topic_queue_mapping_by_broker",
@@ -1236,8 +1237,8 @@ class ClusterInfo(JsonBean):
     """``ClusterInfo``: GET_BROKER_CLUSTER_INFO's answer (always the legacy dialect)."""
 
     PROPS = (
-        P("brokerAddrTable", "broker_addr_table", map_of(bean(BrokerData))),
-        P("clusterAddrTable", "cluster_addr_table", map_of(list_of(STR))),
+        P("brokerAddrTable", "broker_addr_table", map_of(bean(BrokerData), keys=NAME)),
+        P("clusterAddrTable", "cluster_addr_table", map_of(list_of(NAME), keys=NAME)),
     )
 
 
@@ -1270,9 +1271,9 @@ class BrokerMemberGroup(JsonBean):
     """``BrokerMemberGroup`` (5.0+): the live members of one broker group."""
 
     PROPS = (
-        P("brokerAddrs", "broker_addrs", map_of(STR, long_keys=True), factory=dict),
-        P("brokerName", "broker_name", STR),
-        P("cluster", "cluster", STR),
+        P("brokerAddrs", "broker_addrs", map_of(NAME, long_keys=True), factory=dict),
+        P("brokerName", "broker_name", NAME),
+        P("cluster", "cluster", NAME),
     )
 
 
@@ -1321,9 +1322,9 @@ class ReplicaIdentity(JsonBean):
 
     PROPS = (
         P("alive", "alive", BOOL),
-        P("brokerAddress", "broker_address", STR),
+        P("brokerAddress", "broker_address", NAME),
         P("brokerId", "broker_id", LONG),
-        P("brokerName", "broker_name", STR),
+        P("brokerName", "broker_name", NAME),
     )
 
 
@@ -1332,7 +1333,7 @@ class ReplicasInfo(JsonBean):
 
     PROPS = (
         P("inSyncReplicas", "in_sync_replicas", list_of(bean(ReplicaIdentity))),
-        P("masterAddress", "master_address", STR),
+        P("masterAddress", "master_address", NAME),
         P("masterBrokerId", "master_broker_id", LONG),
         P("masterEpoch", "master_epoch", INT),
         P("notInSyncReplicas", "not_in_sync_replicas", list_of(bean(ReplicaIdentity))),
@@ -1362,8 +1363,8 @@ class EpochEntryCache(JsonBean):
 
     PROPS = (
         P("brokerId", "broker_id", LONG, 0),
-        P("brokerName", "broker_name", STR),
-        P("clusterName", "cluster_name", STR),
+        P("brokerName", "broker_name", NAME),
+        P("clusterName", "cluster_name", NAME),
         P("epochList", "epoch_list", list_of(bean(EpochEntry))),
         P("maxOffset", "max_offset", LONG, 0),
     )

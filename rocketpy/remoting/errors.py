@@ -6,6 +6,12 @@ column) tells a person what was wrong with the bytes.
 """
 
 
+def shown(value, limit=60):
+    """``repr(value)`` cut for a message or a remark (a refused value may be megabytes)."""
+    text = repr(value if not isinstance(value, str) or len(value) <= limit else value[:limit])
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
 class RemotingCodecError(ValueError):
     """Base of every error raised while decoding or encoding RocketMQ remoting data."""
 
@@ -47,7 +53,7 @@ class InvalidFieldError(RemotingCodecError):
         self.field = field
         self.value = value
         self.expected = expected
-        super().__init__(f"the field {field} has value {value!r}, expected {expected}")
+        super().__init__(f"the field {field} has value {shown(value)}, expected {expected}")
 
 
 class DecodeBudgetExceeded(BodyDecodeError):

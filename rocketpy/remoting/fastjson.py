@@ -20,15 +20,17 @@ strict parse runs first, so such rare strings cost nothing until one turns up;
 :func:`raw_string_literals` gives their literals as written, for writing them back byte for byte."""
 import json
 import re
-from decimal import Decimal, InvalidOperation
+from decimal import Decimal
 
 from .errors import BodyDecodeError
 from .budget import LENIENT_OP_COST
 from .kernel import KERNEL
+from .numbers import java_decimal, java_integer_literal
 
-__all__ = ["loads", "dumps", "escape_string", "lenient_decoder", "raw_string_literals", "Bean",
-           "Dialect", "FASTJSON_1_2_69", "FASTJSON_1_2_83", "read_lenient", "loads_lenient",
-           "Repeated", "key_count", "written_keys", "repeats_keys"]
+__all__ = ["loads", "dumps", "dump_text", "escape_string", "lenient_decoder",
+           "raw_string_literals", "Bean", "Dialect", "FASTJSON_1_2_69", "FASTJSON_1_2_83",
+           "read_lenient", "loads_lenient", "members_start", "next_member", "Repeated",
+           "key_count", "written_keys", "repeats_keys"]
 
 _json_loads = json.loads
 #: fastjson's reading of a string: raw control characters are taken as they are.
@@ -97,10 +99,19 @@ def _restore_int_keys(pairs):
 
 
 _LENIENT_INT_KEYS = json.JSONDecoder(strict=False, object_pairs_hook=_restore_int_keys)
+#: the same three readers, a number with a fraction or exponent read as fastjson's BigDecimal
+#: (exact, within fastjson's limits: :func:`~rocketpy.remoting.numbers.java_decimal`)
+_EXACT = (json.JSONDecoder(parse_float=java_decimal).decode,
+          json.JSONDecoder(strict=False, parse_float=java_decimal),
+          json.JSONDecoder(strict=False, parse_float=java_decimal,
+                           object_pairs_hook=_restore_int_keys))
+_FLOATS = (_json_loads, lenient_decoder, _LENIENT_INT_KEYS)
 
 
-def loads(data):
-    """Parse fastjson output (bytes or str); unquoted numeric keys become ``int`` keys.
+def loads(data, exact=False):
+    """Parse fastjson output (bytes or str); unquoted numeric keys become ``int`` keys. A number
+    with a fraction or exponent is a float, or with ``exact`` a :class:`~decimal.Decimal` as
+    fastjson's ``BigDecimal`` (what a bean reads).
 
     Raises :class:`BodyDecodeError` for anything that is not JSON or not UTF-8.
     """
@@ -108,8 +119,9 @@ def loads(data):
         text = data.decode("utf-8") if isinstance(data, (bytes, bytearray, memoryview)) else data
     except UnicodeDecodeError as exc:
         raise BodyDecodeError(f"JSON is not valid UTF-8: {exc}") from None
+    strict, lenient, int_keys = _EXACT if exact else _FLOATS
     try:
-        return _json_loads(text)
+        return strict(text)
     except json.JSONDecodeError as exc:
         # the readers below differ from json's only in unquoted numeric keys and raw control
         # characters: JSON that fails first at anything else fails there too (and their scans
@@ -122,9 +134,9 @@ def loads(data):
     try:   # unquoted numeric keys, raw control characters in strings, or broken
         marked = _mark_int_keys(text)
         if marked == text:
-            obj = lenient_decoder.decode(text)
+            obj = lenient.decode(text)
         else:
-            obj = _LENIENT_INT_KEYS.decode(marked)
+            obj = int_keys.decode(marked)
         if _EOI in text:
             raw_string_literals(text)
         return obj
@@ -248,6 +260,8 @@ def _dump(obj, standard, out):
         out.append("]")
     elif isinstance(obj, float):
         out.append(repr(obj))
+    elif isinstance(obj, Decimal):      # BigDecimalCodec: toString()
+        out.append(str(obj))
     else:
         raise TypeError(f"fastjson.dumps cannot encode {type(obj).__name__}")
 
@@ -298,12 +312,18 @@ def dumps(obj, standard=False, pretty=False):
     in standard mode (``MapSortField``); ``int`` keys are unquoted in legacy mode only.
     ``pretty`` is ``PrettyFormat`` over the legacy dialect.
     """
-    out = []
     if pretty:
+        out = []
         _dump_pretty(obj, 0, out)
-    else:
-        _dump(obj, standard, out)
-    return "".join(out).encode("utf-8", "replace")  # lone surrogate -> '?', as Java
+        return "".join(out).encode("utf-8", "replace")  # lone surrogate -> '?', as Java
+    return dump_text(obj, standard).encode("utf-8", "replace")
+
+
+def dump_text(obj, standard=False):
+    """:func:`dumps` as text (a Java ``String``: a lone surrogate stays one)."""
+    out = []
+    _dump(obj, standard, out)
+    return "".join(out)
 
 
 # --- what fastjson's parser accepts beyond JSON ---------------------------------------------------
@@ -319,11 +339,14 @@ class Dialect:
     1.2.83): how a bean property is found for a key that is not its exact name
     (``JavaBeanDeserializer.smartMatch``)."""
 
-    def __init__(self, version, ignores_separators):
+    def __init__(self, version, ignores_separators, long_booleans):
         self.version = version
         #: 1.2.83 also matches a key with ``_`` and ``-`` left out (``fnv1a_64_extract``);
         #: 1.2.69 only ignores case (``fnv1a_64_lower``)
         self.ignores_separators = ignores_separators
+        #: ``TypeUtils.castToLong`` takes ``true``/``false`` as 1/0 in 1.2.83; 1.2.69 refuses them
+        #: ("can not cast to long"); ``castToInt`` takes them in both
+        self.long_booleans = long_booleans
 
     def smart_key(self, key):
         """The form in which ``key`` matches a property name in the same form (lower case)."""
@@ -337,8 +360,8 @@ class Dialect:
         return f"fastjson {self.version}"
 
 
-FASTJSON_1_2_69 = Dialect("1.2.69", False)
-FASTJSON_1_2_83 = Dialect("1.2.83", True)
+FASTJSON_1_2_69 = Dialect("1.2.69", False, False)
+FASTJSON_1_2_83 = Dialect("1.2.83", True, True)
 
 _BLANK_RUN = r"[ \r\n\t\f\b]*"
 _BLANKS = re.compile(_BLANK_RUN)
@@ -470,18 +493,15 @@ class _Reader:
         """A number token: an ``int``, or with a fraction or exponent a
         :class:`~decimal.Decimal` (fastjson's ``UseBigDecimal``: a BigDecimal)."""
         if match.group(1) is None and match.group(2) is None:
-            return int(match.group())
-        try:
-            return Decimal(match.group())
-        except InvalidOperation:
-            self.fail("bad number", match.start())
+            return java_integer_literal(match.group())
+        return java_decimal(match.group())   # UseBigDecimal: a BigDecimal
 
     def read(self):
         """The value the text holds; ``pos`` is then where it ends."""
         text, kinds, hook = self.text, _KINDS, self.object_pairs_hook
         stack = []            # (end token, entries, key) of each enclosing container
         close = items = key = None    # the open container's end token and entries
-        state, pos, ops, check = _S_VALUE, 0, 0, _CHECK_EVERY
+        state, pos, ops, check = _S_VALUE, self.pos, 0, _CHECK_EVERY
         while True:
             ops += 1
             if ops >= check:
@@ -546,7 +566,7 @@ class _Reader:
                             self.fail("0x1A in the object key: fastjson reads it as the end "
                                       "of its input", start)
                     elif kind == _T_NUMBER and match.group(1) is None and match.group(2) is None:
-                        key = int(match.group())   # a map's numeric key (legacy dialect)
+                        key = java_integer_literal(match.group())   # a map's numeric key
                     elif kind == _T_WORD:
                         key = match.group()
                     else:
@@ -581,6 +601,41 @@ class _Reader:
             items.append((key, value) if close == _T_END_OBJECT else value)
             state = _S_NEXT
 
+    # One step at a time, for :func:`next_member` (a header's members walked in Java's order):
+    def blanks(self):
+        """Past the blanks and comments at ``pos``."""
+        text, pos = self.text, self.pos
+        while True:
+            pos = _BLANKS.match(text, pos).end()
+            if text[pos:pos + 1] != "/":
+                self.pos = pos
+                return
+            pos = self.comment(pos)
+
+    def key(self):
+        """The object key at ``pos`` (quoted, a number: a map's numeric key, or a word)."""
+        text, pos = self.text, self.pos
+        ch = text[pos:pos + 1]
+        if ch == '"' or ch == "'":
+            key, self.pos = self.string(pos)
+            if _EOI in key:   # scanSymbol stops at its end-of-input mark
+                self.fail("0x1A in the object key: fastjson reads it as the end of its input")
+            return key
+        match = _NUMBER.match(text, pos)
+        if match is not None and match.group(1) is None and match.group(2) is None:
+            self.pos = match.end()
+            return java_integer_literal(match.group())
+        match = _WORD.match(text, pos)
+        if match is None:
+            self.fail("illegal identifier", pos)
+        self.pos = match.end()
+        return match.group()
+
+    def value(self):
+        """The value at ``pos`` (after blanks); ``pos`` is then where it ends."""
+        self.blanks()
+        return self.read()
+
     def end(self):
         """Blanks and comments to the end, or "not close json text"; everything charged."""
         text, pos, ops = self.text, self.pos, self.ops - self.escapes
@@ -594,6 +649,46 @@ class _Reader:
             pos = self.comment(pos)
         self.pos = pos
         self.charge(ops)
+
+
+_SKIP_STRICT = json.JSONDecoder(strict=False).scan_once   # the C scanner: where a JSON value ends
+_STRICT_BLANKS = re.compile(r"[ \t\n\r]*")
+
+
+def members_start(text):
+    """Where the members of the object ``text`` (which parsed) start: just past its ``{``, after
+    a byte order mark, blanks and comments (the lexer skips them)."""
+    reader = _Reader(text, _keep_repeats)
+    if text.startswith("\ufeff"):
+        reader.pos = 1
+    reader.blanks()
+    return reader.pos + 1
+
+
+def next_member(text, pos, strict):
+    """What follows ``pos`` (where a member of an object that parsed may start) in ``text``:
+    ``("end", None)`` at the object's ``}``, ``("empty", after)`` for a stray comma
+    (``AllowArbitraryCommas``) and ``("member", after)`` for a ``key: value``, ``after`` being
+    just past the comma that ends it (None when the object ends with it). A JSON text's value
+    (``strict``) is skipped by the C scanner, any other by :func:`read_lenient`'s reader."""
+    reader = _Reader(text, _keep_repeats)
+    reader.pos = pos
+    reader.blanks()
+    ch = text[reader.pos:reader.pos + 1]
+    if ch == "}":
+        return "end", None
+    if ch == ",":
+        return "empty", reader.pos + 1
+    reader.key()
+    reader.blanks()
+    reader.pos += 1                                   # the ':' (the text parsed)
+    if strict:
+        reader.pos = _STRICT_BLANKS.match(text, reader.pos).end()
+        reader.pos = _SKIP_STRICT(text, reader.pos)[1]
+    else:
+        reader.value()
+    reader.blanks()
+    return "member", (reader.pos + 1 if text[reader.pos:reader.pos + 1] == "," else None)
 
 
 def read_lenient(text, object_pairs_hook=dict, budget=None):
@@ -686,7 +781,7 @@ def loads_lenient(data, repeats=False, budget=None):
     :func:`repeats_keys` says so). Raises :class:`BodyDecodeError` with the strict parser's
     complaint, or the budget's error."""
     try:
-        obj = loads(data)
+        obj = loads(data, exact=True)
     except BodyDecodeError as exc:
         error = exc
     else:
@@ -697,7 +792,8 @@ def loads_lenient(data, repeats=False, budget=None):
             return obj
         text = text.decode("utf-8") if isinstance(text, bytes) else text
         try:
-            return json.loads(text, object_pairs_hook=_keep_repeats, strict=False)
+            return json.loads(text, object_pairs_hook=_keep_repeats, strict=False,
+                              parse_float=java_decimal)
         except (ValueError, RecursionError):   # fastjson's unquoted int keys
             return read_lenient(text, _keep_repeats, budget)
     try:

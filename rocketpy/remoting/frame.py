@@ -8,15 +8,18 @@ identical results: the schemas stay the specification, this a proven-equal short
 headers go first to the compiled header kernel (:mod:`rocketpy.remoting.kernel`, ~0.7 µs), held
 equal to :func:`python_decode_header` here, which reads whatever it leaves."""
 import json
-import re
 import struct
 from decimal import Decimal
 
 from . import codes
 from .command import RemotingCommand
+from .commandread import read_properties
 from .errors import HeaderDecodeError, TruncatedFrameError
-from .fastjson import FASTJSON_1_2_83, escape_string, raw_string_literals, read_lenient
+from .fastjson import (FASTJSON_1_2_83, dump_text, escape_string, members_start,
+                       raw_string_literals, read_lenient)
+from .javahash import hashmap_ordered
 from .kernel import KERNEL
+from .numbers import INT32, NumberError, cast_to_integer, java_decimal
 from .layout import (DEFAULT_MAX_FRAME_LENGTH, FRAME, FRAME_COMPILED, JSON,
                      PREFIX_SIZE, ROCKETMQ, ROCKETMQ_EXT_LENGTH, ROCKETMQ_FIXED, ROCKETMQ_HEADER,
                      ROCKETMQ_KEY_LENGTH, ROCKETMQ_VALUE_LENGTH,
@@ -76,52 +79,50 @@ def _decode_rocketmq_header(header):
 
 
 def _ext_value(key, value):
+    """An extFields value as Java's ``HashMap<String, String>`` holds it (:func:`_java_text`)."""
+    if value.__class__ is str:
+        return value
+    try:
+        return _java_text(value)
+    except TypeError:
+        raise HeaderDecodeError(f"extFields value of {key!r} is a {type(value).__name__}, "
+                                "not a string") from None
+
+
+def _java_text(value):
+    """``toString()`` of what fastjson's parser makes of a JSON value where a ``String`` is set
+    (``StringCodec``: an extFields value, the remark): a number's text, ``true``/``false``, an
+    object or array as fastjson writes the ``JSONObject`` (a ``HashMap``: a key's last value,
+    hash order, nulls left out) or ``JSONArray`` it parsed. The C++ client writes some extFields
+    as JSON literals."""
     if isinstance(value, str):
         return value
-    if isinstance(value, list):
-        raise HeaderDecodeError(f"extFields value of {key!r} is an object or array, not a string")
-    if isinstance(value, bool):  # the C++ client writes some extFields as JSON literals
+    if value is True or value is False:
         return "true" if value else "false"
-    if isinstance(value, (int, float, Decimal)):   # StringCodec: the number's text
+    if isinstance(value, (int, float, Decimal)):
         return str(value)
-    raise HeaderDecodeError(f"extFields value of {key!r} is {type(value).__name__}, not a string")
+    return dump_text(_java_value(value))
 
 
-#: ``Integer.parseInt`` after ``TypeUtils.castToInt`` dropped commas and a ``.000`` tail
-_JAVA_INT_TEXT = re.compile(r"[+-]?\d+")
-_TRAILING_ZEROS = re.compile(r"\.0*$")
+def _java_value(value):
+    if value.__class__ is _Object:
+        return hashmap_ordered({key: _java_value(item) for key, item in value})
+    if value.__class__ is list:
+        return [_java_value(item) for item in value]
+    return value
 
 
 def _int_field(name, value):
-    """An ``int`` property as fastjson sets it (``IntegerCodec``, ``TypeUtils.castToInt``):
-    ``null``, ``""`` and ``"null"`` leave Java's 0; a string is parsed without its commas and a
-    ``.0`` tail; a number with a fraction is cut to its integer part and wrapped to 32 bits
-    (``BigDecimal.intValue``); ``true``/``false`` are 1/0; an integer literal outside the int
-    range, or anything else, fails as Java's parse fails."""
-    if value.__class__ is int:
-        if not _INT_MIN <= value <= _INT_MAX:  # lexer.intValue(): "int overflow"
-            raise HeaderDecodeError(f"JSON header field {name} is {value}, outside the Java int range")
+    """An ``int`` property as fastjson sets it (``IntegerCodec``): :func:`numbers.cast_to_integer`
+    with :data:`~rocketpy.remoting.numbers.INT32`, a null leaving Java's 0 (``null``, ``""``,
+    ``"null"``); what Java's parse refuses fails, named."""
+    if value.__class__ is int and _INT_MIN <= value <= _INT_MAX:
         return value
-    if value is None:
-        return 0
-    if value is True or value is False:
-        return int(value)
-    if isinstance(value, Decimal):
-        exponent = value.as_tuple().exponent
-        if isinstance(exponent, int) and -100 <= -exponent <= 100:
-            return (int(value) + 0x80000000) % 0x100000000 - 0x80000000
-        if value == value.to_integral_value() and _INT_MIN <= int(value) <= _INT_MAX:
-            return int(value)                                  # intValueExact
-        raise HeaderDecodeError(f"JSON header field {name} is {value}, not an exact int")
-    if isinstance(value, str):
-        if value in ("", "null", "NULL"):
-            return 0
-        text = _TRAILING_ZEROS.sub("", value.replace(",", ""), count=1)
-        if _JAVA_INT_TEXT.fullmatch(text) and len(text) < 20:
-            number = int(text)
-            if _INT_MIN <= number <= _INT_MAX:
-                return number
-    raise HeaderDecodeError(f"JSON header field {name} is {value!r}, not an integer")
+    try:
+        number = cast_to_integer(value, INT32)
+    except NumberError as exc:
+        raise HeaderDecodeError(f"JSON header field {name} is not a Java int: {exc}") from None
+    return 0 if number is None else number
 
 
 class _Object(list):
@@ -131,9 +132,11 @@ class _Object(list):
     __slots__ = ()
 
 
-# fastjson reads a number with a fraction as a BigDecimal (Feature.UseBigDecimal): Decimal here
-_scan_json = json.decoder.JSONDecoder(parse_float=Decimal).scan_once  # json.loads's C scanner
-_lenient_decoder = json.JSONDecoder(strict=False, parse_float=Decimal, object_pairs_hook=_Object)
+# fastjson reads a number with a fraction as a BigDecimal (Feature.UseBigDecimal): Decimal here,
+# refused past fastjson's own limits (numbers.java_decimal)
+_scan_json = json.decoder.JSONDecoder(parse_float=java_decimal).scan_once  # json.loads's C scanner
+_lenient_decoder = json.JSONDecoder(strict=False, parse_float=java_decimal,
+                                    object_pairs_hook=_Object)
 _LANGUAGES = dict(codes.LanguageCode.__members__)
 #: EnumDeserializer also matches a name in another case
 _LANGUAGES_LOWER = {name.lower(): code for name, code in _LANGUAGES.items()}
@@ -180,10 +183,12 @@ def _header_values(header, dialect=FASTJSON_1_2_83):
             members = len(obj) - 1 if obj else 0
             if ext.__class__ is dict and ext:
                 members += len(ext) - 1
-            if text.count(",") == members:
-                get = obj.get
-                return (get("code", 0), get("language", "JAVA"), get("version", 0),
-                        get("opaque", 0), get("flag", 0), get("remark"), ext, None)
+            get = obj.get
+            values = (get("code", 0), get("language", "JAVA"), get("version", 0),
+                      get("opaque", 0), get("flag", 0), get("remark"), ext, None)
+            if obj and text.count(",") == members and not _wraps(*values[:5]):
+                _check_serialize_type(get("serializeTypeCurrentRPC"))
+                return values
     verbatim = None
     large = len(header) > MAX_LENIENT_HEADER
     if large and header.count(b":") > MAX_HEADER_KEYS:
@@ -191,9 +196,10 @@ def _header_values(header, dialect=FASTJSON_1_2_83):
                                 f"{MAX_HEADER_KEYS} colons: refused before it is parsed "
                                 f"(headers over {MAX_LENIENT_HEADER} bytes are read only with "
                                 "few keys)")
+    strict = True
     try:
         try:
-            pairs = json.loads(header, parse_float=Decimal, object_pairs_hook=_Object)
+            pairs = json.loads(header, parse_float=java_decimal, object_pairs_hook=_Object)
         except ValueError:   # raw control characters in strings, fastjson's forms, or broken
             if large:
                 raise ValueError(f"not strict JSON, and {len(header)} bytes: over the "
@@ -203,21 +209,47 @@ def _header_values(header, dialect=FASTJSON_1_2_83):
                 pairs = _lenient_decoder.decode(text)
             except ValueError:
                 pairs = read_lenient(text, _Object)
+                strict = False
             else:
                 verbatim = raw_string_literals(text) or None
     except (ValueError, RecursionError) as exc:  # UnicodeDecodeError is a ValueError
         raise HeaderDecodeError(f"broken JSON header: {exc}") from None
     if pairs.__class__ is not _Object:
         raise HeaderDecodeError("JSON header is not an object")
+    if not pairs:
+        # the genuine 5.3.3 NameServer answers no header without a member (a differential;
+        # fastjson's source shows no reason, so no other header is read this way)
+        raise HeaderDecodeError("JSON header is an empty object: Java answers none")
     obj = dict(pairs)
-    if len(obj) != len(pairs) or not _PROPERTIES.issuperset(obj):
-        obj = _bean_properties(pairs, dialect)
+    if len(obj) != len(pairs) or not _PROPERTIES.issuperset(obj) or _wraps(
+            obj.get("code"), None, obj.get("version"), obj.get("opaque"), obj.get("flag")):
+        obj = _bean_properties(header, pairs, strict, dialect)
+    _check_serialize_type(obj.get("serializeTypeCurrentRPC"))
     ext = obj.get("extFields")
     if ext.__class__ is _Object:
         ext = dict(ext)                  # a HashMap: a later key replaces an earlier one
     get = obj.get
     return (get("code", 0), get("language", "JAVA"), get("version", 0), get("opaque", 0),
             get("flag", 0), get("remark"), ext, verbatim)
+
+
+def _wraps(code, _language, version, opaque, flag):
+    """Whether an int property holds an integer outside the Java range, which fastjson's
+    ``scanFieldInt`` may read wrapped (:mod:`~rocketpy.remoting.commandread`)."""
+    return any(value.__class__ is int and not _INT_MIN <= value <= _INT_MAX
+               for value in (code, version, opaque, flag))
+
+
+def _check_serialize_type(value):
+    """``serializeTypeCurrentRPC`` as ``EnumDeserializer`` reads it (``decode`` then replaces
+    it by the frame's): a name (any: an unknown one is null), null, or an ordinal of
+    ``SerializeType``; anything else fails the header."""
+    if value is None or value.__class__ is str:
+        return
+    if value.__class__ is int and 0 <= value < len(_SERIALIZE_NAMES):
+        return
+    raise HeaderDecodeError("JSON header field serializeTypeCurrentRPC is a "
+                            f"{type(value).__name__}, not a SerializeType (parse enum error)")
 
 
 def _smart_keys(dialect):
@@ -227,24 +259,37 @@ def _smart_keys(dialect):
 _SMART_KEYS = {}
 
 
-def _bean_properties(pairs, dialect):
-    """RemotingCommand's properties among a header's keys, as ``JavaBeanDeserializer`` finds them:
-    a key that is not a property's exact name is matched as ``dialect``'s ``smartMatch`` matches
-    it (the key in lower case in 1.2.69 and 1.2.83, also without ``_`` and ``-`` in 1.2.83); other
-    keys are left out (``Feature.IgnoreNotMatch``). A property keeps its first value: once set,
-    its flag in ``setFlags`` makes ``getFieldDeserializer`` and ``smartMatch`` pass a later key for
-    it to ``parseExtra``. A key that is a number is no identifier to a bean
-    (``scanSymbolUnQuoted``: "illegal identifier")."""
+def _bean_properties(header, pairs, strict, dialect):
+    """RemotingCommand's properties among a header's keys, as fastjson finds them: a key that is
+    not a property's exact name is matched as ``dialect``'s ``smartMatch`` matches it (the key in
+    lower case in 1.2.69 and 1.2.83, also without ``_`` and ``-`` in 1.2.83); other keys are left
+    out (``Feature.IgnoreNotMatch``). A key that is a number is no identifier to a bean
+    (``scanSymbolUnQuoted``: "illegal identifier"). Which member sets a property given more than
+    once, or an int property fastjson may read wrapped, :func:`commandread.read_properties`
+    says; otherwise each member sets its own."""
     names = _SMART_KEYS.get(dialect)
     if names is None:
         names = _SMART_KEYS[dialect] = _smart_keys(dialect)
-    out = {}
-    for key, value in pairs:
+
+    def match(key):
         if key.__class__ is not str:
             raise HeaderDecodeError(f"JSON header key {key!r} is not an identifier")
-        name = key if key in _PROPERTIES else names.get(dialect.smart_key(key))
-        if name is not None and name not in out:
-            out[name] = value
+        return key if key in _PROPERTIES else names.get(dialect.smart_key(key))
+
+    out = {}
+    again = False
+    for key, value in pairs:
+        name = match(key)
+        if name is not None:
+            again = again or name in out
+            out.setdefault(name, value)
+    if again or _wraps(out.get("code"), None, out.get("version"), out.get("opaque"),
+                       out.get("flag")):
+        try:
+            text = header.decode("utf-8")
+        except UnicodeDecodeError as exc:    # json.loads took another UTF (Java reads UTF-8)
+            raise HeaderDecodeError(f"JSON header is not valid UTF-8: {exc}") from None
+        out = read_properties(text, members_start(text), pairs, strict, match, dialect)
     return out
 
 
@@ -279,10 +324,12 @@ def _field_by_field(values):
         language = _LANGUAGES["JAVA"]    # RemotingCommand's initial value: a null leaves it
     elif type(language) is not int:
         raise HeaderDecodeError(f"JSON header field language is {language!r}")
-    if remark is not None and not isinstance(remark, str):
-        if remark is True or remark is False or not isinstance(remark, (int, Decimal)):
-            raise HeaderDecodeError(f"JSON header field remark is {remark!r}, not a string")
-        remark = str(remark)
+    if remark is not None and remark.__class__ is not str:
+        try:
+            remark = _java_text(remark)
+        except TypeError:
+            raise HeaderDecodeError(f"JSON header field remark is a {type(remark).__name__}, "
+                                    "not a string") from None
     if ext is not None:
         if not isinstance(ext, dict):
             raise HeaderDecodeError("JSON header field extFields is not an object")

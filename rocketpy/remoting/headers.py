@@ -6,7 +6,11 @@ Here each header class declares its fields once (:class:`F` specs) and one base 
 both ways, with Java's rules:
 
 * ``Long``/``Integer``: ``parseLong``/``parseInt`` -- an optional sign and decimal digits only,
-  within the Java range. ``Boolean``: ``parseBoolean`` (``"true"`` in any case, else false).
+  within the Java range (:func:`~rocketpy.remoting.numbers.parse_java_integer`). ``Boolean``:
+  ``parseBoolean`` (``"true"`` in any case, else false).
+* A name, address or check code the tables keep
+  (:data:`~rocketpy.remoting.lengths.KEPT_HEADER_FIELDS`) is refused past
+  :data:`~rocketpy.remoting.lengths.MAX_NAME_LENGTH` characters (a rocketpy bound).
 * Output: ``Long.toString``/``Boolean.toString``; ``None`` is left out; primitive fields
   (``boolean compressed``, ``Integer bodyCrc32 = 0``) always have a value, so Java always sends
   them.
@@ -31,12 +35,13 @@ electionPriority after 5.0.0; the route, delete-topic and register-topic headers
 ``TopicRequestHeader`` / ``RpcRequestHeader`` since 5.1 (``lo``, ``ns``, ``nsd``, ``bname``,
 ``oway``); ``GetBrokerMemberGroupRequestHeader`` and ``NotifyMinBrokerIdChangeRequestHeader`` are
 5.0+."""
-import re
 from typing import Any, NamedTuple
 
 from .codes import RequestCode
 from .errors import InvalidFieldError, MissingFieldError
 from .javahash import hashmap_order
+from .lengths import KEPT_HEADER_FIELDS, MAX_NAME_LENGTH
+from .numbers import INT32, INT64, NumberError, parse_java_integer
 
 __all__ = [
     "STRING", "INTEGER", "LONG", "BOOLEAN", "F", "CommandHeader",
@@ -74,19 +79,7 @@ INTEGER = "Integer"
 LONG = "Long"
 BOOLEAN = "Boolean"
 
-_RANGES = {INTEGER: (-(1 << 31), (1 << 31) - 1), LONG: (-(1 << 63), (1 << 63) - 1)}
-# Long.parseLong / Integer.parseInt: sign, then digits (Character.digit accepts any Unicode
-# decimal digit, as Python's \d and int() do); no blanks or underscores, which int() would take.
-_JAVA_INTEGER = re.compile(r"[+-]?\d+")
-
-
-def _int_or_none(text):
-    """``int(text)`` of a ``_JAVA_INTEGER`` match; None past Python's int-string digit limit
-    (4300 digits: far outside any Java range, so the caller refuses it like any other)."""
-    try:
-        return int(text)
-    except ValueError:
-        return None
+_RANGES = {INTEGER: INT32, LONG: INT64}
 
 
 class F(NamedTuple):
@@ -120,13 +113,11 @@ def _parse(spec, raw, header_name):
         return text.lower() == "true"  # Boolean.parseBoolean (equalsIgnoreCase, ASCII)
     if len(text) < 10 and text.isascii() and text.isdigit():   # the usual: fits any Java int
         return int(text)
-    if _JAVA_INTEGER.fullmatch(text):
-        value = _int_or_none(text)
-        low, high = _RANGES[kind]
-        if value is not None and low <= value <= high:
-            return value
-    where = f" in {header_name}" if header_name else ""
-    raise InvalidFieldError(spec.wire, raw, f"a Java {kind}{where}")
+    try:
+        return parse_java_integer(text, _RANGES[kind])   # Long.parseLong / Integer.parseInt
+    except NumberError:
+        where = f" in {header_name}" if header_name else ""
+        raise InvalidFieldError(spec.wire, raw, f"a Java {kind}{where}") from None
 
 
 def _format(spec, value, header_name):
@@ -163,6 +154,9 @@ class CommandHeader:
             if spec.type not in (STRING, INTEGER, LONG, BOOLEAN):
                 raise TypeError(f"{cls.__name__}.{spec.attr}: unknown Java type {spec.type!r}")
         cls._ATTRS = frozenset(attrs)
+        #: the string fields the tables keep, bounded (remoting/lengths.py)
+        cls._KEPT = frozenset(spec.attr for spec in cls.FIELDS
+                              if spec.type is STRING and spec.wire in KEPT_HEADER_FIELDS)
         cls._DEFAULTS = {spec.attr: spec.default for spec in cls.FIELDS}
         # HashMap iteration order of a map holding every field (Java's extFields). A header
         # with some fields None iterates in the same relative order, because a map of at most
@@ -200,6 +194,8 @@ class CommandHeader:
                     raise MissingFieldError(spec.wire, cls.JAVA_NAME)
                 values[spec.attr] = spec.default
             elif raw.__class__ is str and spec.type is STRING:   # most fields: as they are
+                if len(raw) > MAX_NAME_LENGTH and spec.attr in cls._KEPT:   # refused, strict or not
+                    raise InvalidFieldError(spec.wire, raw, f"at most {MAX_NAME_LENGTH} characters")
                 values[spec.attr] = raw
             elif raw.__class__ is str and spec.type is BOOLEAN:
                 values[spec.attr] = raw.lower() == "true"         # Boolean.parseBoolean

@@ -11,6 +11,7 @@ checked when known, never warned about."""
 import difflib
 
 from ..namesrv.config import NamesrvConfig, NettyServerConfig
+from ..remoting.numbers import NumberError, parse_java_integer
 from ..namesrv.processor.registration import DECODE_BUDGET_KEY, MAX_TOPICS_KEY
 
 __all__ = ["PropertyError", "check_properties", "register_key", "known_keys", "Spec",
@@ -39,10 +40,8 @@ class Spec:
 def _is_int(text, low=None, high=None):
     """Java ``Integer.parseInt``: digits only (a stray space makes Java skip the key)."""
     try:
-        value = int(text, 10)
-    except ValueError:
-        return False
-    if "_" in text or text != text.strip():
+        value = parse_java_integer(text)
+    except NumberError:
         return False
     return (low is None or value >= low) and (high is None or value <= high)
 

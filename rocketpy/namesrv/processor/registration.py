@@ -30,6 +30,7 @@ from rocketpy.remoting.budget import DEFAULT_DECODE_BUDGET, DecodeBudget
 from rocketpy.remoting.errors import BodyDecodeError, DecodeBudgetExceeded
 from rocketpy.remoting.fastjson import FASTJSON_1_2_83
 from rocketpy.remoting.headers import RegisterBrokerResponseHeader
+from rocketpy.remoting.lengths import NameTooLongError
 
 from ..model import DataVersion, TopicConfig, TopicConfigWrapper
 from ..pending import Pending
@@ -280,6 +281,9 @@ class RegistrationReader:
                              self._check_count, budget, self._check_mappings, self._dialect)
         except DecodeBudgetExceeded:
             raise
+        except NameTooLongError as exc:     # a rocketpy bound: said as it is
+            log.warning("registration refused: %s", exc)
+            return error(ResponseCode.SYSTEM_ERROR, f"[REFUSED] {exc}; nothing was applied")
         except BodyDecodeError:
             if not compressed and _read_as_null(body, budget):
                 return error(ResponseCode.SYSTEM_ERROR, self._null_body_remark)

@@ -13,7 +13,7 @@ from typing import Any, NamedTuple
 from rocketpy.remoting.codes import ResponseCode
 from rocketpy.remoting.command import RemotingCommand
 from rocketpy.remoting.errors import (BodyDecodeError, DecodeBudgetExceeded, InvalidFieldError,
-                                      MissingFieldError)
+                                      MissingFieldError, shown)
 from rocketpy.remoting.headers import request_header_class
 
 from ..javaprops import PropertiesError, body_to_properties
@@ -66,7 +66,8 @@ def failure_remark(exc):
         return java_exception_remark(_REMOTING_EXCEPTION, f"the custom field <{exc.field}> is null")
     if isinstance(exc, InvalidFieldError):
         return java_exception_remark(
-            _REMOTING_EXCEPTION, f"the custom field <{exc.field}> is not a valid value: {exc.value!r}")
+            _REMOTING_EXCEPTION, f"the custom field <{exc.field}> is not a valid value: "
+                                 f"{shown(exc.value)}")
     if isinstance(exc, BodyDecodeError):
         return java_exception_remark("com.alibaba.fastjson.JSONException", str(exc))
     return java_exception_remark(f"{type(exc).__module__}.{type(exc).__name__}", str(exc) or None)

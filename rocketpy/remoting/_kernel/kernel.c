@@ -439,73 +439,6 @@ static int next_member(cur_t *c) {
     return 1;
 }
 
-/* any JSON value, checked and skipped (json's scanner grammar): 1, else 0 */
-static int skip_value(cur_t *c, int depth) {
-    if (c->p >= c->end || depth > 32)
-        return 0;
-    uint8_t ch = *c->p;
-    if (ch == '"')
-        return string(c, NULL, 0);
-    if (ch == '{' || ch == '[') {
-        uint8_t close = ch == '{' ? '}' : ']';
-        c->p++;
-        ws(c);
-        if (c->p < c->end && *c->p == close) {
-            c->p++;
-            return 1;
-        }
-        for (;;) {
-            if (close == '}' && !member_key(c, NULL))
-                return 0;
-            if (!skip_value(c, depth + 1))
-                return 0;
-            ws(c);
-            if (c->p >= c->end)
-                return 0;
-            if (*c->p == close) {
-                c->p++;
-                return 1;
-            }
-            if (*c->p != ',')
-                return 0;
-            c->p++;
-            ws(c);
-        }
-    }
-    if (literal(c, "true") || literal(c, "false") || literal(c, "null") || literal(c, "NaN")
-        || literal(c, "Infinity") || literal(c, "-Infinity"))
-        return 1;
-    /* -?(0|[1-9]\d*)(\.\d+)?([eE][-+]?\d+)? */
-    const uint8_t *p = c->p;
-    if (p < c->end && *p == '-')
-        p++;
-    if (p >= c->end || *p < '0' || *p > '9')
-        return 0;
-    if (*p == '0')
-        p++;
-    else
-        while (p < c->end && *p >= '0' && *p <= '9')
-            p++;
-    if (p < c->end && *p == '.') {
-        p++;
-        if (p >= c->end || *p < '0' || *p > '9')
-            return 0;
-        while (p < c->end && *p >= '0' && *p <= '9')
-            p++;
-    }
-    if (p < c->end && (*p == 'e' || *p == 'E')) {
-        p++;
-        if (p < c->end && (*p == '+' || *p == '-'))
-            p++;
-        if (p >= c->end || *p < '0' || *p > '9')
-            return 0;
-        while (p < c->end && *p >= '0' && *p <= '9')
-            p++;
-    }
-    c->p = p;
-    return 1;
-}
-
 static int key_is(str_t k, const char *name) {
     size_t n = strlen(name);
     return (size_t)k.n == n && !memcmp(k.p, name, n);
@@ -526,7 +459,9 @@ int rk_read_json(const uint8_t *p, size_t n, rk_header_t *h, const rk_language_t
     int32_t language = 0;
     h->code = h->flag = h->opaque = h->version = 0;
     h->remark = STR_NULL;
-    if (object_start(&c) > 0) {
+    if (object_start(&c) <= 0)
+        return 0;        /* `{}`: the codec refuses it (Java answers none); not an object */
+    {
         for (;;) {
             str_t key;
             if (!member_key(&c, &key))
@@ -584,8 +519,12 @@ int rk_read_json(const uint8_t *p, size_t n, rk_header_t *h, const rk_language_t
             default:
                 /* another key may name a property in another spelling (fastjson's smart
                  * match: "Code", "ext_fields"): the codec's business; only Java's own
-                 * serializeTypeCurrentRPC is skipped here */
-                if (!key_is(key, "serializeTypeCurrentRPC") || !skip_value(&c, 1))
+                 * serializeTypeCurrentRPC is skipped here, when it is a name or null (any
+                 * other value the codec judges as EnumDeserializer does) */
+                if (!key_is(key, "serializeTypeCurrentRPC"))
+                    return 0;
+                if (!literal(&c, "null")
+                    && (c.p >= c.end || *c.p != '"' || !string(&c, NULL, 0)))
                     return 0;
             }
             int more = next_member(&c);
