@@ -1,7 +1,8 @@
 """pytest configuration for the suite: the plugin through which test modules name the extra they
 need (:mod:`extras`), and shared fixtures.  ``spark``: one local[2] SparkSession for the whole
 test session (a session starts in 8-17 s here), UI off, the Python workers pinned to this
-interpreter."""
+interpreter.  ``counting``: the compiled modules built with their cost counters
+(:mod:`costcount`), for the tests that bound growth by counting."""
 import os
 import sys
 
@@ -21,6 +22,12 @@ def spark():
     session.sparkContext.setLogLevel("ERROR")
     yield session
     session.stop()
+
+
+@pytest.fixture(scope="session")
+def counting():
+    import costcount
+    return costcount.counting_modules()
 
 
 @pytest.fixture(autouse=True)
