@@ -49,7 +49,8 @@ EXPECTED = {"ext_fields_json": (1, 0, 0), "ext_fields_binary": (1, 0, 0),
             "reversed_segments": (0, 1, 8),              # one hole, all waiting behind it
             "many_holes": (0, 500, 16 + 499 * 8),        # a hole before each segment
             "held_responses": (1000, 0, 0),              # the hole filled: every pair found
-            "unanswered_codes": (500, 0, 0)}
+            "unanswered_codes": (500, 0, 0),
+            "colliding_opaques": (500, 0, 0)}
 
 
 @pytest.mark.parametrize("shape", sorted(shapes.SHAPES))
@@ -68,6 +69,9 @@ def test_cost_grows_linearly(shape, name, counting, monkeypatch):
         assert sum(r["request_code"] == 105 for r in rows) == 500
     if shape == "unanswered_codes":
         assert len(want_stats["unanswered_requests"]) == 500
+    if shape == "colliding_opaques":
+        assert want_stats["unanswered_requests"] == {105: 500}
+        assert len({r["opaque"] & 0xFFFF for r in rows}) == 1
     # the same decoders, reading through the counting builds
     monkeypatch.setattr(engine, "NATIVE", counting.native)
     for module in (codec_frame, fastjson, layout):
