@@ -81,6 +81,7 @@ class ControllerGroup(Service):
         self._lease_deadline_ms = 0
         self._leader_revision = None
         self._queue = deque()        # (LogEntry, Deferred), oldest first
+        self.entries_moved = 0       # entries taken off the queue (and copied), for a cost test
         self._writing = False
         self._campaigning = False
         self._syncing = False
@@ -118,6 +119,7 @@ class ControllerGroup(Service):
             while self._queue:
                 batch = [self._queue.popleft()
                          for _ in range(min(MAX_TXN_ENTRIES, len(self._queue)))]
+                self.entries_moved += len(batch)
                 why = None
                 if self._leader_revision is None:
                     why = "not the leader any more"
@@ -138,6 +140,7 @@ class ControllerGroup(Service):
                         d.callback(None)
                     continue
                 failed = batch + list(self._queue)
+                self.entries_moved += len(failed)
                 self._queue.clear()
                 for _, d in failed:
                     d.errback(EtcdError(f"not committed in etcd: {why}"))
