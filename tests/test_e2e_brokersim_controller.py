@@ -51,7 +51,7 @@ def test_controller_mode_churn_then_one_master_per_group():
             "-D", f"controllerDLegerPeers=n0-127.0.0.1:{controller_port}",
             "-D", "controllerDLegerSelfId=n0", "-D", f"controllerStorePath={store}",
             "-D", "bindAddress=127.0.0.1") as server:
-        server.wait_for_log(r"The ControllerManager boot success\.", timeout=10)
+        server.wait_for_log(r"The ControllerManager boot success\.")
         env = dict(os.environ, PYTHONPATH=str(REPO_ROOT))
         done = subprocess.run(
             [sys.executable, "-m", "rocketpy.broker.simcli", "-n", server.addr,
