@@ -2,13 +2,20 @@
 need (:mod:`extras`), and shared fixtures.  ``spark``: one local[2] SparkSession for the whole
 test session (a session starts in 8-17 s here), UI off, the Python workers pinned to this
 interpreter.  ``counting``: the compiled modules built with their cost counters
-(:mod:`costcount`), for the tests that bound growth by counting."""
+(:mod:`costcount`), for the tests that bound growth by counting.  Hypothesis runs without a
+deadline or its too-slow health check: no test is timed."""
 import os
 import sys
 
 import pytest
+from hypothesis import HealthCheck, settings
 
 pytest_plugins = ["extras"]
+
+# No property test is timed: no per-example deadline, and no health check that fails a test
+# because generating its examples was slow on a busy machine (issue 30 part 4).
+settings.register_profile("rocketpy", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("rocketpy")
 
 
 @pytest.fixture(scope="session")
