@@ -150,15 +150,16 @@ def cost_contract():
                                                   for p in sorted(FIXTURES.glob("*.pcap"))])
 
 
-def run_one(data: bytes, engines, checks: dict, contract=None) -> None:
+def run_one(data: bytes, engines, checks: dict, contract=None) -> bool:
     """Whole-file and range decodes, the plan scan and the JSON writer on one input; the
-    pure-Python decoder's cost checked against ``contract``."""
+    pure-Python decoder's cost checked against ``contract``. False when it is not a capture at
+    all (its file header refused: nothing decoded)."""
     from rocketpy.capture import engine, plan
     from rocketpy.capture.readers import CaptureFormatError, read_capture_info
     try:
         info = read_capture_info(data[:1 << 16])
     except CaptureFormatError:
-        return
+        return False
     rng = random.Random(len(data))
     ports = [9876] if rng.random() < 0.1 else None
     bounds = {}
@@ -185,7 +186,7 @@ def run_one(data: bytes, engines, checks: dict, contract=None) -> None:
             engine.ext_json_column(b.column("ext_fields"))
         checks[cls.name] = batches
     if engine.NATIVE is None:
-        return
+        return True
     # as byte ranges: random cut points, the compiled scanner and range decode
     from rocketpy.capture.split import seek_record
     size = len(data)
@@ -198,7 +199,7 @@ def run_one(data: bytes, engines, checks: dict, contract=None) -> None:
         try:
             start = seek_record(f, info, r.start)
         except CaptureFormatError:
-            return
+            return True
         scans[r.index] = engine.native_scan_range(f, info, start, r.end)
     planner = plan.Planner(ranges, scans)
     for r in ranges:
@@ -210,6 +211,7 @@ def run_one(data: bytes, engines, checks: dict, contract=None) -> None:
                 pass
         except CaptureFormatError:
             list(dec.finish())
+    return True
 
 
 def fuzz_loop(seconds: float, seed: int, differential: int, keep: str, inputs: int = 0) -> None:
@@ -220,7 +222,7 @@ def fuzz_loop(seconds: float, seed: int, differential: int, keep: str, inputs: i
     base = corpus()
     contract = cost_contract() if differential else None
     checks = {"format_errors": 0}
-    n = diffs = 0
+    n = diffs = not_captures = 0
     current = os.path.join(keep, "current-input")
     started = time.monotonic()
     deadline = started + seconds
@@ -240,7 +242,8 @@ def fuzz_loop(seconds: float, seed: int, differential: int, keep: str, inputs: i
         checks.pop("native", None)
         checks.pop("python", None)
         try:
-            run_one(data, engines, checks, contract)
+            if not run_one(data, engines, checks, contract) and len(engines) > 1:
+                not_captures += 1              # nothing to compare: both refuse it alike
         except Exception as exc:               # anything but a CaptureFormatError is a finding
             path = os.path.join(keep, f"finding-{n}")
             with open(path, "wb") as f:
@@ -260,7 +263,7 @@ def fuzz_loop(seconds: float, seed: int, differential: int, keep: str, inputs: i
     os.unlink(current)
     print(f"capture_fuzz: {n} inputs in {time.monotonic() - started:.0f} s under AddressSanitizer, no finding "
           f"({checks['format_errors']} refused as not a capture, {diffs} also checked against "
-          "the pure-Python decoder)", flush=True)
+          f"the pure-Python decoder, {not_captures} more not a capture at all)", flush=True)
     if contract is not None:
         print(f"capture_fuzz: the pure-Python decoder's cost of those {diffs} counted, the "
               f"dearest {contract.worst[0]:.3f} of what the contract allows", flush=True)

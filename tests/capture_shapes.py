@@ -13,7 +13,9 @@ O(n); the complexity tests decode them at growing sizes, the ASan fuzz harness m
   hole while the client's ``n`` responses come, each held until its request arrives (releasing
   held responses by scanning them all on each packet is quadratic); then the hole fills;
 * ``unanswered_codes(n)``: ``n`` requests, each with its own request code, never answered (a
-  count per code kept in a list scanned per request is quadratic).
+  count per code kept in a list scanned per request is quadratic);
+* ``colliding_opaques(n)``: ``n`` requests waiting for their answers, their opaques ``i << 16``
+  (an index by opaque that hashes its low bits unkeyed puts them all in one slot: quadratic).
 """
 from __future__ import annotations
 
@@ -21,7 +23,7 @@ import capture_synth as cs
 from rocketpy.remoting import RemotingCommand
 
 __all__ = ["ext_fields_json", "ext_fields_binary", "reversed_segments", "many_holes",
-           "held_responses", "unanswered_codes", "SHAPES"]
+           "held_responses", "unanswered_codes", "colliding_opaques", "SHAPES"]
 
 CLIENT, SERVER = ("10.0.0.1", 40000), ("10.0.0.2", 9876)
 T0 = 1_700_000_000_000_000_000
@@ -103,6 +105,13 @@ def unanswered_codes(n: int) -> bytes:
                                  coalesce=True))
 
 
+def colliding_opaques(n: int) -> bytes:
+    frames = [(0, RemotingCommand.request(105, opaque=i << 16).encode()) for i in range(n)]
+    return _pcap(cs.conversation(frames, client=CLIENT, server=SERVER, mss=1460, acks=False,
+                                 coalesce=True))
+
+
 SHAPES = {"ext_fields_json": ext_fields_json, "ext_fields_binary": ext_fields_binary,
           "reversed_segments": reversed_segments, "many_holes": many_holes,
-          "held_responses": held_responses, "unanswered_codes": unanswered_codes}
+          "held_responses": held_responses, "unanswered_codes": unanswered_codes,
+          "colliding_opaques": colliding_opaques}

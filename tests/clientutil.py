@@ -39,6 +39,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from fakebroker import FakeBroker
+from serverproc import PATIENCE
 from rocketpy.remoting import RemotingCommand, decode_frame, fastjson, split_frames
 from rocketpy.remoting.codes import RequestCode
 
@@ -131,7 +132,7 @@ def redirected(frame: bytes, broker_addr: str) -> bytes:
 
 
 def register_broker(namesrv_port: int, broker_addr: str, capture: str,
-                    timeout: float = 5.0) -> tuple[socket.socket, dict[str, dict]]:
+                    timeout: float = PATIENCE) -> tuple[socket.socket, dict[str, dict]]:
     """Replay the re-pointed registrations to our NameServer, each answered SUCCESS.
 
     Returns the open connection and the topics registered (name -> ``TopicConfig``, the last
@@ -190,7 +191,7 @@ def registered_fake_broker(namesrv_port: int, capture: str):
 
 
 def query_route(namesrv_port: int, topic: str, *, version: int, language: int,
-                timeout: float = 5.0):
+                timeout: float = PATIENCE):
     """GET_ROUTEINFO_BY_TOPIC as a client of ``version``/``language`` sends it; the answer."""
     request = RemotingCommand.request(GET_ROUTEINFO_BY_TOPIC, {"topic": topic}, opaque=1,
                                       version=version, language=language)

@@ -1,13 +1,21 @@
 """pytest configuration for the suite: the plugin through which test modules name the extra they
 need (:mod:`extras`), and shared fixtures.  ``spark``: one local[2] SparkSession for the whole
 test session (a session starts in 8-17 s here), UI off, the Python workers pinned to this
-interpreter."""
+interpreter.  ``counting``: the compiled modules built with their cost counters
+(:mod:`costcount`), for the tests that bound growth by counting.  Hypothesis runs without a
+deadline or its too-slow health check: no test is timed."""
 import os
 import sys
 
 import pytest
+from hypothesis import HealthCheck, settings
 
 pytest_plugins = ["extras"]
+
+# No property test is timed: no per-example deadline, and no health check that fails a test
+# because generating its examples was slow on a busy machine (issue 30 part 4).
+settings.register_profile("rocketpy", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("rocketpy")
 
 
 @pytest.fixture(scope="session")
@@ -21,6 +29,12 @@ def spark():
     session.sparkContext.setLogLevel("ERROR")
     yield session
     session.stop()
+
+
+@pytest.fixture(scope="session")
+def counting():
+    import costcount
+    return costcount.counting_modules()
 
 
 @pytest.fixture(autouse=True)

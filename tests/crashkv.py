@@ -94,7 +94,7 @@ class _Flood:
     the versions the file may hold are exactly the prefixes of the send order."""
 
     def __init__(self, port):
-        self.sock = socket.create_connection(("127.0.0.1", port), timeout=10)
+        self.sock = socket.create_connection(("127.0.0.1", port), timeout=serverproc.PATIENCE)
         self.acked = -1                  # highest seq answered SUCCESS
         self.error = None
         self.stop = threading.Event()
@@ -156,8 +156,7 @@ class CrashKV:
         self._run_started = time.time()
         # values past the default kvConfigMaxValueBytes (64 KiB): multi-megabyte files
         with serverproc.running_server("-D", f"kvConfigMaxValueBytes={2 * self.value_size}",
-                                       kv_path=str(self.kv_path), home=str(self.home),
-                                       boot_timeout=30) as server:
+                                       kv_path=str(self.kv_path), home=str(self.home)) as server:
             self.stats.boot_seconds.append(time.monotonic() - started)
             self._verify_served(server)
             puts, acked = self._flood(server, kill, min_delay, max_delay)
@@ -166,7 +165,7 @@ class CrashKV:
 
     def _verify_served(self, server):
         """The restarted server answers from the file the last run left."""
-        client = serverproc.RemotingClient(server.port, timeout=10)
+        client = serverproc.RemotingClient(server.port)
         try:
             for ns in NAMESPACES:
                 for key in KEYS:
@@ -231,9 +230,8 @@ class CrashKV:
         else:
             stop.set()
             thread.join(10)
-            wait_until = time.monotonic() + 10
-            while flood.acked < self.seq and time.monotonic() < wait_until:
-                time.sleep(0.01)
+            serverproc.wait_until(lambda: flood.acked >= self.seq or not reader.is_alive(),
+                                  "every put answered", step=0.01)
         thread.join(10)
         flood.close()
         reader.join(5)

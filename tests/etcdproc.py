@@ -11,10 +11,11 @@ import os
 import shutil
 import socket
 import subprocess
-import time
 import urllib.request
 
-__all__ = ["etcd_cluster", "free_ports", "wait_for"]
+from serverproc import wait_until
+
+__all__ = ["etcd_cluster", "free_ports"]
 
 
 def free_ports(n):
@@ -26,17 +27,6 @@ def free_ports(n):
     finally:
         for s in socks:
             s.close()
-
-
-def wait_for(predicate, timeout, what):
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.05)
 
 
 @contextlib.contextmanager
@@ -63,7 +53,7 @@ def etcd_cluster(tmp, members=3):
                 stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL))
             log.close()
         for client in clients:
-            wait_for(lambda: _etcd_ready(client), 30, f"etcd at {client}")
+            wait_until(lambda: _etcd_ready(client), f"etcd at {client}", step=0.05)
         yield clients, procs
     finally:
         for proc in procs:

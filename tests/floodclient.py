@@ -50,7 +50,7 @@ def raise_nofile(wanted):
         resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
 
 
-def connect_all(host, port, count, timeout=20.0):
+def connect_all(host, port, count, timeout=300.0):
     socks = []
     deadline = time.monotonic() + timeout
     while len(socks) < count and time.monotonic() < deadline:

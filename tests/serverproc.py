@@ -10,6 +10,11 @@ It gets a temporary HOME (the C++ client and the Java defaults write there) and 
 path, and ``PYTHONPATH`` = the repository root, so Twisted's plugin discovery finds
 ``twisted/plugins/rocketnamesrv.py`` however (or whether) the package is installed. Stopping
 sends SIGTERM and waits for a clean exit (SIGKILL after ``stop_timeout``).
+
+Every wait here waits for the server's own signal (its boot line, a log line, its close, its
+answer, its exit) up to :data:`PATIENCE`, a bound far above any machine: a busy 2-core machine
+passes as a quiet one does, and only a server that will never do it reaches the bound (the
+failure then shows the log).
 """
 import contextlib
 import os
@@ -23,11 +28,29 @@ import threading
 import time
 from pathlib import Path
 
-__all__ = ["running_server", "ServerProcess", "REPO_ROOT", "BOOT_RE", "load_kv_table"]
+__all__ = ["running_server", "ServerProcess", "REPO_ROOT", "BOOT_RE", "load_kv_table", "PATIENCE",
+           "wait_until"]
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 BOOT_RE = re.compile(r"The Name Server boot success\. serializeType=\w+, address ([\w.:\[\]-]+):(\d+)")
 _TWISTD = "import sys; from twisted.scripts.twistd import run; sys.argv[0] = 'twistd'; run()"
+#: seconds any wait for a server's signal may take before the test gives up (no test is timed:
+#: this only bounds a test whose server will never answer)
+PATIENCE = 300.0
+
+
+def wait_until(predicate, what, timeout=PATIENCE, step=0.02):
+    """``predicate()``'s first true value, polled until ``timeout``; on giving up an
+    AssertionError naming ``what`` (a callable is called then, to say what was seen)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"gave up after {timeout:.0f} s waiting for "
+                                 f"{what() if callable(what) else what}")
+        time.sleep(step)
 
 
 class ServerProcess:
@@ -75,19 +98,28 @@ class ServerProcess:
     def log_text(self):
         return "\n".join(self.lines)
 
-    def wait_for_log(self, pattern, timeout=5.0):
-        """The first log line matching ``pattern`` (a regex), waiting up to ``timeout``."""
+    def log_lines(self, pattern):
+        """The log lines so far that match ``pattern`` (a regex)."""
         rx = re.compile(pattern)
-        deadline = time.monotonic() + timeout
-        while True:
-            for line in list(self.lines):
-                if rx.search(line):
-                    return line
-            if time.monotonic() > deadline:
-                raise AssertionError(f"no log line matches {pattern!r}:\n" + self.log_text()[-3000:])
-            time.sleep(0.02)
+        return [line for line in list(self.lines) if rx.search(line)]
 
-    def stop(self, timeout=10.0):
+    def wait_for_log(self, pattern, timeout=PATIENCE, count=1):
+        """The first log line matching ``pattern`` (a regex), once ``count`` lines match, waiting
+        up to ``timeout`` (or until the server exits)."""
+        def seen():
+            found = self.log_lines(pattern)
+            if len(found) >= count:
+                return found[0]
+            if self.proc.poll() is not None and not self._reader.is_alive():
+                raise AssertionError(f"the server exited ({self.proc.returncode}) with "
+                                     f"{len(found)} of {count} log lines matching {pattern!r}:\n"
+                                     + self.log_text()[-3000:])
+            return None
+        return wait_until(seen, lambda: f"{count} log lines matching {pattern!r} (saw "
+                          f"{len(self.log_lines(pattern))}):\n" + self.log_text()[-3000:],
+                          timeout)
+
+    def stop(self, timeout=PATIENCE):
         """SIGTERM and wait; the exit code (SIGKILL and -9 if it hangs)."""
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
@@ -126,7 +158,7 @@ def server_command(*args, listen="tcp:0:interface=127.0.0.1"):
 
 
 @contextlib.contextmanager
-def running_server(*args, listen="tcp:0:interface=127.0.0.1", boot_timeout=30.0, env=None,
+def running_server(*args, listen="tcp:0:interface=127.0.0.1", boot_timeout=PATIENCE, env=None,
                    home=None, kv_path=None, file_size_limit=None):
     """Start the server with extra ``args`` (rocketnamesrv options); yield a ServerProcess.
     ``kv_path=False``: no ``--kvConfigPath`` (the config file or the default decides).
@@ -164,7 +196,7 @@ def running_server(*args, listen="tcp:0:interface=127.0.0.1", boot_timeout=30.0,
 class RemotingClient:
     """A blocking remoting client over a real socket, for end-to-end tests."""
 
-    def __init__(self, port, host="127.0.0.1", timeout=10.0, source=None):
+    def __init__(self, port, host="127.0.0.1", timeout=PATIENCE, source=None):
         """``source``: the local address to connect from (another loopback address, e.g.
         ``127.0.0.2``, to be another host as far as the server can tell)."""
         import socket
@@ -203,7 +235,7 @@ class RemotingClient:
         assert answer.opaque == self._opaque, (answer.opaque, self._opaque)
         return answer
 
-    def is_closed_by_server(self, timeout=5.0):
+    def is_closed_by_server(self, timeout=PATIENCE):
         """True once the server has closed this connection (EOF or reset) within ``timeout``."""
         self.sock.settimeout(timeout)
         try:
@@ -224,7 +256,7 @@ class RemotingClient:
         self.sock.close()
 
 
-def accept_pushed_frame(listener, timeout=15.0):
+def accept_pushed_frame(listener, timeout=PATIENCE):
     """The first frame a server pushes to ``listener`` (a broker's listen socket: the
     controller's NOTIFY_BROKER_ROLE_CHANGED), decoded."""
     from rocketpy.remoting import decode_frame

@@ -21,5 +21,7 @@ def test_a_fixed_fuzz_run_under_addresssanitizer_finds_nothing(tmp_path):
     n = int(out.stdout.split("capture_fuzz: ")[1].split()[0])
     assert n == INPUTS
     checked = int(out.stdout.split(" also checked against")[0].rsplit(None, 1)[1])
-    assert checked == INPUTS // 10
+    not_captures = int(out.stdout.split(" more not a capture at all")[0].rsplit(None, 1)[1])
+    # every 10th input was compared, unless its file header was refused before any decoding
+    assert checked + not_captures == INPUTS // 10 and checked >= INPUTS // 20
     assert f"the pure-Python decoder's cost of those {checked} counted" in out.stdout

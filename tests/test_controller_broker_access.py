@@ -15,7 +15,7 @@ from rocketpy.controller import ControllerConfiguration, ControllerRequestProces
 from rocketpy.controller.access import ControllerBrokerAccess
 from rocketpy.namesrv import Channel
 from rocketpy.remoting import RemotingCommand, bodies as B, headers as H
-from serverproc import RemotingClient, running_server
+from serverproc import PATIENCE, RemotingClient, running_server
 
 GROUP = dict(cluster_name="DefaultCluster", broker_name="broker-a")
 GENUINE, OTHER, OUTSIDE = "127.0.0.1", "127.0.0.2", "127.0.0.3"
@@ -99,7 +99,7 @@ def test_controller_broker_requests_from_outside_or_for_another_hosts_broker_are
             info = _call(outsider, 1004, H.GetReplicaInfoRequestHeader(broker_name="broker-a"))
             assert info.code == 0 and H.GetReplicaInfoResponseHeader.from_ext_fields(
                 info.ext_fields).master_broker_id == broker_id      # reads stay open
-            metrics = urllib.request.urlopen(f"{url}/metrics", timeout=10).read().decode()
+            metrics = urllib.request.urlopen(f"{url}/metrics", timeout=PATIENCE).read().decode()
             assert 'rocketpy_controller_broker_requests_refused_total{reason="network"} 2.0' \
                 in metrics
             assert 'rocketpy_controller_broker_requests_refused_total{reason="identity"} 4.0' \

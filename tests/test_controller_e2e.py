@@ -11,7 +11,7 @@ import pytest
 
 from rocketpy.remoting import bodies as B, headers as H
 from rocketpy.remoting.command import FLAG_ONEWAY, RemotingCommand
-from serverproc import RemotingClient, accept_pushed_frame, running_server
+from serverproc import PATIENCE, RemotingClient, accept_pushed_frame, running_server
 
 pytestmark = pytest.mark.network
 
@@ -36,7 +36,7 @@ class Broker:
 
     def __init__(self, controller_port):
         self.listener = socket.create_server(("127.0.0.1", 0))
-        self.listener.settimeout(10)
+        self.listener.settimeout(PATIENCE)
         self.addr = f"127.0.0.1:{self.listener.getsockname()[1]}"
         self.client = RemotingClient(controller_port)
         self.broker_id = None
@@ -74,7 +74,7 @@ class Broker:
 
     def pushed(self):
         """The first frame the controller pushes to this broker's listen port."""
-        return accept_pushed_frame(self.listener, 10)
+        return accept_pushed_frame(self.listener)
 
     def close(self):
         self.client.close()
@@ -95,7 +95,7 @@ def test_failover_push_and_durable_restart():
     port = _free_port()
     with tempfile.TemporaryDirectory(prefix="rocketpy-controller-") as store:
         with running_server(*_controller_args(port, store)) as server:
-            server.wait_for_log(r"The ControllerManager boot success\.", timeout=10)
+            server.wait_for_log(r"The ControllerManager boot success\.")
             with _brokers(port, 2) as (b1, b2):
                 b1.join()
                 answer = b1.call(1002, H.ElectMasterRequestHeader(
@@ -120,7 +120,7 @@ def test_failover_push_and_durable_restart():
                 assert (header.master_broker_id, header.master_epoch) == (2, 2)
                 server.kill()                          # kill -9: nothing acknowledged is lost
         with running_server(*_controller_args(port, store)) as server:
-            server.wait_for_log(r"The ControllerManager boot success\.", timeout=10)
+            server.wait_for_log(r"The ControllerManager boot success\.")
             with _brokers(port, 1) as (b3,):
                 answer, header, sss = b3.replica_info()
                 assert answer.code == 0
@@ -135,7 +135,7 @@ def test_failover_push_and_durable_restart():
                 assert server.stop() == 0              # ... when the controller stops (SIGTERM)
         # closing its own connections on the way out deposed nobody
         with running_server(*_controller_args(port, store)) as server:
-            server.wait_for_log(r"The ControllerManager boot success\.", timeout=10)
+            server.wait_for_log(r"The ControllerManager boot success\.")
             with _brokers(port, 1) as (b4,):
                 _, header, sss = b4.replica_info()
                 assert (header.master_broker_id, header.master_epoch) == (2, 2)

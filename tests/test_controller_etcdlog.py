@@ -5,7 +5,6 @@ and the state after a restart equals the state the whole log gave. The watch's l
 the write queue cost what passes through them, not its square. etcd is the in-memory
 :mod:`fakeetcd` (its answers checked against a real etcd), time a ``Clock``."""
 import json
-import time
 import zlib
 
 from twisted.internet.defer import succeed
@@ -183,16 +182,16 @@ class _Transport:
 
 
 def _feed(size, chunk=1024):
+    """The bytes a watch's reader touches (appends, searches, cuts, moves) for one line of
+    ``size`` bytes arriving ``chunk`` bytes at a time."""
     messages = []
     lines = etcd_module._Lines(messages.append, None)
     lines.transport = _Transport()
     line = json.dumps({"result": {"events": [], "pad": "x" * (size - 40)}}).encode() + b"\n"
-    started = time.process_time()
     for offset in range(0, len(line), chunk):
         lines.dataReceived(line[offset:offset + chunk])
-    spent = time.process_time() - started
     assert len(messages) == 1 and len(messages[0]["result"]["pad"]) == size - 40
-    return spent
+    return lines.bytes_touched
 
 
 def test_watch_lines_cost_their_length_not_length_times_chunks():
@@ -202,12 +201,11 @@ def test_watch_lines_cost_their_length_not_length_times_chunks():
     for piece in (b'{"a": 1}\n{"b"', b': 2}\n\n{"c": 3', b'}\n{"d": '):
         lines.dataReceived(piece)
     assert messages == [{"a": 1}, {"b": 2}, {"c": 3}] and not lines.transport.stopped
-    # one 2 MiB and one 8 MiB line in 128-byte chunks: rebuilding the buffer per chunk makes
-    # the second cost 16 times the first; kept linear it costs about 4 times (best of 3 each;
-    # chunks this small make each feed tens of milliseconds, so noise cannot reach 8 times)
-    small = min(_feed(2 << 20, 128) for _ in range(3))
-    large = min(_feed(8 << 20, 128) for _ in range(3))
-    assert large < 8 * small, (small, large)
+    # one 1 MiB and one 4 MiB line in 128-byte chunks, the bytes touched counted: searching
+    # the whole buffer again per chunk made the second 16 times the first; searched only past
+    # what was searched it is 4 times (a few bytes a byte: appended, searched, cut once)
+    small, large = _feed(1 << 20, 128), _feed(4 << 20, 128)
+    assert small < 4 * (1 << 20) and large < 4.5 * small, (small, large)
 
 
 class _Committing:
@@ -222,6 +220,7 @@ class _Committing:
 
 
 def _burst(monkeypatch, entries):
+    """The queue entries moved to write a burst of ``entries`` waiting behind a write."""
     monkeypatch.setattr(controllergroup, "MAX_TXN_ENTRIES", 1)
     gateway = _Committing()
     group = ControllerGroup(Clock(), ReplicasInfoManager(), Leadership("n0", "a"), SETTINGS, "g",
@@ -231,19 +230,16 @@ def _burst(monkeypatch, entries):
     jobs = [group.record([]) for _ in range(entries)]
     done = [group.submit(job) for job in jobs]
     group._writing = False
-    started = time.process_time()
     group._write()
-    spent = time.process_time() - started
     assert gateway.txns == entries and all(d.called for d in done)
-    return spent
+    return group.entries_moved
 
 
 def test_a_write_burst_costs_its_size_not_its_square(monkeypatch):
     """One entry per transaction, so the queue is cut once per entry: slicing the rest off each
-    time made 40,000 entries cost 16 times 10,000; a deque costs about 4 times (best of 3)."""
-    small = min(_burst(monkeypatch, 10_000) for _ in range(3))
-    large = min(_burst(monkeypatch, 40_000) for _ in range(3))
-    assert large < 8 * small, (small, large)
+    time moved 40,000 entries' worth 16 times 10,000's; a deque moves each entry once (counted)."""
+    small, large = _burst(monkeypatch, 10_000), _burst(monkeypatch, 40_000)
+    assert small == 10_000 and large == 40_000, (small, large)
 
 
 def test_a_winner_that_cannot_read_the_state_gives_the_election_key_up():

@@ -18,8 +18,8 @@ import pytest
 from rocketpy.remoting import bodies as B, headers as H
 from rocketpy.remoting.codes import ResponseCode as RC
 from rocketpy.remoting.command import RemotingCommand
-from etcdproc import etcd_cluster, free_ports, wait_for
-from serverproc import RemotingClient, accept_pushed_frame, running_server
+from etcdproc import etcd_cluster, free_ports
+from serverproc import PATIENCE, RemotingClient, accept_pushed_frame, running_server, wait_until
 
 pytestmark = pytest.mark.network
 
@@ -70,7 +70,7 @@ class Broker:
 
     def __init__(self, ports):
         self.listener = socket.create_server(("127.0.0.1", 0))
-        self.listener.settimeout(15)
+        self.listener.settimeout(PATIENCE)
         self.addr = f"127.0.0.1:{self.listener.getsockname()[1]}"
         self.clients = {port: RemotingClient(port) for port in ports}
         self.broker_id = None
@@ -107,7 +107,7 @@ class Broker:
                 del self.clients[port]       # the killed controller
 
     def pushed(self):
-        return accept_pushed_frame(self.listener, 15)
+        return accept_pushed_frame(self.listener)
 
     def close(self):
         for client in self.clients.values():
@@ -136,9 +136,9 @@ def test_leader_killed_a_follower_leads_with_the_brokers_state():
             servers[self_id] = stack.enter_context(
                 running_server(*_controller_args(self_id, peers, endpoints, store)))
         for server in servers.values():
-            server.wait_for_log(r"The ControllerManager boot success\.", timeout=20)
+            server.wait_for_log(r"The ControllerManager boot success\.")
         port_of = dict(zip(ids, ports))
-        leader = wait_for(lambda: _leader(ports, ids), 30, "a leader named by every controller")
+        leader = wait_until(lambda: _leader(ports, ids), "a leader named by every controller", step=0.05)
         followers = [i for i in ids if i != leader]
         lport = port_of[leader]
         meta = _metadata(port_of[followers[0]])
@@ -166,8 +166,8 @@ def test_leader_killed_a_follower_leads_with_the_brokers_state():
 
         killed = time.monotonic()
         servers[leader].kill()                     # kill -9 the leader controller
-        new_leader = wait_for(lambda: _leader([port_of[i] for i in followers], followers), 30,
-                           "a new leader")
+        new_leader = wait_until(lambda: _leader([port_of[i] for i in followers], followers),
+                                "a new leader", step=0.05)
         failover = time.monotonic() - killed
         print(f"\nfailover: leader killed -> follower {new_leader} leads in {failover:.2f} s "
               f"(lease TTL {LEASE_TTL} s)")
@@ -193,7 +193,7 @@ def test_leader_killed_a_follower_leads_with_the_brokers_state():
         # the other survivor holds the same state: it answers it once it leads
         other = next(i for i in followers if i != new_leader)
         servers[new_leader].stop()                 # a graceful stop hands over at once
-        assert wait_for(lambda: _leader([port_of[other]], [other]), 30, "the last leader") == other
+        assert wait_until(lambda: _leader([port_of[other]], [other]), "the last leader", step=0.05) == other
         # b2 keeps its own connection there: replacing it would close the old one, which the
         # controller rightly takes for the master's death and elects (a race the test lost once)
         assert port_of[other] in b2.clients
@@ -213,8 +213,8 @@ def test_leader_cut_from_etcd_stops_answering_as_leader():
             contextlib.ExitStack() as stack:
         server = stack.enter_context(running_server(*_controller_args(
             "n0", f"n0-127.0.0.1:{ports[0]}", endpoints, os.path.join(tmp, "store"))))
-        server.wait_for_log(r"The ControllerManager boot success\.", timeout=20)
-        wait_for(lambda: _leader(ports, ["n0"]), 30, "the controller to lead")
+        server.wait_for_log(r"The ControllerManager boot success\.")
+        wait_until(lambda: _leader(ports, ["n0"]), "the controller to lead", step=0.05)
         broker = Broker(ports)
         stack.callback(broker.close)
         broker.join(ports[0])
@@ -227,10 +227,10 @@ def test_leader_cut_from_etcd_stops_answering_as_leader():
                 answer = broker.call(ports[0], 1004,
                                      H.GetReplicaInfoRequestHeader(broker_name="broker-a"))
                 return answer.code == RC.CONTROLLER_NOT_LEADER and answer
-            answer = wait_for(refused, 30, "the leader to stop leading")
+            answer = wait_until(refused, "the leader to stop leading", step=0.05)
             assert answer.remark == "The controller is not in leader state"
             assert _metadata(ports[0])[2] is False
         finally:
             etcd.send_signal(signal.SIGCONT)
-        wait_for(lambda: _leader(ports, ["n0"]), 30, "the controller to lead again")
+        wait_until(lambda: _leader(ports, ["n0"]), "the controller to lead again", step=0.05)
         assert _replica_info(broker, ports[0]) == before

@@ -39,10 +39,8 @@ def _kv(path):
 def test_kill_9_the_server_while_it_writes_the_kv_config(tmp_path):
     lines = []
     crash = crashkv.CrashKV(tmp_path, seed=SEED, log=lines.append)
-    deadline = time.monotonic() + 150
     for _ in range(20):
         crash.run()
-        assert time.monotonic() < deadline, "\n".join(lines)
     crash.finish()                                   # the last restart serves it, stops cleanly
     stats = crash.stats
     assert stats.kills == 20 and stats.runs == 21

@@ -177,7 +177,7 @@ def test_a_mapping_bomb_is_refused_without_the_server_growing_with_it():
     from serverproc import RemotingClient, running_server
     bomb = mapping_bomb(1500, 2000)
     with running_server() as server:
-        client = RemotingClient(server.port, timeout=120)
+        client = RemotingClient(server.port)
         client.send_frame(_register_frame(mapping_bomb(20, 8), 1, "broker-ok", "127.0.0.3:10911"))
         assert client.read_frame().code == ResponseCode.SUCCESS
         before = _peak_kib(server.proc.pid)
@@ -196,7 +196,7 @@ def test_a_mapping_bomb_is_refused_without_the_server_growing_with_it():
 def test_static_topic_mappings_count_against_the_topic_bound():
     from serverproc import RemotingClient, running_server
     with running_server("-D", "registerBrokerMaxTopics=100") as server:
-        client = RemotingClient(server.port, timeout=30)
+        client = RemotingClient(server.port)
         client.send_frame(_register_frame(mapping_bomb(500, 1), 1))
         refused = client.read_frame()
         assert refused.code == ResponseCode.SYSTEM_ERROR
@@ -223,7 +223,7 @@ def test_a_small_budget_set_at_start_refuses_a_genuine_body():
     from serverproc import RemotingClient, running_server
     body = mapping_bomb(20, 8)
     with running_server("-D", "registerBrokerDecodeBudget=4096") as server:
-        client = RemotingClient(server.port, timeout=30)
+        client = RemotingClient(server.port)
         client.send_frame(_register_frame(body, 1, "broker-ok", "127.0.0.3:10911"))
         refused = client.read_frame()
         assert refused.code == ResponseCode.SYSTEM_ERROR

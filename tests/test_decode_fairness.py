@@ -22,6 +22,7 @@ from rocketpy.remoting.budget import DecodeBudget
 from rocketpy.remoting.codes import OVERLOAD_REMARK, ResponseCode
 from rocketpy.remoting.errors import DecodeCancelled
 from rocketpy.transport.offload import DecodePool
+from serverproc import PATIENCE, wait_until
 from test_transport_offload import ThreadReactor
 
 
@@ -36,7 +37,7 @@ class PoolTests(SynchronousTestCase):
     def test_one_peer_holds_at_most_its_share(self):
         reactor, pool = self._pool(max_pending=16, max_per_peer=4)
         gate = threading.Event()
-        accepted = [pool.submit(lambda: gate.wait(30), "10.0.0.2") for _ in range(6)]
+        accepted = [pool.submit(lambda: gate.wait(PATIENCE), "10.0.0.2") for _ in range(6)]
         self.assertEqual([d is not None for d in accepted], [True] * 4 + [False] * 2)
         self.assertIsNotNone(pool.submit(lambda: "other", "10.0.0.3"))
         self.assertEqual((pool.pending, pool.refused, pool.pending_by_peer),
@@ -53,7 +54,7 @@ class PoolTests(SynchronousTestCase):
 
         def job(name):
             def work():
-                gate.wait(30)
+                gate.wait(PATIENCE)
                 return name
             return work
 
@@ -82,7 +83,7 @@ class PoolTests(SynchronousTestCase):
         pool.submit(endless, "10.0.0.2", budget.cancel).addErrback(results.append)
         for peer in ("10.0.0.2", "10.0.0.3"):
             pool.submit(lambda: ran.append(1), peer)
-        self.assertTrue(started.wait(30))
+        self.assertTrue(started.wait(PATIENCE))
         pool.stop()
         self.assertEqual((pool.abandoned, ran), (2, []))
         reactor.run_one()     # the cancelled decode's end, handed back
@@ -120,7 +121,7 @@ def _bombers(port, hosts, per_host, body=None):
     clients = []
     for host in hosts:
         for _ in range(per_host):
-            client = RemotingClient(port, timeout=60, source=host)
+            client = RemotingClient(port, source=host)
             client.send_frame(bomb)
             clients.append(client)
     return clients
@@ -136,7 +137,7 @@ def _answered(clients):
         except (TimeoutError, BlockingIOError):
             pass
         finally:
-            client.sock.settimeout(60)
+            client.sock.settimeout(PATIENCE)
     return got
 
 
@@ -149,10 +150,13 @@ def test_one_peers_bombs_do_not_starve_another_peers_registration():
     with running_server(*_UNBOUNDED) as server:
         bombers = _bombers(server.port, ["127.0.0.2"], 8)
         # the server has read all 8 frames once it refused 4 (no sleep: a busy machine reads late)
-        busy, deadline = [], time.monotonic() + 60
-        while len(busy) < 4 and time.monotonic() < deadline:
-            busy += [a for a in _answered(bombers) if a.code == ResponseCode.SYSTEM_BUSY]
-        victim = RemotingClient(server.port, timeout=120)
+        busy = []
+
+        def refused_four():
+            busy.extend(a for a in _answered(bombers) if a.code == ResponseCode.SYSTEM_BUSY)
+            return len(busy) >= 4
+        wait_until(refused_four, lambda: f"4 bombs refused ({len(busy)} so far)", step=0)
+        victim = RemotingClient(server.port)
         victim.send_frame(_frame(_compressed(TOPICS_V, 1), 1, "broker-v", "127.0.0.1:10911"))
         answer = victim.read_frame()
         assert answer.code == ResponseCode.SUCCESS, answer
@@ -175,7 +179,7 @@ def test_a_live_brokers_registration_keeps_it_alive_while_the_pool_is_full():
     bomb = odd_line_bomb(1_000_000)
     with running_server("-D", "registerBrokerMaxTopics=0",
                         "-D", "scanNotActiveBrokerInterval=200") as server:
-        broker = RemotingClient(server.port, timeout=60)
+        broker = RemotingClient(server.port)
         broker.send_frame(_frame(register_body(TOPICS_A, 1), 1, "broker-a", "127.0.0.1:10911",
                                  False, 12000))
         assert broker.read_frame().code == ResponseCode.SUCCESS
@@ -235,8 +239,13 @@ def test_sigterm_stops_a_server_whose_decode_pool_is_full():
     from serverproc import running_server
     with running_server(*_UNBOUNDED) as server:
         bombers = _bombers(server.port, ["127.0.0.2", "127.0.0.3", "127.0.0.4", "127.0.0.5"], 4)
-        time.sleep(0.5)      # the frames on their way (a late reader only abandons more)
-        assert server.stop(timeout=20) == 0, server.log_text()[-2000:]
+        # one more from a host whose share is full: its refusal says the server has read that
+        # host's frames and holds their decodes (no sleep: a busy machine reads late)
+        bombers += _bombers(server.port, ["127.0.0.2"], 1)
+        same_host = bombers[:4] + bombers[-1:]
+        wait_until(lambda: any(a.code == ResponseCode.SYSTEM_BUSY for a in _answered(same_host)),
+                   "one of 127.0.0.2's five bombs refused", step=0)
+        assert server.stop() == 0, server.log_text()[-2000:]
         stopped = [re.search(r"decode pool stopped: (\d+) queued decodes abandoned, (\d+) "
                              r"cancelled", line) for line in server.lines]
         stopped = [m for m in stopped if m]

@@ -3,6 +3,10 @@ rocketnamesrv`` subprocesses on 127.0.0.1: all 200 are in both NameServers' tabl
 topic is routed, then churn (kills, graceful restarts, new topics), then ``--verify`` finds both
 NameServers consistent with the brokers that are up, and after the brokers' graceful stop both
 tables are empty.
+
+The simulators run ``--until-stdin-closes``: each phase ends on what the NameServers answer or
+what the simulator says it did (a line on stdin starts the churn, the end of stdin ends the
+run), never on a clock, so a busy machine runs the same scenario as a quiet one.
 """
 import json
 import os
@@ -10,12 +14,13 @@ import re
 import signal
 import subprocess
 import sys
+import threading
 import time
 
 import pytest
 
 from rocketpy.remoting import fastjson
-from serverproc import REPO_ROOT, RemotingClient, running_server
+from serverproc import PATIENCE, REPO_ROOT, RemotingClient, running_server, wait_until
 
 pytestmark = pytest.mark.network
 
@@ -39,6 +44,24 @@ def route_codes(port, topics):
         conn.close()
 
 
+class _Progress:
+    """A simulator's stderr, read as it comes: its progress lines and its churn count."""
+
+    def __init__(self, stream):
+        self.lines = []
+        self._thread = threading.Thread(target=lambda: self.lines.extend(stream), daemon=True)
+        self._thread.start()
+
+    def churned(self):
+        counts = [int(m.group(1)) for line in list(self.lines)
+                  if (m := re.search(r"  churn (\d+)  ", line))]
+        return counts[-1] if counts else 0
+
+    def text(self):
+        self._thread.join(PATIENCE)
+        return "".join(self.lines)
+
+
 def test_200_brokers_two_nameservers_churn_then_consistent():
     with running_server() as one, running_server() as two:
         env = dict(os.environ, PYTHONPATH=str(REPO_ROOT))
@@ -46,37 +69,44 @@ def test_200_brokers_two_nameservers_churn_then_consistent():
             [sys.executable, "-m", "rocketpy.broker.simcli", "-n", f"{one.addr};{two.addr}",
              "--brokers", "200", "--replicas", "2", "--clusters", "2", "--topics", "5",
              "--topic-spread", "2", "--period", "3", "--ramp", "1", "--churn", "240",
-             "--churn-after", "8", "--down", "2", "--duration", "22", "--progress", "2",
-             "--verify", "--settle", "2", "--seed", "7", "--json"],
+             "--down", "2", "--until-stdin-closes", "--duration", "900", "--progress", "0.5",
+             "--verify", "--settle", "60", "--seed", "7", "--json"],
             env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-            stdin=subprocess.DEVNULL)
+            stdin=subprocess.PIPE)
+        progress = _Progress(sim.stderr)
         try:
-            deadline = time.monotonic() + 7.5
             counts = {}
-            while time.monotonic() < deadline:
-                counts = {s.port: sum(len(m) for m in cluster_members(s.port).values())
-                          for s in (one, two)}
-                if all(n == 200 for n in counts.values()):
-                    break
-                time.sleep(0.25)
-            assert counts == {one.port: 200, two.port: 200}
+
+            def all_registered():
+                counts.update({s.port: sum(len(m) for m in cluster_members(s.port).values())
+                               for s in (one, two)})
+                return all(n == 200 for n in counts.values())
+            wait_until(all_registered, lambda: f"200 brokers in both NameServers: {counts}",
+                       step=0.25)
             topics = [f"SimTopic-{i}" for i in range(250)] + ["TBW102", "broker-0", "broker-99"]
             for server in (one, two):
                 assert set(route_codes(server.port, topics).values()) == {0}
-            out, err = sim.communicate(timeout=120)
+            sim.stdin.write("churn\n")                   # the churn begins now...
+            sim.stdin.flush()
+            wait_until(lambda: progress.churned() >= 20,  # ...and ends after 20 events
+                       lambda: f"20 churn events (the simulator counted {progress.churned()})")
+            sim.stdin.close()
+            out = sim.stdout.read()
+            sim.wait(PATIENCE)
         finally:
             if sim.poll() is None:
                 sim.kill()
                 sim.wait()
+        err = progress.text()
         assert sim.returncode == 0, err[-2000:]
         report = json.loads(out)
         assert report["verify"] == [], report["verify"]
         churned = {k: v for k, v in report["counts"].items() if k.startswith("churn")}
         assert sum(churned.values()) >= 20, report["counts"]
         assert report["verified"]["brokers_up"] < 200 and report["verified"]["topics"] > 250
-        for addr, row in report["namesrv"].items():
-            assert row["ok"] > 1000 and row["failed"] == 0 and row["p99_ms"] is not None, row
-        assert "[    2.0s] live" in err
+        for addr, row in report["namesrv"].items():   # every broker registered at each, at least
+            assert row["ok"] >= 200 and row["failed"] == 0 and row["p99_ms"] is not None, row
+        assert re.search(r"\] live \d+/200  registrations \d+", err), err[-2000:]
         for server in (one, two):  # the brokers unregistered when the simulation ended
             assert cluster_members(server.port) == {}
 
@@ -114,19 +144,23 @@ def _admin(*argv):
 
 
 def _simulator(addr, *args):
+    """A simulator; with ``--until-stdin-closes`` among ``args`` it runs until its stdin is
+    closed (``p.stdin.close()``)."""
     return subprocess.Popen([sys.executable, "-m", "rocketpy.broker.simcli", "-n", addr, *args],
                             env=dict(os.environ, PYTHONPATH=str(REPO_ROOT)), stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL)
+                            stderr=subprocess.PIPE, text=True,
+                            stdin=subprocess.PIPE if "--until-stdin-closes" in args
+                            else subprocess.DEVNULL)
 
 
-def _wait_members(port, names, timeout=15.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        members = cluster_members(port)
-        if names <= set(members):
-            return members
-        time.sleep(0.2)
-    raise AssertionError(f"{sorted(names)} not all registered: {sorted(cluster_members(port))}")
+def _wait_members(port, names):
+    members = {}
+
+    def registered():
+        members.update(cluster_members(port))
+        return names <= set(members)
+    wait_until(registered, lambda: f"{sorted(names)} registered: {sorted(members)}", step=0.2)
+    return cluster_members(port)
 
 
 def test_listening_brokers_answer_cluster_list_delete_topic_and_topic_list():
@@ -135,8 +169,8 @@ def test_listening_brokers_answer_cluster_list_delete_topic_and_topic_list():
     with running_server() as server:
         base = _free_base_port(4)
         sim = _simulator(server.addr, "--brokers", "4", "--replicas", "2", "--topics", "3",
-                         "--period", "2", "--ramp", "0", "--duration", "20", "--progress", "0",
-                         "--base-port", str(base), "--listen")
+                         "--period", "2", "--ramp", "0", "--duration", "900", "--progress", "0",
+                         "--base-port", str(base), "--listen")     # stopped below (Ctrl-C)
         try:
             _wait_members(server.port, {"broker-0", "broker-1"})
             n = ["-n", server.addr]
@@ -157,7 +191,7 @@ def test_listening_brokers_answer_cluster_list_delete_topic_and_topic_list():
             assert route_codes(server.port, ["SimTopic-0", "SimTopic-1"]) == {
                 "SimTopic-0": 17, "SimTopic-1": 0}
             sim.send_signal(__import__("signal").SIGINT)
-            out, err = sim.communicate(timeout=60)
+            out, err = sim.communicate(timeout=PATIENCE)
         finally:
             if sim.poll() is None:
                 sim.kill()
@@ -172,16 +206,16 @@ def test_two_simulators_keep_apart_and_failures_exit_1():
     with running_server() as server:
         first_base, second_base = 21911, 22911   # addresses only: nothing listens
         first = _simulator(server.addr, "--brokers", "2", "--topics", "2", "--period", "1",
-                           "--ramp", "0", "--duration", "6", "--progress", "0", "--base-port",
-                           str(first_base), "--verify", "--settle", "0.5")
+                           "--ramp", "0", "--until-stdin-closes", "--progress", "0",
+                           "--base-port", str(first_base), "--verify", "--settle", "60")
         second = _simulator(server.addr, "--brokers", "2", "--topics", "2", "--period", "1",
-                            "--ramp", "0", "--duration", "6", "--progress", "0", "--base-port",
-                            str(second_base), "--broker-prefix", "other-", "--verify",
-                            "--settle", "0.5")
+                            "--ramp", "0", "--until-stdin-closes", "--progress", "0",
+                            "--base-port", str(second_base), "--broker-prefix", "other-",
+                            "--verify", "--settle", "60")
         try:
             members = _wait_members(server.port, {"broker-0", "broker-1", "other-0", "other-1"})
             assert members["other-0"] == {0: f"127.0.0.1:{second_base}"}
-            results = [p.communicate(timeout=60) for p in (first, second)]
+            results = [p.communicate(timeout=PATIENCE) for p in (first, second)]   # stdin closed
         finally:
             for p in (first, second):
                 if p.poll() is None:

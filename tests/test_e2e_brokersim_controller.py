@@ -57,7 +57,7 @@ def _controller_server():
             "-D", f"controllerDLegerPeers=n0-127.0.0.1:{controller_port}",
             "-D", "controllerDLegerSelfId=n0", "-D", f"controllerStorePath={store}",
             "-D", "bindAddress=127.0.0.1") as server:
-        server.wait_for_log(r"The ControllerManager boot success\.", timeout=10)
+        server.wait_for_log(r"The ControllerManager boot success\.")
         yield server, f"127.0.0.1:{controller_port}"
 
 

@@ -22,7 +22,7 @@ import time
 import pytest
 
 from rocketpy.remoting import RemotingCommand
-from serverproc import RemotingClient, running_server
+from serverproc import PATIENCE, RemotingClient, running_server
 from test_e2e_server import register
 
 pytestmark = pytest.mark.network
@@ -43,11 +43,11 @@ def test_a_write_that_cannot_finish_does_not_stop_the_server(tmp_path):
         os.mkfifo(fifo)
         broker = RemotingClient(server.port)
         register(broker)
-        writer = RemotingClient(server.port, timeout=30)
+        writer = RemotingClient(server.port)
         writer.send_frame(RemotingCommand.request(100, {"namespace": "ns", "key": "k", "value": "v1"},
                                                   opaque=1, version=479).encode())
-        time.sleep(0.3)                                  # the write is blocked in open()
-        client = RemotingClient(server.port, timeout=5)
+        time.sleep(0.3)     # the write is blocked in open() (were it later, less is shown)
+        client = RemotingClient(server.port)
         for _ in range(20):                              # everyone else is served meanwhile
             assert client.call(105, {"topic": "TopicA"}).code == 0
         got = client.call(101, {"namespace": "ns", "key": "k"})
@@ -58,7 +58,7 @@ def test_a_write_that_cannot_finish_does_not_stop_the_server(tmp_path):
         with open(fifo, "rb") as pipe:                   # the disk comes back
             written = pipe.read()
         assert written == b'["ns","k","v1"]\n'           # its record
-        writer.sock.settimeout(10)
+        writer.sock.settimeout(PATIENCE)
         answer = writer.read_frame()
         assert (answer.opaque, answer.code) == (1, 1), answer
         assert answer.remark.startswith("the KV config could not be written to disk: "), answer
@@ -76,7 +76,7 @@ class _Flood(threading.Thread):
 
     def __init__(self, port, name, count):
         super().__init__(daemon=True)
-        self.client = RemotingClient(port, timeout=60)
+        self.client = RemotingClient(port)
         self.name_, self.count = name, count
         self.acked = {}                                  # key -> last acknowledged value
         self.codes = []
@@ -100,7 +100,7 @@ class _Flood(threading.Thread):
             if answer.code == 0:
                 key, value = values[answer.opaque - 1]
                 self.acked[key] = value
-        sender.join(30)
+        sender.join(PATIENCE)
         self.client.close()
 
 
@@ -111,12 +111,12 @@ def test_route_queries_and_puts_all_succeed_during_a_kv_flood(tmp_path):
         floods = [_Flood(server.port, name, 60) for name in ("a", "b")]
         for flood in floods:
             flood.start()
-        client = RemotingClient(server.port, timeout=30)
+        client = RemotingClient(server.port)
         queries = []
         while any(f.is_alive() for f in floods):
             queries.append(client.call(105, {"topic": "TopicA"}).code)
         for flood in floods:
-            flood.join(60)
+            flood.join(PATIENCE)
             assert flood.codes == [0] * flood.count
         assert queries and set(queries) == {0}
         table = server.kv_table()["ns"]

@@ -18,14 +18,14 @@ import pytest
 
 from brokerbody import register_body
 from rocketpy.remoting import RemotingCommand, decode_frame
-from serverproc import REPO_ROOT, RemotingClient, running_server, server_command
+from serverproc import PATIENCE, REPO_ROOT, RemotingClient, running_server, server_command
 
 pytestmark = pytest.mark.network
 
 
 def _answers_after_half_close(port, frames):
     """Send ``frames``, shut the sending side, read until the server closes: the answers."""
-    sock = socket.create_connection(("127.0.0.1", port), timeout=30)
+    sock = socket.create_connection(("127.0.0.1", port), timeout=PATIENCE)
     sock.sendall(b"".join(frames))
     sock.shutdown(socket.SHUT_WR)
     data = b""
@@ -58,7 +58,7 @@ def test_sigterm_exits_zero_after_a_clean_stop():
         assert client.call(100, {"namespace": "ns", "key": "k", "value": "v"}).code == 0
         client.close()
         server.proc.send_signal(signal.SIGTERM)
-        assert server.proc.wait(30) == 0
+        assert server.proc.wait(PATIENCE) == 0
         server.wait_for_log(r"Received SIGTERM, shutting down")
         assert '"k":"v"' in server.kv_path.read_text()
 
@@ -88,7 +88,7 @@ def test_oversized_web_request_line_gets_414():
                 (b"GET /?q=" + b"x" * 20_000 + b" HTTP/1.1\r\nHost: x\r\n\r\n", b"414"),
                 (b"GET / HTTP/1.1\r\nHost: x\r\nX-Big: " + b"y" * 20_000 + b"\r\n\r\n", b"431"),
                 (b"GET /api/summary?q=" + b"x" * 2_000 + b" HTTP/1.1\r\nHost: x\r\n\r\n", b"200")):
-            sock = socket.create_connection(("127.0.0.1", port), timeout=10)
+            sock = socket.create_connection(("127.0.0.1", port), timeout=PATIENCE)
             sock.sendall(request)
             reply = sock.recv(1 << 16)
             sock.close()

@@ -15,7 +15,7 @@ import urllib.request
 import pytest
 
 from brokerbody import flood_registration
-from serverproc import RemotingClient, running_server
+from serverproc import PATIENCE, RemotingClient, running_server
 from test_e2e_server import register, rss_kib
 
 pytestmark = pytest.mark.network
@@ -43,7 +43,7 @@ def test_registration_flood_past_the_bound_is_refused_and_memory_released():
         before = rss_kib(server.proc.pid)
         floods, answers = [], []
         for index in range(8):
-            client = RemotingClient(server.port, timeout=60)
+            client = RemotingClient(server.port)
             floods.append(client)
             answers.append(client.call(103, *flood_registration(index, PER_BROKER)))
             route = RemotingClient(server.port)
@@ -58,13 +58,13 @@ def test_registration_flood_past_the_bound_is_refused_and_memory_released():
             "[REFUSED] the route table would hold 50002 topic-broker pairs, over "
             f"namesrvMaxTopicBrokerPairs={BOUND}; nothing was applied")
         assert _topic_count(server.port) == 2 + len(accepted) * PER_BROKER
-        metrics = urllib.request.urlopen(f"{url}/metrics", timeout=10).read().decode()
+        metrics = urllib.request.urlopen(f"{url}/metrics", timeout=PATIENCE).read().decode()
         assert f'rocketpy_route_bound_refusals_total{{bound="namesrvMaxTopicBrokerPairs"}} ' \
                f'{float(len(refused))}' in metrics
         assert 'rocketpy_route_state{kind="topic_broker_pairs"} 40002.0' in metrics
         for client in floods:
             client.close()
-        server.wait_for_log(r"memory released \(resident \d+ -> \d+ MiB\)", timeout=30)
+        server.wait_for_log(r"memory released \(resident \d+ -> \d+ MiB\)")
         after = rss_kib(server.proc.pid)
         assert _topic_count(server.port) == 2
         broker.close()

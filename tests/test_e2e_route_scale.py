@@ -44,7 +44,7 @@ def _register(client, body, compressed=False):
 
 def _routes(port, topics):
     """{topic: (code, the broker names of its queue data)}"""
-    client = RemotingClient(port, timeout=30)
+    client = RemotingClient(port)
     try:
         found = {}
         for topic in topics:
@@ -58,7 +58,7 @@ def _routes(port, topics):
 
 
 def _all_topics(port):
-    client = RemotingClient(port, timeout=60)
+    client = RemotingClient(port)
     try:
         answer = client.call(206, version=MQVersion.V5_3_3)
         assert answer.code == 0
@@ -75,7 +75,7 @@ def test_a_broker_with_100000_topics_registers_and_its_routes_answer(compressed)
         body = bodies.RegisterBrokerBody.from_json(body).encode(compress=True)
     assert len(body) < 16 * 1024 * 1024
     with running_server() as server:
-        broker = RemotingClient(server.port, timeout=120)
+        broker = RemotingClient(server.port)
         try:
             answer = _register(broker, body, compressed)
             assert (answer.code, answer.remark) == (0, None)
@@ -100,7 +100,7 @@ def _split(topics, counter, size=800):
 def test_a_split_registration_is_merged_part_by_part():
     topics = [f"split-{i:05d}" for i in range(2400)]
     with running_server() as server:
-        broker = RemotingClient(server.port, timeout=60)
+        broker = RemotingClient(server.port)
         try:
             counter = 1
             for _ in range(2):                         # the first round, then one 30 s later

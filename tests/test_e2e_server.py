@@ -17,7 +17,7 @@ import zlib
 import pytest
 
 from rocketpy.remoting import RemotingCommand
-from serverproc import REPO_ROOT, RemotingClient, running_server, server_command
+from serverproc import PATIENCE, REPO_ROOT, RemotingClient, running_server, server_command, wait_until
 from brokerbody import register_body
 
 pytestmark = pytest.mark.network
@@ -43,15 +43,18 @@ def route_code(port, topic="TopicA"):
         client.close()
 
 
-def wait_for_route_code(port, code, timeout):
-    """Seconds until the route query answers ``code`` (fails after ``timeout``)."""
-    start = time.monotonic()
-    while True:
-        if route_code(port) == code:
-            return time.monotonic() - start
-        if time.monotonic() - start > timeout:
-            raise AssertionError(f"route did not answer {code} within {timeout} s")
-        time.sleep(0.005)
+def wait_for_route_code(port, code, client=None):
+    """Until the route query answers ``code`` (on ``client``, else on a new connection each
+    time), however long that takes."""
+    ask = (lambda: client.call(105, {"topic": "TopicA"}).code) if client else (lambda: route_code(port))
+    wait_until(lambda: ask() == code, f"the route query to answer {code}")
+
+
+def assert_unregistered_by_the_close(server, broker="broker-a"):
+    """The broker left through its channel's close event (submitted at once), never through the
+    120 s expiry: what tells them apart is the server's log, not a clock."""
+    server.wait_for_log(rf"the broker's channel destroyed.*broker_name='{broker}'.*submit result: True")
+    assert not server.log_lines(r"The broker channel expired"), server.log_text()[-3000:]
 
 
 def rss_kib(pid):
@@ -72,7 +75,8 @@ def test_route_appears_survives_and_goes_with_graceful_close():
             register(broker, counter=counter)
             assert route_code(server.port) == 0
         broker.close()
-        assert wait_for_route_code(server.port, 17, timeout=2.0) < 2.0
+        wait_for_route_code(server.port, 17)
+        assert_unregistered_by_the_close(server)
 
 
 def test_killed_broker_route_gone_at_once():
@@ -82,12 +86,8 @@ def test_killed_broker_route_gone_at_once():
         register(broker)
         watcher = RemotingClient(server.port)
         broker.reset()
-        start = time.monotonic()
-        while watcher.call(105, {"topic": "TopicA"}).code != 17:
-            assert time.monotonic() - start < 1.0, "route still there 1 s after the reset"
-        elapsed = time.monotonic() - start
-        assert elapsed < 0.5
-        server.wait_for_log(r"the broker's channel destroyed")
+        wait_for_route_code(server.port, 17, client=watcher)
+        assert_unregistered_by_the_close(server)
 
 
 def test_expiry_closes_the_silent_brokers_channel():
@@ -95,20 +95,23 @@ def test_expiry_closes_the_silent_brokers_channel():
         broker = RemotingClient(server.port)
         register(broker, heartbeatTimeoutMillis="800", enableActingMaster="false")
         assert route_code(server.port) == 0
-        assert broker.is_closed_by_server(timeout=5.0)
+        assert broker.is_closed_by_server()
         assert route_code(server.port) == 17
         server.wait_for_log(r"The broker channel expired")
 
 
 def test_idle_connection_closed_and_unregistered():
+    """Closed once silent for the configured second: never before it (the clock starts before
+    the last request, so a busy machine only makes the close later), and before the default
+    120 s would have closed it (the wait's only bound: the close is the server's signal)."""
     with running_server("-D", "serverChannelMaxIdleTimeSeconds=1") as server:
         broker = RemotingClient(server.port)
-        register(broker)
         start = time.monotonic()
-        assert broker.is_closed_by_server(timeout=5.0)
-        assert 0.9 < time.monotonic() - start < 3.0
-        assert route_code(server.port) == 17
+        register(broker)
+        assert broker.is_closed_by_server(timeout=120)
+        assert time.monotonic() - start >= 1.0
         server.wait_for_log(r"IDLE exception")
+        wait_for_route_code(server.port, 17)
 
 
 def test_broken_frame_closes_only_that_connection():
@@ -118,33 +121,37 @@ def test_broken_frame_closes_only_that_connection():
         bad = RemotingClient(server.port)
         header = b"{this is not json"
         bad.send_frame((4 + len(header)).to_bytes(4, "big") + len(header).to_bytes(4, "big") + header)
-        assert bad.is_closed_by_server(timeout=5.0)
+        assert bad.is_closed_by_server()
         oversized = RemotingClient(server.port)
         oversized.send_frame((64 * 1024 * 1024).to_bytes(4, "big"))
-        assert oversized.is_closed_by_server(timeout=5.0)
+        assert oversized.is_closed_by_server()
         assert good.call(105, {"topic": "TopicA"}).code == 0
         server.wait_for_log(r"decode exception")
 
 
 def test_never_reading_client_does_not_grow_the_server():
-    with running_server() as server:
+    """The server stops reading a peer that reads none of its answers: it says so (debug), and
+    the peer's sends then block for good; bytes, not seconds, bound the loop."""
+    with running_server("--logLevel=debug") as server:
         broker = RemotingClient(server.port)
         register(broker, topics=[f"Topic{i}" for i in range(50)] + ["TopicA"])
         baseline = rss_kib(server.proc.pid)
         hog = socket.create_connection(("127.0.0.1", server.port))
         hog.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
         hog.setblocking(False)
+        paused = rf"Channel\[127\.0\.0\.1:{hog.getsockname()[1]}\] auto-read is disabled"
         request = RemotingCommand.request(105, {"topic": "TopicA"}, opaque=1, version=479).encode()
         burst = request * 2000
         sent = 0
-        deadline = time.monotonic() + 2.0
-        while time.monotonic() < deadline and sent < 100 * len(burst):
+        while sent < 100 * len(burst):
             try:
                 sent += hog.send(burst)
-            except BlockingIOError:
+            except BlockingIOError:      # full: the server is slow, or stopped reading us
+                if server.log_lines(paused):
+                    break
                 time.sleep(0.01)
         # the server stopped reading us long before we could offer it all
-        assert sent < 100 * len(burst)
+        assert server.log_lines(paused) and sent < 100 * len(burst), sent
         assert broker.call(105, {"topic": "TopicA"}).code == 0  # others are still served
         grown = rss_kib(server.proc.pid) - baseline
         assert grown < 64 * 1024, f"server grew by {grown} KiB"
@@ -168,7 +175,7 @@ def test_tls_permissive_serves_both_enforcing_refuses_plain():
             assert b'"opaque":9' in tls.recv(65536)
         plain = RemotingClient(server.port)
         plain.send_frame(request)
-        assert plain.is_closed_by_server(timeout=5.0)
+        assert plain.is_closed_by_server()
     with running_server("-D", "tls.server.mode=disabled") as server:
         with pytest.raises((ssl.SSLError, ConnectionError, OSError)):
             with ctx.wrap_socket(socket.create_connection(("127.0.0.1", server.port))):
@@ -199,7 +206,7 @@ def test_tls_certificate_reloads_for_new_connections(tmp_path):
         assert first == _serial_of(cert)
         os.replace(new_cert, cert)
         os.replace(new_key, key)
-        server.wait_for_log(r"The TLS certificate and key changed", timeout=10)
+        server.wait_for_log(r"The TLS certificate and key changed")
         with ctx.wrap_socket(socket.create_connection(("127.0.0.1", server.port))) as fresh:
             assert _served_serial(fresh) == _serial_of(cert) != first
         with old:
@@ -219,12 +226,13 @@ def test_tls_starts_once_missing_files_appear(tmp_path):
     with running_server("-D", "tls.test.mode.enable=false", "-D", f"tls.server.certPath={cert}",
                         "-D", f"tls.server.keyPath={key}") as server:
         with pytest.raises((ssl.SSLError, ConnectionError, OSError)):
-            with ctx.wrap_socket(socket.create_connection(("127.0.0.1", server.port), timeout=10)):
+            with ctx.wrap_socket(socket.create_connection(("127.0.0.1", server.port),
+                                                          timeout=PATIENCE)):
                 pass
         new_cert, new_key = _cert(ready)
         os.replace(new_key, key)
         os.replace(new_cert, cert)
-        server.wait_for_log(r"The TLS certificate and key changed", timeout=10)
+        server.wait_for_log(r"The TLS certificate and key changed")
         with ctx.wrap_socket(socket.create_connection(("127.0.0.1", server.port))) as tls:
             assert _served_serial(tls) == _serial_of(cert)
 
@@ -290,18 +298,16 @@ def test_console_script_module_boots(tmp_path):
                              "--listen=tcp:0:interface=127.0.0.1", f"--kvConfigPath={tmp_path}/kv.json"],
                             env=env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     try:
-        deadline = time.monotonic() + 30
         port = None
-        for raw in proc.stdout:
+        for raw in proc.stdout:                  # until the boot line, or the process's end
             line = raw.decode()
             if "The Name Server boot success" in line:
                 port = int(line.rsplit(":", 1)[1])
                 break
-            assert time.monotonic() < deadline
         assert port and route_code(port, "x") == 17
     finally:
         proc.terminate()
-        proc.wait(10)
+        proc.wait(PATIENCE)
 
 
 def test_acting_master_notification_reaches_the_brokers_own_port():
@@ -311,7 +317,7 @@ def test_acting_master_notification_reaches_the_brokers_own_port():
     listener = socket.socket()
     listener.bind(("127.0.0.1", 0))
     listener.listen(1)
-    listener.settimeout(10)
+    listener.settimeout(PATIENCE)
     slave_addr = f"127.0.0.1:{listener.getsockname()[1]}"
     with running_server("-D", "notifyMinBrokerIdChanged=true", "-D", "supportActingMaster=true") as server:
         slave = RemotingClient(server.port)
@@ -319,7 +325,7 @@ def test_acting_master_notification_reaches_the_brokers_own_port():
         master = RemotingClient(server.port)
         register(master, addr="127.0.0.1:10911", brokerId="0", enableActingMaster="true")
         conn, _ = listener.accept()
-        conn.settimeout(10)
+        conn.settimeout(PATIENCE)
         data = b""
         while len(data) < 4 or len(data) < 4 + int.from_bytes(data[:4], "big"):
             chunk = conn.recv(65536)

@@ -4,11 +4,11 @@ parsed) on every genuine JSON body of the captures and on random texts with keys
 colons and escapes in strings; it leaves to the oracle (None) only a text it cannot read byte
 for byte (a key with an escape, fastjson's lenient forms)."""
 import json
-import time
 
 import pytest
 from hypothesis import given, settings, strategies as st
 
+import costcount
 import replay
 from rocketpy.remoting import fastjson
 from rocketpy.remoting.kernel import KERNEL
@@ -102,23 +102,21 @@ def _many_small_objects(n):
     return b"[" + b",".join([one] * n) + b',{"a":1,"a":2}]'
 
 
-def _cpu(data, tries=5):
-    best = float("inf")
-    for _ in range(tries):
-        t = time.process_time()
-        KERNEL.repeated_keys(data)
-        best = min(best, time.process_time() - t)
-    return best
-
-
 @pytest.mark.parametrize("shape, repeats", [(_one_big_object, False), (_nested, False),
                                             (_many_small_objects, True)],
                          ids=["one big object", "nested", "many small objects"])
-def test_cost_grows_linearly(shape, repeats):
-    """What a stranger writes (one object of many keys, deep nesting, many objects) costs time
-    proportional to it: 4x the input, at most 8x the CPU time (best of five; ratios only, so a
-    busy machine slows both sizes alike)."""
-    small, big = shape(20_000), shape(80_000)
-    assert KERNEL.repeated_keys(small) is KERNEL.repeated_keys(big) is repeats
-    growth = _cpu(big) / max(_cpu(small), 1e-6)
-    assert growth < 8.0, f"{shape.__name__}: 4x the input cost {growth:.1f}x the time"
+def test_cost_grows_linearly(shape, repeats, counting):
+    """What a stranger writes (one object of many keys, deep nesting, many objects) costs work
+    proportional to it, counted by the counting build (keys probed, table entries written, bytes
+    searched or copied): 4x the input, each count at most 6x (linear: 4x; a key-by-key scan of a
+    big object, or of every open object's keys, is 16x)."""
+    kernel = counting.kernel
+    costs = []
+    for n in (20_000, 80_000):
+        data = shape(n)
+        kernel.take_cost()
+        assert kernel.repeated_keys(data) is repeats
+        costs.append(kernel.take_cost())
+    assert costs[0]["bytes"] > 100_000, costs
+    growth = costcount.growth(*costs)
+    assert max(growth.values()) < 6, (shape.__name__, costs, growth)

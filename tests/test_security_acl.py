@@ -372,8 +372,8 @@ def test_real_server_reads_the_guard_from_its_config_file(tmp_path):
     acl = tmp_path / "plain_acl.yml"
     acl.write_text(PLAIN_ACL_YML)
     conf.write_text(f"aclEnable=true\naclConfigPath={acl}\nadminAllowNetworks=127.0.0.0/8\n")
-    with serverproc.running_server("-c", str(conf), boot_timeout=30) as server:
-        client = serverproc.RemotingClient(server.port, timeout=10)
+    with serverproc.running_server("-c", str(conf)) as server:
+        client = serverproc.RemotingClient(server.port)
         try:
             fields = {"namespace": "ns", "key": "k", "value": "v"}
             refused = client.call(100, fields)
@@ -391,9 +391,9 @@ def test_real_server_refuses_a_replayed_signed_request_within_its_window(tmp_pat
     acl = tmp_path / "plain_acl.yml"
     acl.write_text(PLAIN_ACL_YML)
     with serverproc.running_server("-D", "aclEnable=true", "-D", f"aclConfigPath={acl}",
-                                   "-D", "aclReplayWindowSeconds=600", boot_timeout=30) as server:
-        client = serverproc.RemotingClient(server.port, timeout=10)
-        attacker = serverproc.RemotingClient(server.port, timeout=10)
+                                   "-D", "aclReplayWindowSeconds=600") as server:
+        client = serverproc.RemotingClient(server.port)
+        attacker = serverproc.RemotingClient(server.port)
         try:
             delete = sign({"namespace": "ns", "key": "k"}, None, "rocketmq2", "12345678")
             put = sign({"namespace": "ns", "key": "k", "value": "v"}, None, "rocketmq2", "12345678")

@@ -36,6 +36,7 @@ from rocketpy.transport import RemotingServerFactory, TlsMode
 from rocketpy.transport.limits import LoadGovernor
 from rocketpy.transport.offload import SWITCH_INTERVAL, THREAD_NAME, DecodePool
 from test_fuzz_processor import _processor
+from serverproc import PATIENCE
 from test_namesrv_pending import on_a_thread
 
 BROKER = {"brokerName": "broker-big", "brokerAddr": "127.0.0.1:10911", "clusterName": "C",
@@ -241,7 +242,7 @@ class ThreadReactor:
         self.from_threads.put((f, args, kwargs))
 
     def run_one(self):
-        f, args, kwargs = self.from_threads.get(timeout=30)
+        f, args, kwargs = self.from_threads.get(timeout=PATIENCE)
         f(*args, **kwargs)
 
 
@@ -254,7 +255,7 @@ class DecodePoolTests(SynchronousTestCase):
         self.addCleanup(pool.stop)
 
         def work():
-            gate.wait(30)
+            gate.wait(PATIENCE)
             thread = threading.current_thread()
             return thread.name, thread.daemon, threading.get_ident()
 
@@ -373,8 +374,8 @@ def test_a_topic_line_bomb_does_not_block_the_reactor():
     # (registerBrokerDecodeBudget) the whole body is read
     with running_server("-D", "registerBrokerMaxTopics=0",
                         "-D", "registerBrokerDecodeBudget=0") as server:
-        querier = RemotingClient(server.port, timeout=60)
-        bomber = RemotingClient(server.port, timeout=120)
+        querier = RemotingClient(server.port)
+        bomber = RemotingClient(server.port)
         register(querier)
         bomber.send_frame(register_frame(bomb, 9, compressed=True)
                           + query_frame(10))     # same connection: answered after the bomb
@@ -399,7 +400,7 @@ def test_the_default_topic_bound_refuses_the_bomb_on_its_declared_count():
     from serverproc import RemotingClient, running_server
 
     with running_server() as server:
-        bomber = RemotingClient(server.port, timeout=30)
+        bomber = RemotingClient(server.port)
         bomber.send_frame(register_frame(topic_line_bomb(3_000_000), 9, compressed=True))
         refused = bomber.read_frame()
         assert (refused.opaque, refused.code) == (9, ResponseCode.SYSTEM_ERROR)

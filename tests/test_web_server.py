@@ -11,7 +11,6 @@ import json
 import os
 import re
 import socket
-import time
 import urllib.error
 import urllib.request
 import zlib
@@ -20,7 +19,7 @@ from html.parser import HTMLParser
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from serverproc import RemotingClient, running_server
+from serverproc import PATIENCE, RemotingClient, running_server, wait_until
 from brokerbody import register_body
 
 pytestmark = pytest.mark.network
@@ -32,7 +31,7 @@ WEB_LINE = r"rocketpy web endpoint on (http://\S+/)"
 def web_server(*args, web="tcp:0:interface=127.0.0.1", env=None):
     """A running server with ``--web``; yields ``(server, base_url)``."""
     with running_server("--web", web, *args, env=env) as server:
-        line = server.wait_for_log(WEB_LINE, timeout=10)
+        line = server.wait_for_log(WEB_LINE)
         yield server, re.search(WEB_LINE, line).group(1)
 
 
@@ -85,7 +84,7 @@ def populate(port, n_topics=12):
 
 def get(url, accept=None):
     request = urllib.request.Request(url, headers={"Accept": accept} if accept else {})
-    with urllib.request.urlopen(request, timeout=10) as response:
+    with urllib.request.urlopen(request, timeout=PATIENCE) as response:
         return response.status, dict(response.headers), response.read()
 
 
@@ -218,7 +217,7 @@ def test_metrics_over_http_follow_the_registrations():
 
             # a broker's connection closes: a channel-caused unregistration, the gauges follow
             clients.pop().close()
-            server.wait_for_log(r"the broker's channel destroyed", timeout=5)
+            server.wait_for_log(r"the broker's channel destroyed")
             final = scrape()
             assert final[("rocketpy_channel_unregistrations_total", ())] == 1
             assert final[("rocketpy_brokers", ())] == len(expected["brokers"]) - 1
@@ -232,7 +231,7 @@ def test_read_only_and_unknown_paths():
         for method in ("POST", "PUT", "DELETE"):
             request = urllib.request.Request(url + "api/kv", data=b"{}", method=method)
             with pytest.raises(urllib.error.HTTPError) as refused:
-                urllib.request.urlopen(request, timeout=5)
+                urllib.request.urlopen(request, timeout=PATIENCE)
             assert refused.value.code == 405
             assert refused.value.headers["Allow"] == "GET, HEAD"
         with pytest.raises(urllib.error.HTTPError) as missing:
@@ -258,7 +257,7 @@ def _raw_answer(url, head, body=b""):
     """The status line answering ``head`` (+ ``body``) sent on a raw socket, read before
     anything more is sent (the body of a refused request is never awaited)."""
     host, port = re.match(r"http://([\d.]+):(\d+)/", url).groups()
-    with socket.create_connection((host, int(port)), timeout=10) as sock:
+    with socket.create_connection((host, int(port)), timeout=PATIENCE) as sock:
         sock.sendall(head + body)
         reply = b""
         while b"\r\n" not in reply:
@@ -285,7 +284,7 @@ def _posted(url, size):
     """The status urllib gets for a POST of ``size`` bytes (it sends the body, then reads)."""
     request = urllib.request.Request(url + "api/kv", data=b"x" * size, method="POST")
     with pytest.raises(urllib.error.HTTPError) as refused:
-        urllib.request.urlopen(request, timeout=10)
+        urllib.request.urlopen(request, timeout=PATIENCE)
     return refused.value.code
 
 
@@ -327,7 +326,7 @@ def fetch_ns_addr(ws_addr, unit_name=None):
             "Metaq-Client-RequestTS: 1700000000000\r\nUser-Agent: Java/17.0.9\r\n"
             f"Host: {host}:{port}\r\nAccept: text/html, image/gif, image/jpeg, *; q=.2, */*; q=.2"
             "\r\nConnection: keep-alive\r\n\r\n").encode()
-    with socket.create_connection((host, int(port)), timeout=10) as sock:
+    with socket.create_connection((host, int(port)), timeout=PATIENCE) as sock:
         sock.sendall(head)
         data = b""
         while b"\r\n\r\n" not in data:
@@ -362,11 +361,10 @@ def test_status_page_shows_divergence_with_its_peers():
         register(client, "ClusterA", "broker-a", 0, "127.0.0.1:10911", ["Orders", "Payments"])
         # 127.0.0.1:1 refuses connections: a peer that cannot be asked is an error, not agreement
         with web_server("--peers", f"{peer.addr};127.0.0.1:1") as (server, url):
-            deadline = time.monotonic() + 20
-            report = get_json(url + "api/peers")
-            while report["checkedMs"] is None and time.monotonic() < deadline:
-                time.sleep(0.2)
+            def compared():
                 report = get_json(url + "api/peers")
+                return report if report["checkedMs"] is not None else None
+            report = wait_until(compared, "the first comparison with the peers", step=0.2)
             assert report["agree"] is False
             assert report["brokers"] == [{"broker": "broker-a", "values": {
                 "this NameServer": None, peer.addr: "cluster ClusterA 0=127.0.0.1:10911"}}]

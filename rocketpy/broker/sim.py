@@ -79,7 +79,7 @@ class SimOptions:
     refresh_metadata: "bool | None" = None  # default: on for 5.x
     system_topics: bool = True
     churn: float = 0.0
-    churn_after: float = 0.0              # seconds of calm before the churn starts
+    churn_after: "float | None" = 0.0     # seconds of calm before the churn (None: start_churn)
     down: float = 5.0
     broker_host: str = "127.0.0.1"
     base_port: int = 20911
@@ -451,12 +451,20 @@ class BrokerSim:
         if self.options.churn > 0:
             self._churn = LoopingCall(self._churn_event)
             self._churn.clock = self.clock
-            self._churn_start = self.clock.callLater(self.options.churn_after, self._churn.start,
-                                                     60.0 / self.options.churn, False)
+            if self.options.churn_after is not None:
+                self._churn_start = self.clock.callLater(self.options.churn_after,
+                                                         self.start_churn)
         if progress and self.emit is not None:
             self._progress = LoopingCall(self._emit_progress)
             self._progress.clock = self.clock
             self._progress.start(progress, now=False)
+
+    def start_churn(self):
+        """The churn begins now (if it is on and has not begun)."""
+        if self._churn is not None and not self._churn.running:
+            if self._churn_start is not None and self._churn_start.active():
+                self._churn_start.cancel()
+            self._churn.start(60.0 / self.options.churn, False)
 
     def run(self, duration, progress=None):
         """Start, wait ``duration`` seconds; a Deferred that fires then (the brokers keep going
@@ -527,11 +535,23 @@ class BrokerSim:
 
     @inlineCallbacks
     def verify(self, settle=2.0, max_topics=5000):
-        """After the churn: each NameServer's brokers and routes against the brokers up.
+        """After the churn: each NameServer's brokers and routes against the brokers up, asked
+        again every half second until they agree, for at most ``settle`` seconds (what the
+        churn left in flight lands meanwhile, however busy the machine).
 
         Returns a list of problems (empty: consistent)."""
         self.stop_churn()
-        yield deferLater(self.clock, settle, lambda: None)
+        deadline = self.clock.seconds() + settle
+        while True:
+            problems = yield self._check_namesrvs(max_topics)
+            if not problems or self.clock.seconds() >= deadline:
+                return problems
+            yield deferLater(self.clock, min(0.5, max(0.0, deadline - self.clock.seconds())),
+                             lambda: None)
+
+    @inlineCallbacks
+    def _check_namesrvs(self, max_topics):
+        """One look at every NameServer (and the controller): the problems found."""
         client = RemotingClient(self.reactor, clock=self.clock)
         problems = []
         expected_members = {}
@@ -629,6 +649,9 @@ class BrokerSim:
         self._last = (now, total)
         parts = [f"[{elapsed:7.1f}s] live {len(self.live())}/{len(self.brokers)}",
                  f"registrations {total} ({rate:.1f}/s)"]
+        if self._churn is not None:
+            churned = sum(n for kind, n in self.stats.counts.items() if kind.startswith("churn: "))
+            parts.append(f"churn {churned}")
         for addr, row in self.stats.per_namesrv().items():
             if row["p50_ms"] is not None:
                 parts.append(f"{addr} p50 {row['p50_ms']:.1f} p99 {row['p99_ms']:.1f} ms")

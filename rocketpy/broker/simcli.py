@@ -12,11 +12,16 @@ NameServer's cluster table and routes match the brokers that are up. Exit status
 registration failed, when a broker could not listen on its port, when ``--verify`` found a
 difference, or when an option is wrong (one line on stderr each), 0 otherwise; the same when
 Ctrl-C or SIGTERM stops it early (brokers unregister first).
+
+``--until-stdin-closes`` hands the phases to whoever drives it (a test waiting for the
+NameServers' own answers, not for a clock): a line on stdin starts the churn, the end of stdin
+ends the run (``--duration`` is then only a cap).
 """
 import argparse
 import json
 import os
 import sys
+import threading
 
 __all__ = ["main", "build_parser", "options_from_args", "format_report", "failure_lines"]
 
@@ -57,9 +62,12 @@ def build_parser():
     a("--churn-after", type=float, default=0.0, help="seconds before the churn starts")
     a("--down", type=float, default=5.0, help="seconds a killed or restarted broker stays away")
     a("--duration", type=float, default=60.0, help="seconds to run (default 60)")
+    a("--until-stdin-closes", action="store_true", help="run until stdin ends (--duration is "
+      "then a cap); with --churn, the churn starts at the first line read there")
     a("--progress", type=float, default=5.0, help="seconds between progress lines (0: none)")
     a("--verify", action="store_true", help="check the NameServers' routes after the churn")
-    a("--settle", type=float, default=2.0, help="seconds between the last churn and --verify")
+    a("--settle", type=float, default=2.0, help="seconds --verify waits at most, after the "
+      "churn, for the NameServers to agree (it asks again until they do)")
     a("--host", default="127.0.0.1", help="the brokers' address (brokerIP1)")
     a("--base-port", type=int, default=20911, help="listenPort of the first broker (then +2 each)")
     a("--listen", action="store_true", help="brokers listen on their addresses and answer "
@@ -127,7 +135,8 @@ def options_from_args(args):
         acting_master=args.acting_master or args.broker_heartbeat,
         broker_heartbeat=args.broker_heartbeat, heartbeat_interval=args.heartbeat_interval,
         refresh_metadata=args.refresh, system_topics=not args.no_system_topics, churn=args.churn,
-        churn_after=args.churn_after, down=args.down, broker_host=args.host, base_port=args.base_port, timeout=args.timeout,
+        churn_after=None if args.until_stdin_closes else args.churn_after, down=args.down,
+        broker_host=args.host, base_port=args.base_port, timeout=args.timeout,
         seed=args.seed, controller_addr=args.controller)
 
 
@@ -184,6 +193,28 @@ def failure_lines(sim, problems):
     return lines
 
 
+def _until_stdin_closes(reactor, running, on_line):
+    """A Deferred that fires with ``running`` or at the end of stdin, whichever comes first;
+    ``on_line`` is called (on the reactor) at the first line read before that end."""
+    from twisted.internet.defer import Deferred
+    done = Deferred()
+
+    def end(_=None):
+        if not done.called:
+            done.callback(None)
+
+    def read():                      # a thread: reading stdin blocks
+        first = sys.stdin.readline()
+        if first:
+            reactor.callFromThread(on_line)
+            sys.stdin.read()
+        reactor.callFromThread(end)
+
+    threading.Thread(target=read, name="brokersim-stdin", daemon=True).start()
+    running.addBoth(end)
+    return done
+
+
 def main(argv=None):
     """Console entry point."""
     parser = build_parser()
@@ -226,7 +257,10 @@ def main(argv=None):
     @inlineCallbacks
     def scenario():
         try:
-            yield sim.run(args.duration, args.progress)
+            running = sim.run(args.duration, args.progress)
+            if args.until_stdin_closes:
+                running = _until_stdin_closes(reactor, running, sim.start_churn)
+            yield running
             if args.verify:
                 outcome["problems"] = yield sim.verify(args.settle)
             outcome["stopping"] = True

@@ -120,14 +120,20 @@ def _native_module():
                       "decoder runs instead: the same rows, 15-30x slower", NativeDecoderMissing,
                       stacklevel=3)
         return None
-    _native.configure(
+    return configure_native(_native)
+
+
+def configure_native(native):
+    """Hand the compiled core (this package's, or a test's counting build of it) the tables and
+    callbacks it reads rows with; ``native``."""
+    native.configure(
         columns=list(COLUMNS), request_names=_rows._REQUEST_NAMES,
         response_names=_rows._RESPONSE_NAMES, version_names=_rows._VERSION_NAMES,
         language_names=_rows._LANGUAGE_NAMES,
         language_by_name={name: int(m) for name, m in codes.LanguageCode.__members__.items()},
         header_fallback=_header_fallback, summary=_rows._summary,
         capture_format_error=CaptureFormatError)
-    return _native
+    return native
 
 
 NATIVE = _native_module()

@@ -107,6 +107,7 @@ class ControllerGroup(Service):
         self._won_revision = None    # the election key's create revision, while it holds it
         self._leader_revision = None  # the same, while it leads (the writes' compare)
         self._queue = deque()        # (LogEntry, Deferred), oldest first
+        self.entries_moved = 0       # entries taken off the queue (and copied), for a cost test
         self._writing = False
         self._encoded = (None, None)  # (events, value) the last entry_refusal encoded
         self._campaigning = False
@@ -237,6 +238,7 @@ class ControllerGroup(Service):
         try:
             while self._queue:
                 batch = self._take(most)
+                self.entries_moved += len(batch)
                 why = event = None
                 if self._leader_revision is None:
                     why = "not the leader any more"
@@ -270,6 +272,7 @@ class ControllerGroup(Service):
                     continue
                 # the entries after a failed one were made on top of it: none can be written
                 failed = batch + list(self._queue)
+                self.entries_moved += len(failed)
                 self._queue.clear()
                 for _, d in failed:
                     d.errback(EtcdError(f"not committed in etcd: {why}"))

@@ -63,20 +63,31 @@ class _Body:
 class _Lines(Protocol):
     """The body of a watch: each line one JSON message for ``on_message``. The bytes wait in one
     buffer scanned only past what was scanned before, and a line is cut once when complete, so
-    a long line arriving in many chunks costs its length, not its length times its chunks."""
+    a long line arriving in many chunks costs its length, not its length times its chunks
+    (``bytes_touched`` counts what it appends, searches, cuts and moves, for the test that holds
+    that by counting)."""
 
     def __init__(self, on_message, finished):
         self._on_message = on_message
         self._finished = finished
         self._buffer = bytearray()
         self._scanned = 0            # bytes of the buffer known to hold no newline
+        self.bytes_touched = 0
+
+    def _newline(self, start):
+        """The buffer's first newline at or after ``start`` (-1: none), the bytes searched counted."""
+        end = self._buffer.find(b"\n", start)
+        self.bytes_touched += (end + 1 if end >= 0 else len(self._buffer)) - start
+        return end
 
     def dataReceived(self, data):
         self._buffer += data
+        self.bytes_touched += len(data)
         start = 0
-        end = self._buffer.find(b"\n", self._scanned)
+        end = self._newline(self._scanned)
         while end >= 0:
             line = self._buffer[start:end]
+            self.bytes_touched += end - start
             start = end + 1
             if line.strip():
                 try:
@@ -85,8 +96,10 @@ class _Lines(Protocol):
                     self.transport.stopProducing()
                     return
                 self._on_message(message)
-            end = self._buffer.find(b"\n", start)
-        del self._buffer[:start]
+            end = self._newline(start)
+        if start:
+            del self._buffer[:start]
+            self.bytes_touched += len(self._buffer)      # the rest, moved to the front
         self._scanned = len(self._buffer)
         if self._scanned > MAX_WATCH_LINE:
             self.transport.stopProducing()

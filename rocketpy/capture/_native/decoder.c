@@ -7,8 +7,10 @@ PyObject *COLUMN_NAMES;        /* rows.COLUMNS, set by configure() */
 
 /* ======================================================== opaque -> request (insertion order) */
 
+/* keyed, as the core's other indexes: opaques are a stranger's, and a multiplicative hash's low
+ * bits are the opaque's (i << 16 all shared one slot, and n requests cost n^2 probes) */
 static size_t slot(const reqmap_t *m, int32_t opaque) {
-    return (size_t)(((uint32_t)opaque * 2654435761u) & (m->idx_cap - 1));
+    return (size_t)mum((uint64_t)(uint32_t)opaque ^ HASH_KEY[1], HASH_KEY[2]) & (m->idx_cap - 1);
 }
 
 static int64_t req_find(const reqmap_t *m, int32_t opaque) {
@@ -16,6 +18,7 @@ static int64_t req_find(const reqmap_t *m, int32_t opaque) {
         return -1;
     for (size_t i = slot(m, opaque);; i = (i + 1) & (m->idx_cap - 1)) {
         int32_t k = m->idx[i];
+        COST(PROBES, 1);
         if (!k)
             return -1;
         req_t *e = &m->e[k - 1];
@@ -27,6 +30,7 @@ static int64_t req_find(const reqmap_t *m, int32_t opaque) {
 static int req_reindex(reqmap_t *m, size_t want) {
     /* compact the entries (keeping their order) and rebuild the index for `want` entries */
     size_t j = 0;
+    COST(MOVES, m->n);
     for (size_t i = 0; i < m->n; i++)
         if (m->e[i].alive)
             m->e[j++] = m->e[i];
@@ -54,11 +58,15 @@ static int req_reindex(reqmap_t *m, size_t want) {
         m->idx_cap = ic;
     }
     memset(m->idx, 0, m->idx_cap * sizeof(int32_t));
+    COST(MOVES, m->idx_cap);
     for (size_t i = 0; i < m->n; i++) {
         size_t s = slot(m, m->e[i].opaque);
-        while (m->idx[s])
+        while (m->idx[s]) {
             s = (s + 1) & (m->idx_cap - 1);
+            COST(PROBES, 1);
+        }
         m->idx[s] = (int32_t)i + 1;
+        COST(MOVES, 1);
     }
     return 0;
 }
@@ -87,9 +95,12 @@ static int req_set(reqmap_t *m, int32_t opaque, int32_t code, int64_t ts, int64_
     e->pos_off = po;
     e->alive = 1;
     size_t s = slot(m, opaque);
-    while (m->idx[s])
+    while (m->idx[s]) {
         s = (s + 1) & (m->idx_cap - 1);
+        COST(PROBES, 1);
+    }
     m->idx[s] = (int32_t)m->n + 1;
+    COST(MOVES, 1);
     m->n++;
     m->live++;
     return 0;
@@ -107,15 +118,19 @@ static int req_pop(reqmap_t *m, int32_t opaque, int32_t *code, int64_t *ts) {
 }
 
 static req_t *req_first(reqmap_t *m) {
-    while (m->head < m->n && !m->e[m->head].alive)
+    while (m->head < m->n && !m->e[m->head].alive) {
         m->head++;
+        COST(PROBES, 1);
+    }
     return m->head < m->n ? &m->e[m->head] : NULL;
 }
 
 static void req_clear(reqmap_t *m) {
     m->n = m->live = m->head = 0;
-    if (m->idx)
+    if (m->idx) {
         memset(m->idx, 0, m->idx_cap * sizeof(int32_t));
+        COST(MOVES, m->idx_cap);
+    }
 }
 
 static void req_free(reqmap_t *m) {
@@ -318,6 +333,7 @@ static int held_compact(conn_t *c) {
     if (c->dead_held <= 16 || c->dead_held <= c->live_held[0] + c->live_held[1])
         return 0;
     size_t n = 0;
+    COST(MOVES, c->n_held);
     for (size_t i = 0; i < c->n_held; i++)
         if (c->held[i].alive)
             c->held[n++] = c->held[i];
@@ -333,6 +349,7 @@ static int held_compact(conn_t *c) {
 
 /* every held response gone (finished or handed over); their blobs freed */
 static void held_clear(conn_t *c) {
+    COST(MOVES, c->n_held);
     for (size_t i = 0; i < c->n_held; i++)
         PyMem_RawFree(c->held[i].blob);
     c->n_held = c->live_held[0] = c->live_held[1] = c->dead_held = c->n_todo = 0;
@@ -596,9 +613,11 @@ static int by_index(const void *a, const void *b) {
 static int release_held(Decoder *dec, conn_t *c) {
     for (int d = 0; d < 2; d++)
         if (c->live_held[d] && !c->dirs[1 - d].reasm.pending.n)
-            for (size_t l = c->held_first[d]; l; l = c->held[l - 1].dnext)
+            for (size_t l = c->held_first[d]; l; l = c->held[l - 1].dnext) {
+                COST(PROBES, 1);
                 if (pick(c, l - 1) < 0)
                     return -1;
+            }
     size_t n = c->n_todo;
     c->n_todo = 0;
     qsort(c->todo, n, sizeof *c->todo, by_index);
@@ -1108,6 +1127,7 @@ static int sweep(Decoder *dec, int64_t ts) {
     dec->next_sweep = ts + 1000000000;
     size_t n = 0;
     for (conn_t *c = dec->watch; c; c = c->wnext) {
+        COST(PROBES, 1);
         if (GROW(dec->sweeping, dec->cap_sweeping, n, 64) < 0)
             return -1;
         dec->sweeping[n++] = c;

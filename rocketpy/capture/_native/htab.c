@@ -5,6 +5,7 @@ static hent_t *find(const htab_t *t, const void *key, size_t klen, uint64_t h) {
     size_t mask = t->cap - 1;
     for (size_t i = (size_t)h & mask;; i = (i + 1) & mask) {
         hent_t *e = &t->e[i];
+        COST(PROBES, 1);
         if (e->state == 0)
             return NULL;
         if (e->state == 1 && e->hash == h && e->klen == klen && !memcmp(hent_key(e), key, klen))
@@ -25,14 +26,18 @@ static int rehash(htab_t *t) {
         no_memory();
         return -1;
     }
+    COST(MOVES, cap);                                  /* calloc'd */
     for (size_t i = 0; i < t->cap; i++) {
         hent_t *o = &t->e[i];
         if (o->state != 1)
             continue;
         size_t j = (size_t)o->hash & (cap - 1);
-        while (e[j].state)
+        while (e[j].state) {
             j = (j + 1) & (cap - 1);
+            COST(PROBES, 1);
+        }
         e[j] = *o;
+        COST(MOVES, 1);
     }
     PyMem_RawFree(t->e);
     t->e = e;
@@ -49,9 +54,12 @@ hent_t *htab_put(htab_t *t, const void *key, size_t klen) {
     if (2 * (t->filled + 1) > t->cap && rehash(t) < 0)
         return NULL;
     size_t mask = t->cap - 1, i = (size_t)h & mask;
-    while (t->e[i].state == 1)
+    while (t->e[i].state == 1) {
         i = (i + 1) & mask;
+        COST(PROBES, 1);
+    }
     e = &t->e[i];
+    COST(MOVES, 1);
     if (klen <= HTAB_INLINE) {
         memcpy(e->key.in, key, klen);
     } else {
@@ -86,6 +94,7 @@ void htab_del(htab_t *t, hent_t *e) {
 }
 
 void htab_clear(htab_t *t) {
+    COST(MOVES, t->cap);
     for (size_t i = 0; i < t->cap; i++) {
         if (t->e[i].state == 1)
             free_key(&t->e[i]);

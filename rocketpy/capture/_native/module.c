@@ -7,6 +7,7 @@
  *   LAYOUT                    the frame-layout constants this code assumes
  */
 #include "decoder.h"
+#include "cost_module.h"
 #include <sys/random.h>
 #include <time.h>
 
@@ -546,6 +547,7 @@ static PyMethodDef module_methods[] = {
     {"configure", (PyCFunction)(void (*)(void))configure, METH_VARARGS | METH_KEYWORDS, "tables and callbacks"},
     {"jsonl", native_jsonl, METH_VARARGS, "JSON Lines text of a record batch's columns"},
     {"ext_json", native_ext_json, METH_VARARGS, "the ext_fields map column as JSON text per row"},
+    COST_METHODS
     {NULL},
 };
 

@@ -164,6 +164,7 @@ static int drop(framer_t *f, size_t k) {
 static int64_t candidate(const uint8_t *b, size_t n, size_t pos) {
     while (pos + 8 <= n) {
         const uint8_t *z = memchr(b + pos, 0, n - 7 - pos);
+        COST(BYTES, z ? (size_t)(z - b) + 1 - pos : n - 7 - pos);
         if (!z)
             return -1;
         size_t i = (size_t)(z - b);
@@ -408,8 +409,11 @@ static inline size_t pidx_home(const pstore_t *p, int64_t place) {
 /* the index position holding `place`, or the empty one where it would go */
 static size_t pidx_find(const pstore_t *p, int64_t place) {
     size_t mask = p->cap_idx - 1, i = pidx_home(p, place);
-    while (p->idx[i] && p->slot[p->idx[i] - 1].place != place)
+    COST(PROBES, 1);
+    while (p->idx[i] && p->slot[p->idx[i] - 1].place != place) {
         i = (i + 1) & mask;
+        COST(PROBES, 1);
+    }
     return i;
 }
 
@@ -424,8 +428,11 @@ static int pidx_room(pstore_t *p) {
     PyMem_RawFree(p->idx);
     p->idx = idx;
     p->cap_idx = cap;
-    for (size_t k = 0; k < p->n; k++)
+    COST(MOVES, cap);                                  /* calloc'd */
+    for (size_t k = 0; k < p->n; k++) {
         idx[pidx_find(p, p->heap[k].place)] = p->heap[k].slot + 1;
+        COST(MOVES, 1);
+    }
     return 0;
 }
 
@@ -435,6 +442,7 @@ static void pidx_remove(pstore_t *p, int64_t place) {
     p->idx[i] = 0;
     for (;;) {
         j = (j + 1) & mask;
+        COST(PROBES, 1);
         if (!p->idx[j])
             return;
         size_t home = pidx_home(p, p->slot[p->idx[j] - 1].place);
@@ -475,6 +483,7 @@ static pend_t *pstore_add(pstore_t *p, int64_t place) {
         if (p->heap[up].place <= place)
             break;
         p->heap[i] = p->heap[up];
+        COST(MOVES, 1);
         i = up;
     }
     p->heap[i].place = place;
@@ -500,6 +509,7 @@ static pend_t pstore_pop(pstore_t *p) {
         if (last.place <= p->heap[c].place)
             break;
         p->heap[i] = p->heap[c];
+        COST(MOVES, 1);
         i = c;
     }
     if (p->n)
@@ -510,8 +520,10 @@ static pend_t pstore_pop(pstore_t *p) {
 static void pstore_empty(pstore_t *p) {
     for (size_t k = 0; k < p->n; k++)
         PyMem_RawFree(p->slot[p->heap[k].slot].data);
-    if (p->n)
+    if (p->n) {
         memset(p->idx, 0, p->cap_idx * sizeof *p->idx);
+        COST(MOVES, p->cap_idx);
+    }
     p->n = p->n_slot = 0;
     p->free = 0;
 }

@@ -25,6 +25,7 @@ int buf_reserve(buf_t *b, size_t extra) {
     size_t live = b->end - b->start;
     if (b->start && b->start >= live / 2) {   /* reuse the consumed front (amortised) */
         memmove(b->p, b->p + b->start, live);
+        COST(BYTES, live);
         b->start = 0;
         b->end = live;
         if (b->cap - live >= extra)
@@ -42,6 +43,7 @@ int buf_reserve(buf_t *b, size_t extra) {
         no_memory();
         return -1;
     }
+    COST(BYTES, b->end);
     b->p = p;
     b->cap = cap;
     return 0;
@@ -53,6 +55,7 @@ int buf_append(buf_t *b, const void *data, size_t n) {
     if (buf_reserve(b, n) < 0)
         return -1;
     memcpy(b->p + b->end, data, n);
+    COST(BYTES, n);
     b->end += n;
     return 0;
 }
@@ -72,6 +75,7 @@ int grow(void **items, size_t *cap, size_t n, size_t size, size_t first) {
         no_memory();
         return -1;
     }
+    COST(BYTES, n * size);
     *items = p;
     *cap = want;
     return 0;
@@ -81,8 +85,11 @@ int grow(void **items, size_t *cap, size_t n, size_t size, size_t first) {
 static size_t uidx_find(const stats_t *st, int32_t code) {
     size_t mask = st->cap_uidx - 1;
     size_t i = (size_t)mum((uint64_t)(uint32_t)code ^ HASH_KEY[1], HASH_KEY[2]) & mask;
-    while (st->uidx[i] && st->unanswered[2 * (st->uidx[i] - 1)] != code)
+    COST(PROBES, 1);
+    while (st->uidx[i] && st->unanswered[2 * (st->uidx[i] - 1)] != code) {
         i = (i + 1) & mask;
+        COST(PROBES, 1);
+    }
     return i;
 }
 
@@ -106,8 +113,11 @@ int stats_unanswered(stats_t *st, int32_t code) {
         PyMem_RawFree(st->uidx);
         st->uidx = idx;
         st->cap_uidx = cap;
-        for (size_t i = 0; i < st->n_unanswered; i++)
+        COST(MOVES, cap);                             /* calloc'd */
+        for (size_t i = 0; i < st->n_unanswered; i++) {
             idx[uidx_find(st, (int32_t)st->unanswered[2 * i])] = (uint32_t)i + 1;
+            COST(MOVES, 1);
+        }
     }
     st->unanswered[2 * st->n_unanswered] = code;
     st->unanswered[2 * st->n_unanswered + 1] = 1;

@@ -34,13 +34,17 @@ static int table_grow(key_table_t *t) {
     key_entry_t *e = calloc(cap, sizeof *e);
     if (!e)
         return -1;
+    COST(MOVES, cap);                                  /* calloc'd */
     for (size_t i = 0; i < t->cap; i++) {
         if (!t->e[i].serial)
             continue;
         size_t j = (size_t)t->e[i].hash & (cap - 1);
-        while (e[j].serial)
+        while (e[j].serial) {
             j = (j + 1) & (cap - 1);
+            COST(PROBES, 1);
+        }
         e[j] = t->e[i];
+        COST(MOVES, 1);
     }
     free(t->e);
     t->e = e;
@@ -56,10 +60,12 @@ static int table_add(key_table_t *t, const uint8_t *text, uint32_t serial, span_
     size_t i = (size_t)h & (t->cap - 1);
     for (; t->e[i].serial; i = (i + 1) & (t->cap - 1)) {
         key_entry_t *o = &t->e[i];
+        COST(PROBES, 1);
         if (o->hash == h && o->serial == serial && o->len == k.len && !memcmp(text + o->at, text + k.at, k.len))
             return 1;
     }
     t->e[i] = (key_entry_t){h, serial, k.at, k.len};
+    COST(MOVES, 1);
     t->used++;
     return 0;
 }
@@ -70,9 +76,11 @@ static int seen_key(key_table_t *t, const uint8_t *text, const frame_t *f, span_
                     size_t *n_keys, size_t *cap_keys, span_t k) {
     size_t here = *n_keys - f->first;
     if (here < SMALL) {
-        for (size_t j = f->first; j < *n_keys; j++)
+        for (size_t j = f->first; j < *n_keys; j++) {
+            COST(PROBES, 1);
             if ((*keys)[j].len == k.len && !memcmp(text + (*keys)[j].at, text + k.at, k.len))
                 return 1;
+        }
     } else {
         if (here == SMALL)             /* the object grew big: its keys so far into the table */
             for (size_t j = f->first; j < *n_keys; j++)
@@ -86,6 +94,7 @@ static int seen_key(key_table_t *t, const uint8_t *text, const frame_t *f, span_
         span_t *grown = realloc(*keys, (*cap_keys = *cap_keys ? 2 * *cap_keys : 64) * sizeof *grown);
         if (!grown)
             return -1;
+        COST(BYTES, *n_keys * sizeof *grown);
         *keys = grown;
     }
     (*keys)[(*n_keys)++] = k;
@@ -106,13 +115,16 @@ int rk_repeated_keys(const uint8_t *p, size_t n) {
             int escaped = 0;
             for (;;) {                         /* the closing quote: one not escaped */
                 const uint8_t *q = i < n ? memchr(p + i, '"', n - i) : NULL;
+                COST(BYTES, (q ? (size_t)(q - p) + 1 : n) - i);
                 if (!q) {
                     i = n;
                     break;
                 }
                 size_t back = 0;
-                while (p + start < q - back && q[-1 - (ptrdiff_t)back] == '\\')
+                while (p + start < q - back && q[-1 - (ptrdiff_t)back] == '\\') {
                     back++;
+                    COST(BYTES, 1);
+                }
                 i = (size_t)(q - p);
                 if (!(back & 1))
                     break;
@@ -121,6 +133,7 @@ int rk_repeated_keys(const uint8_t *p, size_t n) {
             }
             if (!escaped && i < n && memchr(p + start, '\\', i - start))
                 escaped = 1;
+            COST(BYTES, i < n ? i - start : 0);
             if (i >= n) {
                 result = RK_KEYS_UNKNOWN;      /* an open string: not a text json read */
             } else if (expect_key) {
@@ -138,6 +151,7 @@ int rk_repeated_keys(const uint8_t *p, size_t n) {
                     result = RK_KEYS_NO_MEMORY;
                     break;
                 }
+                COST(BYTES, depth * sizeof *grown);
                 frames = grown;
             }
             frames[depth++] = (frame_t){c == '{' ? ++next_serial : 0, (uint32_t)n_keys};

@@ -6,6 +6,9 @@
 #include "kernel.h"
 
 uint64_t RK_HASH_KEY[3] = {0x9E3779B97F4A7C15ULL, 0xBF58476D1CE4E5B9ULL, 0x94D049BB133111EBULL};
+#ifdef ROCKETPY_COUNT_COST
+uint64_t rk_cost[COST_KINDS];
+#endif
 
 void rk_header_reset(rk_header_t *h) {
     h->code = h->flag = h->opaque = h->version = h->language = 0;
@@ -35,6 +38,7 @@ static int text_reserve(rk_header_t *h, size_t n) {
     uint8_t *t = realloc(h->text, cap);
     if (!t)
         return -1;
+    COST(BYTES, h->text_len);
     h->text = t;
     h->text_cap = cap;
     return 0;
@@ -92,6 +96,7 @@ int rk_add_ext(rk_header_t *h, str_t k, str_t v) {
         kv_t *e = realloc(h->ext, cap * sizeof *e);
         if (!e)
             return -1;
+        COST(BYTES, h->n_ext * sizeof *e);
         h->ext = e;
         h->cap_ext = cap;
     }
@@ -108,6 +113,7 @@ static size_t kidx_find(const rk_header_t *h, str_t k) {
     size_t mask = h->cap_kidx - 1;
     for (size_t i = (size_t)rk_hash_bytes((const uint8_t *)k.p, (size_t)k.n) & mask;; i = (i + 1) & mask) {
         uint32_t e = h->kidx[i];
+        COST(PROBES, 1);
         if (!e || (h->ext[e - 1].key.n == k.n && !memcmp(h->ext[e - 1].key.p, k.p, (size_t)k.n)))
             return i;
     }
@@ -129,10 +135,13 @@ static int kidx_update(rk_header_t *h) {
             h->cap_kidx = cap;
         }
         memset(h->kidx, 0, h->cap_kidx * sizeof *h->kidx);
+        COST(MOVES, h->cap_kidx);
         h->n_kidx = 0;
     }
-    for (; h->n_kidx < h->n_ext; h->n_kidx++)
+    for (; h->n_kidx < h->n_ext; h->n_kidx++) {
         h->kidx[kidx_find(h, h->ext[h->n_kidx].key)] = (uint32_t)h->n_kidx + 1;
+        COST(MOVES, 1);
+    }
     return 0;
 }
 
@@ -140,9 +149,11 @@ static int kidx_update(rk_header_t *h) {
  * By hash past a few entries, so a header of n entries costs O(n), not O(n^2). */
 static int has_key(rk_header_t *h, str_t k) {
     if (h->n_ext < KIDX_FROM) {
-        for (size_t i = 0; i < h->n_ext; i++)
+        for (size_t i = 0; i < h->n_ext; i++) {
+            COST(PROBES, 1);
             if (h->ext[i].key.n == k.n && !memcmp(h->ext[i].key.p, k.p, (size_t)k.n))
                 return 1;
+        }
         return 0;
     }
     if (kidx_update(h) < 0)

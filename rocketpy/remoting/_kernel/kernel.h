@@ -17,6 +17,7 @@
 
 #include <string.h>
 
+#include "cost.h"
 #include "layout_gen.h"
 
 /* A keyed hash (wyhash's construction): sixteen bytes at a time folded through a full 64x64->128

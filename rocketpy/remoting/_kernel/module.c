@@ -8,6 +8,7 @@
 #include <Python.h>
 
 #include "kernel.h"
+#include "cost_module.h"
 #include "languages.h"
 
 static PyObject *COMMAND;                      /* RemotingCommand */
@@ -226,6 +227,7 @@ static PyMethodDef METHODS[] = {
      "peek(frame): (code, opaque, flag) of a usual header that writes its opaque, or None"},
     {"repeated_keys", repeated_keys, METH_O,
      "repeated_keys(json bytes): whether an object writes a key twice (bytes compared), or None"},
+    COST_METHODS
     {NULL, NULL, 0, NULL},
 };
 
