@@ -257,7 +257,6 @@ static int parse(framer_t *f, int64_t ts) {
                 if (emit(f, b + pos, (size_t)total, ts, f->offset + (int64_t)pos, total, 0, NULL, 0) < 0)
                     return -1;
                 f->found = 1;
-                f->first_ts = ts;
                 pos += (size_t)total;
                 continue;
             }
@@ -320,7 +319,6 @@ int framer_data(framer_t *f, const uint8_t *data, size_t n, int64_t ts) {
             if (!n)
                 return 0;
         }
-        f->first_ts = ts;
     }
     if (buf_append(&f->buf, data, n) < 0)
         return -1;

@@ -17,7 +17,6 @@ typedef struct {
     int synced, found, abandoned;
     int has_limit, settled, has_cut, head, has_first, has_picked_up;
     int64_t limit, cut, first_frame, head_skipped, picked_up;
-    int64_t first_ts;
     frame_t *out;
     size_t n_out, cap_out;
     buf_t arena;               /* bytes of the frames in `out` */
