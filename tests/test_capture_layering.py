@@ -50,7 +50,7 @@ def _allowed(name, extra=()):
 def test_capture_modules_import_only_allowed_packages():
     optional = {"arrow.py": {"pyarrow"}, "engine.py": {"pyarrow"}, "plots.py": {"matplotlib"},
                 "source.py": {"pyarrow", "fsspec"}, "summary.py": {"pyarrow", "numpy"},
-                "groups.py": {"pyarrow", "numpy"},
+                "groups.py": {"pyarrow", "numpy"}, "formats.py": {"pyarrow"},
                 "cli.py": {"pyarrow"}}   # pyarrow: a dependency of the engines and writers
     for path in (ROOT / "rocketpy" / "capture").glob("*.py"):
         for name in _imports(path):

@@ -7,8 +7,6 @@
  * chars, offset). */
 #include "core.h"
 
-extern PyObject *COLUMN_NAMES;
-
 int json_string(buf_t *out, const char *p, size_t n) {
     static const char hex[] = "0123456789abcdef";
     if (buf_reserve(out, n * 6 + 2) < 0)
@@ -154,32 +152,33 @@ PyObject *native_jsonl(PyObject *self, PyObject *args) {
     PyObject *specs;
     if (!PyArg_ParseTuple(args, "LO!", &rows, &PyList_Type, &specs))
         return NULL;
-    if (!COLUMN_NAMES || PyList_GET_SIZE(specs) != N_COLUMNS) {
+    int n = CFG.n_columns;
+    if (!CFG.column_names || PyList_GET_SIZE(specs) != n) {
         PyErr_SetString(PyExc_ValueError, "jsonl: the schema's columns, after configure()");
         return NULL;
     }
-    col_t cols[N_COLUMNS];
-    buf_t keys[N_COLUMNS];
+    col_t cols[MAX_COLUMNS];
+    buf_t keys[MAX_COLUMNS];
     memset(keys, 0, sizeof keys);
     int ready = 0, ok = 1;
-    for (; ready < N_COLUMNS && ok; ready++) {
-        ok = grab(PyList_GET_ITEM(specs, ready), &cols[ready], COLUMN_KIND[ready] == C_MAP ? 6 : 3) == 0;
+    for (; ready < n && ok; ready++) {
+        ok = grab(PyList_GET_ITEM(specs, ready), &cols[ready], CFG.columns[ready].kind == C_MAP ? 6 : 3) == 0;
         if (!ok)
             continue;
         Py_ssize_t len;
-        const char *name = PyUnicode_AsUTF8AndSize(PyList_GET_ITEM(COLUMN_NAMES, ready), &len);
+        const char *name = PyUnicode_AsUTF8AndSize(PyList_GET_ITEM(CFG.column_names, ready), &len);
         ok = name && put(&keys[ready], ready ? ", " : "{", ready ? 2 : 1) == 0
              && json_string(&keys[ready], name, (size_t)len) == 0 && put(&keys[ready], ": ", 2) == 0;
     }
     buf_t out = {0};
     for (int64_t i = 0; ok && i < rows; i++) {
-        for (int c = 0; ok && c < N_COLUMNS; c++)
+        for (int c = 0; ok && c < n; c++)
             ok = put(&out, (const char *)keys[c].p, buf_len(&keys[c])) == 0
-                 && value_at(&out, COLUMN_KIND[c], &cols[c], i) == 0;
+                 && value_at(&out, CFG.columns[c].kind, &cols[c], i) == 0;
         ok = ok && put(&out, "}\n", 2) == 0;
     }
     release(cols, ready);
-    for (int c = 0; c < N_COLUMNS; c++)
+    for (int c = 0; c < n; c++)
         buf_free(&keys[c]);
     PyObject *res = ok ? PyBytes_FromStringAndSize((const char *)out.p, (Py_ssize_t)buf_len(&out)) : NULL;
     buf_free(&out);

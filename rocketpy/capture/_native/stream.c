@@ -97,7 +97,7 @@ static int plausible(framer_t *f, const uint8_t *b, size_t avail, int need_heade
         if (stype == SER_ROCKETMQ && avail >= PREFIX_SIZE + RMQ_FLAG_AT + 4) {
             int32_t flag = (int32_t)rd32be(b + PREFIX_SIZE + RMQ_FLAG_AT);
             int8_t language = (int8_t)b[PREFIX_SIZE + RMQ_LANGUAGE_AT];
-            if ((flag & ~3) || !(0 <= language && language <= RMQ_MAX_LANGUAGE))
+            if ((flag & ~(CFG.flag_response | CFG.flag_oneway)) || !(0 <= language && language <= RMQ_MAX_LANGUAGE))
                 return BAD;
         }
         return hlen <= MAX_HUNT_HEADER ? MORE : BAD;
