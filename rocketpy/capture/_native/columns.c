@@ -89,7 +89,9 @@ static PyObject *chunk_of(buf_t *b) {
 }
 
 /* ---- appending rows: room for `room` rows in every fixed-width buffer is reserved ahead, so a
- * row's numbers, offsets and validity bits are stored without a check each */
+ * row's numbers, offsets and validity bits are stored without a check each; a batch starts with
+ * the room (and string bytes) the last one needed, so its buffers are not grown and copied
+ * while it fills */
 
 #define BIG_CHARS (1u << 30)   /* a batch ends before an int32 offset could overflow */
 
@@ -141,13 +143,19 @@ static int make_room(columns_t *c, int64_t more) {
 
 static inline int str_(columns_t *c, int col, str_t s) {
     bit(&c->valid[col], c->rows, s.p != NULL);
-    if (!s.p)
+    buf_t *chars = &c->chars[col];
+    size_t len = chars->end;                 /* (string buffers are never consumed: start 0) */
+    if (!s.p) {
         c->nulls[col]++;
-    else if (s.n && buf_append(&c->chars[col], s.p, (size_t)s.n) < 0)
-        return -1;
-    int32_t end = (int32_t)buf_len(&c->chars[col]);
+    } else if (s.n) {
+        if (buf_reserve(chars, (size_t)s.n) < 0)
+            return -1;
+        memcpy(chars->p + len, s.p, (size_t)s.n);
+        chars->end = len += (size_t)s.n;
+        c->big |= len > BIG_CHARS;
+    }
+    int32_t end = (int32_t)len;
     fixed(&c->data[col], &end, 4);
-    c->big |= buf_len(&c->chars[col]) > BIG_CHARS;
     return 0;
 }
 
@@ -179,7 +187,7 @@ static inline void bool_(columns_t *c, int col, int valid, int v) {
 static inline int entry(buf_t *off, buf_t *chars, str_t s) {
     if (buf_reserve(off, 4) < 0 || (s.n && buf_append(chars, s.p, (size_t)s.n) < 0))
         return -1;
-    int32_t end = (int32_t)buf_len(chars);
+    int32_t end = (int32_t)chars->end;       /* (start 0, as above) */
     fixed(off, &end, 4);
     return 0;
 }
@@ -312,6 +320,16 @@ static PyObject *validity(columns_t *c, int col) {
     return chunk_of(&c->valid[col]);
 }
 
+/* the buffer handed over, and a fresh one with room for as many bytes (up to 64 MiB), so the
+ * next batch's strings are not grown and copied while it fills */
+static PyObject *chunk_again(buf_t *b) {
+    size_t last = buf_len(b), want = last + last / 8;
+    PyObject *chunk = chunk_of(b);
+    if (chunk && last && buf_reserve(b, want < BIG_CHARS / 16 ? want : BIG_CHARS / 16) < 0)
+        Py_CLEAR(chunk);
+    return chunk;
+}
+
 PyObject *columns_take(columns_t *c) {
     int n = CFG.n_columns;
     PyObject *cols = PyList_New(n);
@@ -327,12 +345,12 @@ PyObject *columns_take(columns_t *c) {
         PyObject *item;
         if (kind_of(col) == C_MAP) {
             item = Py_BuildValue("(NNNNNNL)", validity(c, col), chunk_of(&c->data[col]),
-                                 chunk_of(&c->map_key_off), chunk_of(&c->map_key_chars),
-                                 chunk_of(&c->map_val_off), chunk_of(&c->map_val_chars),
+                                 chunk_of(&c->map_key_off), chunk_again(&c->map_key_chars),
+                                 chunk_of(&c->map_val_off), chunk_again(&c->map_val_chars),
                                  (long long)c->entries);
         } else if (kind_of(col) == C_STR) {
             item = Py_BuildValue("(NNNL)", validity(c, col), chunk_of(&c->data[col]),
-                                 chunk_of(&c->chars[col]), (long long)c->nulls[col]);
+                                 chunk_again(&c->chars[col]), (long long)c->nulls[col]);
         } else {
             item = Py_BuildValue("(NNOL)", validity(c, col), chunk_of(&c->data[col]), Py_None,
                                  (long long)c->nulls[col]);
@@ -344,7 +362,8 @@ PyObject *columns_take(columns_t *c) {
         }
         PyList_SET_ITEM(cols, col, item);
     }
-    PyObject *res = Py_BuildValue("(LN)", (long long)c->rows, cols);
+    int64_t rows = c->rows, entries = c->entries;
+    PyObject *res = Py_BuildValue("(LN)", (long long)rows, cols);
     for (int col = 0; col < n; col++) {
         buf_clear(&c->valid[col]);
         buf_clear(&c->data[col]);
@@ -357,6 +376,11 @@ PyObject *columns_take(columns_t *c) {
     buf_clear(&c->map_val_chars);
     c->rows = c->entries = c->room = 0;
     c->big = 0;
+    /* the next batch's room: as many rows and map entries as this one's */
+    if (res && (make_room(c, rows > 1024 ? rows : 1024) < 0
+                || buf_reserve(&c->map_key_off, (size_t)entries * 4 + 4) < 0
+                || buf_reserve(&c->map_val_off, (size_t)entries * 4 + 4) < 0))
+        Py_CLEAR(res);
     return res;
 }
 

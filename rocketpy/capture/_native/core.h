@@ -79,8 +79,20 @@ typedef struct {
     size_t start, end, cap;    /* live bytes are p[start:end] */
 } buf_t;
 
-int buf_reserve(buf_t *b, size_t extra);
-int buf_append(buf_t *b, const void *data, size_t n);
+/* room for `extra` more bytes at the end: 0, or -1 (set); buf_grow is the slow path */
+int buf_grow(buf_t *b, size_t extra);
+static inline int buf_reserve(buf_t *b, size_t extra) {
+    return b->cap - b->end >= extra ? 0 : buf_grow(b, extra);
+}
+static inline int buf_append(buf_t *b, const void *data, size_t n) {
+    if (!n)
+        return 0;
+    if (buf_reserve(b, n) < 0)
+        return -1;
+    memcpy(b->p + b->end, data, n);
+    b->end += n;
+    return 0;
+}
 static inline size_t buf_len(const buf_t *b) { return b->end - b->start; }
 static inline uint8_t *buf_data(const buf_t *b) { return b->p + b->start; }
 static inline void buf_consume(buf_t *b, size_t n) {

@@ -151,7 +151,7 @@ static void header_columns(row_t *r, const header_t *h) {
 
 /* rows.frame_row for a cut frame (pairing columns left null) */
 static int build_row(Decoder *dec, conn_t *c, int d, const framer_t *f, const frame_t *fr, row_t *r) {
-    const uint8_t *data = buf_data(&f->arena) + fr->data_at;
+    const uint8_t *data = frame_data(f, fr);
     size_t len = fr->data_len;
     memset(r, 0, sizeof *r);
     r->file = dec->has_file ? str_of((const char *)buf_data(&dec->file), buf_len(&dec->file)) : STR_NULL;
@@ -1199,16 +1199,19 @@ static hent_t *planned(Decoder *dec, const uint8_t *key, size_t klen, const segm
 /* the flow entry of the last packet's connection when this packet is one of its (NULL: look it
  * up); self-connected sockets, whose one key means direction 1, are never remembered */
 static inline int same_key(const uint8_t *a, const uint8_t *b, size_t n) {
-    uint64_t x, y, diff = 0;
-    size_t i = 0;
-    for (; i + 8 <= n; i += 8) {
+    uint64_t x, y, u, v;
+    if (n < 8)
+        return !memcmp(a, b, n);
+    /* (flow keys are 13 or 37 bytes) eight at a time, the last eight overlapping */
+    uint64_t diff = 0;
+    for (size_t i = 0; i + 8 < n; i += 8) {
         memcpy(&x, a + i, 8);
         memcpy(&y, b + i, 8);
         diff |= x ^ y;
     }
-    for (; i < n; i++)
-        diff |= (uint64_t)(a[i] ^ b[i]);
-    return !diff;
+    memcpy(&u, a + n - 8, 8);
+    memcpy(&v, b + n - 8, 8);
+    return !(diff | (u ^ v));
 }
 
 static hent_t *recent(Decoder *dec, const uint8_t *key, size_t klen) {

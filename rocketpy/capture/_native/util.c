@@ -19,9 +19,7 @@ int no_memory(void) {
     return -1;
 }
 
-int buf_reserve(buf_t *b, size_t extra) {
-    if (b->cap - b->end >= extra)
-        return 0;
+int buf_grow(buf_t *b, size_t extra) {
     size_t live = b->end - b->start;
     if (b->start && b->start >= live / 2) {   /* reuse the consumed front (amortised) */
         memmove(b->p, b->p + b->start, live);
@@ -44,16 +42,6 @@ int buf_reserve(buf_t *b, size_t extra) {
     }
     b->p = p;
     b->cap = cap;
-    return 0;
-}
-
-int buf_append(buf_t *b, const void *data, size_t n) {
-    if (!n)
-        return 0;
-    if (buf_reserve(b, n) < 0)
-        return -1;
-    memcpy(b->p + b->end, data, n);
-    b->end += n;
     return 0;
 }
 
