@@ -419,6 +419,19 @@ def test_the_compiled_limits_and_defaults_are_the_reference_s():
     }
 
 
+def test_json_lines_write_the_extreme_integers_as_json_dumps():
+    from rocketpy.capture.arrow import rows_to_batch
+    rows = []
+    for v32, v64 in ((-2 ** 31, -2 ** 63), (2 ** 31 - 1, 2 ** 63 - 1), (0, 0), (-1, -10 ** 18)):
+        r = dict.fromkeys(schema.COLUMNS)
+        r.update(code=v32, opaque=v32, flag=-v32 - 1, frame_len=v32, ts_ns=v64, stream_offset=v64,
+                 ts=1.5, is_response=False)
+        rows.append(r)
+    batch = rows_to_batch(rows)
+    assert engine.batch_jsonl(batch).decode() == "".join(
+        json.dumps(r, ensure_ascii=False) + "\n" for r in engine._json_rows(batch))
+
+
 #: a fixture whose rows have every kind of column (requests, responses, oneway, bodies)
 RICH = FIXTURES / "rmq49-client-api-probe.pcap"
 

@@ -106,10 +106,21 @@ static int map_at(buf_t *o, const col_t *c, int64_t i) {
     return put(o, "}", 1);
 }
 
+/* the decimal text of v, as "%lld" writes it (sprintf cost a fifth of the JSON writer) */
+static int put_int(buf_t *o, int64_t v) {
+    char digits[24], *p = digits + sizeof digits;
+    uint64_t u = v < 0 ? (uint64_t)0 - (uint64_t)v : (uint64_t)v;
+    do
+        *--p = (char)('0' + u % 10);
+    while (u /= 10);
+    if (v < 0)
+        *--p = '-';
+    return put(o, p, (size_t)(digits + sizeof digits - p));
+}
+
 static const int WIDTH[] = {[C_STR] = 4, [C_F64] = 8, [C_I64] = 8, [C_I32] = 4, [C_BOOL] = 0, [C_MAP] = 4};
 
 static int value_at(buf_t *o, int kind, const col_t *c, int64_t i) {
-    char num[64];
     int64_t k = c->offset + i;
     int64_t need = kind == C_BOOL ? (k >> 3) + 1 : (k + 1 + (kind == C_STR || kind == C_MAP)) * WIDTH[kind];
     if (!c->have[1] || need > c->b[1].len || (c->have[0] && (k >> 3) >= c->b[0].len)) {
@@ -122,9 +133,9 @@ static int value_at(buf_t *o, int kind, const col_t *c, int64_t i) {
     case C_STR:
         return string_at(o, &c->b[1], &c->b[2], k);
     case C_I64:
-        return put(o, num, (size_t)sprintf(num, "%lld", (long long)((const int64_t *)c->b[1].buf)[k]));
+        return put_int(o, ((const int64_t *)c->b[1].buf)[k]);
     case C_I32:
-        return put(o, num, (size_t)sprintf(num, "%d", ((const int32_t *)c->b[1].buf)[k]));
+        return put_int(o, ((const int32_t *)c->b[1].buf)[k]);
     case C_BOOL:
         return (((const uint8_t *)c->b[1].buf)[k >> 3] >> (k & 7)) & 1 ? put(o, "true", 4) : put(o, "false", 5);
     case C_F64: {
