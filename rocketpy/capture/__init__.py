@@ -29,7 +29,7 @@ and ``_native`` is its C port (built by ``pip install .``), proven to give the s
     for row in decode_paths(["capture.pcap"]):
         print(row["code_name"], row["latency_ms"])
 """
-import importlib
+from rocketpy.lazy import lazy_exports
 
 #: public name -> the module that defines it; imported on first use (PEP 562), so that the
 #: console script and the compiled engine start without the reference decoder and the codec
@@ -45,14 +45,4 @@ __all__ = ["CaptureDecoder", "Connection", "Stats", "CaptureFormatError", "iter_
            "expand_inputs"]
 
 
-def __getattr__(name):
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(module, __name__), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__():
-    return sorted(set(globals()) | set(__all__))
+__getattr__, __dir__ = lazy_exports(globals(), _EXPORTS)

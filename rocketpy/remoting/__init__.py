@@ -11,7 +11,7 @@ The names are imported on first use (PEP 562), so that a program that needs only
 ``rocketpy.remoting.codes`` for the capture decoder's names, does not pay for the frame schema
 (construct) at start-up.
 """
-import importlib
+from rocketpy.lazy import lazy_exports
 
 #: public name -> the module that defines it
 _EXPORTS = {
@@ -31,14 +31,4 @@ __all__ = [
 ]
 
 
-def __getattr__(name):
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(module, __name__), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__():
-    return sorted(set(globals()) | set(__all__))
+__getattr__, __dir__ = lazy_exports(globals(), _EXPORTS)

@@ -248,6 +248,11 @@ typedef struct {
     str_t direct[DIRECT_NAMES];
 } name_table_t;
 str_t table_name(const name_table_t *t, int64_t v);
+/* where x is, or would go, in the sorted v[0:n] */
+size_t sorted_at(const int64_t *v, size_t n, int64_t x);
+/* the buffers of the first n items of a tuple (None: have[j] 0): 0, or -1 (set; those got are
+ * the caller's to release) */
+int buffers_of(PyObject *spec, int n, Py_buffer *b, int *have);
 
 typedef struct {
     column_t columns[MAX_COLUMNS];    /* in output order */

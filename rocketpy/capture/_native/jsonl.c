@@ -60,14 +60,8 @@ static int grab(PyObject *spec, col_t *c, int nbuf) {
         PyErr_SetString(PyExc_ValueError, "jsonl: bad column");
         return -1;
     }
-    for (int j = 0; j < nbuf; j++) {
-        PyObject *o = PyTuple_GET_ITEM(spec, j);
-        if (o == Py_None)
-            continue;
-        if (PyObject_GetBuffer(o, &c->b[j], PyBUF_SIMPLE) < 0)
-            return -1;
-        c->have[j] = 1;
-    }
+    if (buffers_of(spec, nbuf, c->b, c->have) < 0)
+        return -1;
     c->offset = PyLong_AsLongLong(PyTuple_GET_ITEM(spec, nbuf));
     return PyErr_Occurred() ? -1 : 0;
 }

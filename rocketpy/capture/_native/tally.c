@@ -17,7 +17,7 @@ typedef struct { int64_t frames, bytes; size_t at, len; int has; } talker_t;   /
 typedef struct {
     PyObject_HEAD
     int busy;
-    int32_t *not_errors;       /* response codes that are not errors, sorted */
+    int64_t *not_errors;       /* response codes that are not errors, sorted */
     size_t n_not_errors;
     int64_t frames, unmatched;
     int has_ts;
@@ -58,16 +58,8 @@ static int bad(const char *why) {
 /* a take() column (validity, values or offsets, chars | None, ...) for `rows` rows */
 static int grab(PyObject *spec, tcol_t *c, int kind, int64_t rows) {
     c->kind = kind;
-    if (!PyTuple_Check(spec) || PyTuple_GET_SIZE(spec) < 3)
-        return bad("a column is (validity, values, chars, ...)");
-    for (int j = 0; j < 3; j++) {
-        PyObject *o = PyTuple_GET_ITEM(spec, j);
-        if (o == Py_None)
-            continue;
-        if (PyObject_GetBuffer(o, &c->b[j], PyBUF_SIMPLE) < 0)
-            return -1;
-        c->have[j] = 1;
-    }
+    if (buffers_of(spec, 3, c->b, c->have) < 0)
+        return -1;
     Py_ssize_t width = kind == C_F64 ? 8 : kind == C_BOOL ? 0 : 4;
     Py_ssize_t need = kind == C_BOOL ? (rows + 7) / 8 : (rows + (kind == C_STR)) * width;
     if (!c->have[1] || c->b[1].len < need || (c->have[0] && c->b[0].len < (rows + 7) / 8))
@@ -115,15 +107,8 @@ static size_t code_key(uint8_t *k, int kind, int32_t code, int has_rc, int32_t r
 }
 
 static int not_error(const Tally *t, int32_t code) {
-    size_t lo = 0, hi = t->n_not_errors;
-    while (lo < hi) {
-        size_t mid = (lo + hi) / 2;
-        if (t->not_errors[mid] < code)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return lo < t->n_not_errors && t->not_errors[lo] == code;
+    size_t i = sorted_at(t->not_errors, t->n_not_errors, code);
+    return i < t->n_not_errors && t->not_errors[i] == code;
 }
 
 static int talk(Tally *t, const tcol_t *src, const tcol_t *len, int64_t i) {
@@ -438,25 +423,25 @@ static int Tally_init(Tally *self, PyObject *args, PyObject *kw) {
     if (!seq)
         return -1;
     Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
-    self->not_errors = PyMem_RawMalloc(((size_t)n + 1) * sizeof(int32_t));
+    self->not_errors = PyMem_RawMalloc(((size_t)n + 1) * sizeof(int64_t));
     if (!self->not_errors) {
         Py_DECREF(seq);
         PyErr_NoMemory();
         return -1;
     }
     for (Py_ssize_t i = 0; i < n; i++) {
-        long v = PyLong_AsLong(PySequence_Fast_GET_ITEM(seq, i));
+        long long v = PyLong_AsLongLong(PySequence_Fast_GET_ITEM(seq, i));
         if (v == -1 && PyErr_Occurred()) {
             Py_DECREF(seq);
             return -1;
         }
-        self->not_errors[i] = (int32_t)v;
+        self->not_errors[i] = v;
     }
     Py_DECREF(seq);
     self->n_not_errors = (size_t)n;
     for (size_t i = 1; i < self->n_not_errors; i++)          /* sorted (a handful) */
         for (size_t j = i; j > 0 && self->not_errors[j - 1] > self->not_errors[j]; j--) {
-            int32_t x = self->not_errors[j];
+            int64_t x = self->not_errors[j];
             self->not_errors[j] = self->not_errors[j - 1];
             self->not_errors[j - 1] = x;
         }
