@@ -4,7 +4,7 @@ Layer: ``rocketpy.capture`` entry point (console script ``rocketpy-capture =
 rocketpy.capture.cli:main``).  The decode engine (:mod:`rocketpy.capture.engine`, compiled when
 built) hands over batches of rows; the format's writer (:mod:`rocketpy.capture.formats`) and the
 summary work from those.  It imports only what the chosen format and options need (JSON Lines
-and the table without ``--summary`` need neither pyarrow nor numpy), and those in its writer
+and the table, with their summary, need neither pyarrow nor numpy), and those in its writer
 thread while the compiled core is already decoding.  The same decoder runs inside the Spark job
 (``tools/capture_job.py``) for anything bigger.
 
