@@ -43,7 +43,7 @@ def _imports(path):
 def _allowed(name, extra=()):
     top = name.split(".")[0]
     if top == "rocketpy":      # the codec, the capture package (and the root's lazy names) only
-        return name == "rocketpy" or name.split(".")[1] in ("remoting", "capture", "lazy")
+        return name == "rocketpy" or name.split(".")[1] in ("remoting", "capture", "_lazy")
     return top in sys.stdlib_module_names or top in ("construct", "__future__") or top in extra
 
 

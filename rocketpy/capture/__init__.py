@@ -29,7 +29,7 @@ and ``_native`` is its C port (built by ``pip install .``), proven to give the s
     for row in decode_paths(["capture.pcap"]):
         print(row["code_name"], row["latency_ms"])
 """
-from rocketpy.lazy import lazy_exports
+from rocketpy._lazy import lazy_exports
 
 #: public name -> the module that defines it; imported on first use (PEP 562), so that the
 #: console script and the compiled engine start without the reference decoder and the codec

@@ -11,7 +11,7 @@ The names are imported on first use (PEP 562), so that a program that needs only
 ``rocketpy.remoting.codes`` for the capture decoder's names, does not pay for the frame schema
 (construct) at start-up.
 """
-from rocketpy.lazy import lazy_exports
+from rocketpy._lazy import lazy_exports
 
 #: public name -> the module that defines it
 _EXPORTS = {
