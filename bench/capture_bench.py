@@ -7,16 +7,21 @@
   checkout);
 * the Spark job on ``local[1]`` and ``local[2]`` (byte ranges);
 
-and, for a capture made of one long connection (``--one-conn-mb``), the Spark job on
+then the start-up of ``rocketpy-capture`` (issue 33): on a 1 KB capture (a genuine fixture), the
+CLI end to end per format, beside the bare interpreter (``python -c pass``), and when it hands
+the decoder its first block of the capture ("starts decoding": the time from starting the
+process); and, for a capture made of one long connection (``--one-conn-mb``), the Spark job on
 ``local[1]``/``local[2]`` and the bytes each range task read (max/mean).  The file is built by
 replaying the genuine fixture flows with new addresses, ports and sequence numbers; the
 one-connection capture tiles one synthetic conversation.  Not a test; run by hand:
 
-    python bench/capture_bench.py [--size-mb 1024] [--one-conn-mb 2048] [--baseline ../main]
-                                  [--repeat 3]
+    python bench/capture_bench.py [--size-mb 1024] [--one-conn-mb 2048] [--baseline ../old]
+                                  [--baseline-engine native] [--repeat 5]
 
-The quick paths (``cat``, tshark, the compiled engine's CLI) are timed ``--repeat`` times and
-the best run is reported (a shared machine's noise only ever adds time); the slow ones once.
+The quick paths (``cat``, tshark, the compiled engine's CLI, the baseline's, the start-up runs)
+are run ``--repeat`` times, round robin (a shared machine's load then falls on all of them
+alike), and reported as the best run and the spread (best / median / worst); the slow ones once.
+The issue 33 figures: 151 MB (``--size-mb 144``) and the 1 KB capture, old and new, tshark beside.
 """
 from __future__ import annotations
 
@@ -128,6 +133,13 @@ def build_one_connection(path: str, size: int) -> tuple[int, int]:
     return _write_pcap(path, size, replica)
 
 
+def build_small(path: str) -> tuple[int, int]:
+    """The 1 KB capture of the start-up figures: the smallest genuine fixture, as it is."""
+    smallest = min(FIXTURES.glob("*.pcap"), key=lambda p: p.stat().st_size)
+    shutil.copyfile(smallest, path)
+    return smallest.stat().st_size, 1
+
+
 #: CPU seconds (user + system) of the last command :func:`timed` ran
 LAST_CPU = [0.0]
 
@@ -146,6 +158,23 @@ def best(run):
     return wall
 
 
+def round_robin(contenders: dict) -> dict:
+    """Each of ``contenders`` (label -> run()) :data:`REPEAT` times, taking turns; label ->
+    sorted [(wall, CPU seconds)]."""
+    out = {label: [] for label in contenders}
+    for _ in range(REPEAT[0]):
+        for label, run in contenders.items():
+            wall = run()
+            out[label].append((wall, LAST_CPU[0]))
+    return {label: sorted(runs) for label, runs in out.items()}
+
+
+def spread(runs) -> str:
+    walls = [w for w, _ in runs]
+    return (f"best {walls[0]:.3f} / median {walls[len(walls) // 2]:.3f} / worst {walls[-1]:.3f} s"
+            f", CPU {runs[0][1]:.2f} s (best run)")
+
+
 def timed(cmd, env=None, cwd=None):
     """Wall seconds of ``cmd``; its CPU seconds go to :data:`LAST_CPU`."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -158,21 +187,44 @@ def timed(cmd, env=None, cwd=None):
     return wall
 
 
-def bench_cat(path):
-    subprocess.run(["cat", path], check=True, stdout=subprocess.DEVNULL)     # into the cache
-    return best(lambda: timed(["cat", path]))
-
-
-def bench_tshark(path):
-    return best(lambda: timed(["tshark", "-n", "-r", path]))
-
-
 def bench_cli(path, fmt, engine, out, checkout=ROOT):
     """The CLI of ``checkout`` in a fresh interpreter (the engine is chosen at import), writing
     to ``out`` (run from the checkout: ``python -m`` puts the working directory first)."""
     env = {"PYTHONPATH": str(checkout), "ROCKETPY_CAPTURE_ENGINE": engine}
     return timed([sys.executable, "-m", "rocketpy.capture.cli", os.path.abspath(path),
                   "--format", fmt, "-o", os.path.abspath(out)], env=env, cwd=checkout)
+
+
+#: the CLI, with the moment it hands the decoder the capture's first block printed to stderr
+#: (``perf_counter`` is CLOCK_MONOTONIC: the parent reads the same clock)
+FIRST_BLOCK = """
+import sys, time
+from rocketpy.capture import engine
+blocks = engine._blocks
+def first(f):
+    sys.stderr.write(f"first-block {time.perf_counter()!r}\\n")
+    engine._blocks = blocks
+    yield from blocks(f)
+engine._blocks = first
+from rocketpy.capture.cli import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def bench_first_block(path, fmt, out, checkout=ROOT):
+    """Seconds from starting the CLI to its first block handed to the decoder (the compiled
+    engine; :data:`LAST_CPU`: the whole run's)."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t = time.perf_counter()
+    done = subprocess.run([sys.executable, "-c", FIRST_BLOCK, os.path.abspath(path), "--format",
+                           fmt, "-o", os.path.abspath(out)], check=True, stdout=subprocess.DEVNULL,
+                          stderr=subprocess.PIPE, text=True, cwd=checkout,
+                          env=dict(os.environ, PYTHONPATH=str(checkout),
+                                   ROCKETPY_CAPTURE_ENGINE="native"))
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    LAST_CPU[0] = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    stamp = next(line for line in done.stderr.splitlines() if line.startswith("first-block "))
+    return float(stamp.split()[1]) - t
 
 
 def bench_spark(inputs, master, chunk_mb, outdir, extra=()):
@@ -198,6 +250,30 @@ def bench_spark(inputs, master, chunk_mb, outdir, extra=()):
     finally:
         spark.stop()
     return frames, times[0], times[1], summary
+
+
+def start_up(a, tmp) -> None:
+    """The 1 KB capture: the CLI end to end per format and when it starts decoding, beside the
+    bare interpreter; this tree and the baseline (with ``--baseline``), round robin."""
+    small = a.out + ".small.pcap"
+    build_small(small)
+    kb = os.path.getsize(small) / 1e3
+    trees = {"this tree": ROOT, **({"previous release": Path(a.baseline)} if a.baseline else {})}
+    quick = {("python -c pass", ""): lambda: timed([sys.executable, "-c", "pass"])}
+    for tree, checkout in trees.items():
+        for fmt, extra in (("parquet", ()), ("json", ()), ("table", ("--summary", "no"))):
+            quick[(tree, f"--format {fmt} {' '.join(extra)}")] = functools.partial(
+                timed, [sys.executable, "-m", "rocketpy.capture.cli", small, "--format", fmt,
+                        *extra, "-o", str(tmp / f"small.{fmt}")],
+                env={"PYTHONPATH": str(checkout), "ROCKETPY_CAPTURE_ENGINE": "native"},
+                cwd=checkout)
+        for fmt in ("parquet", "json"):
+            quick[(tree, f"--format {fmt}: starts decoding")] = functools.partial(
+                bench_first_block, small, fmt, str(tmp / f"first.{fmt}"), checkout)
+    print(f"\n== start-up: {small}, {kb:.1f} KB ({REPEAT[0]} runs each, round robin) ==",
+          flush=True)
+    for (tree, what), runs in round_robin(quick).items():
+        print(f"{tree + ' ' + what:<58} {spread(runs)}", flush=True)
 
 
 def line(label, mb, seconds, note=""):
@@ -235,26 +311,34 @@ def main(argv=None):
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir()
     rate, cpu = {}, {}
-    print(f"\n== {a.out}: {mb:.0f} MB ==", flush=True)
-    rate["cat"] = line("page-cache read (cat)", mb, bench_cat(a.out))
+    print(f"\n== {a.out}: {mb:.0f} MB ({REPEAT[0]} runs each, round robin) ==", flush=True)
+    subprocess.run(["cat", a.out], check=True, stdout=subprocess.DEVNULL)     # into the cache
+    quick = {"cat": lambda: timed(["cat", a.out])}
+    labels = {"cat": "page-cache read (cat)"}
     if not a.skip_tshark and shutil.which("tshark"):
-        rate["tshark"] = line("tshark plain dissection", mb, bench_tshark(a.out))
-    engines = ["native"] + ([] if a.skip_python else ["python"])
-    for engine in engines:
-        for fmt in ("parquet", "json"):
-            run = functools.partial(bench_cli, a.out, fmt, engine, str(tmp / f"o.{fmt}"))
-            wall = best(run) if engine == "native" else run()
-            cpu[(engine, fmt)] = LAST_CPU[0]
-            rate[(engine, fmt)] = line(f"rocketpy-capture --format {fmt} ({engine})", mb, wall,
-                                       f"CPU {LAST_CPU[0]:.1f} s ({LAST_CPU[0] / wall:.2f} cores)")
-    if a.baseline:
-        for fmt in ("parquet", "json"):
-            def run_baseline(fmt=fmt):
-                return bench_cli(a.out, fmt, a.baseline_engine, str(tmp / f"b.{fmt}"), Path(a.baseline))
-            wall = best(run_baseline) if a.baseline_engine == "native" else run_baseline()
-            rate[("baseline", fmt)] = line(
-                f"previous release --format {fmt} ({a.baseline_engine})", mb, wall,
-                f"CPU {LAST_CPU[0]:.1f} s")
+        quick["tshark"] = lambda: timed(["tshark", "-n", "-r", a.out])
+        labels["tshark"] = "tshark plain dissection"
+    for fmt in ("parquet", "json"):
+        quick[("native", fmt)] = functools.partial(bench_cli, a.out, fmt, "native",
+                                                   str(tmp / f"o.{fmt}"))
+        labels[("native", fmt)] = f"rocketpy-capture --format {fmt} (native)"
+        if a.baseline and a.baseline_engine == "native":
+            quick[("baseline", fmt)] = functools.partial(
+                bench_cli, a.out, fmt, "native", str(tmp / f"b.{fmt}"), Path(a.baseline))
+            labels[("baseline", fmt)] = f"previous release --format {fmt} (native)"
+    for key, runs in round_robin(quick).items():
+        wall, cpu[key] = runs[0]
+        rate[key] = line(labels[key], mb, wall, spread(runs))
+    slow = [("python", fmt) for fmt in ("parquet", "json") if not a.skip_python]
+    if a.baseline and a.baseline_engine == "python":
+        slow += [("baseline", fmt) for fmt in ("parquet", "json")]
+    for who, fmt in slow:
+        checkout = Path(a.baseline) if who == "baseline" else ROOT
+        wall = bench_cli(a.out, fmt, "python", str(tmp / f"{who}.{fmt}"), checkout)
+        cpu[(who, fmt)] = LAST_CPU[0]
+        rate[(who, fmt)] = line(f"{'previous release' if who == 'baseline' else 'rocketpy-capture'}"
+                                f" --format {fmt} (python)", mb, wall, f"CPU {LAST_CPU[0]:.1f} s")
+    start_up(a, tmp)
     if not a.skip_spark:
         for master in a.masters.split(","):
             frames, cold, warm, _ = bench_spark([a.out], master, a.chunk_mb, str(tmp / "spark"))
@@ -275,10 +359,13 @@ def main(argv=None):
                                f"{frames} frames; first job {cold:.1f} s; task bytes max/mean "
                                f"{tb['max'] / 1e6:.1f}/{tb['mean'] / 1e6:.1f} MB = "
                                f"{tb['max'] / max(tb['mean'], 1):.2f} over {tb['tasks']} tasks")
-    print("\n== against the goals of issue 11 ==")
+    print("\n== against the goals of issues 11 and 33 ==")
     if "tshark" in rate:
-        print(f"parquet (native) / tshark plain dissection: {rate[('native', 'parquet')] / rate['tshark']:.1f}x "
-              "(goal >= 10x)")
+        for who in ("native", "baseline"):
+            if (who, "parquet") in rate:
+                print(f"parquet ({'this tree' if who == 'native' else 'previous release'}) / "
+                      f"tshark plain dissection: {rate[(who, 'parquet')] / rate['tshark']:.1f}x "
+                      "(best runs; goal >= 25x)")
     print(f"parquet (native): {rate[('native', 'parquet')]:.0f} MB/s, "
           f"{mb / cpu[('native', 'parquet')]:.0f} MB per CPU second (goal >= 150 MB/s per core)")
     if ("baseline", "json") in rate:

@@ -7,12 +7,13 @@ lengths, splices), truncated files, synthetic conversations carrying the codec f
 hostile frames, and the hostile shapes of tests/capture_shapes.py (many extFields keys, segments
 last-first, a hole before every segment) -- each decoded whole (sometimes with tiny connection,
 buffer and waiting-segment bounds, so eviction and the bounds' paths run too), decoded as byte ranges (plan scan, range decode
-with read-ahead), and written as JSON Lines.  A CaptureFormatError is an expected outcome; any
+with read-ahead), written as JSON Lines (from the core's buffers and from Arrow) and counted for
+the summary (the core's Tally and SummaryBuilder).  A CaptureFormatError is an expected outcome; any
 other exception is a finding, and an out-of-bounds access or a crash is caught by ASan (the
 input that did it is kept).  With ``--differential N``, every Nth input is also decoded by the
-pure-Python reference and the rows must be equal, and that decode's cost is counted
-(tests/costmeter.py: lines and memory, held to a multiple of the genuine captures' medians per
-byte; issue 31: a 131-byte pcap took 26 s in both engines).  Prints the number of inputs.  Runs for
+pure-Python reference: the rows and the summaries must be equal, and that decode's cost is
+counted (tests/costmeter.py: lines and memory, held to a multiple of the genuine captures' medians
+per byte; issue 31: a 131-byte pcap took 26 s in both engines).  Prints the number of inputs.  Runs for
 ``--seconds`` or, with ``--inputs N``, exactly N inputs (what a test runs: the same inputs however
 busy the machine is).  Not a test; tests/test_capture_fuzz.py runs a fixed few hundred inputs.
 
@@ -123,18 +124,18 @@ def random_capture(rng: random.Random) -> bytes:
 
 
 def _decode_whole(cls, data, info, ports, bounds):
-    """One engine's batches of the whole input; a CaptureFormatError is counted, not raised."""
+    """One engine's parts of the whole input; a CaptureFormatError is counted, not raised."""
     from rocketpy.capture.readers import CaptureFormatError
-    dec = cls(ports=ports, **bounds)
+    dec = cls(ports=ports, arrow=False, **bounds)
     f = io.BytesIO(data)
     f.seek(info.data_offset)
-    batches, refused = [], False
+    parts, refused = [], False
     try:
-        batches += dec.decode(f, "fuzz", info)
+        parts += dec.decode(f, "fuzz", info)
     except CaptureFormatError:
         refused = True
-    batches += dec.finish()
-    return batches, refused
+    parts += dec.finish()
+    return parts, refused
 
 
 def cost_contract():
@@ -151,9 +152,9 @@ def cost_contract():
 
 
 def run_one(data: bytes, engines, checks: dict, contract=None) -> bool:
-    """Whole-file and range decodes, the plan scan and the JSON writer on one input; the
-    pure-Python decoder's cost checked against ``contract``. False when it is not a capture at
-    all (its file header refused: nothing decoded)."""
+    """Whole-file and range decodes, the plan scan, the JSON writers and the summary's counts
+    on one input; the pure-Python decoder's cost checked against ``contract``. False when it
+    is not a capture at all (its file header refused: nothing decoded)."""
     from rocketpy.capture import engine, plan
     from rocketpy.capture.readers import CaptureFormatError, read_capture_info
     try:
@@ -167,6 +168,7 @@ def run_one(data: bytes, engines, checks: dict, contract=None) -> bool:
         bounds = {"max_connections": rng.choice((1, 2, 5)),
                   "max_buffered_bytes": rng.choice((0, 100, 5000, 1 << 30)),
                   "max_pending_segments": rng.choice((0, 1, 3, 1 << 20))}
+    from rocketpy.capture.summary import summary_builder
     for cls in engines:
         if contract is not None and cls is engine.PyBatchDecoder:
             import costmeter
@@ -177,14 +179,19 @@ def run_one(data: bytes, engines, checks: dict, contract=None) -> bool:
             if error is not None:
                 raise error
             contract.check(data, cost)
-            batches, refused = out[0]
+            parts, refused = out[0]
         else:
-            batches, refused = _decode_whole(cls, data, info, ports, bounds)
+            parts, refused = _decode_whole(cls, data, info, ports, bounds)
         checks["format_errors"] += refused
-        for b in batches:
+        summary = summary_builder(cls.name)      # the compiled one counts the core's buffers
+        for part in parts:
+            part.jsonl()
+            summary.add_part(part)
+            b = part.to_arrow()
             engine.batch_jsonl(b)
             engine.ext_json_column(b.column("ext_fields"))
-        checks[cls.name] = batches
+        summary.latencies()
+        checks[cls.name] = ([part.to_arrow() for part in parts], summary.result())
     if engine.NATIVE is None:
         return True
     # as byte ranges: random cut points, the compiled scanner and range decode
@@ -251,9 +258,10 @@ def fuzz_loop(seconds: float, seed: int, differential: int, keep: str, inputs: i
             raise SystemExit(f"capture_fuzz: input {n}: {type(exc).__name__}: {exc} (kept in {path})")
         if "python" in checks:
             import pyarrow as pa
-            a = pa.Table.from_batches(checks["native"], schema=engine.ARROW_SCHEMA)
-            b = pa.Table.from_batches(checks["python"], schema=engine.ARROW_SCHEMA)
-            if not a.equals(b):
+            from rocketpy.capture.arrow import ARROW_SCHEMA
+            a = pa.Table.from_batches(checks["native"][0], schema=ARROW_SCHEMA)
+            b = pa.Table.from_batches(checks["python"][0], schema=ARROW_SCHEMA)
+            if not a.equals(b) or checks["native"][1] != checks["python"][1]:
                 path = os.path.join(keep, f"difference-{n}")
                 with open(path, "wb") as f:
                     f.write(data)

@@ -4,6 +4,7 @@ format, link type and TCP defect the synthetic captures exercise, on frames the 
 harness mutates, and on broken files."""
 import json
 import random
+import re
 import subprocess
 import sys
 import threading
@@ -13,7 +14,7 @@ import pyarrow as pa
 import pytest
 
 import capture_synth as cs
-from rocketpy.capture import engine
+from rocketpy.capture import engine, schema
 from rocketpy.capture.arrow import ARROW_SCHEMA
 from rocketpy.capture.readers import CaptureFormatError
 from rocketpy.capture.source import open_capture
@@ -21,6 +22,7 @@ from rocketpy.remoting import RemotingCommand
 from rocketpy.remoting.layout import build_frame
 
 ROOT = Path(__file__).resolve().parents[1]
+NATIVE_SRC = ROOT / "rocketpy" / "capture" / "_native"
 FIXTURES = ROOT.parent / "shared" / "fixtures" / "pcap"
 FRAMES = cs.sample_exchange(6)
 
@@ -417,12 +419,109 @@ def test_the_compiled_limits_and_defaults_are_the_reference_s():
     }
 
 
-def test_the_compiled_summary_prefilter_looks_for_the_keys_the_summaries_read():
-    """A body without any of these keys gets no summary without asking Python; the keys are the
-    codec's wire names (rows.SUMMARY_MARKERS), restated in C."""
-    from rocketpy.capture import rows
-    assert engine.NATIVE.SUMMARY_MARKERS == rows.SUMMARY_MARKERS
-    assert "topicConfigSerializeWrapper" in rows.SUMMARY_MARKERS
+def test_json_lines_write_the_extreme_integers_as_json_dumps():
+    from rocketpy.capture.arrow import rows_to_batch
+    rows = []
+    for v32, v64 in ((-2 ** 31, -2 ** 63), (2 ** 31 - 1, 2 ** 63 - 1), (0, 0), (-1, -10 ** 18)):
+        r = dict.fromkeys(schema.COLUMNS)
+        r.update(code=v32, opaque=v32, flag=-v32 - 1, frame_len=v32, ts_ns=v64, stream_offset=v64,
+                 ts=1.5, is_response=False)
+        rows.append(r)
+    batch = rows_to_batch(rows)
+    assert engine.batch_jsonl(batch).decode() == "".join(
+        json.dumps(r, ensure_ascii=False) + "\n" for r in engine._json_rows(batch))
+
+
+#: a fixture whose rows have every kind of column (requests, responses, oneway, bodies)
+RICH = FIXTURES / "rmq49-client-api-probe.pcap"
+
+CONFIGURED = """
+import json, sys
+from rocketpy.capture import schema
+{patch}
+from rocketpy.capture import engine
+from rocketpy.capture.source import open_capture
+out = []
+for cls in (engine.PyBatchDecoder, engine.NativeBatchDecoder):
+    d = cls()
+    with open_capture(sys.argv[1]) as (f, info):
+        batches = list(d.decode(f, "x", info)) + list(d.finish())
+    out.append([b.schema.names for b in batches[:1]] + [r for b in batches for r in b.to_pylist()])
+print(json.dumps(out, default=str))
+"""
+
+
+def _configured(patch, path=RICH):
+    """(reference rows, compiled rows) of ``path`` in a fresh interpreter where ``patch`` ran
+    before the engines were configured (the first item of each: the batches' column names)."""
+    out = subprocess.run([sys.executable, "-c", CONFIGURED.format(patch=patch), str(path)],
+                         cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout)
+
+
+def test_the_compiled_core_writes_the_columns_in_the_schema_s_order():
+    """The column order is the schema's, given to the C core at configure time: reversed, both
+    engines still give the same rows, in the reversed order."""
+    want, got = _configured("schema.SCHEMA.reverse(); schema.COLUMNS.reverse()")
+    assert want[0] == got[0] == [name for name, _ in reversed(schema.SCHEMA)]
+    assert len(got) > 10 and got == want
+
+
+def test_the_compiled_core_writes_a_schema_without_some_of_its_columns():
+    want, got = _configured("del schema.SCHEMA[21]; del schema.COLUMNS[21]")   # body_summary
+    assert "body_summary" not in got[0] and got == want
+
+
+def test_the_summary_prefilter_keys_come_from_the_codec():
+    """The keys a body needs for a summary are rows.SUMMARY_MARKERS, which the C core asks of
+    Python: with none of them, the JSON object bodies (without a backslash, which it leaves to
+    the codec) get no summary there, and nothing else changes."""
+    want, got = _configured("from rocketpy.capture import rows; rows.SUMMARY_MARKERS = ()")
+    lost = [w for w, g in zip(want[1:], got[1:]) if w["body_summary"] != g["body_summary"]]
+    assert len(lost) > 5 and all(g["body_summary"] in (None, w["body_summary"])
+                                 for w, g in zip(want[1:], got[1:]))
+    strip = [{**r, "body_summary": None} for r in want[1:]]
+    assert strip == [{**r, "body_summary": None} for r in got[1:]]
+
+
+@pytest.mark.parametrize("patch,says", [
+    ("schema.SCHEMA.append(('colour', 'string'))",
+     "the compiled decoder has no value for a column 'colour'"),
+    ("schema.SCHEMA[9] = ('code', 'bigint')",
+     "column 'code': the compiled decoder does not write bigint values there"),
+    ("schema.SCHEMA.append(('code', 'int'))",
+     "the compiled decoder has no value for a second column 'code'"),
+])
+def test_a_schema_the_compiled_core_cannot_write_is_refused_at_start(patch, says):
+    out = subprocess.run([sys.executable, "-c", f"from rocketpy.capture import schema\n{patch}\n"
+                          "from rocketpy.capture import engine"], cwd=ROOT, capture_output=True,
+                         text=True, timeout=120)
+    assert out.returncode == 1 and f"ValueError: {says}" in out.stderr
+
+
+def test_the_compiled_core_names_no_flag_bit_or_request_code():
+    """is_response, is_oneway and the registration's summary use the flag bits and the code
+    that configure hands over (rocketpy.capture.schema), not literals of the C source."""
+    literal = re.compile(r"flag\w*\s*&\s*~?\d|[.>]code\s*==\s*\d")
+    found = [f"{c.name}:{n}: {line.strip()}" for c in sorted(NATIVE_SRC.glob("*.[ch]"))
+             for n, line in enumerate(c.read_text().splitlines(), 1) if literal.search(line)]
+    assert found == []
+    assert literal.search("int registration = r->code == 103 && !(r->flag & 1);")
+
+
+def test_parts_write_json_lines_and_rows_from_the_compiled_buffers():
+    """A compiled batch's JSON Lines and rows, read from its own buffers without pyarrow, are
+    what its Arrow batch gives."""
+    for path in sorted(FIXTURES.glob("*.pcap"))[::3]:
+        d = engine.NativeBatchDecoder(arrow=False)
+        with open_capture(str(path)) as (f, info):
+            parts = list(d.decode(f, str(path), info)) + list(d.finish())
+        for part in parts:
+            text = part.jsonl()
+            assert isinstance(part, engine.NativePart) and text == engine.batch_jsonl(part.to_arrow())
+            assert part.rows() == list(engine._json_rows(part.to_arrow()))
+            assert part.nbytes >= len(text) // 4
 
 
 BLOCK_NATIVE = """

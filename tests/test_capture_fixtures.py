@@ -14,6 +14,7 @@ import pyarrow as pa
 import pytest
 
 from rocketpy.capture import Stats, decode_file, decode_paths, engine
+from rocketpy.capture.arrow import ARROW_SCHEMA
 from rocketpy.remoting import decode_frame, split_frames
 
 FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "pcap"
@@ -122,7 +123,7 @@ def test_every_frame_is_what_the_java_side_sent(name, engine_name):
           n.flag, n.remark, _ext(n.ext_fields), len(n.body)))
         for f in frames for n in [golden.naive(f.data)])
     table = pa.Table.from_batches(list(engine.decode_batches(
-        [str(FIXTURES / name)], engine=engine.ENGINES[engine_name])), schema=engine.ARROW_SCHEMA)
+        [str(FIXTURES / name)], engine=engine.ENGINES[engine_name])), schema=ARROW_SCHEMA)
     rows = sorted(table.to_pylist(), key=lambda r: (r["conn"], r["src"], r["stream_offset"]))
     got = _per_direction(
         ((r["conn"], r["src"]),

@@ -1,7 +1,8 @@
-"""The capture summary (rocketpy.capture.summary.SummaryBuilder) and its group-by
-(rocketpy.capture.groups) equal a straightforward pure-Python computation over the rows: on
-every genuine capture, in chunks of any size, and on rows with decode errors, unmatched
-responses and undecoded frames; and the CLI's path does not import pandas or Acero."""
+"""The capture summary (rocketpy.capture.summary.SummaryBuilder), its group-by
+(rocketpy.capture.groups) and the compiled core's count of it (CompiledSummaryBuilder, the C
+Tally) equal a straightforward pure-Python computation over the rows: on every genuine capture,
+in chunks of any size, and on rows with decode errors, unmatched responses and undecoded
+frames; and the CLI's path does not import pandas or Acero."""
 import math
 import random
 import subprocess
@@ -15,10 +16,10 @@ import pytest
 
 from rocketpy.capture.arrow import rows_to_batch
 from rocketpy.capture.cli import _count_rate
-from rocketpy.capture.engine import decode_batches
+from rocketpy.capture.engine import NativePart, decode_batches, decode_parts
 from rocketpy.capture.groups import from_numpy, group_counts, to_numpy
 from rocketpy.capture.rows import COLUMNS
-from rocketpy.capture.summary import NOT_ERRORS, SummaryBuilder
+from rocketpy.capture.summary import NOT_ERRORS, CompiledSummaryBuilder, SummaryBuilder
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = ROOT.parent / "shared" / "fixtures" / "pcap"
@@ -125,10 +126,62 @@ def test_the_summary_of_rows_with_errors_and_unmatched_responses(chunk_rows):
                                   ("10.0.0.8:1", 1, 10)]
 
 
+def test_the_compiled_summary_of_every_genuine_capture_is_the_rows_summary():
+    parts = list(decode_parts([str(FIXTURES)]))
+    assert parts and all(isinstance(p, NativePart) for p in parts)
+    rows = [r for p in parts for r in p.to_arrow().to_pylist()]
+    compiled = CompiledSummaryBuilder()
+    for part in parts:
+        compiled.add_part(part)
+    stats = {"unanswered_requests": {105: 2, 17: 0}, "packets": 9}
+    want = dict(expected_summary(rows), unanswered_requests={105: 2}, stats={"packets": 9})
+    reference = SummaryBuilder()
+    for part in parts:
+        reference.add_part(part)
+    assert compiled.result(stats) == want == reference.result(stats)
+    assert compiled.result(stats, top=3)["top_talkers"] == want["top_talkers"][:3]
+    lat = {}
+    for r in rows:
+        if r["is_response"] and r["latency_ms"] is not None:
+            lat.setdefault(r["request_code"], []).append(r["latency_ms"])
+    assert compiled.latencies() == {k: sorted(v) for k, v in lat.items()} and len(lat) > 5
+
+
+def _take_layout(batch):
+    """A record batch's buffers as the compiled decoder hands a batch over (take())."""
+    cols = []
+    for arr in batch.columns:
+        bufs = arr.buffers()
+        if pa.types.is_map(arr.type):
+            cols.append((bufs[0], bufs[1], bufs[4], bufs[5], bufs[7], bufs[8], len(arr.values)))
+        else:
+            cols.append((bufs[0], bufs[1], bufs[2] if len(bufs) > 2 else None, arr.null_count))
+    return NativePart((batch.num_rows, cols))
+
+
+def test_the_compiled_summary_of_rows_with_errors_and_unmatched_responses():
+    rows = edge_rows()
+    compiled = CompiledSummaryBuilder()
+    for i in range(0, len(rows), 4):
+        compiled.add_part(_take_layout(rows_to_batch(rows[i:i + 4])))
+    assert compiled.result() == expected_summary(rows)
+
+
+def test_the_compiled_summary_refuses_a_batch_that_is_not_the_core_s():
+    compiled = CompiledSummaryBuilder()
+    part = _take_layout(rows_to_batch(edge_rows()))
+    with pytest.raises(ValueError, match="shorter than the batch"):
+        compiled.add_part(NativePart((part.num_rows + 9, part._columns)))
+    with pytest.raises(ValueError, match="not of the configured columns"):
+        compiled.add_part(NativePart((part.num_rows, part._columns[:-1])))
+    assert compiled.result()["frames"] == 0
+
+
 def test_an_empty_summary():
-    s = SummaryBuilder().result({"unanswered_requests": {105: 2, 17: 0}})
-    assert s["frames"] == 0 and s["top_talkers"] == [] and s["latency_ms"] == {}
-    assert s["unanswered_requests"] == {105: 2} and s["first_ts"] is None
+    for builder in (SummaryBuilder(), CompiledSummaryBuilder()):
+        s = builder.result({"unanswered_requests": {105: 2, 17: 0}})
+        assert s["frames"] == 0 and s["top_talkers"] == [] and s["latency_ms"] == {}
+        assert s["unanswered_requests"] == {105: 2} and s["first_ts"] is None
 
 
 def test_group_counts_are_a_counter_of_the_rows():

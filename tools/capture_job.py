@@ -64,7 +64,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="where frames/ and the summary go; refused when DIR/frames exists")
     p.add_argument("--overwrite", action="store_true",
                    help="replace the frames (and summary) an earlier run left in --output")
-    p.add_argument("--format", choices=("parquet", "json", "csv"), default="parquet")
+    p.add_argument("--format", choices=spark_formats(), default="parquet",
+                   help="; ".join(f"{f.name}: {f.help}" for f in _formats().values()
+                                  if f.spark) + " (default: parquet)")
     p.add_argument("--port", type=int, action="append", dest="ports",
                    help="only segments to/from this port (repeatable; default: all ports)")
     p.add_argument("--chunk-mb", type=float, default=128.0,
@@ -167,7 +169,7 @@ def _whole_files(tasks, opts, acc, progress_addr):
     whole, file by file."""
     def fn(batches):
         _use_shipped_code()
-        from rocketpy.capture.decoder import Stats
+        from rocketpy.capture.stats import Stats
         from rocketpy.capture.engine import decode_batches
         cls = _engine(opts["engine"])
         for batch in batches:
@@ -265,7 +267,7 @@ class _JobAccumulator:
         return {}
 
     def addInPlace(self, a, b):
-        from rocketpy.capture.decoder import Stats
+        from rocketpy.capture.stats import Stats
         out = dict(a)
         out["stats"] = Stats(a.get("stats", {})).merge(b.get("stats", {}))
         for key in ("edges", "task_bytes"):
@@ -426,7 +428,7 @@ class _ProgressDisplay(threading.Thread):
 
 
 def _spark_schema():
-    from rocketpy.capture.rows import SCHEMA
+    from rocketpy.capture.schema import SCHEMA
     return ", ".join(f"`{n}` {t}" for n, t in SCHEMA)
 
 
@@ -477,7 +479,7 @@ def _probe(files, one_capture, console):
 def run(spark, argv) -> dict:
     """Run the job in an existing session; returns the summary dictionary."""
     from rocketpy.capture.arrow import rows_to_batch
-    from rocketpy.capture.decoder import Stats
+    from rocketpy.capture.stats import Stats
     from rocketpy.capture.plan import Planner, plan_ranges, stitch
     from rocketpy.capture.summary import format_summary
 
@@ -592,23 +594,12 @@ def run(spark, argv) -> dict:
 _CSV = {"header": True, "quote": '"', "escape": '"', "multiLine": True}
 
 
-def _write(df, fmt, path, mode):
+def _write_csv(df, path, mode):
     from pyspark.sql import functions as F
-    w = df.write.mode(mode)
-    if fmt == "parquet":
-        w.parquet(path)
-    elif fmt == "json":
-        w.json(path)
-    else:
-        (df.withColumn("ext_fields", F.to_json("ext_fields")).write.mode(mode)
-         .options(**_CSV).csv(path))
+    df.withColumn("ext_fields", F.to_json("ext_fields")).write.mode(mode).options(**_CSV).csv(path)
 
 
-def _read_back(spark, fmt, path, schema):
-    if fmt == "parquet":
-        return spark.read.parquet(path)
-    if fmt == "json":
-        return spark.read.schema(schema).json(path)
+def _read_csv(spark, path, schema):
     return (spark.read.options(**_CSV)
             .schema(schema.replace("`ext_fields` map<string,string>", "`ext_fields` string"))
             .csv(path))
@@ -626,6 +617,42 @@ def _hadoop_path(spark, uri):
 def _exists(spark, uri):
     fs, path = _hadoop_path(spark, uri)
     return bool(fs.exists(path))
+
+
+#: the Spark writer of each format of rocketpy.capture.formats.FORMATS marked ``spark``, and
+#: how the job reads it back for the summary: (write(df, path, mode), read(spark, path, schema))
+SPARK_WRITERS = {
+    "parquet": (lambda df, path, mode: df.write.mode(mode).parquet(path),
+                lambda spark, path, schema: spark.read.parquet(path)),
+    "json": (lambda df, path, mode: df.write.mode(mode).json(path),
+             lambda spark, path, schema: spark.read.schema(schema).json(path)),
+    "csv": (_write_csv, _read_csv),
+}
+
+
+def _formats():
+    from rocketpy.capture.formats import FORMATS
+    return FORMATS
+
+
+def spark_formats(formats=None, writers=None) -> list[str]:
+    """The formats the job offers: those of the table marked ``spark``, each of which must have
+    a Spark writer here (a start-up error names the one that has none)."""
+    names = [f.name for f in (formats or _formats()).values() if f.spark]
+    missing = [name for name in names if name not in (SPARK_WRITERS if writers is None
+                                                      else writers)]
+    if missing:
+        raise RuntimeError(f"capture_job: the format table offers {', '.join(missing)} to "
+                           "Spark, but the job has no Spark writer for it (SPARK_WRITERS)")
+    return names
+
+
+def _write(df, fmt, path, mode):
+    SPARK_WRITERS[fmt][0](df, path, mode)
+
+
+def _read_back(spark, fmt, path, schema):
+    return SPARK_WRITERS[fmt][1](spark, path, schema)
 
 
 def _write_text(spark, uri, text):

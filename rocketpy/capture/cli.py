@@ -2,8 +2,11 @@
 
 Layer: ``rocketpy.capture`` entry point (console script ``rocketpy-capture =
 rocketpy.capture.cli:main``).  The decode engine (:mod:`rocketpy.capture.engine`, compiled when
-built) hands over Arrow record batches; the writers and the summary work from those batches.
-The same decoder runs inside the Spark job (``tools/capture_job.py``) for anything bigger.
+built) hands over batches of rows; the format's writer (:mod:`rocketpy.capture.formats`) and the
+summary work from those.  It imports only what the chosen format and options need (JSON Lines
+and the table, with their summary, need neither pyarrow nor numpy), and those in its writer
+thread while the compiled core is already decoding.  The same decoder runs inside the Spark job
+(``tools/capture_job.py``) for anything bigger.
 
     rocketpy-capture capture.pcap                       # a table, then the summary
     rocketpy-capture dumps/ --format json | jq .        # one JSON object per frame
@@ -12,10 +15,8 @@ The same decoder runs inside the Spark job (``tools/capture_job.py``) for anythi
 from __future__ import annotations
 
 import argparse
-import contextlib
 import os
 import sys
-import time
 import warnings
 
 __all__ = ["main", "build_parser"]
@@ -39,14 +40,15 @@ def _port(text: str) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from .formats import FORMATS
     p = _Parser(
         prog=PROG,
         description="Decode RocketMQ remoting frames from pcap/pcapng captures (in-process).")
     p.add_argument("inputs", nargs="+", metavar="FILE_OR_DIR",
                    help="capture files, directories (searched recursively) or globs")
-    p.add_argument("--format", choices=("table", "json", "csv", "parquet"), default="table",
-                   help="table (default): readable lines; json: one object per frame (JSON "
-                        "Lines) on stdout; csv (RFC 4180); parquet: needs --output")
+    p.add_argument("--format", choices=list(FORMATS), default="table",
+                   help="; ".join(f"{f.name}: {f.help}" + ("" if f.stream else ", needs --output")
+                                  for f in FORMATS.values()) + " (default: table)")
     p.add_argument("-o", "--output", help="write frames here instead of stdout")
     p.add_argument("--port", type=_port, action="append", dest="ports",
                    help="only TCP segments to/from this port (repeatable; default: any port, "
@@ -69,154 +71,89 @@ def _fail(message: str, status: int = 2) -> int:
     return status
 
 
-def _table_line(r: dict) -> str:
-    kind = "RSP" if r["is_response"] else ("ONE" if r["is_oneway"] else "REQ")
-    name = r["code_name"] or (str(r["code"]) if r["code"] is not None else "?")
-    if r["is_response"] and r["request_code"] is not None:
-        name += f" <- {r['request_code_name'] or r['request_code']}"
-    extra = []
-    if r["latency_ms"] is not None:
-        extra.append(f"{r['latency_ms']:.3f} ms")
-    if r["remark"]:
-        extra.append(f"remark={r['remark'][:60]!r}")
-    if r["body_summary"]:
-        extra.append(r["body_summary"])
-    if r["error"]:
-        extra.append(f"ERROR {r['error']}")
-    ts = time.strftime("%H:%M:%S", time.gmtime(r["ts"])) + f".{int(r['ts'] * 1e6) % 1000000:06d}"
-    return (f"{ts} {r['src']:>21} > {r['dst']:<21} {kind} {r['serialize_type'] or '-':<8} "
-            f"op={r['opaque'] if r['opaque'] is not None else '-':<6} {name} "
-            + " ".join(extra)).rstrip()
+def _missing(packages) -> tuple | None:
+    """``(package, why)`` for the first of ``packages`` that cannot be imported (found without
+    importing it: the writer thread imports it while the core decodes), else None."""
+    import importlib.util
+    for name in sorted(packages):
+        try:
+            if importlib.util.find_spec(name) is None:
+                return name, f"No module named {name!r}"
+        except (ImportError, ValueError) as exc:
+            return name, str(exc)
+    return None
 
 
-class OutputError(Exception):
-    """Writing the frames failed (a read error of a capture is reported per file instead)."""
-
-
-class _Writer:
-    """Writes record batches in one of the formats; ``close()`` finishes the file.  Parquet
-    gets a row group per :data:`~rocketpy.capture.arrow.ROW_GROUP_ROWS` rows, not per batch.
-    Its OS errors come out as :class:`OutputError` (a closed pipe stays BrokenPipeError)."""
-
-    def __init__(self, fmt: str, output: str | None):
-        self.fmt = fmt
-        self.output = output
-        self.out = None
-        self.parquet = None
-        self.row_group: list = []
-        self.row_group_rows = 0
-        self.csv = None
-
-    def write(self, batch) -> None:
-        with _output_errors():
-            self._write(batch)
-
-    def _write(self, batch) -> None:
-        from . import engine
-        if self.fmt == "parquet":
-            from .arrow import ROW_GROUP_ROWS, parquet_writer
-            if self.parquet is None:             # opened at once: a bad path fails at once
-                self.parquet = parquet_writer(self.output, batch.schema)
-            self.row_group.append(batch)
-            self.row_group_rows += batch.num_rows
-            if self.row_group_rows >= ROW_GROUP_ROWS:
-                self._write_row_group()
-            return
-        out = self._stream()
-        if self.fmt == "json":
-            out.write(engine.batch_jsonl(batch))
-        elif self.fmt == "csv":
-            import pyarrow as pa
-            import pyarrow.csv as pacsv
-            i = batch.schema.get_field_index("ext_fields")
-            batch = batch.set_column(i, pa.field("ext_fields", pa.string()),
-                                     engine.ext_json_column(batch.column(i)))
-            if self.csv is None:
-                self.csv = pacsv.CSVWriter(out, batch.schema, write_options=pacsv.WriteOptions(
-                    quoting_style="needed"))
-            self.csv.write_batch(batch)
-        else:
-            for row in batch.to_pylist():
-                out.write(_table_line(row).encode("utf-8") + b"\n")
-        out.flush()
-
-    def _stream(self):
-        if self.out is None:
-            self.out = open(self.output, "wb") if self.output else sys.stdout.buffer
-        return self.out
-
-    def _write_row_group(self) -> None:
-        import pyarrow as pa
-        if self.row_group:
-            self.parquet.write_table(pa.Table.from_batches(self.row_group))
-        self.row_group, self.row_group_rows = [], 0
-
-    def close(self, schema) -> None:
-        with _output_errors():
-            self._close(schema)
-
-    def _close(self, schema) -> None:
-        if self.fmt == "parquet":
-            if self.parquet is None:              # no frame at all: still a valid, empty file
-                from .arrow import parquet_writer
-                self.parquet = parquet_writer(self.output, schema)
-            self._write_row_group()
-            self.parquet.close()
-        elif self.fmt == "csv" and self.csv is None:
-            from rocketpy.capture.rows import COLUMNS
-            self._stream().write((",".join(f'"{c}"' for c in COLUMNS) + "\n").encode())
-        if self.csv is not None:
-            self.csv.close()
-        if self.out is not None and self.output:
-            self.out.close()
-
-
-@contextlib.contextmanager
-def _output_errors():
-    try:
-        yield
-    except BrokenPipeError:
-        raise
-    except OSError as exc:
-        raise OutputError(exc.strerror or str(exc)) from exc
+def _needs(package: str, why) -> int:
+    return _fail(f"needs {package}, a dependency of rocketpy ({why}): pip install {package}")
 
 
 class _Pipeline:
     """Hands batches to ``consume`` (summary, writer) in a second thread: the compiled decoder
     keeps one core busy while pyarrow (which lets go of the GIL while it encodes, compresses and
-    aggregates) writes on the other.  An error in ``consume`` ends the decode with it."""
+    aggregates) writes on the other.  The thread first runs ``prepare`` (the writer's imports:
+    pyarrow and numpy take longer than a small capture's decoding); the decoder goes on
+    meanwhile, up to :data:`AHEAD_BYTES` of batches waiting.  An error in either ends the decode
+    with it."""
 
-    def __init__(self, consume):
-        import queue
+    #: batches the decoder may be ahead of the writer, in bytes of their columns
+    AHEAD_BYTES = 128 << 20
+
+    def __init__(self, consume, prepare):
+        import collections
         import threading
         self.consume = consume
-        self.queue = queue.Queue(maxsize=4)
+        self.prepare = prepare
+        self.waiting = collections.deque()
+        self.bytes = 0
+        self.turn = threading.Condition()
         self.error = None
         self.thread = threading.Thread(target=self._run, name="rocketpy-capture-writer",
                                        daemon=True)
 
+    def _get(self):
+        with self.turn:
+            while not self.waiting:
+                self.turn.wait()
+            part = self.waiting.popleft()
+            if part is not None:
+                self.bytes -= part.nbytes
+            self.turn.notify_all()
+            return part
+
     def _run(self):
+        try:
+            self.prepare()
+        except BaseException as exc:       # handed to the decoding thread
+            self.error = exc
         while True:
-            batch = self.queue.get()
-            if batch is None:
+            part = self._get()
+            if part is None:
                 return
             if self.error is None:
                 try:
-                    self.consume(batch)
+                    self.consume(part)
                 except BaseException as exc:   # handed to the decoding thread
                     self.error = exc
 
-    def put(self, batch):
+    def put(self, part):
         if self.error is not None:
             raise self.error
-        self.queue.put(batch)
+        with self.turn:
+            while self.waiting and self.bytes + part.nbytes > self.AHEAD_BYTES:
+                self.turn.wait()
+            self.waiting.append(part)
+            self.bytes += part.nbytes
+            self.turn.notify_all()
 
     def __enter__(self):
         self.thread.start()
         return self
 
     def __exit__(self, *exc):
-        self.queue.put(None)
+        with self.turn:
+            self.waiting.append(None)
+            self.turn.notify_all()
         self.thread.join()
         if self.error is not None and exc[0] is None:
             raise self.error
@@ -243,11 +180,16 @@ def main(argv=None) -> int:
 
 
 def _main(argv) -> int:
+    from .formats import FORMATS, OutputError
     args = build_parser().parse_args(argv)
-    if args.format == "parquet" and not args.output:
-        return _fail("--format parquet needs --output FILE")
-    if not args.output and sys.stdout is None:
+    fmt = FORMATS[args.format]
+    to_stdout = not args.output
+    if not fmt.stream and to_stdout:
+        return _fail(f"--format {fmt.name} needs --output FILE")
+    if to_stdout and sys.stdout is None:
         return _fail("standard output is closed: give --output FILE")
+    want_summary = (args.summary == "yes" or
+                    (args.summary == "auto" and not (fmt.data and to_stdout)))
     if args.plots:
         from .plots import PLOTS_HINT, plots_available
         if not plots_available():
@@ -256,13 +198,16 @@ def _main(argv) -> int:
             os.makedirs(args.plots, exist_ok=True)
         except OSError as exc:
             return _fail(f"cannot write plots to {args.plots}: {exc.strerror or exc}")
-    try:
-        engine = _load_engine()
-    except ImportError as exc:
-        return _fail(f"needs pyarrow, a dependency of rocketpy ({exc}): pip install pyarrow")
-    from .decoder import Stats
+    engine = _load_engine()
+    # pyarrow.compute and numpy: for the plots, --errors-only and the reference decoder (whose
+    # rows every writer and the summary read as Arrow); the compiled core counts the summary
+    aggregate = bool(args.plots or args.errors_only) or engine.NATIVE is None
+    missing = _missing(set(fmt.needs) | ({"pyarrow", "numpy"} if aggregate else set()))
+    if missing:
+        return _needs(*missing)
     from .source import expand_inputs
-    from .summary import SummaryBuilder, format_summary
+    from .stats import Stats
+    from .summary import format_summary, summary_builder
     try:
         found = expand_inputs(args.inputs)
     except FileNotFoundError as exc:
@@ -271,31 +216,35 @@ def _main(argv) -> int:
         return _fail(f"no capture files (pcap, pcapng, gzip) in {' '.join(args.inputs)}")
     stats = Stats()
     errors: list = []
-    summary = SummaryBuilder()
+    summary = summary_builder(engine.BatchDecoder.name)
     rate: dict = {}
-    to_stdout = not args.output
-    want_summary = (args.summary == "yes" or
-                    (args.summary == "auto" and not (args.format in ("json", "csv") and to_stdout)))
-    writer = _Writer(args.format, args.output)
+    writer = fmt.writer(args.output)
     counted, decoded = [0], [0]
 
-    def consume(batch):
-        decoded[0] += batch.num_rows
-        summary.add_batch(batch)
+    def prepare():
+        writer.prepare()
+        if aggregate:
+            from . import groups  # noqa: F401 (pyarrow.compute, numpy)
+
+    def consume(part):
+        decoded[0] += part.num_rows
+        if want_summary or args.plots:
+            summary.add_part(part)
         if args.plots:
-            _count_rate(batch, rate)
+            _count_rate(part.to_arrow(), rate)
         if args.errors_only:
             import pyarrow.compute as pc
-            batch = batch.filter(pc.is_valid(batch.column("error")))
-        writer.write(batch)
-        counted[0] += batch.num_rows
+            batch = part.to_arrow()
+            part = engine.ArrowPart(batch.filter(pc.is_valid(batch.column("error"))))
+        writer.write(part)
+        counted[0] += part.num_rows
 
     try:
-        with _Pipeline(consume) as pipeline:
-            for batch in engine.decode_batches(args.inputs, ports=args.ports, stats=stats,
-                                               errors=errors, one_capture=args.one_capture):
-                pipeline.put(batch)
-        writer.close(engine.ARROW_SCHEMA)
+        with _Pipeline(consume, prepare) as pipeline:
+            for part in engine.decode_parts(args.inputs, ports=args.ports, stats=stats,
+                                            errors=errors, one_capture=args.one_capture):
+                pipeline.put(part)
+        writer.close()
     except BrokenPipeError:
         # the reader went away (| head): stop quietly, and keep Python's exit flush quiet too
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
@@ -304,11 +253,13 @@ def _main(argv) -> int:
         return _fail(f"interrupted after at least {counted[0]} frames", 130)
     except OutputError as exc:
         return _fail(f"cannot write {args.output or 'the output'}: {exc}", 1)
+    except ImportError as exc:       # the writer's imports failed after all (a broken install)
+        return _needs(exc.name or "pyarrow", exc)
     for path, msg in errors:
         print(f"{PROG}: {path}: {msg}", file=sys.stderr)
     if want_summary:
-        dest = sys.stderr if (args.format in ("json", "csv") and to_stdout) else sys.stdout
-        if dest is sys.stdout and args.format == "table" and to_stdout:
+        dest = sys.stderr if (fmt.data and to_stdout) else sys.stdout
+        if dest is sys.stdout and to_stdout:
             print(file=dest)
         print(format_summary(summary.result(stats)), file=dest)
     if args.plots:

@@ -31,6 +31,7 @@ from .reassembly import MAX_PENDING_SEGMENTS, Reassembler
 from rocketpy.remoting import codes
 
 from .rows import frame_row
+from .stats import Stats
 
 __all__ = ["Connection", "CaptureDecoder", "Stats", "RangePlan", "DirStart",
            "starts_new_connection"]
@@ -41,23 +42,6 @@ MAX_CONNECTIONS = 100_000
 #: bytes all live connections may hold between them: segments waiting behind a hole and
 #: unfinished frames (one connection alone is bounded by its own limits, ~100 MiB)
 MAX_BUFFERED_BYTES = 256 << 20
-
-
-class Stats(dict):
-    """Counters (plain dict so it pickles and merges): packets, bytes, gaps, ..."""
-
-    def merge(self, other: dict) -> "Stats":
-        for k, v in other.items():
-            if isinstance(v, dict):
-                d = self.setdefault(k, {})
-                for kk, vv in v.items():
-                    d[kk] = d.get(kk, 0) + vv
-            else:
-                self[k] = self.get(k, 0) + v
-        return self
-
-    def count(self, key: str, n: int = 1) -> None:
-        self[key] = self.get(key, 0) + n
 
 
 def starts_new_connection(closed: bool, last_ts: int, isn, syn_no_ack: bool, seq: int,

@@ -46,7 +46,6 @@ class Frame(NamedTuple):
     ``header`` is its decoded header (a RemotingCommand without body) when that arrived whole."""
     data: bytes
     ts_ns: int          # when the last byte arrived (the frame became decodable)
-    first_ts_ns: int    # when the first byte arrived
     offset: int         # byte offset of the frame in the direction's stream
     length: int         # full frame length, length prefix included (from the prefix)
     lost: int = 0
@@ -77,7 +76,7 @@ class FrameExtractor:
     """Sink for :class:`~rocketpy.capture.reassembly.Reassembler`; collects :class:`Frame` s in
     ``self.out`` (the owner drains it after each call)."""
 
-    __slots__ = ("buf", "offset", "synced", "skip", "first_ts", "out", "stats", "found",
+    __slots__ = ("buf", "offset", "synced", "skip", "out", "stats", "found",
                  "abandoned", "abandon_after", "hunted", "max_frame_length", "_need", "limit",
                  "settled", "cut", "head", "picked_up", "first_frame", "head_skipped")
 
@@ -87,7 +86,6 @@ class FrameExtractor:
         self.offset = 0            # stream offset of buf[0]
         self.synced = synced
         self.skip = 0              # bytes still to discard (rest of a damaged frame)
-        self.first_ts = 0
         self.out: list[Frame] = []
         self.stats = stats
         self.found = False         # at least one frame seen: this is RocketMQ
@@ -149,7 +147,6 @@ class FrameExtractor:
                 data = self._whole_frames(data, ts)
                 if not data:
                     return
-            self.first_ts = ts
         buf += data
         if len(buf) < self._need:
             return
@@ -177,8 +174,8 @@ class FrameExtractor:
             total = frame_total(data, pos)
             if n - pos < total:
                 break
-            out.append(Frame(data if total == n else data[pos:pos + total], ts, ts,
-                             offset + pos, total))
+            out.append(Frame(data if total == n else data[pos:pos + total], ts, offset + pos,
+                             total))
             pos += total
         if pos:
             self.offset = offset + pos
@@ -256,7 +253,7 @@ class FrameExtractor:
             except (RemotingCodecError, ValueError):
                 header = None
         self._count("damaged_frames")
-        self.out.append(Frame(bytes(buf), ts, self.first_ts, self.offset, total, lost, header, msg))
+        self.out.append(Frame(bytes(buf), ts, self.offset, total, lost, header, msg))
 
     def _parse(self, ts: int) -> None:
         buf = self.buf
@@ -291,10 +288,8 @@ class FrameExtractor:
                     need = total
                     break
             elif plausible_frame_start(buf, pos, mfl, need_header=not self.found) == OK:
-                out.append(Frame(bytes(buf[pos:pos + total]), ts, self.first_ts,
-                                 self.offset + pos, total))
+                out.append(Frame(bytes(buf[pos:pos + total]), ts, self.offset + pos, total))
                 self.found = True
-                self.first_ts = ts
                 pos += total
                 continue
             # not a frame where one should start: lose step and hunt from the next byte

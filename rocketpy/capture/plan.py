@@ -33,9 +33,10 @@ from typing import Iterator, NamedTuple
 
 from rocketpy.remoting import codes
 
-from .decoder import DirStart, RangePlan, Stats, starts_new_connection
+from .decoder import DirStart, RangePlan, starts_new_connection
 from .layers import ACK, FIN, RST, SYN, decode_tcp, format_endpoint
 from .readers import CaptureFormatError, iter_packets
+from .stats import Stats
 
 __all__ = ["Range", "scan_range", "Planner", "decode_range", "next_file", "stitch", "plan_ranges",
            "READAHEAD"]

@@ -55,8 +55,8 @@ class Reassembler:
     (a byte range's stream reached the next range's part)."""
 
     __slots__ = ("sink", "next", "at", "pending", "order", "pending_bytes", "hole_since",
-                 "syn_seen", "max_pending_bytes", "max_pending_segments", "hole_timeout_ns",
-                 "stats", "closed", "doomed_at", "reorder_ns", "ceiling")
+                 "max_pending_bytes", "max_pending_segments", "hole_timeout_ns",
+                 "stats", "doomed_at", "reorder_ns", "ceiling")
 
     def __init__(self, sink, stats: dict, max_pending_bytes: int = 32 << 20,
                  hole_timeout_ns: int = 10_000_000_000, reorder_ns: int = 100_000_000,
@@ -70,8 +70,6 @@ class Reassembler:
         self.pending_bytes = 0
         self.max_pending_segments = max_pending_segments
         self.hole_since = 0
-        self.syn_seen = False
-        self.closed = False
         self.max_pending_bytes = max_pending_bytes
         self.hole_timeout_ns = hole_timeout_ns
         self.reorder_ns = reorder_ns
@@ -92,7 +90,6 @@ class Reassembler:
     def syn(self, seq: int) -> None:
         if self.next is None:
             self.next = (seq + 1) & _MASK
-            self.syn_seen = True
 
     def segment(self, seq: int, payload: bytes, missing: int, ts: int) -> None:
         n = len(payload) + missing

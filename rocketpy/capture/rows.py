@@ -4,77 +4,42 @@ Layer: ``rocketpy.capture`` (pure: stdlib + the codec).  Each frame is decoded w
 ``rocketpy.remoting.decode_frame`` (Java ``RemotingCommand.decode``); a frame that does not
 decode is still a row, with ``error`` set and whatever the damaged frame revealed.
 
-The schema (:data:`SCHEMA`) is the contract between the in-process CLI (``--format json``), the
-Spark job's Parquet output and ``docs/capture.md``: columns are only ever added at the end.
+The schema (:data:`SCHEMA`, defined in :mod:`rocketpy.capture.schema`) is the contract between
+the in-process CLI (``--format json``), the Spark job's Parquet output and ``docs/capture.md``:
+columns are only ever added at the end.
 """
 from __future__ import annotations
 
 import functools
 
 from rocketpy.remoting import decode_frame
-from rocketpy.remoting import bodies, codes, fastjson
+from rocketpy.remoting import bodies, fastjson
 from rocketpy.remoting.errors import RemotingCodecError
 from rocketpy.remoting.layout import body_length, has_prefix, read_prefix
 from rocketpy.remoting.numbers import INT32, cast_to_integer
 
-__all__ = ["SCHEMA", "COLUMNS", "frame_row", "body_summary", "empty_row"]
+from .schema import (COLUMNS, FLAG_ONEWAY, FLAG_RESPONSE, LANGUAGE_NAMES, REGISTRATION,
+                     REQUEST_NAMES, RESPONSE_NAMES, SCHEMA, SERIALIZE_NAMES, VERSION_NAMES)
 
-#: (column, type) in output order.  Types use Spark SQL DDL spelling; JSON output uses the
-#: natural JSON types (map -> object, null for missing).
-SCHEMA: list[tuple[str, str]] = [
-    ("file", "string"),             # capture file the frame came from
-    ("ts", "double"),               # capture time (s since epoch) of the frame's last byte
-    ("ts_ns", "bigint"),            # the same, in integer nanoseconds
-    ("src", "string"),              # sender ip:port ([v6]:port)
-    ("dst", "string"),              # receiver ip:port
-    ("conn", "string"),             # connection id: both endpoints, lower first; "#n" on reuse
-    ("stream_offset", "bigint"),    # byte offset of the frame in its direction's TCP stream
-    ("frame_len", "int"),           # whole frame, 4-byte length prefix included
-    ("serialize_type", "string"),   # JSON | ROCKETMQ
-    ("code", "int"),                # request code, or response code for responses
-    ("code_name", "string"),        # RequestCode / ResponseCode name
-    ("flag", "int"),
-    ("opaque", "int"),
-    ("is_response", "boolean"),
-    ("is_oneway", "boolean"),
-    ("language", "string"),         # LanguageCode name (JAVA, CPP, ...)
-    ("version", "int"),             # MQVersion ordinal
-    ("version_name", "string"),     # e.g. V4_9_8
-    ("remark", "string"),
-    ("ext_fields", "map<string,string>"),
-    ("body_len", "int"),
-    ("body_summary", "string"),     # short decoded summary for known bodies
-    ("request_code", "int"),        # responses: the code of the request answered
-    ("request_code_name", "string"),
-    ("latency_ms", "double"),       # responses: ts(response) - ts(request)
-    ("error", "string"),            # null when the frame decoded
-]
-COLUMNS = [name for name, _ in SCHEMA]
-
-_SERIALIZE = {0: "JSON", 1: "ROCKETMQ"}
-_REQUEST_NAMES = {int(c): c.name for c in codes.RequestCode}
-_RESPONSE_NAMES = {int(c): c.name for c in codes.ResponseCode}
-_VERSION_NAMES = {int(v): v.name for v in codes.MQVersion}
-_LANGUAGE_NAMES = {int(c): c.name for c in codes.LanguageCode}
-
+__all__ = ["SCHEMA", "COLUMNS", "frame_row", "body_summary", "empty_row", "header_columns"]
 
 def empty_row() -> dict:
     return dict.fromkeys(COLUMNS)
 
 
-def _header_columns(cmd) -> dict:
+def header_columns(cmd) -> dict:
     """The columns a frame's header gives, from ``code`` to ``ext_fields`` in SCHEMA order."""
     flag = cmd.flag
-    resp = flag & 1
+    resp = flag & FLAG_RESPONSE
     code = cmd.code
     language = cmd.language
     return {
         "code": code,
-        "code_name": _RESPONSE_NAMES.get(code) if resp else _REQUEST_NAMES.get(code),
+        "code_name": RESPONSE_NAMES.get(code) if resp else REQUEST_NAMES.get(code),
         "flag": flag, "opaque": cmd.opaque, "is_response": bool(resp),
-        "is_oneway": bool(flag & 2) and not resp,
-        "language": language if language.__class__ is str else _LANGUAGE_NAMES.get(language, str(language)),
-        "version": cmd.version, "version_name": _VERSION_NAMES.get(cmd.version),
+        "is_oneway": bool(flag & FLAG_ONEWAY) and not resp,
+        "language": language if language.__class__ is str else LANGUAGE_NAMES.get(language, str(language)),
+        "version": cmd.version, "version_name": VERSION_NAMES.get(cmd.version),
         "remark": cmd.remark, "ext_fields": cmd.ext_fields,
     }
 
@@ -96,8 +61,8 @@ def frame_row(frame, file: str | None, src: str, dst: str, conn: str) -> dict:
     return {
         "file": file, "ts": ts / 1e9, "ts_ns": ts, "src": src, "dst": dst, "conn": conn,
         "stream_offset": frame.offset, "frame_len": frame.length,
-        "serialize_type": _SERIALIZE.get(stype, str(stype)),
-        **_header_columns(cmd),
+        "serialize_type": SERIALIZE_NAMES.get(stype, str(stype)),
+        **header_columns(cmd),
         "body_len": body_length(frame.length, hlen),
         "body_summary": body_summary(cmd) if cmd.body else None,
         "request_code": None, "request_code_name": None, "latency_ms": None, "error": None,
@@ -118,12 +83,12 @@ def _damaged_row(frame, file, src, dst, conn) -> dict:
     data = frame.data
     if has_prefix(data):
         _, stype, hlen = read_prefix(data)
-        row["serialize_type"] = _SERIALIZE.get(stype, str(stype))
+        row["serialize_type"] = SERIALIZE_NAMES.get(stype, str(stype))
         row["body_len"] = max(0, body_length(frame.length, hlen))
     header = frame.header
     if header is not None:
-        row.update(_header_columns(header))
-        row["serialize_type"] = _SERIALIZE.get(header.serialize_type, str(header.serialize_type))
+        row.update(header_columns(header))
+        row["serialize_type"] = SERIALIZE_NAMES.get(header.serialize_type, str(header.serialize_type))
     row["error"] = frame.error
     return row
 
@@ -140,8 +105,8 @@ def body_summary(cmd) -> str | None:
     """
     body = cmd.body
     ext = cmd.ext_fields or {}
-    key = (ext.get("brokerName"), ext.get("clusterName"), cmd.code == 103 and not cmd.flag & 1,
-           body)
+    key = (ext.get("brokerName"), ext.get("clusterName"),
+           cmd.code == REGISTRATION and not cmd.flag & FLAG_RESPONSE, body)
     if len(body) <= _MEMO_BODY_BYTES and body.__class__ is bytes:
         return _memo_summary(*key)
     return _summary(*key)

@@ -1,7 +1,8 @@
 """Finding and opening capture files: local paths, globs, directories, and filesystem URIs.
 
 Layer: ``rocketpy.capture`` (pure stdlib; optional ``pyarrow.fs``/``fsspec`` for remote URIs,
-imported only when such a URI is given).  The Spark job lists its inputs through Spark itself
+imported only when such a URI is given; the reference decoder only when a :class:`RowDecoder` is
+made, so the compiled engine reads files without it).  The Spark job lists its inputs through Spark itself
 (any Hadoop filesystem); this module serves the in-process path and the executors' byte-range
 reads.  Gzip-compressed captures (``.pcap.gz``) are read transparently (not splittable).
 """
@@ -13,8 +14,8 @@ import gzip
 import os
 from typing import BinaryIO, Iterator
 
-from .decoder import CaptureDecoder, Stats
 from .readers import CaptureFormatError, CaptureInfo, iter_packets, read_capture_info
+from .stats import Stats
 
 __all__ = ["expand_inputs", "open_binary", "open_capture", "decode_file", "decode_paths",
            "decode_inputs", "decode_packets", "RowDecoder", "is_capture_head", "local_path",
@@ -175,6 +176,7 @@ class RowDecoder:
     name = "rows"
 
     def __init__(self, ports=None, plan=None, **options):
+        from .decoder import CaptureDecoder     # (the codec with it: not for the compiled path)
         self.stats = Stats()
         self.dec = CaptureDecoder(None, ports=ports, stats=self.stats, plan=plan, **options)
 

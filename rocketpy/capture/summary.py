@@ -2,8 +2,11 @@
 percentiles per request code, unanswered requests, top talkers, and capture health counters.
 
 Layer: ``rocketpy.capture`` (codes; :class:`SummaryBuilder` reads ``pyarrow`` record batches
-with ``pyarrow.compute`` and numpy, no Python object per frame or per talker).  The Spark job
-computes the same dictionary with Spark aggregations and prints it with the same
+with ``pyarrow.compute`` and numpy, no Python object per frame or per talker).  The compiled
+decoder's batches are counted by its own ``Tally`` instead (:class:`CompiledSummaryBuilder`: C,
+no pyarrow, no numpy, so the CLI's summary adds neither to its start-up), which
+``tests/test_capture_summary.py`` holds to :class:`SummaryBuilder` on every fixture.  The Spark
+job computes the same dictionary with Spark aggregations and prints it with the same
 :func:`format_summary`, so both entry points print the same report.
 
 Percentiles are nearest-rank on the exact latencies here; Spark uses ``percentile_approx``.
@@ -15,7 +18,8 @@ from collections import Counter
 
 from rocketpy.remoting import codes
 
-__all__ = ["SummaryBuilder", "format_summary", "percentile", "NOT_ERRORS"]
+__all__ = ["SummaryBuilder", "CompiledSummaryBuilder", "summary_builder", "format_summary",
+           "percentile", "NOT_ERRORS"]
 
 #: Response codes that are not errors: SUCCESS, and the pull statuses a consumer acts on
 #: (Java ``MQClientAPIImpl.processPullResponse`` maps them to FOUND's siblings NO_NEW_MSG,
@@ -71,6 +75,10 @@ class SummaryBuilder:
         self._pending: list = []
         self._pending_rows = 0
         self._chunk_rows = chunk_rows
+
+    def add_part(self, part) -> None:
+        """A part of :mod:`rocketpy.capture.engine` (as its record batch)."""
+        self.add_batch(part.to_arrow())
 
     def add_batch(self, batch) -> None:
         if not batch.num_rows:
@@ -169,27 +177,61 @@ class SummaryBuilder:
         return list(zip(*(t[c].to_pylist() for c in ("src", "frames", "bytes"))))
 
     def result(self, stats: dict | None = None, top: int = 10) -> dict:
-        stats = dict(stats or {})
-        unanswered = stats.pop("unanswered_requests", {}) or {}
         self._aggregate()
         lat = {code: {"n": len(values), "p50": percentile(values, 50),
                       "p99": percentile(values, 99), "max": values[-1].item()}
                for code, values in self._latency_groups().items()}
-        return {
+        return _report({
             "frames": self.frames,
             "requests": dict(self.requests),
             "oneway": dict(self.oneway),
             "responses": dict(self.responses),
             "error_responses": {f"{k[0]}:{k[1]}": v for k, v in self.error_responses.items()},
             "latency_ms": lat,
-            "unanswered_requests": {int(k): v for k, v in unanswered.items() if v},
             "unmatched_responses": self.unmatched_responses,
             "decode_errors": dict(self.decode_errors),
             "top_talkers": self._top_talkers(top),
             "first_ts": self.first_ts,
             "last_ts": self.last_ts,
-            "stats": stats,
-        }
+        }, stats)
+
+
+def _report(counts: dict, stats: dict | None) -> dict:
+    """The summary: the rows' counts, and the decoder's counters (the requests it never saw
+    answered among them)."""
+    stats = dict(stats or {})
+    unanswered = stats.pop("unanswered_requests", {}) or {}
+    keys = ["frames", "requests", "oneway", "responses", "error_responses", "latency_ms"]
+    out = {k: counts[k] for k in keys}
+    out["unanswered_requests"] = {int(k): v for k, v in unanswered.items() if v}
+    for k in ("unmatched_responses", "decode_errors", "top_talkers", "first_ts", "last_ts"):
+        out[k] = counts[k]
+    out["stats"] = stats
+    return out
+
+
+class CompiledSummaryBuilder:
+    """:class:`SummaryBuilder` for the compiled decoder's parts, counted in C from their own
+    buffers (``_native.Tally``, without the GIL); other parts go to a :class:`SummaryBuilder`
+    (none do in one decode: an engine makes parts of one kind)."""
+
+    def __init__(self):
+        from .engine import NATIVE
+        self._tally = NATIVE.Tally(not_errors=sorted(NOT_ERRORS))
+
+    def add_part(self, part) -> None:
+        part.tally(self._tally)
+
+    def latencies(self) -> dict:
+        return self._tally.latencies()
+
+    def result(self, stats: dict | None = None, top: int = 10) -> dict:
+        return _report(self._tally.counts(top), stats)
+
+
+def summary_builder(engine_name: str):
+    """The summary's builder for the parts an engine makes (its ``name``)."""
+    return CompiledSummaryBuilder() if engine_name == "native" else SummaryBuilder()
 
 
 def _fmt_ms(v):

@@ -79,8 +79,21 @@ typedef struct {
     size_t start, end, cap;    /* live bytes are p[start:end] */
 } buf_t;
 
-int buf_reserve(buf_t *b, size_t extra);
-int buf_append(buf_t *b, const void *data, size_t n);
+/* room for `extra` more bytes at the end: 0, or -1 (set); buf_grow is the slow path */
+int buf_grow(buf_t *b, size_t extra);
+static inline int buf_reserve(buf_t *b, size_t extra) {
+    return b->cap - b->end >= extra ? 0 : buf_grow(b, extra);
+}
+static inline int buf_append(buf_t *b, const void *data, size_t n) {
+    if (!n)
+        return 0;
+    if (buf_reserve(b, n) < 0)
+        return -1;
+    memcpy(b->p + b->end, data, n);
+    COST(BYTES, n);
+    b->end += n;
+    return 0;
+}
 static inline size_t buf_len(const buf_t *b) { return b->end - b->start; }
 static inline uint8_t *buf_data(const buf_t *b) { return b->p + b->start; }
 static inline void buf_consume(buf_t *b, size_t n) {
@@ -209,7 +222,25 @@ void header_free(header_t *h);
 int decode_header(int stype, const uint8_t *p, size_t n, header_t *h, int want_error,
                   str_t *err, buf_t *errbuf);
 
-/* ---- tables handed over from Python (rocketpy.remoting.codes) ------------------------------ */
+/* ---- the output columns (rocketpy.capture.schema.SCHEMA) -----------------------------------
+ * Their order and types are the schema's, handed over at configure time; the core knows each
+ * column's value by its name (the field table in columns.c) and refuses a schema column it has
+ * no value for, or whose type is not its value's. */
+#define MAX_COLUMNS 64
+enum { C_STR, C_F64, C_I64, C_I32, C_BOOL, C_MAP };
+enum {
+    F_FILE, F_TS, F_TS_NS, F_SRC, F_DST, F_CONN, F_STREAM_OFFSET, F_FRAME_LEN, F_SERIALIZE_TYPE,
+    F_CODE, F_CODE_NAME, F_FLAG, F_OPAQUE, F_IS_RESPONSE, F_IS_ONEWAY, F_LANGUAGE, F_VERSION,
+    F_VERSION_NAME, F_REMARK, F_EXT_FIELDS, F_BODY_LEN, F_BODY_SUMMARY, F_REQUEST_CODE,
+    F_REQUEST_CODE_NAME, F_LATENCY_MS, F_ERROR, F_COUNT
+};
+typedef struct { int field, kind; } column_t;
+/* the field a column named `name` (n bytes) holds, and its kind: 0, or -1 (no such field) */
+int column_field(const char *name, size_t n, int *field, int *kind);
+/* the kind of a schema's DDL type ("string", "int", ...): 0, or -1 (a type the core has not) */
+int column_kind(const char *ddl, int *kind);
+
+/* ---- tables handed over from Python (rocketpy.capture.schema, rocketpy.remoting.codes) ---- */
 #define DIRECT_NAMES 4096      /* names of 0..4095 are looked up by index (every row has two) */
 typedef struct {
     int64_t *values;           /* sorted */
@@ -218,19 +249,30 @@ typedef struct {
     str_t direct[DIRECT_NAMES];
 } name_table_t;
 str_t table_name(const name_table_t *t, int64_t v);
+/* where x is, or would go, in the sorted v[0:n] */
+size_t sorted_at(const int64_t *v, size_t n, int64_t x);
+/* the buffers of the first n items of a tuple (None: have[j] 0): 0, or -1 (set; those got are
+ * the caller's to release) */
+int buffers_of(PyObject *spec, int n, Py_buffer *b, int *have);
 
 typedef struct {
-    name_table_t request, response, version, language;
+    column_t columns[MAX_COLUMNS];    /* in output order */
+    int n_columns;
+    int at[F_COUNT];                  /* field -> its column, -1: the schema has none */
+    PyObject *column_names;           /* list of str, in that order */
+    name_table_t request, response, version, language, serialize;
+    int32_t flag_response, flag_oneway;   /* the flag bits of is_response, is_oneway */
+    int32_t registration;             /* REGISTER_BROKER: its body summary names the broker */
     PyObject *language_by_name;       /* dict name -> value */
     PyObject *header_fallback;        /* (stype, bytes) -> (True, fields) | (False, message) */
     PyObject *summary;                /* (broker, cluster, registration, body) -> str | None */
+    PyObject *summary_markers;        /* () -> the keys a body needs for a summary (first use) */
 } config_t;
 extern config_t CFG;
 
-/* ---- the output columns (rocketpy.capture.rows.SCHEMA) ------------------------------------- */
-#define N_COLUMNS 26
-enum { C_STR, C_F64, C_I64, C_I32, C_BOOL, C_MAP };
-extern const int COLUMN_KIND[N_COLUMNS];
+static inline int is_response(int32_t flag) { return (flag & CFG.flag_response) != 0; }
+static inline int is_oneway(int32_t flag) { return (flag & CFG.flag_oneway) && !is_response(flag); }
+
 typedef struct {
     str_t file, src, dst, conn;
     int64_t ts_ns, stream_offset;
@@ -253,11 +295,11 @@ typedef struct {
 } row_t;
 
 typedef struct {
-    buf_t valid[N_COLUMNS];
-    buf_t data[N_COLUMNS];      /* values, or int32 offsets for strings and the map */
-    buf_t chars[N_COLUMNS];     /* string bytes */
+    buf_t valid[MAX_COLUMNS];
+    buf_t data[MAX_COLUMNS];    /* values, or int32 offsets for strings and the map */
+    buf_t chars[MAX_COLUMNS];   /* string bytes */
     buf_t map_key_off, map_key_chars, map_val_off, map_val_chars;
-    int64_t nulls[N_COLUMNS];
+    int64_t nulls[MAX_COLUMNS];
     int64_t rows, entries;
     int64_t room;               /* rows the fixed-width buffers have room for */
     int big;                    /* a string buffer passed 1 GiB: the batch ends */
@@ -265,13 +307,14 @@ typedef struct {
 
 int columns_append(columns_t *c, const row_t *r);
 PyObject *columns_take(columns_t *c);       /* (rows, [column buffers]) and resets */
+/* a row's field as a Python value (a byte range's edges hand rows over as dicts) */
+PyObject *field_value(const row_t *r, int field);
 extern PyTypeObject ChunkType;
 void columns_free(columns_t *c);
 
 /* ---- body summaries (rocketpy.capture.rows.body_summary, through the codec) ----------------- */
 typedef struct summary_cache_s summary_cache_t;
 summary_cache_t *summary_cache_new(void);
-PyObject *summary_markers(void);   /* the keys below, for the test that holds them to rows.py */
 void summary_cache_free(summary_cache_t *c);
 /* 0 ok (*out set, possibly null), -1 Python error */
 int body_summary(summary_cache_t *c, str_t broker, str_t cluster, int registration,

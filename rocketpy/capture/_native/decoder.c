@@ -3,8 +3,6 @@
 #include "decoder.h"
 
 
-PyObject *COLUMN_NAMES;        /* rows.COLUMNS, set by configure() */
-
 /* ======================================================== opaque -> request (insertion order) */
 
 /* keyed, as the core's other indexes: opaques are a stranger's, and a multiplicative hash's low
@@ -141,8 +139,6 @@ static void req_free(reqmap_t *m) {
 
 /* ======================================================== rows */
 
-static const char SER_NAMES[2][9] = {"JSON", "ROCKETMQ"};
-
 static str_t lookup_ext(const row_t *r, const char *name) {
     size_t n = strlen(name);
     if (!r->has_ext)
@@ -159,7 +155,7 @@ static void header_columns(row_t *r, const header_t *h) {
     r->flag = h->k.flag;
     r->opaque = h->k.opaque;
     r->version = h->k.version;
-    r->code_name = table_name(h->k.flag & 1 ? &CFG.response : &CFG.request, h->k.code);
+    r->code_name = table_name(is_response(h->k.flag) ? &CFG.response : &CFG.request, h->k.code);
     r->language = h->language;
     r->version_name = table_name(&CFG.version, h->k.version);
     r->remark = h->k.remark;
@@ -170,7 +166,7 @@ static void header_columns(row_t *r, const header_t *h) {
 
 /* rows.frame_row for a cut frame (pairing columns left null) */
 static int build_row(Decoder *dec, conn_t *c, int d, const framer_t *f, const frame_t *fr, row_t *r) {
-    const uint8_t *data = buf_data(&f->arena) + fr->data_at;
+    const uint8_t *data = frame_data(f, fr);
     size_t len = fr->data_len;
     memset(r, 0, sizeof *r);
     r->file = dec->has_file ? str_of((const char *)buf_data(&dec->file), buf_len(&dec->file)) : STR_NULL;
@@ -184,7 +180,7 @@ static int build_row(Decoder *dec, conn_t *c, int d, const framer_t *f, const fr
         goto damaged;
     int stype = rk_frame_type(data);
     size_t hlen = (size_t)rk_frame_header_length(data);
-    r->serialize_type = stype <= 1 ? str_of(SER_NAMES[stype], strlen(SER_NAMES[stype])) : STR_NULL;
+    r->serialize_type = table_name(&CFG.serialize, stype);
     if (!fr->damaged) {
         str_t err = STR_NULL;
         int ok = hlen <= len - PREFIX_SIZE
@@ -202,7 +198,7 @@ static int build_row(Decoder *dec, conn_t *c, int d, const framer_t *f, const fr
         r->body_len = (int32_t)body_len;
         if (body_len > 0) {
             str_t broker = lookup_ext(r, "brokerName"), cluster = lookup_ext(r, "clusterName");
-            int registration = r->code == 103 && !(r->flag & 1);
+            int registration = r->code == CFG.registration && !is_response(r->flag);
             if (body_summary(dec->summaries, broker, cluster, registration, data + PREFIX_SIZE + hlen,
                              (size_t)body_len, &r->body_summary) < 0)
                 return -1;
@@ -407,48 +403,14 @@ static int hold(Decoder *dec, conn_t *c, const row_t *r, int d) {
     return held_link(c, c->n_held - 1);
 }
 
-static PyObject *text(str_t s) {
-    if (!s.p)
-        Py_RETURN_NONE;
-    return PyUnicode_DecodeUTF8(s.p, s.n, "replace");
-}
-
+/* a row as a dict of the schema's columns, in its order */
 static PyObject *row_dict(const row_t *r) {
-    int h = r->has_header;
-    PyObject *ext = Py_None;
-    Py_INCREF(ext);
-    if (r->has_ext) {
-        Py_DECREF(ext);
-        ext = PyDict_New();
-        for (size_t i = 0; ext && i < r->n_ext; i++) {
-            PyObject *k = text(r->ext[i].key), *v = text(r->ext[i].value);
-            if (!k || !v || PyDict_SetItem(ext, k, v) < 0)
-                Py_CLEAR(ext);
-            Py_XDECREF(k);
-            Py_XDECREF(v);
-        }
-        if (!ext)
-            return NULL;
-    }
-#define INT_OR_NONE(c, v) ((c) ? PyLong_FromLongLong(v) : Py_NewRef(Py_None))
-    PyObject *vals[N_COLUMNS] = {
-        text(r->file), PyFloat_FromDouble((double)r->ts_ns / 1e9), PyLong_FromLongLong(r->ts_ns),
-        text(r->src), text(r->dst), text(r->conn), PyLong_FromLongLong(r->stream_offset),
-        PyLong_FromLong(r->frame_len), text(r->serialize_type), INT_OR_NONE(h, r->code),
-        text(r->code_name), INT_OR_NONE(h, r->flag), INT_OR_NONE(h, r->opaque),
-        h ? PyBool_FromLong(r->flag & 1) : Py_NewRef(Py_None),
-        h ? PyBool_FromLong((r->flag & 2) && !(r->flag & 1)) : Py_NewRef(Py_None),
-        text(r->language), INT_OR_NONE(h, r->version), text(r->version_name), text(r->remark), ext,
-        INT_OR_NONE(r->has_body_len, r->body_len), text(r->body_summary),
-        INT_OR_NONE(r->has_request, r->request_code), text(r->request_code_name),
-        r->has_request ? PyFloat_FromDouble(r->latency_ms) : Py_NewRef(Py_None), text(r->error),
-    };
-#undef INT_OR_NONE
     PyObject *d = PyDict_New();
-    for (int i = 0; i < N_COLUMNS; i++) {
-        if (d && (!vals[i] || PyDict_SetItem(d, PyList_GET_ITEM(COLUMN_NAMES, i), vals[i]) < 0))
+    for (int i = 0; d && i < CFG.n_columns; i++) {
+        PyObject *v = field_value(r, CFG.columns[i].field);
+        if (!v || PyDict_SetItem(d, PyList_GET_ITEM(CFG.column_names, i), v) < 0)
             Py_CLEAR(d);
-        Py_XDECREF(vals[i]);
+        Py_XDECREF(v);
     }
     return d;
 }
@@ -652,7 +614,7 @@ static int conn_flush(Decoder *dec, conn_t *c, int d) {
         int res;
         if (!r.has_header) {
             res = emit(dec, &r);
-        } else if (r.flag & 1) {
+        } else if (is_response(r.flag)) {
             int32_t code;
             int64_t ts;
             if (req_pop(theirs, r.opaque, &code, &ts)) {
@@ -663,7 +625,7 @@ static int conn_flush(Decoder *dec, conn_t *c, int d) {
             } else {
                 res = unanswering(dec, c, &r, d, dec->pos_file, dec->pos_off);
             }
-        } else if (!(r.flag & 2)) {
+        } else if (!is_oneway(r.flag)) {
             if (mine->live >= MAX_PENDING_REQUESTS) {
                 req_t *first = req_first(mine);
                 int32_t code = 0;
@@ -1257,16 +1219,19 @@ static hent_t *planned(Decoder *dec, const uint8_t *key, size_t klen, const segm
 /* the flow entry of the last packet's connection when this packet is one of its (NULL: look it
  * up); self-connected sockets, whose one key means direction 1, are never remembered */
 static inline int same_key(const uint8_t *a, const uint8_t *b, size_t n) {
-    uint64_t x, y, diff = 0;
-    size_t i = 0;
-    for (; i + 8 <= n; i += 8) {
+    uint64_t x, y, u, v;
+    if (n < 8)
+        return !memcmp(a, b, n);
+    /* (flow keys are 13 or 37 bytes) eight at a time, the last eight overlapping */
+    uint64_t diff = 0;
+    for (size_t i = 0; i + 8 < n; i += 8) {
         memcpy(&x, a + i, 8);
         memcpy(&y, b + i, 8);
         diff |= x ^ y;
     }
-    for (; i < n; i++)
-        diff |= (uint64_t)(a[i] ^ b[i]);
-    return !diff;
+    memcpy(&u, a + n - 8, 8);
+    memcpy(&v, b + n - 8, 8);
+    return !(diff | (u ^ v));
 }
 
 static hent_t *recent(Decoder *dec, const uint8_t *key, size_t klen) {

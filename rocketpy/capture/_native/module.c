@@ -1,8 +1,9 @@
 /* The Python face of the compiled decoder: rocketpy.capture._native.
  *
- *   configure(...)            tables and callbacks from rocketpy.remoting / rocketpy.capture.rows
+ *   configure(...)            the columns, tables, flag bits and callbacks (rocketpy.capture.schema)
  *   Decoder(...)              rocketpy.capture.engine.NativeBatchDecoder drives it
  *   Scanner(...)              TCP headers of a byte range, for the Spark job's plan
+ *   Tally(...)                the summary's counts of Decoder batches (tally.c)
  *   jsonl(...), ext_json(...) JSON text of record batches (the CLI's writers)
  *   LAYOUT                    the frame-layout constants this code assumes
  */
@@ -11,9 +12,8 @@
 #include <sys/random.h>
 #include <time.h>
 
-extern PyObject *COLUMN_NAMES;
 int native_set_languages(PyObject *by_name);
-extern PyTypeObject ScannerType;
+extern PyTypeObject ScannerType, TallyType;
 
 /* ---------------------------------------------------------------- configure */
 
@@ -62,35 +62,97 @@ static int load_table(PyObject *dict, name_table_t *t) {
     return 0;
 }
 
+/* columns: [(name, DDL type), ...] (rocketpy.capture.schema.SCHEMA) into CFG.columns */
+static int load_columns(PyObject *columns) {
+    Py_ssize_t n = PyList_GET_SIZE(columns);
+    if (n > MAX_COLUMNS) {
+        PyErr_Format(PyExc_ValueError, "the compiled decoder writes at most %d columns, the schema "
+                     "has %zd", MAX_COLUMNS, n);
+        return -1;
+    }
+    PyObject *names = PyList_New(n);
+    if (!names)
+        return -1;
+    int seen[F_COUNT] = {0};
+    for (int f = 0; f < F_COUNT; f++)
+        CFG.at[f] = -1;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *name;
+        const char *ddl, *text;
+        Py_ssize_t len;
+        int field = -1, kind, want;
+        if (!PyArg_ParseTuple(PyList_GET_ITEM(columns, i), "Us", &name, &ddl)
+            || !(text = PyUnicode_AsUTF8AndSize(name, &len))) {
+            Py_DECREF(names);
+            return -1;
+        }
+        if (column_field(text, (size_t)len, &field, &want) < 0 || seen[field]) {
+            PyErr_Format(PyExc_ValueError, "the compiled decoder has no value for %s column %R",
+                         field < 0 ? "a" : "a second", name);
+            Py_DECREF(names);
+            return -1;
+        }
+        if (column_kind(ddl, &kind) < 0 || kind != want) {
+            PyErr_Format(PyExc_ValueError, "column %R: the compiled decoder does not write %s values "
+                         "there", name, ddl);
+            Py_DECREF(names);
+            return -1;
+        }
+        seen[field] = 1;
+        CFG.at[field] = (int)i;
+        CFG.columns[i].field = field;
+        CFG.columns[i].kind = kind;
+        Py_INCREF(name);
+        PyList_SET_ITEM(names, i, name);
+    }
+    CFG.n_columns = (int)n;
+    CFG.column_names = names;
+    return 0;
+}
+
+/* a flag bit or a request code: an int32 */
+static int load_int32(PyObject *o, int32_t *out) {
+    long v = PyLong_AsLong(o);
+    if (v == -1 && PyErr_Occurred())
+        return -1;
+    if (v < INT32_MIN || v > INT32_MAX) {
+        PyErr_SetString(PyExc_ValueError, "flag bits and codes are int32");
+        return -1;
+    }
+    *out = (int32_t)v;
+    return 0;
+}
+
 static PyObject *configure(PyObject *self, PyObject *args, PyObject *kw) {
     static char *kwlist[] = {"columns", "request_names", "response_names", "version_names",
-                             "language_names", "language_by_name", "header_fallback", "summary",
-                             "capture_format_error", NULL};
-    PyObject *columns, *req, *resp, *ver, *lang, *by_name, *fallback, *summary, *error;
+                             "language_names", "serialize_names", "language_by_name",
+                             "flag_response", "flag_oneway", "registration", "header_fallback",
+                             "summary", "summary_markers", "capture_format_error", NULL};
+    PyObject *columns, *req, *resp, *ver, *lang, *ser, *by_name, *fresp, *foneway, *registration;
+    PyObject *fallback, *summary, *markers, *error;
     if (CFG.header_fallback) {     /* decoders may be reading the tables without the GIL */
         PyErr_SetString(PyExc_RuntimeError, "rocketpy.capture._native is configured already");
         return NULL;
     }
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "O!O!O!O!O!O!OOO", kwlist, &PyList_Type, &columns,
-                                     &PyDict_Type, &req, &PyDict_Type, &resp, &PyDict_Type, &ver,
-                                     &PyDict_Type, &lang, &PyDict_Type, &by_name, &fallback, &summary,
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O!O!O!O!O!O!O!O!O!O!OOOO", kwlist, &PyList_Type,
+                                     &columns, &PyDict_Type, &req, &PyDict_Type, &resp, &PyDict_Type,
+                                     &ver, &PyDict_Type, &lang, &PyDict_Type, &ser, &PyDict_Type,
+                                     &by_name, &PyLong_Type, &fresp, &PyLong_Type, &foneway,
+                                     &PyLong_Type, &registration, &fallback, &summary, &markers,
                                      &error))
         return NULL;
-    if (PyList_GET_SIZE(columns) != N_COLUMNS) {
-        PyErr_Format(PyExc_ValueError, "the compiled decoder knows %d columns, the schema has %zd",
-                     N_COLUMNS, PyList_GET_SIZE(columns));
+    if (load_columns(columns) < 0 || load_table(req, &CFG.request) < 0
+        || load_table(resp, &CFG.response) < 0 || load_table(ver, &CFG.version) < 0
+        || load_table(lang, &CFG.language) < 0 || load_table(ser, &CFG.serialize) < 0
+        || load_int32(fresp, &CFG.flag_response) < 0 || load_int32(foneway, &CFG.flag_oneway) < 0
+        || load_int32(registration, &CFG.registration) < 0 || native_set_languages(by_name) < 0)
         return NULL;
-    }
-    if (load_table(req, &CFG.request) < 0 || load_table(resp, &CFG.response) < 0
-        || load_table(ver, &CFG.version) < 0 || load_table(lang, &CFG.language) < 0
-        || native_set_languages(by_name) < 0)
-        return NULL;
-    Py_INCREF(columns);
-    COLUMN_NAMES = columns;
     Py_INCREF(fallback);
     CFG.header_fallback = fallback;
     Py_INCREF(summary);
     CFG.summary = summary;
+    Py_INCREF(markers);
+    CFG.summary_markers = markers;
     Py_INCREF(error);
     CaptureFormatError = error;
     Py_RETURN_NONE;
@@ -562,7 +624,8 @@ PyMODINIT_FUNC PyInit__native(void) {
         key[0] = key[1] = key[2] = (uint64_t)time(NULL) * 0x9E3779B97F4A7C15ULL ^ (uint64_t)(uintptr_t)key;
     for (int i = 0; i < 3; i++)
         HASH_KEY[i] = key[i] | 1;
-    if (PyType_Ready(&DecoderType) < 0 || PyType_Ready(&ScannerType) < 0 || PyType_Ready(&ChunkType) < 0)
+    if (PyType_Ready(&DecoderType) < 0 || PyType_Ready(&ScannerType) < 0 || PyType_Ready(&ChunkType) < 0
+        || PyType_Ready(&TallyType) < 0)
         return NULL;
     PyObject *m = PyModule_Create(&module);
     if (!m)
@@ -572,6 +635,9 @@ PyMODINIT_FUNC PyInit__native(void) {
         return NULL;
     Py_INCREF(&ScannerType);
     if (PyModule_AddObject(m, "Scanner", (PyObject *)&ScannerType) < 0)
+        return NULL;
+    Py_INCREF(&TallyType);
+    if (PyModule_AddObject(m, "Tally", (PyObject *)&TallyType) < 0)
         return NULL;
     PyObject *layout = Py_BuildValue("{s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i}", "LENGTH_SIZE", LENGTH_SIZE,
                                      "PREFIX_SIZE", PREFIX_SIZE, "DEFAULT_MAX_FRAME_LENGTH", MAX_FRAME_LENGTH,
@@ -589,9 +655,6 @@ PyMODINIT_FUNC PyInit__native(void) {
         DEFAULT_LINGER_NS, "MAX_CONNECTIONS", DEFAULT_MAX_CONNECTIONS, "MAX_BUFFERED_BYTES",
         DEFAULT_MAX_BUFFERED_BYTES, "MAX_PENDING_SEGMENTS", DEFAULT_MAX_PENDING_SEGMENTS);
     if (!limits || PyModule_AddObject(m, "LIMITS", limits) < 0)
-        return NULL;
-    PyObject *markers = summary_markers();
-    if (!markers || PyModule_AddObject(m, "SUMMARY_MARKERS", markers) < 0)
         return NULL;
     return m;
 }

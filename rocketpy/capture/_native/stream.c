@@ -44,6 +44,7 @@ static int emit(framer_t *f, const uint8_t *data, size_t n, int64_t ts, int64_t 
     frame_t *fr = &f->out[f->n_out];
     fr->data_at = buf_len(&f->arena);
     fr->data_len = n;
+    fr->borrowed = NULL;
     if (buf_append(&f->arena, data, n) < 0)
         return -1;
     fr->damaged = error != NULL;
@@ -97,7 +98,7 @@ static int plausible(framer_t *f, const uint8_t *b, size_t avail, int need_heade
         if (stype == SER_ROCKETMQ && avail >= PREFIX_SIZE + RMQ_FLAG_AT + 4) {
             int32_t flag = (int32_t)rd32be(b + PREFIX_SIZE + RMQ_FLAG_AT);
             int8_t language = (int8_t)b[PREFIX_SIZE + RMQ_LANGUAGE_AT];
-            if ((flag & ~3) || !(0 <= language && language <= RMQ_MAX_LANGUAGE))
+            if ((flag & ~(CFG.flag_response | CFG.flag_oneway)) || !(0 <= language && language <= RMQ_MAX_LANGUAGE))
                 return BAD;
         }
         return hlen <= MAX_HUNT_HEADER ? MORE : BAD;
@@ -258,7 +259,6 @@ static int parse(framer_t *f, int64_t ts) {
                 if (emit(f, b + pos, (size_t)total, ts, f->offset + (int64_t)pos, total, 0, NULL, 0) < 0)
                     return -1;
                 f->found = 1;
-                f->first_ts = ts;
                 pos += (size_t)total;
                 continue;
             }
@@ -291,8 +291,14 @@ static int64_t whole_frames(framer_t *f, const uint8_t *d, size_t n, int64_t ts)
         if (hlen == 0 || hlen > total - PREFIX_SIZE || stype > SER_ROCKETMQ
             || (stype == SER_JSON ? d[pos + PREFIX_SIZE] != JSON_HEADER_START : hlen < RMQ_MIN_HEADER))
             break;
-        if (emit(f, d + pos, (size_t)total, ts, offset + (int64_t)pos, total, 0, NULL, 0) < 0)
+        if (f->borrow) {           /* d is the packet's: the frame stays where it is */
+            if (GROW(f->out, f->cap_out, f->n_out, 8) < 0)
+                return -1;
+            f->out[f->n_out++] = (frame_t){.ts = ts, .offset = offset + (int64_t)pos, .length = total,
+                                           .data_len = (size_t)total, .borrowed = d + pos};
+        } else if (emit(f, d + pos, (size_t)total, ts, offset + (int64_t)pos, total, 0, NULL, 0) < 0) {
             return -1;
+        }
         pos += (size_t)total;
     }
     f->offset = offset + (int64_t)pos;
@@ -321,7 +327,6 @@ int framer_data(framer_t *f, const uint8_t *data, size_t n, int64_t ts) {
             if (!n)
                 return 0;
         }
-        f->first_ts = ts;
     }
     if (buf_append(&f->buf, data, n) < 0)
         return -1;
@@ -624,6 +629,7 @@ static int new_part(reasm_t *r, int64_t rel, uint32_t plen, uint32_t missing,
  * first */
 static int drain(reasm_t *r, int64_t ts, int own_ts) {
     pstore_t *ps = &r->pending;
+    r->sink->borrow = 0;           /* each one is freed once delivered */
     while (ps->n && ps->heap[0].place <= r->at) {
         pend_t p = pstore_pop(ps);
         int64_t n = (int64_t)p.len + p.missing;
@@ -701,8 +707,8 @@ int reasm_finish(reasm_t *r, int64_t ts) {
     return 0;
 }
 
-int reasm_segment(reasm_t *r, uint32_t seq, const uint8_t *payload, uint32_t plen,
-                  uint32_t missing, int64_t ts) {
+static int reasm_segment_(reasm_t *r, uint32_t seq, const uint8_t *payload, uint32_t plen,
+                          uint32_t missing, int64_t ts) {
     int64_t n = (int64_t)plen + missing;
     if (!n || r->sink->settled)
         return 0;
@@ -766,4 +772,14 @@ int reasm_segment(reasm_t *r, uint32_t seq, const uint8_t *payload, uint32_t ple
     if (r->pending_bytes > r->max_pending_bytes || (int64_t)r->pending.n > r->max_pending_segments)
         return skip_hole(r, ts);
     return reasm_tick(r, ts);
+}
+
+/* the payload is the packet's: whole frames in it are not copied (the caller takes the frames
+ * before the next packet); segments that wait behind a hole are copied, and not borrowed */
+int reasm_segment(reasm_t *r, uint32_t seq, const uint8_t *payload, uint32_t plen,
+                  uint32_t missing, int64_t ts) {
+    r->sink->borrow = 1;
+    int res = reasm_segment_(r, seq, payload, plen, missing, ts);
+    r->sink->borrow = 0;
+    return res;
 }

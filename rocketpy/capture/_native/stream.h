@@ -7,6 +7,7 @@ typedef struct {
     int64_t ts, offset, lost;
     int64_t length;            /* the whole frame, as its prefix says */
     size_t data_at, data_len;  /* what arrived of it, in the direction's arena */
+    const uint8_t *borrowed;   /* or there: in the packet being decoded (framer_t.borrow) */
     int damaged;
     size_t error_at, error_len;   /* damaged: why (in the arena) */
 } frame_t;
@@ -17,10 +18,12 @@ typedef struct {
     int synced, found, abandoned;
     int has_limit, settled, has_cut, head, has_first, has_picked_up;
     int64_t limit, cut, first_frame, head_skipped, picked_up;
-    int64_t first_ts;
     frame_t *out;
     size_t n_out, cap_out;
     buf_t arena;               /* bytes of the frames in `out` */
+    int borrow;                /* the bytes fed now stay valid until `out` is taken (a packet's
+                                * payload, its frames taken before the next packet): whole
+                                * frames in them are not copied to the arena */
     stats_t *st;
     header_t *scratch;         /* for checking headers while hunting */
 } framer_t;
@@ -67,6 +70,10 @@ int framer_finish(framer_t *f, int64_t ts);
 void framer_start_at(framer_t *f, int64_t offset, int synced);
 void framer_stop_at(framer_t *f, int64_t limit);
 void framer_reset_out(framer_t *f);
+/* the bytes of a frame in `out` */
+static inline const uint8_t *frame_data(const framer_t *f, const frame_t *fr) {
+    return fr->borrowed ? fr->borrowed : buf_data(&f->arena) + fr->data_at;
+}
 
 void reasm_init(reasm_t *r, framer_t *sink, stats_t *st, int64_t max_pending_bytes,
                 int64_t max_pending_segments, int64_t hole_timeout_ns);

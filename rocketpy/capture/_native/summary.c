@@ -29,26 +29,57 @@ struct summary_cache_s {
     variant_t *uncached;       /* the last answer for a body too big to remember */
 };
 
-/* rocketpy.capture.rows.SUMMARY_MARKERS, in its order (tests/test_capture_engines.py) */
-static const char *const MARKERS[] = {
-    "topicConfigSerializeWrapper", "brokerDatas", "queueDatas", "brokerAddrTable", "topicList",
-    "table", "counter", "topicConfigTable", NULL,
-};
+/* rocketpy.capture.rows.SUMMARY_MARKERS (the codec's wire names of the keys a summary reads),
+ * asked of Python (CFG.summary_markers) by the first body that needs them: they come with the
+ * codec's body schema, which a capture without bodies never imports */
+static str_t *MARKERS;
+static size_t N_MARKERS;
+static int markers_ready;
 
-PyObject *summary_markers(void) {
-    size_t n = 0;
-    while (MARKERS[n])
-        n++;
-    PyObject *t = PyTuple_New((Py_ssize_t)n);
-    for (size_t i = 0; t && i < n; i++) {
-        PyObject *s = PyUnicode_FromString(MARKERS[i]);
-        if (!s) {
-            Py_DECREF(t);
-            return NULL;
+static int load_markers_(void) {
+    PyObject *res = PyObject_CallNoArgs(CFG.summary_markers);
+    PyObject *seq = res ? PySequence_Fast(res, "the summary markers are a sequence of str") : NULL;
+    Py_XDECREF(res);
+    if (!seq)
+        return -1;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    str_t *markers = PyMem_RawCalloc((size_t)n + 1, sizeof *markers);
+    int r = markers ? 0 : (PyErr_NoMemory(), -1);
+    for (Py_ssize_t i = 0; r == 0 && i < n; i++) {
+        Py_ssize_t len;
+        const char *text = PyUnicode_AsUTF8AndSize(PySequence_Fast_GET_ITEM(seq, i), &len);
+        char *copy = text ? PyMem_RawMalloc((size_t)len + 1) : NULL;
+        if (!copy) {
+            if (text)
+                PyErr_NoMemory();
+            r = -1;
+            break;
         }
-        PyTuple_SET_ITEM(t, (Py_ssize_t)i, s);
+        memcpy(copy, text, (size_t)len + 1);
+        markers[i] = str_of(copy, (size_t)len);
     }
-    return t;
+    Py_DECREF(seq);
+    if (r < 0) {
+        for (Py_ssize_t i = 0; markers && i < n; i++)
+            PyMem_RawFree((void *)markers[i].p);
+        PyMem_RawFree(markers);
+        return -1;
+    }
+    MARKERS = markers;
+    N_MARKERS = (size_t)n;
+    __atomic_store_n(&markers_ready, 1, __ATOMIC_RELEASE);
+    return 0;
+}
+
+/* the markers, loaded once (decoders in other threads may ask at the same time: the GIL orders
+ * them) */
+static int load_markers(void) {
+    if (__atomic_load_n(&markers_ready, __ATOMIC_ACQUIRE))
+        return 0;
+    PyThreadState *g = gil_take();
+    int r = markers_ready ? 0 : load_markers_();
+    gil_give(g);
+    return r;
 }
 
 summary_cache_t *summary_cache_new(void) {
@@ -144,8 +175,8 @@ static variant_t *ask(str_t broker, str_t cluster, int registration, const uint8
 static int may_have_summary(const uint8_t *body, size_t n) {
     if (body[0] != '{' || memchr(body, '\\', n))
         return 1;
-    for (const char *const *m = MARKERS; *m; m++)
-        if (memmem(body, n, *m, strlen(*m)))
+    for (size_t i = 0; i < N_MARKERS; i++)
+        if (memmem(body, n, MARKERS[i].p, (size_t)MARKERS[i].n))
             return 1;
     return 0;
 }
@@ -162,6 +193,8 @@ int body_summary(summary_cache_t *c, str_t broker, str_t cluster, int registrati
             *out = answer(v);
             return 0;
         }
+    if (load_markers() < 0)
+        return -1;
     if (!may_have_summary(body, n))
         return 0;
     variant_t *v = ask(broker, cluster, registration, body, n);

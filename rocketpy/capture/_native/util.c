@@ -19,9 +19,7 @@ int no_memory(void) {
     return -1;
 }
 
-int buf_reserve(buf_t *b, size_t extra) {
-    if (b->cap - b->end >= extra)
-        return 0;
+int buf_grow(buf_t *b, size_t extra) {
     size_t live = b->end - b->start;
     if (b->start && b->start >= live / 2) {   /* reuse the consumed front (amortised) */
         memmove(b->p, b->p + b->start, live);
@@ -46,17 +44,6 @@ int buf_reserve(buf_t *b, size_t extra) {
     COST(BYTES, b->end);
     b->p = p;
     b->cap = cap;
-    return 0;
-}
-
-int buf_append(buf_t *b, const void *data, size_t n) {
-    if (!n)
-        return 0;
-    if (buf_reserve(b, n) < 0)
-        return -1;
-    memcpy(b->p + b->end, data, n);
-    COST(BYTES, n);
-    b->end += n;
     return 0;
 }
 
@@ -131,16 +118,38 @@ void stats_free(stats_t *st) {
     memset(st, 0, sizeof *st);
 }
 
-str_t table_name(const name_table_t *t, int64_t v) {
-    if (v >= 0 && v < DIRECT_NAMES)
-        return t->direct[v];
-    size_t lo = 0, hi = t->n;
+size_t sorted_at(const int64_t *v, size_t n, int64_t x) {
+    size_t lo = 0, hi = n;
     while (lo < hi) {
         size_t mid = (lo + hi) / 2;
-        if (t->values[mid] < v)
+        if (v[mid] < x)
             lo = mid + 1;
         else
             hi = mid;
     }
-    return lo < t->n && t->values[lo] == v ? t->names[lo] : STR_NULL;
+    return lo;
+}
+
+str_t table_name(const name_table_t *t, int64_t v) {
+    if (v >= 0 && v < DIRECT_NAMES)
+        return t->direct[v];
+    size_t i = sorted_at(t->values, t->n, v);
+    return i < t->n && t->values[i] == v ? t->names[i] : STR_NULL;
+}
+
+int buffers_of(PyObject *spec, int n, Py_buffer *b, int *have) {
+    if (!PyTuple_Check(spec) || PyTuple_GET_SIZE(spec) < n) {
+        PyErr_SetString(PyExc_ValueError, "a column is a tuple of its buffers");
+        return -1;
+    }
+    for (int j = 0; j < n; j++) {
+        PyObject *o = PyTuple_GET_ITEM(spec, j);
+        have[j] = 0;
+        if (o == Py_None)
+            continue;
+        if (PyObject_GetBuffer(o, &b[j], PyBUF_SIMPLE) < 0)
+            return -1;
+        have[j] = 1;
+    }
+    return 0;
 }

@@ -2,6 +2,9 @@
  * here from the capture core so that the codec and the capture core read with one reader. */
 #include <stdlib.h>
 #include <string.h>
+#ifdef __SSE2__
+#include <emmintrin.h>
+#endif
 
 #include "kernel.h"
 
@@ -47,6 +50,11 @@ static int text_reserve(rk_header_t *h, size_t n) {
 /* strict UTF-8, as bytes.decode("utf-8") */
 int rk_utf8_valid(const uint8_t *s, size_t n) {
     size_t i = 0;
+#ifdef __SSE2__
+    for (; i + 16 <= n; i += 16)               /* ASCII, sixteen bytes at a time */
+        if (_mm_movemask_epi8(_mm_loadu_si128((const __m128i *)(s + i))))
+            break;
+#endif
     for (uint64_t w; i + 8 <= n; i += 8) {     /* ASCII, eight bytes at a time */
         memcpy(&w, s + i, 8);
         if (w & 0x8080808080808080ULL)
@@ -235,6 +243,8 @@ typedef struct {
 } cur_t;
 
 static inline void ws(cur_t *c) {
+    if (c->p < c->end && *c->p > ' ')         /* (what follows a token without whitespace) */
+        return;
     while (c->p < c->end && (*c->p == ' ' || *c->p == '\t' || *c->p == '\n' || *c->p == '\r'))
         c->p++;
 }
@@ -269,11 +279,32 @@ static inline uint64_t special8(uint64_t w) {
 
 /* a string at c->p ('"'): 1 with *s (decoded into c->out, or not stored when keep == 0), 0 punt.
  * The output never outgrows the input, for which the caller reserved room (and 32 bytes more:
- * plain bytes are copied eight at a time). */
+ * plain bytes are copied eight, or with SSE2 sixteen, at a time). */
 static int string(cur_t *c, str_t *s, int keep) {
     const uint8_t *p = c->p + 1, *end = c->end;
     uint8_t *o = keep ? c->out + *c->out_len : NULL, *o0 = o;
     while (p < end) {
+#ifdef __SSE2__
+        /* sixteen at a time: '"', '\\' or a byte under 0x20 (max(b, 0x1F) == 0x1F) stops */
+        const __m128i quote = _mm_set1_epi8('"'), backslash = _mm_set1_epi8('\\'),
+                      control = _mm_set1_epi8(0x1F);
+        while (end - p >= 16) {
+            __m128i w = _mm_loadu_si128((const __m128i *)p);
+            if (keep)
+                _mm_storeu_si128((__m128i *)o, w);
+            unsigned m = (unsigned)_mm_movemask_epi8(_mm_or_si128(
+                _mm_or_si128(_mm_cmpeq_epi8(w, quote), _mm_cmpeq_epi8(w, backslash)),
+                _mm_cmpeq_epi8(_mm_max_epu8(w, control), control)));
+            if (m) {
+                size_t k = (size_t)__builtin_ctz(m);
+                o += keep ? k : 0;
+                p += k;
+                goto special;
+            }
+            o += keep ? 16 : 0;
+            p += 16;
+        }
+#endif
         while (end - p >= 8) {                 /* plain bytes, eight at a time */
             uint64_t w, m;
             memcpy(&w, p, 8);
@@ -292,6 +323,9 @@ static int string(cur_t *c, str_t *s, int keep) {
             o += keep ? 8 : 0;
             p += 8;
         }
+#ifdef __SSE2__
+    special:
+#endif
         if (p >= end)
             break;
         uint8_t ch = *p;
