@@ -113,7 +113,7 @@ def test_filter_servers_are_charged_before_they_are_parsed(monkeypatch):
     filters = json.dumps([f"10.0.{i >> 8}.{i & 255}:1" for i in range(30000)]).encode()
     parsed = []
     real = bodies.fastjson.loads
-    monkeypatch.setattr(bodies.fastjson, "loads", lambda raw: parsed.append(len(raw)) or real(raw))
+    monkeypatch.setattr(bodies.fastjson, "loads", lambda raw, **kw: parsed.append(len(raw)) or real(raw, **kw))
     budget = DecodeBudget(json_items(filters) * ITEM_COST)
     with pytest.raises(DecodeBudgetExceeded, match="filter server list"):
         _records(mapping_bomb(0, 0, filters), budget)

@@ -128,8 +128,9 @@ def test_install_script_names_what_it_needs_before_touching_anything(tmp_path):
     assert "python3 -m venv .venv" in managed.stderr
     no_root = _install(_fake_bin(tmp_path / "b", python3="cat >/dev/null; exit 0", id="echo 1000"))
     assert no_root.returncode == 1
-    assert no_root.stderr.strip() == ("tests/install.sh: installing tshark chromium etcd-server with apt-get "
-                                      "needs root: run it as root or install them first")
+    assert no_root.stderr.strip() == (
+        "tests/install.sh: installing tshark chromium etcd-server prometheus with apt-get "
+        "needs root: run it as root or install them first")
 
 
 def test_install_script_says_what_it_does_one_line_per_step(tmp_path):
@@ -142,7 +143,7 @@ def test_install_script_says_what_it_does_one_line_per_step(tmp_path):
     assert proc.returncode == 0, proc.stderr
     steps = proc.stdout.splitlines()
     assert [line.split(" with ")[0] for line in steps] == [
-        "tests/install.sh: installing tshark chromium etcd-server",
+        "tests/install.sh: installing tshark chromium etcd-server prometheus",
         "tests/install.sh: installing rocketpy",
         "tests/install.sh: installing the JS client (tests/clients)",
         "tests/install.sh: done"]

@@ -1,7 +1,8 @@
 """One source of truth for the frame layout: outside the codec, no module of rocketpy or tools/
 reads or writes integers in bytes by hand (``int.from_bytes``, ``.to_bytes``, ``struct``); they
 call :mod:`rocketpy.remoting.layout`. The packet layers of the capture reader (pcap records,
-link, IP and TCP headers) are not frames and are the only other modules allowed to.  The
+link, IP and TCP headers) and the warm restart's snapshot file (rocketpy's own records, never on
+the wire) are not frames and are the only other modules allowed to.  The
 compiled capture core restates the layout in C, once: the frame-layout block of its core.h,
 which this test holds to layout.py, and which its frame code (framing, header reading, rows)
 must use instead of literal offsets (tests/test_capture_engines.py proves its rows equal,
@@ -11,9 +12,10 @@ import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-#: modules that may read integers out of bytes: the codec, and the capture's packet layers
+#: modules that may read integers out of bytes: the codec, the capture's packet layers and the
+#: route snapshot file's records
 ALLOWED = {"rocketpy/remoting", "rocketpy/capture/readers.py", "rocketpy/capture/layers.py",
-           "rocketpy/capture/reassembly.py"}
+           "rocketpy/capture/reassembly.py", "rocketpy/namesrv/routefile.py"}
 
 
 def _allowed(rel):
