@@ -113,6 +113,16 @@ class AnswerCacheTests(SynchronousTestCase):
         self.assertEqual([a.body for a in _answers(t)], [b"body-0", b"body-1", b"body-1"])
         self.assertEqual(proc.calls, 2)
 
+    def test_a_binary_header_longer_than_its_frame_is_a_decode_error(self):
+        """The cache's key is cut only from a header that is all in the frame: one whose
+        prefix claims more made the opaque's read raise (struct.error) out of dataReceived."""
+        proto, t, _ = _stack(Counter())
+        frame = (4).to_bytes(4, "big") + (1 << 24 | 100).to_bytes(4, "big")
+        proto.dataReceived(frame)
+        self.assertTrue(proto.closing)
+        self.assertEqual(t.value(), b"")
+        self.flushLoggedErrors()
+
     def test_uncacheable_codes_always_processed(self):
         proc = Counter()
         proto, t, _ = _stack(proc)

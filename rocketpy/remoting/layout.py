@@ -385,7 +385,8 @@ def request_without_opaque(frame):
         if digits[0] in b"0-" and not _canonical(digits):
             return None
         return (frame[start:at], frame[m.end(1):]), digits
-    if serialize_type == ROCKETMQ and header_end - start >= ROCKETMQ_MIN_HEADER:
+    if (serialize_type == ROCKETMQ and header_end - start >= ROCKETMQ_MIN_HEADER
+            and header_end <= len(frame)):   # (a header past the frame: the decoder says so)
         at = start + _OPAQUE_AT
         return ((frame[start:at], frame[at + _OPAQUE_SIZE:]),
                 _INT32.unpack_from(frame, at)[0])
