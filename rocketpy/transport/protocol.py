@@ -10,7 +10,9 @@ sniffer (:mod:`~rocketpy.transport.sniff`), the frame receiver
 * A length over the limit closes the connection before any of that frame is buffered.
 * Requests are answered in arrival order, one ``writeSequence`` per read (Java may answer
   pipelined requests out of order; in order is one of the orders it can produce). A Deferred
-  answer is written when it fires.
+  answer is written when it fires. Cached answers, most of the traffic, come from the compiled
+  hit path a run at a time (:attr:`~rocketpy.transport.answercache.AnswerCache.answer_run`);
+  the frame that ends a run, and every frame without the kernel, is served here one by one.
 * Work off the reactor thread (:mod:`rocketpy.transport.offload`): a
   :class:`~rocketpy.namesrv.pending.Pending` answer (a big REGISTER_BROKER body, a KV or config
   write) runs its ``work`` on its lane's pool while this connection is paused -- its later frames
@@ -320,7 +322,9 @@ class RemotingServerProtocol(Protocol):
         out_bytes = 0
         limit = self._max
         handle = self._handle
-        lookup = self._cache.lookup if self._cache is not None else None
+        cache = self._cache
+        lookup = cache.lookup if cache is not None else None
+        run = cache.answer_run if cache is not None else None  # hits in C, a run per call
         gate = self._gate  # this turn's budget: serve, then shed, then stop (transport/limits.py)
         serve, stop = gate.allowance(self, data)
         taken = 0
@@ -330,6 +334,22 @@ class RemotingServerProtocol(Protocol):
         metrics = self._metrics  # cached answers are timed per read: see transport/metrics.py
         started, slow, hits = perf_counter(), metrics.processed_seconds, 0
         while pos < size:
+            if run is not None and taken < serve:
+                # the hits from here on, up to the first frame that is not one: that frame (if
+                # any) takes the loop below, as every frame does without the kernel
+                answered = run(data, pos, serve - taken, FLUSH_BYTES - out_bytes, limit)
+                if answered is not None:
+                    answers, pos, n = answered
+                    taken += n
+                    hits += n
+                    out.append(answers)
+                    out_bytes += len(answers)
+                    if out_bytes >= FLUSH_BYTES:
+                        self._write(out)
+                        out = []
+                        out_bytes = 0
+                    if pos >= size or pause or state.closing:
+                        break
             end = frame_at(data, pos, size, limit)
             if end < 0:
                 gate.bad_frame(self, "frame length", "decode exception, {peer}: frame length {n} "
