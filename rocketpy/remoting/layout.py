@@ -27,7 +27,7 @@ __all__ = ["FRAME", "FRAME_COMPILED", "ROCKETMQ_HEADER", "ROCKETMQ_HEADER_COMPIL
            "ROCKETMQ_EXT_LENGTH", "ROCKETMQ_KEY_LENGTH", "ROCKETMQ_VALUE_LENGTH",
            "frame_length", "frame_total", "read_prefix", "pack_prefix", "build_frame",
            "header_span", "has_prefix", "header_bytes", "body_length", "rocketmq_field",
-           "frame_at", "bytes_needed", "frames_at_least", "split_frames",
+           "frame_at", "bytes_needed", "frames_at_least", "whole_frames", "split_frames",
            "FRAME_START_CANDIDATE", "CANDIDATE_TAIL", "HUNT_BINARY_HEADER_LIMIT", "PLAUSIBLE", "IMPLAUSIBLE", "UNDECIDED",
            "MAX_LANGUAGE", "opens_json_header", "plausible_prefix", "plausible_binary_fields",
            "request_without_opaque", "peek_request", "OpaqueTemplate"]
@@ -226,6 +226,17 @@ def frames_at_least(data, n):
         if pos > size:
             return False
     return True
+
+
+def whole_frames(buf, pos=0):
+    """How many whole frames follow ``buf[pos]`` (up to the first not all there)."""
+    n, size = 0, len(buf)
+    while size - pos >= LENGTH_SIZE:
+        pos += frame_total(buf, pos)
+        if pos > size:
+            break
+        n += 1
+    return n
 
 
 def split_frames(buf, max_frame_length=DEFAULT_MAX_FRAME_LENGTH):

@@ -47,7 +47,7 @@ from ..remoting.command import FLAG_ONEWAY, FLAG_RESPONSE, RemotingCommand
 from ..remoting.errors import RemotingCodecError
 from ..remoting.fastjson import FASTJSON_1_2_83
 from ..remoting.frame import decode_frame
-from ..remoting.layout import frame_at
+from ..remoting.layout import frame_at, whole_frames
 from .connstate import DECODE, DRAINING, FLOW, OVERLOAD, SNIFFING, ConnectionState, PauseReasons
 from .interfaces import IGovernedConnection
 from .limits import LARGE_FRAME, NOT_SHED
@@ -260,7 +260,8 @@ class RemotingServerProtocol(Protocol):
                 return
             self.transport.resumeProducing()
             if self._frames.complete:
-                self._consume(self._frames.take())
+                known = self._frames.frames
+                self._consume(self._frames.take(), known, True)
         self._close_if_answered()
 
     def pauseProducing(self):
@@ -314,8 +315,10 @@ class RemotingServerProtocol(Protocol):
         self.close(verdict.reason)
         return False
 
-    def _consume(self, data):
-        """Serve every whole frame in ``data``; keep the rest for the next read."""
+    def _consume(self, data, known=None, held=False):
+        """Serve every whole frame in ``data`` (``known`` of them, when that was counted; what
+        the connection ``held`` while paused, or a fresh read); keep the rest for the next
+        read."""
         size = len(data)
         pos = 0
         out = []
@@ -325,8 +328,8 @@ class RemotingServerProtocol(Protocol):
         cache = self._cache
         lookup = cache.lookup if cache is not None else None
         run = cache.answer_run if cache is not None else None  # hits in C, a run per call
-        gate = self._gate  # this turn's budget: serve, then shed, then stop (transport/limits.py)
-        serve, stop = gate.allowance(self, data)
+        gate = self._gate  # this turn's budget: serve, (shed,) then wait (transport/limits.py)
+        serve, stop = gate.allowance(self, data, held)
         taken = 0
         throttle = False
         pause = self._pause
@@ -366,7 +369,7 @@ class RemotingServerProtocol(Protocol):
             frame = data if pos == 0 and end == size else data[pos:end]
             pos = end
             taken += 1
-            if taken > serve:  # over budget: SYSTEM_BUSY [OVERLOAD] instead of processing
+            if taken > serve:  # past a full queue's share: SYSTEM_BUSY [OVERLOAD], unprocessed
                 answer = gate.shed(self, frame)
                 if answer is NOT_SHED:
                     answer = handle(frame, None)
@@ -396,14 +399,17 @@ class RemotingServerProtocol(Protocol):
         if pos < size and not self.closing:
             # (a throttled read keeps its rest as a view: no copy into fresh pages per turn)
             rest = (memoryview(data)[pos:] if throttle else data[pos:]) if pos else data
-            self._frames.keep(rest)
+            waiting = None
+            if throttle:  # the requests it holds: counted once a read, then less those served
+                waiting = known - taken if known is not None else whole_frames(rest)
+            self._frames.keep(rest, waiting)
             self._frame_started = self._last_activity
             need = self._frames.need
             if (need >= LARGE_FRAME or self._holding) and not self._hold_frame(need):
                 return
             if throttle:
                 self._paused_for(OVERLOAD)
-                gate.throttle(self)
+                gate.throttle(self, waiting)
         elif self._holding:
             self._hold_frame(0)
 
