@@ -1,6 +1,7 @@
 """A fixed 3,000 inputs of bench/kernel_fuzz.py: the header kernel under AddressSanitizer on
-mutated genuine frames and random bytes, each reading compared with the Python codec's. A count
-of inputs, never a time budget, so a busy machine runs the same inputs."""
+mutated genuine frames and random bytes, each reading compared with the Python codec's, and the
+answer cache's compiled hit path on streams of them and of cached requests, compared with the
+Python path. A count of inputs, never a time budget, so a busy machine runs the same inputs."""
 import subprocess
 import sys
 from pathlib import Path
@@ -16,3 +17,5 @@ def test_a_fixed_kernel_fuzz_run_under_addresssanitizer_finds_nothing():
     assert f"kernel_fuzz: {INPUTS} inputs under AddressSanitizer, no finding" in out.stdout
     read = int(out.stdout.split("no finding (")[1].split()[0])
     assert read > INPUTS // 10       # the kernel read many of them, not only refused them
+    compiled = int(out.stdout.split(" of them by answer_hits")[0].rsplit(None, 1)[1])
+    assert compiled > INPUTS // 10   # and the hit path answered many
