@@ -320,7 +320,7 @@ class GovernedConnectionTests(SynchronousTestCase):
         proto.makeConnection(t)
         proto.dataReceived(b"".join(request(i) for i in range(30)))
         self.assertTrue(proto.throttled)
-        self.assertEqual(len(opaques(t)), 17)  # 12 served, 5 shed, 13 held
+        self.assertEqual(len(opaques(t)), 12)  # 12 served, 18 held
         return clock, proto, t
 
     def test_a_throttled_peer_that_half_closed_gets_every_answer(self):
@@ -343,5 +343,5 @@ class GovernedConnectionTests(SynchronousTestCase):
         ours.send(b"x")
         theirs.close()
         clock.advance(0)
-        self.assertEqual(len(opaques(t)), 17)  # nothing more served
+        self.assertEqual(len(opaques(t)), 12)  # nothing more served
         self.assertTrue(getattr(t, "disconnected", False))  # aborted (StringTransport)
