@@ -1,6 +1,7 @@
 """Transport: the connection's states and pause reasons (``rocketpy.transport.connstate``), the
 TLS sniffer in isolation (``sniff``), the adapter for Twisted's shared read size / high-water
-mark and the socket peek (``tuning``), and the governor's two-method view of a connection.
+mark, the socket peek and the direct write (``tuning``), and the governor's two-method view of a
+connection.
 
 And the case the hand-written resume conditions got wrong: a throttled peer that half-closed
 (``shutdown(SHUT_WR)``) was taken for gone when its turn came -- the peek saw the end of the
@@ -251,6 +252,91 @@ class TuningTests(SynchronousTestCase):
                 theirs.shutdown(socket.SHUT_WR)
             self.addCleanup(theirs.close)
             self.assertEqual(TransportTuning(t).peer_gone(), gone, how)
+
+
+class DirectWriteTests(SynchronousTestCase):
+    """A write goes straight to the socket when the TCP transport has nothing queued: no round
+    through the reactor (no writer registered), and bytes in order whatever is queued."""
+
+    def connection(self):
+        from twisted.internet.tcp import Connection
+        from twisted.internet.testing import MemoryReactor
+        listener = socket.create_server(("127.0.0.1", 0))
+        theirs = socket.create_connection(listener.getsockname())
+        ours, _ = listener.accept()
+        listener.close()
+        for s in (ours, theirs):
+            s.setblocking(False)
+            self.addCleanup(s.close)
+        reactor = MemoryReactor()
+        conn = Connection(ours, TLSLayer(), reactor)
+        conn.connected = 1
+        return conn, reactor, theirs
+
+    def received(self, theirs):
+        out = b""
+        while True:
+            try:
+                chunk = theirs.recv(1 << 20)
+            except BlockingIOError:
+                return out
+            out += chunk
+
+    def test_nothing_queued_is_sent_at_once(self):
+        conn, reactor, theirs = self.connection()
+        TransportTuning(conn).write(b"answer")
+        self.assertEqual(self.received(theirs), b"answer")
+        self.assertEqual((reactor.writers, conn.dataBuffer, conn._tempDataLen), (set(), b"", 0))
+
+    def test_behind_queued_bytes_it_is_queued_too(self):
+        conn, reactor, theirs = self.connection()
+        conn.write(b"first,")                  # queued: the reactor's next pass sends it
+        TransportTuning(conn).write(b"second")
+        self.assertEqual(self.received(theirs), b"")
+        self.assertEqual(reactor.writers, {conn})
+        conn.doWrite()
+        self.assertEqual(self.received(theirs), b"first,second")
+
+    def test_what_the_socket_does_not_take_is_queued_in_order(self):
+        conn, reactor, theirs = self.connection()
+        data = bytes(range(256)) * 8192        # 2 MiB: more than a socket buffer holds
+        tuning = TransportTuning(conn)
+        tuning.write(data)
+        tuning.write(b"tail")
+        self.assertEqual(reactor.writers, {conn})
+        got = b""
+        for _ in range(10_000):                # bounded: the socket drains, the reactor writes
+            got += self.received(theirs)
+            if conn in reactor.writers:
+                conn.doWrite()
+            elif len(got) == len(data) + 4:
+                break
+        self.assertEqual(got, data + b"tail")
+
+    def test_tls_and_closing_connections_are_written_as_before(self):
+        conn, reactor, theirs = self.connection()
+        conn.TLS = True                        # (Twisted hands TLS writes to its TLS layer)
+        TransportTuning(conn).write(b"answer")
+        self.assertEqual((self.received(theirs), conn.protocol.written), (b"", [b"answer"]))
+        conn, reactor, theirs = self.connection()
+        conn.disconnecting = True
+        TransportTuning(conn).write(b"answer")
+        self.assertEqual((self.received(theirs), conn._tempDataBuffer), (b"", [b"answer"]))
+
+    def test_other_transports_are_written_as_usual(self):
+        t = StringTransport()
+        TransportTuning(t).write(b"answer")
+        self.assertEqual(t.value(), b"answer")
+
+
+class TLSLayer:
+    """What a TCP connection hands its writes to once TLS has started (its ``protocol``)."""
+
+    def __init__(self):
+        self.written = []
+
+    def write(self, data):
+        self.written.append(data)
 
 
 class Handled(StringTransport):

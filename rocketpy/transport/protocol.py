@@ -424,13 +424,11 @@ class RemotingServerProtocol(Protocol):
 
     def _write(self, answers):
         self._last_activity = self._clock.seconds()
-        self._tuning.before_write()  # e.g. a late (Deferred) answer while a big frame is incomplete
-        if len(answers) == 1:
-            self._metrics.bytes_sent += len(answers[0])
-            self.transport.write(answers[0])
-        else:
-            self._metrics.bytes_sent += sum(map(len, answers))
-            self.transport.writeSequence(answers)
+        tuning = self._tuning
+        tuning.before_write()  # e.g. a late (Deferred) answer while a big frame is incomplete
+        data = answers[0] if len(answers) == 1 else b"".join(answers)
+        self._metrics.bytes_sent += len(data)
+        tuning.write(data)    # at once when nothing is queued (transport/tuning.py)
 
     # -- one frame ----------------------------------------------------------------------------
 
