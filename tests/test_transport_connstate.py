@@ -262,8 +262,11 @@ class DirectWriteTests(SynchronousTestCase):
         from twisted.internet.tcp import Connection
         from twisted.internet.testing import MemoryReactor
         listener = socket.create_server(("127.0.0.1", 0))
-        theirs = socket.create_connection(listener.getsockname())
+        theirs = socket.socket()
+        theirs.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 8192)   # small buffers: a big
+        theirs.connect(listener.getsockname())                         # write fills them
         ours, _ = listener.accept()
+        ours.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 8192)
         listener.close()
         for s in (ours, theirs):
             s.setblocking(False)

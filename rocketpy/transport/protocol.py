@@ -287,7 +287,7 @@ class RemotingServerProtocol(Protocol):
     # -- input ------------------------------------------------------------------------------
 
     def dataReceived(self, data):
-        if self.closing:
+        if self._state.closing:
             return
         self._metrics.bytes_received += len(data)
         self._last_activity = self._clock.seconds()
@@ -319,28 +319,43 @@ class RemotingServerProtocol(Protocol):
         """Serve every whole frame in ``data`` (``known`` of them, when that was counted; what
         the connection ``held`` while paused, or a fresh read); keep the rest for the next
         read."""
+        cache = self._cache
+        run = cache.answer_run if cache is not None else None  # hits in C, a run per call
+        gate = self._gate  # this turn's budget: serve, (shed,) then wait (transport/limits.py)
+        serve, stop = gate.allowance(self, data, held)
         size = len(data)
+        started = perf_counter()
+        ran = run is not None and serve > 0
+        if ran:  # most reads are route queries with cached answers, all of them: done at once
+            answered = run(data, 0, serve, FLUSH_BYTES, self._max)
+            if answered is not None and answered[1] == size:
+                answers, _, n = answered
+                self._metrics.cached_answers(n, perf_counter() - started)
+                gate.spent(self, n, 0)
+                self._write([answers])
+                if self._holding:
+                    self._hold_frame(0)
+                return
         pos = 0
         out = []
         out_bytes = 0
         limit = self._max
         handle = self._handle
-        cache = self._cache
         lookup = cache.lookup if cache is not None else None
-        run = cache.answer_run if cache is not None else None  # hits in C, a run per call
-        gate = self._gate  # this turn's budget: serve, (shed,) then wait (transport/limits.py)
-        serve, stop = gate.allowance(self, data, held)
         taken = 0
         throttle = False
         pause = self._pause
         state = self._state
         metrics = self._metrics  # cached answers are timed per read: see transport/metrics.py
-        started, slow, hits = perf_counter(), metrics.processed_seconds, 0
+        slow, hits = metrics.processed_seconds, 0
         while pos < size:
             if run is not None and taken < serve:
                 # the hits from here on, up to the first frame that is not one: that frame (if
                 # any) takes the loop below, as every frame does without the kernel
-                answered = run(data, pos, serve - taken, FLUSH_BYTES - out_bytes, limit)
+                if ran:
+                    ran = False  # (the run from the start, above)
+                else:
+                    answered = run(data, pos, serve - taken, FLUSH_BYTES - out_bytes, limit)
                 if answered is not None:
                     answers, pos, n = answered
                     taken += n
@@ -424,11 +439,11 @@ class RemotingServerProtocol(Protocol):
 
     def _write(self, answers):
         self._last_activity = self._clock.seconds()
-        tuning = self._tuning
-        tuning.before_write()  # e.g. a late (Deferred) answer while a big frame is incomplete
         data = answers[0] if len(answers) == 1 else b"".join(answers)
         self._metrics.bytes_sent += len(data)
-        tuning.write(data)    # at once when nothing is queued (transport/tuning.py)
+        # at once when nothing is queued, and with the usual high-water mark, even for a late
+        # (Deferred) answer while a big frame is incomplete (transport/tuning.py)
+        self._tuning.write(data)
 
     # -- one frame ----------------------------------------------------------------------------
 
