@@ -37,8 +37,8 @@ def phase(nsload, port, conns, args):
 
 def run(tree, work, nsload, args):
     proc, port, log = start_server(tree, work)
-    seeder = seed_in_background("--addr", f"127.0.0.1:{port}", "--brokers", "10", "--topics", "100",
-                                "--hold", str(len(args.phases) * (args.seconds + 5) + 30))
+    seeder = seed_in_background("--addr", f"127.0.0.1:{port}", "--brokers", "10", "--topics",
+                                "100", "--hold", str(len(args.phases) * (args.seconds + 5) + 30))
     hogs = []
     try:
         time.sleep(2.0)
@@ -58,7 +58,8 @@ def run(tree, work, nsload, args):
 
 
 def main():
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--hogs", type=int, default=16)
     p.add_argument("--phases", type=int, nargs="+", default=[16, 64, 16],
                    help="connections (x 8 in flight) of each phase")
@@ -79,12 +80,13 @@ def main():
                 print(json.dumps({"server": name, "hogs": args.hogs, **r}), flush=True)
                 rows.append((name, conns, r))
             print(json.dumps({"server": name, "request.shed log lines": shed_lines}), flush=True)
-    print(f"\n| server | connections x 8 | queries/s | p50 ms | p99 ms | not SUCCESS (SYSTEM_BUSY) |"
-          f"\n|---|---|---|---|---|---|")
+    print("\n| server | connections x 8 | queries/s | p50 ms | p99 ms | not SUCCESS (SYSTEM_BUSY) |"
+          "\n|---|---|---|---|---|---|")
     for name, conns, r in rows:
-        print(f"| {name} | {conns} | {r['qps']:,} | {r['p50_ms']} | {r['p99_ms']} | {r['errors']} |")
-    print(f"\n{args.hogs} CPU hogs beside the server, {args.seconds:g} s a phase, on a machine shared "
-          "with other work")
+        print(f"| {name} | {conns} | {r['qps']:,} | {r['p50_ms']} | {r['p99_ms']} "
+              f"| {r['errors']} |")
+    print(f"\n{args.hogs} CPU hogs beside the server, {args.seconds:g} s a phase, on a machine "
+          "shared with other work")
 
 
 if __name__ == "__main__":

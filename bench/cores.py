@@ -40,7 +40,7 @@ import time
 from pathlib import Path
 
 from benchserver import ROOT, export, start_server
-from server_bench import build_nsload, cpu_seconds, seed_in_background
+from server_bench import build_nsload, cpu_seconds, seed_in_background, timed_run
 
 #: issue 33's figures on the 2-core machine, one run (for the table; not measured here)
 JAVA_4_9_8 = {"qps": 32_548, "p99_ms": 10.7, "pinned_qps": 20_053}
@@ -124,16 +124,7 @@ def load(nsload, port, args, cpus, pid):
     """One nsload run against ``port``; its figures and the server's CPU per query."""
     cmd = [str(nsload), "127.0.0.1", str(port), str(args.conns), str(args.window),
            str(args.seconds), str(args.warmup), str(TOPICS), str(args.version)]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True, preexec_fn=pinned(cpus))
-    time.sleep(args.warmup)
-    before = tree_cpu_seconds(pid)
-    out, _ = proc.communicate()
-    after = tree_cpu_seconds(pid)
-    if proc.returncode:
-        raise SystemExit(f"cores: nsload failed ({proc.returncode})")
-    result = json.loads(out.strip().splitlines()[-1])
-    result["cpu_us"] = round((after - before) / max(1, result["ops"]) * 1e6, 2)
-    return result
+    return timed_run(cmd, pid, args.warmup, cpus, tree_cpu_seconds)
 
 
 def run_rocketpy(work, nsload, args, server_cpus, load_cpus, tree):
@@ -176,11 +167,17 @@ def table(rows):
           "| share of the ceiling: queries/s | : CPU per query |")
     print("|---|---|---|---|---|---|---|---|")
     for name, runs in rows.items():
-        qps = "1" if name == "ceiling" else spread([r["qps"] / c["qps"] for r, c in zip(runs, ceiling)], 2)
-        cpu = "1" if name == "ceiling" else spread([c["cpu_us"] / r["cpu_us"] for r, c in zip(runs, ceiling)], 2)
-        print(f"| {name} | {spread([r['qps'] for r in runs])} | {spread([r['p50_ms'] for r in runs], 2)} "
-              f"| {spread([r['p99_ms'] for r in runs], 2)} | {spread([r['cpu_us'] for r in runs], 2)} "
-              f"| {sum(r['errors'] for r in runs)} | {qps} | {cpu} |")
+        def share(of):
+            pairs = zip(runs, ceiling)
+            return "1" if name == "ceiling" else spread([of(r, c) for r, c in pairs], 2)
+
+        def column(key, digits=0):
+            return spread([r[key] for r in runs], digits)
+        qps = share(lambda r, c: r["qps"] / c["qps"])
+        cpu = share(lambda r, c: c["server_cpu_us_per_op"] / r["server_cpu_us_per_op"])
+        print(f"| {name} | {column('qps')} | {column('p50_ms', 2)} | {column('p99_ms', 2)} "
+              f"| {column('server_cpu_us_per_op', 2)} | {sum(r['errors'] for r in runs)} "
+              f"| {qps} | {cpu} |")
     print(f"| Java 4.9.8 (issue 33; not measured here) | {JAVA_4_9_8['qps']:,} (pinned: "
           f"{JAVA_4_9_8['pinned_qps']:,}) | | {JAVA_4_9_8['p99_ms']} | | 0 | 0.15 | |")
     print("\nmedians (min-max) of the rounds, each share from one back-to-back pair; the machine "
@@ -188,7 +185,8 @@ def table(rows):
 
 
 def main():
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--cores", default=None,
                    help="CPUs for the server (default: the last one); the load runs on the rest")
     p.add_argument("--load-cores", default=None, help="CPUs for the load generator")
@@ -227,14 +225,15 @@ def main():
         ceiling = build_ceiling(work)
         servers = [(f"rocketpy, {n} worker", ROOT) for n in workers]
         if args.compare:
-            servers.append((f"rocketpy {args.compare}, 1 worker", export(args.compare, work, built=True)))
+            old = export(args.compare, work, built=True)
+            servers.append((f"rocketpy {args.compare}, 1 worker", old))
         rows = {"ceiling": [], **{name: [] for name, _ in servers}}
         answer = None
         for i in range(args.repeat):
             order = [*servers, ("ceiling", None)]
             if i % 2:
                 order.reverse()
-            if answer is None and order[0][0] == "ceiling":   # (the ceiling sends rocketpy's answer)
+            if answer is None and order[0][0] == "ceiling":  # (it sends rocketpy's answer)
                 order = order[1:] + order[:1]
             for name, tree in order:
                 if tree is None:

@@ -14,9 +14,7 @@ from pathlib import Path
 
 from hypothesis import given, settings, strategies as st
 from twisted.internet import task
-from twisted.internet.error import ConnectionDone
 from twisted.internet.testing import StringTransport
-from twisted.python.failure import Failure
 from twisted.trial.unittest import SynchronousTestCase
 
 import replay
@@ -24,10 +22,10 @@ from rocketpy.namesrv.processor.replies import ReusableResponse
 from rocketpy.remoting import RemotingCommand, decode_frame
 from rocketpy.remoting.kernel import KERNEL
 from rocketpy.remoting.layout import DEFAULT_MAX_FRAME_LENGTH, build_frame, split_frames
-from rocketpy.service.tap import Options, makeService
 from rocketpy.transport import RemotingServerFactory, TlsMode
 from rocketpy.transport.answercache import AnswerCache
 from rocketpy.transport.limits import ServerLimits
+from test_transport_answercache import _mask, _run_capture
 
 if KERNEL is None or not hasattr(KERNEL, "answer_hits"):
     raise ImportError("the header kernel is not built: python3 setup.py build_ext --inplace")
@@ -292,53 +290,19 @@ class AnswerHitsTests(SynchronousTestCase):
 
 # ---------------------------------------------------------------- every genuine capture
 
-def _server(profile, tmp):
-    clock = task.Clock()
-    clock.advance(1_700_000_000)
-    options = Options()
-    options.parseOptions(["--profile", profile, "--kvConfigPath", str(tmp / "kv.json"),
-                          "--listen", "tcp:0", "-D", f"configStorePath={tmp / 'namesrv.properties'}",
-                          "-D", "tls.server.mode=disabled"])
-    return makeService(options, reactor=clock), clock
-
-
 def _replay(path, compiled, grouped):
-    """Every request of the capture through the whole server: the bytes written per read; with
-    ``grouped``, a connection's consecutive requests (nothing else between) are one read."""
-    with tempfile.TemporaryDirectory() as tmp:
-        top, clock = _server(replay.capture_profile(path), Path(tmp))
-        factory = top.factory
-        cache = factory.answer_cache
-        counted = [0]
+    """Every request of the capture through the whole server (a connection's consecutive
+    requests in one read with ``grouped``), with the kernel's runs or without: the bytes written
+    per read, the cache's bytes and hits at the end, the hits the kernel answered, and the
+    cache."""
+    counted = [0]
+
+    def set_up(cache):
         run = cache.answer_run
         cache.answer_run = (lambda *a: _count(counted, run(*a))) if compiled else None
-        events = replay.replay_events(path)
-        reads = []
-        for event in events:
-            same = (grouped and reads and event.kind == "request" and reads[-1][0] == "request"
-                    and reads[-1][1] == event.conversation.index)
-            if same:
-                reads[-1][2].append(event.request_frame)
-            else:
-                reads.append((event.kind, event.conversation.index, [event.request_frame]))
-        conns, out = {}, []
-        for kind, index, frames in reads:
-            clock.advance(0)
-            if kind == "close":
-                if index in conns:
-                    conns.pop(index)[0].connectionLost(Failure(ConnectionDone()))
-                continue
-            if index not in conns:
-                transport = StringTransport()
-                proto = factory.buildProtocol(None)
-                proto.makeConnection(transport)
-                conns[index] = (proto, transport)
-            proto, transport = conns[index]
-            proto.dataReceived(b"".join(frames))
-            out.append(_mask(transport.value()))
-            transport.clear()
-        return out, cache_state(cache)[1:], counted[0], [e.request_frame for e in events
-                                                          if e.kind == "request"], cache
+    with tempfile.TemporaryDirectory() as tmp:
+        out, cache = _run_capture(path, Path(tmp), True, grouped, set_up)
+    return [_mask(x) for x in out], cache_state(cache)[1:], counted[0], cache
 
 
 def _count(counted, got):
@@ -347,25 +311,20 @@ def _count(counted, got):
     return got
 
 
-def _mask(data):
-    """Answers with the temporary directory's name blanked (GET_NAMESRV_CONFIG shows paths)."""
-    import re
-    return re.sub(rb"/tmp/[^/\\]+/", b"/tmp/X/", data)
-
-
 class CaptureHitPathTests(SynchronousTestCase):
     def test_every_capture_answers_the_same_with_the_compiled_hit_path(self):
         kernel_hits = 0
         for path in sorted(replay.PCAP_DIR.glob("*.pcap")):
             for grouped in (False, True):
-                compiled, state, hits, frames, cache = _replay(path, True, grouped)
-                python, python_state, _, _, _ = _replay(path, False, grouped)
+                compiled, state, hits, cache = _replay(path, True, grouped)
+                python, python_state, _, _ = _replay(path, False, grouped)
                 self.assertEqual(compiled, python, (path.name, grouped))
                 self.assertEqual(state, python_state, (path.name, grouped))
                 kernel_hits += hits
             # and every request frame of it, once the capture has filled the cache: where the
             # kernel answers, lookup answers the same bytes
-            for frame in frames:
+            requests = [e.request_frame for e in replay.replay_events(path) if e.kind == "request"]
+            for frame in requests:
                 got = cache.answer_run(frame, 0, 1, 1 << 20, DEFAULT_MAX_FRAME_LENGTH)
                 if got is not None:
                     self.assertEqual(got, (cache.lookup(frame), len(frame), 1))

@@ -348,54 +348,50 @@ class RemotingServerProtocol(Protocol):
         state = self._state
         metrics = self._metrics  # cached answers are timed per read: see transport/metrics.py
         slow, hits = metrics.processed_seconds, 0
+        after_run = False
         while pos < size:
-            if run is not None and taken < serve:
+            answer = None
+            if run is not None and taken < serve and not after_run:
                 # the hits from here on, up to the first frame that is not one: that frame (if
-                # any) takes the loop below, as every frame does without the kernel
+                # any) takes the per-frame path next, as every frame does without the kernel
                 if ran:
                     ran = False  # (the run from the start, above)
                 else:
                     answered = run(data, pos, serve - taken, FLUSH_BYTES - out_bytes, limit)
                 if answered is not None:
-                    answers, pos, n = answered
+                    answer, pos, n = answered
                     taken += n
                     hits += n
-                    out.append(answers)
-                    out_bytes += len(answers)
-                    if out_bytes >= FLUSH_BYTES:
+            after_run = answer is not None
+            if answer is None:
+                end = frame_at(data, pos, size, limit)
+                if end < 0:
+                    gate.bad_frame(self, "frame length", "decode exception, {peer}: frame length "
+                                   "{n} (limit {limit}); closing", n=-end, limit=limit)
+                    if out:
                         self._write(out)
-                        out = []
-                        out_bytes = 0
-                    if pos >= size or pause or state.closing:
-                        break
-            end = frame_at(data, pos, size, limit)
-            if end < 0:
-                gate.bad_frame(self, "frame length", "decode exception, {peer}: frame length {n} "
-                               "(limit {limit}); closing", n=-end, limit=limit)
-                if out:
-                    self._write(out)
-                self.close("frame length")
-                return
-            if end == 0 or end > size:
-                break
-            if taken >= stop:  # shed enough this turn: the rest waits for the next one
-                throttle = True
-                break
-            frame = data if pos == 0 and end == size else data[pos:end]
-            pos = end
-            taken += 1
-            if taken > serve:  # past a full queue's share: SYSTEM_BUSY [OVERLOAD], unprocessed
-                answer = gate.shed(self, frame)
-                if answer is NOT_SHED:
+                    self.close("frame length")
+                    return
+                if end == 0 or end > size:
+                    break
+                if taken >= stop:  # shed enough this turn: the rest waits for the next one
+                    throttle = True
+                    break
+                frame = data if pos == 0 and end == size else data[pos:end]
+                pos = end
+                taken += 1
+                if taken > serve:  # past a full queue's share: SYSTEM_BUSY [OVERLOAD], unprocessed
+                    answer = gate.shed(self, frame)
+                    if answer is NOT_SHED:
+                        answer = handle(frame, None)
+                elif lookup is None:
                     answer = handle(frame, None)
-            elif lookup is None:
-                answer = handle(frame, None)
-            else:  # the cached-answer shortcut, inlined: it is most of the traffic
-                answer = lookup(frame)
-                if answer.__class__ is not bytes:
-                    answer = handle(frame, answer)
-                else:
-                    hits += 1
+                else:  # the cached-answer shortcut, inlined: it is most of the traffic
+                    answer = lookup(frame)
+                    if answer.__class__ is not bytes:
+                        answer = handle(frame, answer)
+                    else:
+                        hits += 1
             if answer is not None:
                 out.append(answer)
                 out_bytes += len(answer)
