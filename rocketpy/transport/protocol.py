@@ -8,7 +8,7 @@ sniffer (:mod:`~rocketpy.transport.sniff`), the frame receiver
 
 * TLS mode on the first byte (0x16, a handshake): start TLS or refuse, per ``tls.server.mode``.
 * A length over the limit closes the connection before any of that frame is buffered.
-* Requests are answered in arrival order, one ``writeSequence`` per read (Java may answer
+* Requests are answered in arrival order, one write per read (Java may answer
   pipelined requests out of order; in order is one of the orders it can produce). A Deferred
   answer is written when it fires. Cached answers, most of the traffic, come from the compiled
   hit path a run at a time (:attr:`~rocketpy.transport.answercache.AnswerCache.answer_run`);

@@ -66,6 +66,7 @@ class FrameReceiver:
         """Everything held, joined, and nothing held any more."""
         data = b"".join(self._chunks) if len(self._chunks) > 1 else bytes(self._chunks[0])
         self._chunks = []
+        self.frames = None
         self._tuning.read_up_to(0)
         return data
 

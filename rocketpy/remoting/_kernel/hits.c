@@ -153,21 +153,24 @@ static int answer_one(const uint8_t *f, size_t n, PyObject *entries, PyObject *v
         return PyErr_Occurred() ? -1 : 0;
     if (!PyList_CheckExact(entry) || PyList_GET_SIZE(entry) != E_LENGTH)
         return 0;
-    Py_INCREF(entry);                  /* version_of is Python code: hold what it could drop */
+    /* version_of and the comparison may run Python code: hold what they could drop, and look
+     * at the entry again after them */
+    Py_INCREF(entry);
     int r = -1;
     PyObject *topic = Py_NewRef(PyList_GET_ITEM(entry, E_TOPIC));
+    PyObject *version = Py_NewRef(PyList_GET_ITEM(entry, E_VERSION));
     PyObject *current = PyObject_CallOneArg(version_of, topic);
+    int stale = current ? PyObject_RichCompareBool(current, version, Py_NE) : -1;
     Py_DECREF(topic);
-    if (!current)
-        goto done;
-    int stale = PyObject_RichCompareBool(current, PyList_GET_ITEM(entry, E_VERSION), Py_NE);
-    Py_DECREF(current);
-    if (stale) {
+    Py_DECREF(version);
+    Py_XDECREF(current);
+    if (stale || PyList_GET_SIZE(entry) != E_LENGTH) {
         r = stale < 0 ? -1 : 0;
         goto done;
     }
-    PyObject *pre, *post, *body;
-    r = template_parts(PyList_GET_ITEM(entry, E_TEMPLATE), &ttype, &pre, &post, &body);
+    PyObject *pre, *post, *body, *template = Py_NewRef(PyList_GET_ITEM(entry, E_TEMPLATE));
+    r = template_parts(template, &ttype, &pre, &post, &body);
+    Py_DECREF(template);
     if (r <= 0)
         goto done;
     uint8_t buf[16];
@@ -182,7 +185,7 @@ static int answer_one(const uint8_t *f, size_t n, PyObject *entries, PyObject *v
     size_t plen = (size_t)PyBytes_GET_SIZE(pre), qlen = (size_t)PyBytes_GET_SIZE(post);
     size_t blen = (size_t)PyBytes_GET_SIZE(body), hlen = plen + olen + qlen;
     if (!olen || hlen > HEADER_LENGTH_MASK)
-        r = 0;                         /* lookup answers None: the frame is processed */
+        r = 0;                         /* (no olen: lookup answers None, the frame is processed) */
     else if (out_reserve(o, PREFIX_SIZE + hlen + blen) < 0)
         r = -1;
     if (r > 0) {
@@ -239,7 +242,7 @@ PyObject *rk_answer_hits(PyObject *self, PyObject *const *args, Py_ssize_t nargs
     out_t o = {NULL, 0, 0};
     Py_ssize_t count = 0;
     int r = 0;
-    while (count < most && (Py_ssize_t)o.n < room && size - p >= LENGTH_SIZE && p < size) {
+    while (p < size && size - p >= LENGTH_SIZE && count < most && (Py_ssize_t)o.n < room) {
         int64_t total = rk_frame_total(data + p);
         if (total > max_frame || total < PREFIX_SIZE || (size_t)total > size - p || total > max_request)
             break;                     /* refused, not all there, or never looked up: Python's */
