@@ -2,7 +2,7 @@
 and export an older commit's tree, so a benchmark can run old and new back to back.
 
     proc, port, log = start_server(ROOT, workdir, ["-D", "key=value"])
-    old_tree = export("82db837", workdir)
+    old_tree = export("82db837", workdir, built=True)
 """
 import os
 import re
@@ -18,9 +18,9 @@ ROOT = Path(__file__).resolve().parents[1]
 BOOT = re.compile(r"The Name Server boot success\. serializeType=\w+, address [\w.:]+:(\d+)")
 
 
-def start_server(tree, workdir, extra=(), kv_path=None):
-    """Start the server of ``tree`` (logging to a file in ``workdir``); ``(process, port,
-    log path)`` once it has booted."""
+def start_server(tree, workdir, extra=(), kv_path=None, cpus=None):
+    """Start the server of ``tree`` (logging to a file in ``workdir``), on the CPUs ``cpus``
+    when given; ``(process, port, log path)`` once it has booted."""
     log = Path(tempfile.mkstemp(prefix="server-", suffix=".log", dir=workdir)[1])
     env = dict(os.environ, HOME=str(workdir), PYTHONPATH=str(tree), PYTHONUNBUFFERED="1")
     cmd = [sys.executable, "-c",
@@ -29,7 +29,8 @@ def start_server(tree, workdir, extra=(), kv_path=None):
            "--listen=tcp:0:interface=127.0.0.1",
            f"--kvConfigPath={kv_path or Path(workdir) / 'kv.json'}", *extra]
     proc = subprocess.Popen(cmd, cwd=workdir, env=env, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.STDOUT)
+                            stderr=subprocess.STDOUT,
+                            preexec_fn=None if cpus is None else lambda: os.sched_setaffinity(0, cpus))
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
         m = BOOT.search(log.read_text(errors="replace"))
@@ -52,13 +53,17 @@ def target(workdir, addr, server_args=()):
     return proc, "127.0.0.1", port
 
 
-def export(commit, workdir):
-    """``git archive`` of ``commit`` unpacked in ``workdir``/old: a tree to start_server."""
+def export(commit, workdir, built=False):
+    """``git archive`` of ``commit`` unpacked in ``workdir``/old: a tree to start_server; with
+    ``built``, its compiled modules built in place (as the current tree's are)."""
     tree = Path(workdir) / "old"
     tree.mkdir()
     archive = subprocess.run(["git", "-C", str(ROOT), "archive", commit], check=True,
                              capture_output=True).stdout
     subprocess.run(["tar", "-x", "-C", str(tree)], input=archive, check=True)
+    if built:
+        subprocess.run([sys.executable, "setup.py", "-q", "build_ext", "--inplace"], cwd=tree,
+                       check=True, capture_output=True)
     return tree
 
 

@@ -10,6 +10,10 @@ the header and the frame, and the header with its first key written twice, also 
 ``repeated_keys``, compared with ``fastjson``'s exact count where json reads the text
 (the oracle), as does every tenth input a body-shaped object of 17 to 1,000 keys; ``configure``
 is given language tables it must refuse: a different command, or a command where the codec refuses the header, is a finding;
+the answer cache's hit path (``answer_hits``) runs on streams of the mutated frame, cached route
+queries with other opaques (some mutated) and cut frames, against a cache that the inputs
+themselves fill, evict and make stale, and must give what the Python path gives (``lookup``
+frame by frame, up to the first that is not a hit) with the same cache state after;
 an out-of-bounds access is caught by ASan.  Every ``--cost-every``-th frame is also read by the
 pure-Python codec with its cost counted (tests/costmeter.py: lines and memory, held to a multiple
 of the genuine frames' medians per byte): an input far dearer per byte is a finding too (issue
@@ -94,6 +98,162 @@ def _check_bad_language_tables(kernel, command):
         raise SystemExit(f"kernel_fuzz: finding: configure took the language table {bad!r}")
 
 
+class HitPathFuzz:
+    """Two answer caches filled alike: the kernel's run on one, the Python path on the other."""
+
+    def __init__(self, rng, mutator):
+        from rocketpy.namesrv.processor.replies import ReusableResponse
+        from rocketpy.transport.answercache import AnswerCache
+        self.rng, self.mutator, self.reusable = rng, mutator, ReusableResponse
+        self.versions = {}
+        size = rng.choice([4000, 20000, 1 << 20])
+        self.caches = [AnswerCache(self.version_of, max_bytes=size, max_request=600)
+                       for _ in range(2)]
+        self.stored = []             # request frames whose answers went in
+        self.runs = self.hits = self.compiled_hits = 0
+        run = self.caches[0].answer_run
+
+        def counted(*args):
+            answered = run(*args)
+            if answered is not None:
+                self.compiled_hits += answered[2]
+            return answered
+        self.caches[0].answer_run = counted
+
+    def version_of(self, topic):
+        v = self.versions.get(topic, 0)
+        return (v, 1) if topic.endswith("2") else v
+
+    def store(self, frame):
+        """``frame``'s answer into both caches, as the protocol would (None when it is not one
+        the cache takes)."""
+        from rocketpy.remoting import decode_frame
+        from rocketpy.remoting.errors import RemotingCodecError
+        from rocketpy.remoting.layout import frame_at
+        if not 0 < frame_at(frame, 0, len(frame)) == len(frame) <= 600:
+            return                     # not one whole frame the cache looks up
+        key = self.caches[0].lookup(frame)
+        self.caches[1].lookup(frame)
+        if key is None or key.__class__ is bytes:
+            return
+        try:
+            request = decode_frame(frame)
+        except RemotingCodecError:
+            return
+        topic = str((request.ext_fields or {}).get("topic", ""))
+        rng = self.rng
+        shape = dict(remark=rng.choice([None, "r"]), body=b"x" * rng.randrange(0, 300),
+                     ext_fields={"v": "1"} if rng.random() < 0.5 else None,
+                     serialize_type=rng.choice([None, 0, 1]))
+        for cache in self.caches:
+            response = request.create_response(0, **shape)
+            reply = self.reusable(reuse=(topic, self.version_of(topic)), **{
+                name: getattr(response, name) for name in response.__dataclass_fields__})
+            cache.answer(key, request, reply)
+        self.stored = self.stored[-200:] + [frame]
+
+    def _stream(self, frame):
+        rng, parts = self.rng, []
+        for _ in range(rng.randrange(1, 6)):
+            pick = rng.random()
+            if pick < 0.15 or not self.stored:
+                parts.append(frame)
+            else:
+                hit = rng.choice(self.stored[-8:])      # (the recent ones are still cached)
+                if pick < 0.25:
+                    hit = self.mutator.mutate(hit)
+                elif pick < 0.9:
+                    hit = _reopaque(rng, hit)
+                parts.append(hit)
+        data = b"".join(parts)
+        if rng.random() < 0.2:
+            data = data[:rng.randrange(len(data) + 1)]
+        return data
+
+    def step(self, frame, layout):
+        rng = self.rng
+        if rng.random() < 0.3:
+            self.store(frame)
+        if rng.random() < 0.05:
+            topic = rng.choice(["", "TopicTest", "T2", "%RETRY%x"])
+            self.versions[topic] = self.versions.get(topic, 0) + 1
+        data = self._stream(frame)
+        pos = 0 if rng.random() < 0.8 else rng.randrange(len(data) + 1)
+        most, room = rng.choice([1, 3, 100]), rng.choice([1, 600, 1 << 20])
+        limit = rng.choice([layout.DEFAULT_MAX_FRAME_LENGTH, 64, 300])
+        kernel, python = self.caches
+        got = _runs(kernel, data, pos, most, room, limit, layout, True)
+        want = _runs(python, data, pos, most, room, limit, layout, False)
+        if got != want:
+            raise SystemExit(f"kernel_fuzz: finding: answer_hits on {data!r} from {pos} (most {most}, "
+                             f"room {room}, limit {limit}) gives {got!r}, the Python path {want!r}")
+        if _cache_state(kernel) != _cache_state(python):
+            raise SystemExit(f"kernel_fuzz: finding: the cache state differs after {data!r}")
+        self.runs += 1
+        self.hits += got[2] - sum(x.__class__ is tuple for x in got[0])
+
+
+def _reopaque(rng, frame):
+    """A stored request with another opaque: a JSON header's digits replaced by others (often
+    odd ones), a binary header's four bytes by random ones."""
+    import re
+    from rocketpy.remoting.layout import (PREFIX_SIZE, ROCKETMQ, ROCKETMQ_OPAQUE, build_frame,
+                                          header_span)
+    m = re.search(rb'"opaque":\s*(-?\d+)', frame)
+    if m is None or header_span(frame)[0] == ROCKETMQ:   # a binary header's opaque
+        at, end = PREFIX_SIZE + ROCKETMQ_OPAQUE[0], PREFIX_SIZE + ROCKETMQ_OPAQUE[1]
+        return frame[:at] + bytes(rng.randrange(256) for _ in range(end - at)) + frame[end:]
+    digits = rng.choice([str(rng.randrange(2 ** 31))] * 6 + [
+        str(rng.randrange(10)), "00", "-1", "2147483647", "2147483648", "9" * rng.randrange(1, 30),
+        ""]).encode()
+    out = frame[:m.start(1)] + digits + frame[m.end(1):]
+    stype, start, end = header_span(frame)
+    grown = len(digits) - len(m.group(1))
+    return build_frame(stype, out[start:end + grown], out[end + grown:])
+
+
+def _python_step(cache, data, pos, limit, layout):
+    """The protocol's Python path on the frame at ``data[pos]``: ``(answer or None, end)`` --
+    None when it would be processed --, or None when no whole frame is there."""
+    end = layout.frame_at(data, pos, len(data), limit)
+    if end <= 0 or end > len(data):
+        return None
+    frame = data[pos:end]
+    answer = cache.lookup(frame) if len(frame) <= cache.max_request else None
+    return (answer if answer.__class__ is bytes else None), end
+
+
+def _runs(cache, data, pos, most, room, limit, layout, compiled):
+    """What the protocol does with ``data[pos:]``, up to ``most`` frames: a list of cached answers
+    and of ``("processed", pos)`` for each frame it would process, and where it stopped.
+    ``compiled``: the kernel's runs, and a Python step for the frame that ends each (as
+    ``_consume`` does); else the Python path alone."""
+    out, n = [], 0
+    while n < most:
+        if compiled:
+            run = cache.answer_run(data, pos, most - n, room, limit)
+            if run is not None:
+                out.append(run[0])
+                pos, n = run[1], n + run[2]
+                continue
+        step = _python_step(cache, data, pos, limit, layout)
+        if step is None:
+            break
+        out.append(step[0] if step[0] is not None else ("processed", pos))
+        pos, n = step[1], n + 1
+    merged = []                        # (answers next to each other joined: a run is one)
+    for x in out:
+        if x.__class__ is bytes and merged and merged[-1].__class__ is bytes:
+            merged[-1] += x
+        else:
+            merged.append(x)
+    return merged, pos, n
+
+
+def _cache_state(cache):
+    return ([(k, e[0], e[1], e[3], e[4]) for k, e in cache._entries.items()], cache.bytes, cache.hits)
+
+
 def fuzz_loop(seconds, seed, inputs, cost_every=5):
     import costmeter
     from fuzzharness import Mutator, corpus
@@ -111,6 +271,7 @@ def fuzz_loop(seconds, seed, inputs, cost_every=5):
         with costmeter.reference():
             contract = costmeter.CostContract(
                 "decode_frame", [(f, codec_frame.decode_frame) for f in corpus()[::9]])
+    hitpath = HitPathFuzz(rng, mutator)
     started, n, read, counted = time.monotonic(), 0, 0, 0
     while (n < inputs) if inputs else (time.monotonic() - started < seconds):
         serialize_type, header, frame = _headers(rng, mutator, layout)
@@ -121,6 +282,7 @@ def fuzz_loop(seconds, seed, inputs, cost_every=5):
                                                 header.replace(b'{"', b'{"a":1,"a":0,"', 1)))
         if n % 10 == 0:
             _check_repeated_keys(KERNEL, fastjson, (_body(rng),))
+        hitpath.step(frame, layout)
         limit = rng.choice([layout.DEFAULT_MAX_FRAME_LENGTH, 64, 300])
         if contract is not None and n % cost_every == 0:
             with costmeter.reference():
@@ -150,7 +312,9 @@ def fuzz_loop(seconds, seed, inputs, cost_every=5):
                 raise SystemExit(f"kernel_fuzz: finding: {header!r} read as {got!r}, the codec reads {want!r}")
         n += 1
     print(f"kernel_fuzz: {n} inputs under AddressSanitizer, no finding ({read} read by the kernel "
-          "and equal to the codec's command, the rest left to the codec)", flush=True)
+          f"and equal to the codec's command, the rest left to the codec; {hitpath.runs} streams "
+          f"had {hitpath.hits} cached answers, {hitpath.compiled_hits} of them by answer_hits, "
+          "all as the Python path's)", flush=True)
     if contract is not None:
         print(f"kernel_fuzz: cost of {counted} inputs in the pure-Python codec counted, the "
               f"dearest {contract.worst[0]:.3f} of what the contract allows", flush=True)

@@ -62,19 +62,21 @@ def cpu_seconds(pid):
         return None
 
 
-def timed_run(cmd, pid, warmup):
-    """Run a load generator; its JSON figures plus the server's CPU time per operation over the
-    measured window (after the warm-up), which does not depend on what else the machine does."""
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
+def timed_run(cmd, pid, warmup, cpus=None, cpu_of=cpu_seconds):
+    """Run a load generator (on the CPUs ``cpus``, when given); its JSON figures plus the
+    server's CPU time per operation over the measured window (after the warm-up; ``cpu_of(pid)``
+    reads it), which does not depend on what else the machine does."""
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True,
+                            preexec_fn=None if cpus is None else lambda: os.sched_setaffinity(0, cpus))
     time.sleep(warmup)
-    before = cpu_seconds(pid)
+    before = cpu_of(pid)
     out, _ = proc.communicate()
-    after = cpu_seconds(pid)
+    after = cpu_of(pid)
     if proc.returncode:
         raise SystemExit(f"{cmd[0]} failed ({proc.returncode})")
     result = json.loads(out.strip().splitlines()[-1])
     if before is not None and after is not None and result.get("ops"):
-        result["server_cpu_us_per_op"] = round((after - before) / result["ops"] * 1e6, 1)
+        result["server_cpu_us_per_op"] = round((after - before) / result["ops"] * 1e6, 2)
     return result
 
 

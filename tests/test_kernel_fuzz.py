@@ -1,8 +1,9 @@
 """A fixed 3,000 inputs of bench/kernel_fuzz.py: the header kernel under AddressSanitizer on
 mutated genuine frames and random bytes (issue 31's hostile numbers among them), each reading
-compared with the Python codec's, and every fifth one's cost in the codec counted and held to the
-genuine frames' per byte. A count of inputs, never a time budget, so a busy machine runs the
-same inputs."""
+compared with the Python codec's, every fifth one's cost in the codec counted and held to the
+genuine frames' per byte, and the answer cache's compiled hit path on streams of them and of
+cached requests, compared with the Python path. A count of inputs, never a time budget, so a
+busy machine runs the same inputs."""
 import subprocess
 import sys
 from pathlib import Path
@@ -19,3 +20,5 @@ def test_a_fixed_kernel_fuzz_run_under_addresssanitizer_finds_nothing():
     read = int(out.stdout.split("no finding (")[1].split()[0])
     assert read > INPUTS // 10       # the kernel read many of them, not only refused them
     assert f"kernel_fuzz: cost of {INPUTS // 5} inputs in the pure-Python codec counted" in out.stdout
+    compiled = int(out.stdout.split(" of them by answer_hits")[0].rsplit(None, 1)[1])
+    assert compiled > INPUTS // 10   # and the hit path answered many

@@ -80,13 +80,21 @@ def test_the_check_catches_a_hand_sliced_prefix():
 NATIVE = ROOT / "rocketpy" / "capture" / "_native"
 KERNEL = ROOT / "rocketpy" / "remoting" / "_kernel"
 #: the C code that reads a frame's bytes: the header kernel and the capture core's frame code
-FRAME_CODE = (KERNEL / "kernel.c", KERNEL / "kernel.h", KERNEL / "module.c",
+FRAME_CODE = (KERNEL / "kernel.c", KERNEL / "kernel.h", KERNEL / "module.c", KERNEL / "hits.c",
               NATIVE / "stream.c", NATIVE / "header.c", NATIVE / "decoder.c")
 
 
 def c_defines(text):
     """``{name: value text}`` of a C file's ``#define NAME value`` lines."""
     return {m[1]: m[2].strip() for m in re.finditer(r"^#define (\w+) ([^/\n]+)", text, re.M)}
+
+
+def _json_opaque_key():
+    """What the JSON encoder writes before an opaque (the last member before the hole)."""
+    from rocketpy.remoting import RemotingCommand
+    from rocketpy.remoting.frame import encode_template
+    pre = encode_template(RemotingCommand.request(105, {"topic": "T"}, opaque=1)).pre
+    return pre[pre.rindex(b",") + 1:].decode()
 
 
 def layout_in_c():
@@ -109,6 +117,8 @@ def layout_in_c():
         "RMQ_VALUE_LENGTH_SIZE": layout.ROCKETMQ_VALUE_LENGTH.size,
         "RMQ_MAX_LANGUAGE": layout.MAX_LANGUAGE,
         "HUNT_BINARY_HEADER_LIMIT": 1 << 16,      # FRAME_START_CANDIDATE's binary header bound
+        # where Java's JSON header writes the opaque (the answer cache's key, cut in C too)
+        "JSON_OPAQUE_KEY": _json_opaque_key(),
     }
 
 

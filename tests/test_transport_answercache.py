@@ -113,6 +113,16 @@ class AnswerCacheTests(SynchronousTestCase):
         self.assertEqual([a.body for a in _answers(t)], [b"body-0", b"body-1", b"body-1"])
         self.assertEqual(proc.calls, 2)
 
+    def test_a_binary_header_longer_than_its_frame_is_a_decode_error(self):
+        """The cache's key is cut only from a header that is all in the frame: one whose
+        prefix claims more made the opaque's read raise (struct.error) out of dataReceived."""
+        proto, t, _ = _stack(Counter())
+        frame = (4).to_bytes(4, "big") + (1 << 24 | 100).to_bytes(4, "big")
+        proto.dataReceived(frame)
+        self.assertTrue(proto.closing)
+        self.assertEqual(t.value(), b"")
+        self.flushLoggedErrors()
+
     def test_uncacheable_codes_always_processed(self):
         proc = Counter()
         proto, t, _ = _stack(proc)
@@ -196,15 +206,31 @@ def _server(profile, tmp, cache, **props):
     return top, clock
 
 
-def _run_capture(path, tmp, cache):
+def _reads(events, grouped):
+    """``(kind, connection, frames)`` of each read: one request each, or with ``grouped`` a
+    connection's consecutive requests (nothing else between them) in one."""
+    reads = []
+    for event in events:
+        if (grouped and reads and event.kind == "request" == reads[-1][0]
+                and reads[-1][1] == event.conversation.index):
+            reads[-1][2].append(event.request_frame)
+        else:
+            reads.append((event.kind, event.conversation.index, [event.request_frame]))
+    return reads
+
+
+def _run_capture(path, tmp, cache, grouped=False, on_cache=None):
+    """The bytes written for each read of the capture's requests (see :func:`_reads`), and the
+    answer cache; ``on_cache(cache)`` first, when given."""
     top, clock = _server(replay.capture_profile(path), tmp, cache)
     factory = top.factory
+    if on_cache is not None:
+        on_cache(factory.answer_cache)
     conns = {}
     out = []
-    for event in replay.replay_events(path):
-        index = event.conversation.index
+    for kind, index, frames in _reads(replay.replay_events(path), grouped):
         clock.advance(0)  # drain queued unregistrations, as the reactor would
-        if event.kind == "close":
+        if kind == "close":
             if index in conns:
                 proto, _ = conns.pop(index)
                 proto.connectionLost(Failure(ConnectionDone()))
@@ -215,7 +241,7 @@ def _run_capture(path, tmp, cache):
             proto.makeConnection(transport)
             conns[index] = (proto, transport)
         proto, transport = conns[index]
-        proto.dataReceived(event.request_frame)
+        proto.dataReceived(b"".join(frames))
         out.append(transport.value())
         transport.clear()
     return out, factory.answer_cache

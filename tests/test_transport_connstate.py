@@ -1,6 +1,7 @@
 """Transport: the connection's states and pause reasons (``rocketpy.transport.connstate``), the
 TLS sniffer in isolation (``sniff``), the adapter for Twisted's shared read size / high-water
-mark and the socket peek (``tuning``), and the governor's two-method view of a connection.
+mark, the socket peek and the direct write (``tuning``), and the governor's two-method view of a
+connection.
 
 And the case the hand-written resume conditions got wrong: a throttled peer that half-closed
 (``shutdown(SHUT_WR)``) was taken for gone when its turn came -- the peek saw the end of the
@@ -253,6 +254,94 @@ class TuningTests(SynchronousTestCase):
             self.assertEqual(TransportTuning(t).peer_gone(), gone, how)
 
 
+class DirectWriteTests(SynchronousTestCase):
+    """A write goes straight to the socket when the TCP transport has nothing queued: no round
+    through the reactor (no writer registered), and bytes in order whatever is queued."""
+
+    def connection(self):
+        from twisted.internet.tcp import Connection
+        from twisted.internet.testing import MemoryReactor
+        listener = socket.create_server(("127.0.0.1", 0))
+        theirs = socket.socket()
+        theirs.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 8192)   # small buffers: a big
+        theirs.connect(listener.getsockname())                         # write fills them
+        ours, _ = listener.accept()
+        ours.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 8192)
+        listener.close()
+        for s in (ours, theirs):
+            s.setblocking(False)
+            self.addCleanup(s.close)
+        reactor = MemoryReactor()
+        conn = Connection(ours, TLSLayer(), reactor)
+        conn.connected = 1
+        return conn, reactor, theirs
+
+    def received(self, theirs):
+        out = b""
+        while True:
+            try:
+                chunk = theirs.recv(1 << 20)
+            except BlockingIOError:
+                return out
+            out += chunk
+
+    def test_nothing_queued_is_sent_at_once(self):
+        conn, reactor, theirs = self.connection()
+        TransportTuning(conn).write(b"answer")
+        self.assertEqual(self.received(theirs), b"answer")
+        self.assertEqual((reactor.writers, conn.dataBuffer, conn._tempDataLen), (set(), b"", 0))
+
+    def test_behind_queued_bytes_it_is_queued_too(self):
+        conn, reactor, theirs = self.connection()
+        conn.write(b"first,")                  # queued: the reactor's next pass sends it
+        TransportTuning(conn).write(b"second")
+        self.assertEqual(self.received(theirs), b"")
+        self.assertEqual(reactor.writers, {conn})
+        conn.doWrite()
+        self.assertEqual(self.received(theirs), b"first,second")
+
+    def test_what_the_socket_does_not_take_is_queued_in_order(self):
+        conn, reactor, theirs = self.connection()
+        data = bytes(range(256)) * 8192        # 2 MiB: more than a socket buffer holds
+        tuning = TransportTuning(conn)
+        tuning.write(data)
+        tuning.write(b"tail")
+        self.assertEqual(reactor.writers, {conn})
+        got = b""
+        for _ in range(10_000):                # bounded: the socket drains, the reactor writes
+            got += self.received(theirs)
+            if conn in reactor.writers:
+                conn.doWrite()
+            elif len(got) == len(data) + 4:
+                break
+        self.assertEqual(got, data + b"tail")
+
+    def test_tls_and_closing_connections_are_written_as_before(self):
+        conn, reactor, theirs = self.connection()
+        conn.TLS = True                        # (Twisted hands TLS writes to its TLS layer)
+        TransportTuning(conn).write(b"answer")
+        self.assertEqual((self.received(theirs), conn.protocol.written), (b"", [b"answer"]))
+        conn, reactor, theirs = self.connection()
+        conn.disconnecting = True
+        TransportTuning(conn).write(b"answer")
+        self.assertEqual((self.received(theirs), conn._tempDataBuffer), (b"", [b"answer"]))
+
+    def test_other_transports_are_written_as_usual(self):
+        t = StringTransport()
+        TransportTuning(t).write(b"answer")
+        self.assertEqual(t.value(), b"answer")
+
+
+class TLSLayer:
+    """What a TCP connection hands its writes to once TLS has started (its ``protocol``)."""
+
+    def __init__(self):
+        self.written = []
+
+    def write(self, data):
+        self.written.append(data)
+
+
 class Handled(StringTransport):
     """A transport with a real socket behind ``getHandle`` (``ISystemHandle``); reading the
     private ``socket`` attribute fails the test."""
@@ -320,7 +409,7 @@ class GovernedConnectionTests(SynchronousTestCase):
         proto.makeConnection(t)
         proto.dataReceived(b"".join(request(i) for i in range(30)))
         self.assertTrue(proto.throttled)
-        self.assertEqual(len(opaques(t)), 17)  # 12 served, 5 shed, 13 held
+        self.assertEqual(len(opaques(t)), 12)  # 12 served, 18 held
         return clock, proto, t
 
     def test_a_throttled_peer_that_half_closed_gets_every_answer(self):
@@ -343,5 +432,5 @@ class GovernedConnectionTests(SynchronousTestCase):
         ours.send(b"x")
         theirs.close()
         clock.advance(0)
-        self.assertEqual(len(opaques(t)), 17)  # nothing more served
+        self.assertEqual(len(opaques(t)), 12)  # nothing more served
         self.assertTrue(getattr(t, "disconnected", False))  # aborted (StringTransport)

@@ -182,10 +182,12 @@ class FramingTests(SynchronousTestCase):
         h = Harness()
         proto, t = h.connect()
         writes = []
+        t.write = writes.append
         t.writeSequence = lambda seq: writes.append(list(seq))
         proto.dataReceived(b"".join(request(opaque=i) for i in range(8)))
         self.assertEqual(len(writes), 1)
-        self.assertEqual(len(writes[0]), 8)
+        self.assertEqual([a.opaque for a in map(decode_frame, split_frames(writes[0])[0])],
+                         list(range(8)))
 
     def test_rocketmq_binary_header_request(self):
         h = Harness()

@@ -27,7 +27,7 @@ __all__ = ["FRAME", "FRAME_COMPILED", "ROCKETMQ_HEADER", "ROCKETMQ_HEADER_COMPIL
            "ROCKETMQ_EXT_LENGTH", "ROCKETMQ_KEY_LENGTH", "ROCKETMQ_VALUE_LENGTH",
            "frame_length", "frame_total", "read_prefix", "pack_prefix", "build_frame",
            "header_span", "has_prefix", "header_bytes", "body_length", "rocketmq_field",
-           "frame_at", "bytes_needed", "frames_at_least", "split_frames",
+           "frame_at", "bytes_needed", "frames_at_least", "whole_frames", "split_frames",
            "FRAME_START_CANDIDATE", "CANDIDATE_TAIL", "HUNT_BINARY_HEADER_LIMIT", "PLAUSIBLE", "IMPLAUSIBLE", "UNDECIDED",
            "MAX_LANGUAGE", "opens_json_header", "plausible_prefix", "plausible_binary_fields",
            "request_without_opaque", "peek_request", "OpaqueTemplate"]
@@ -228,6 +228,17 @@ def frames_at_least(data, n):
     return True
 
 
+def whole_frames(buf, pos=0):
+    """How many whole frames follow ``buf[pos]`` (up to the first not all there)."""
+    n, size = 0, len(buf)
+    while size - pos >= LENGTH_SIZE:
+        pos += frame_total(buf, pos)
+        if pos > size:
+            break
+        n += 1
+    return n
+
+
 def split_frames(buf, max_frame_length=DEFAULT_MAX_FRAME_LENGTH):
     """Return ``(frames, remainder)``: every whole frame at the front of ``buf``, and the rest.
 
@@ -385,7 +396,8 @@ def request_without_opaque(frame):
         if digits[0] in b"0-" and not _canonical(digits):
             return None
         return (frame[start:at], frame[m.end(1):]), digits
-    if serialize_type == ROCKETMQ and header_end - start >= ROCKETMQ_MIN_HEADER:
+    if (serialize_type == ROCKETMQ and header_end - start >= ROCKETMQ_MIN_HEADER
+            and header_end <= len(frame)):   # (a header past the frame: the decoder says so)
         at = start + _OPAQUE_AT
         return ((frame[start:at], frame[at + _OPAQUE_SIZE:]),
                 _INT32.unpack_from(frame, at)[0])

@@ -15,9 +15,16 @@ opaque digits the key was cut around, so a hit is byte for byte an accepted requ
 (canonical) opaque.
 
 The cache is bounded by bytes, evicting by "second chance" (a hit only marks its entry; eviction
-passes a marked entry once, unmarking it), so a hit costs one store, not a reordering."""
+passes a marked entry once, unmarking it), so a hit costs one store, not a reordering.
+
+Hits are most of the traffic, so where the header kernel is built they are answered in C, a run
+of them per call (:meth:`AnswerCache.answer_run`, the kernel's ``answer_hits``): it reads these
+entries as :meth:`lookup` does and stops at the first frame that is not a hit, which
+:meth:`lookup` then sees. This module's Python stays the reference
+(``tests/test_transport_hitpath.py``)."""
 from ..remoting.command import FLAG_RESPONSE
 from ..remoting.frame import encode_template
+from ..remoting.kernel import KERNEL
 from ..remoting.layout import JSON, request_without_opaque
 
 __all__ = ["AnswerCache", "DEFAULT_MAX_BYTES"]
@@ -31,15 +38,21 @@ _ENTRY_OVERHEAD = 200
 class AnswerCache:
     """Encoded answers by (request shape, route snapshot version): ``version_of(topic)`` is the
     topic's current version (``RouteInfoManager.route_version``); ``max_bytes`` bounds the entries,
-    and requests longer than ``max_request`` are never looked up."""
+    and requests longer than ``max_request`` are never looked up. ``compiled=False`` leaves the
+    kernel's hit path out (:attr:`answer_run` is None)."""
 
-    def __init__(self, version_of, max_bytes=DEFAULT_MAX_BYTES, max_request=2048):
+    def __init__(self, version_of, max_bytes=DEFAULT_MAX_BYTES, max_request=2048, compiled=True):
         self._version_of = version_of
         self.max_bytes = max_bytes
         self.max_request = max_request
-        self._entries = {}   # shape -> [topic, version, template, size, used], oldest first
+        # shape -> [topic, version, template, size, used], oldest first (the kernel reads them
+        # in this form: rocketpy/remoting/_kernel/hits.c)
+        self._entries = {}
         self.bytes = 0
         self.hits = 0
+        hits = getattr(KERNEL, "answer_hits", None) if compiled else None
+        #: ``answer_run(data, pos, most, room, max_frame_length)``, or None without the kernel
+        self.answer_run = None if hits is None else self._runner(hits)
 
     def __len__(self):
         return len(self._entries)
@@ -70,6 +83,20 @@ class AnswerCache:
             opaque = int(opaque)
         patched = template.opaque_bytes(opaque)
         return None if patched is None else template.frame(patched)
+
+    def _runner(self, hits):
+        entries, version_of = self._entries, self._version_of
+
+        def answer_run(data, pos, most, room, max_frame_length):
+            """The answers of the whole frames at ``data[pos:]`` that are hits, up to the first
+            that is not (or ``most`` answers, or ``room`` bytes of them): ``(answers, pos after
+            them, count)``, or None when the first is not a hit."""
+            run = hits(data, pos, most, room, max_frame_length, self.max_request, entries,
+                       version_of)
+            if run is not None:
+                self.hits += run[2]
+            return run
+        return answer_run
 
     def answer(self, key, request, response):
         """``response`` (a RemotingCommand answering ``request``) encoded, and kept under ``key``

@@ -2,27 +2,31 @@
 queues, ``RejectedExecutionException`` and ``SYSTEM_BUSY`` in ``NettyRemotingAbstract``, redone
 for a single thread), and the structured log events for every kind of trouble.
 
-Java answers ``SYSTEM_BUSY`` (2) with :data:`~rocketpy.remoting.codes.OVERLOAD_REMARK` when a
-request finds its executor queue full (50,000 route queries, 10,000 others); clients then back
-off. rocketpy has no queue (TCP holds what the reactor has not read), so its analogue of a
-full queue is a *turn* (one pass over the ready sockets, ended by a ``callLater(0)``) that has
-already served more than it can afford. Per turn:
+Java answers ``SYSTEM_BUSY`` (2) with :data:`~rocketpy.remoting.codes.OVERLOAD_REMARK` only when
+a request finds its executor queue full (50,000 route queries); clients then back off, and a
+Java producer's send fails. rocketpy serves one reactor *turn* (one pass over the ready sockets,
+ended by a ``callLater(0)``) at a time, and a turn spends at most so much:
 
 * each connection's first ``serverFairRequestsPerTurn`` requests are served (a broker or a
-  producer polling routes is never shed);
+  producer polling routes is served in the turn its request is read);
 * beyond that, requests draw from one shared budget: ``serverRequestsPerTurn`` requests or
   ``serverTurnMillis``, whichever runs out first;
-* once it is spent, a connection's further requests get Java's SYSTEM_BUSY answer, pre-encoded
-  with the opaque patched in (no decode, no processing), at most ``serverShedRequestsPerTurn``;
-* past that the connection is *throttled*: not read again until the next turn, so TCP pushes
-  back on the flooding client.
+* once it is spent, the connection is *throttled*: what it sent waits for a later turn, and its
+  socket is not read until then, so TCP pushes back on the client. A stretched turn (a
+  contended CPU makes 50 ms pass sooner) only delays: nobody is refused for it.
 
-Throttled connections wait in one queue; each turn resumes them in order while its budget lasts,
-each with a quantum of ``max(fair share, serverRequestsPerTurn / queue length)``. A read holding
-more than its fair share while the budget is spent (a flood starting) is shed and queued at once.
-So a light client is served in the first turn its request is read, flooders share the rest round
-robin, and a turn costs about ``serverTurnMillis`` plus the light clients' requests. The
-governor sees a connection only through
+Throttled connections wait in one queue; each turn resumes them in order while its budget lasts
+(the first always), each with a quantum of ``max(fair share, serverRequestsPerTurn / queue
+length)`` (its fair share at least). A read holding more than its fair share while the budget is
+spent (a flood starting) is queued at once. So a light client is served in the first turn its
+request is read, flooders share the rest round robin, and a turn costs about
+``serverTurnMillis`` plus the light clients' requests.
+
+The requests read and waiting in throttled connections are Java's queue: while they number
+``serverMaxWaitingRequests`` (Java's 50,000) or more, a connection's requests past its share of
+the turn get Java's SYSTEM_BUSY answer instead of waiting, pre-encoded with the opaque patched in
+(no decode, no processing), at most ``serverShedRequestsPerTurn`` per turn, and then it is
+throttled. The governor sees a connection only through
 :class:`~rocketpy.transport.interfaces.IGovernedConnection`; a queued connection, resumed,
 peeks at its socket first (``MSG_PEEK``), so a peer that reset is dropped instead of served what
 it left behind (one that half-closed is still answered).
@@ -64,7 +68,7 @@ TROUBLE_EVENTS = {
     "request.shed": "requests answered SYSTEM_BUSY [OVERLOAD] instead of being processed "
                     "(logged once per connection and overload episode; a full decode pool: "
                     "reason 'decode queue', logged at the 1st, 2nd, 4th... refusal)",
-    "overload.start": "a reactor turn ran out of request budget: shedding starts",
+    "overload.start": "serverMaxWaitingRequests requests wait in queued connections: shedding starts",
     "overload.end": "a turn served everything again; the episode's shed count",
     "connection.expired": "closed by a timeout: idle (no traffic), slow frame (slow loris)",
     "connection.dropped": "closed by a limit: too much memory in partly received frames",
@@ -78,15 +82,18 @@ LIMIT_KEYS = (
      "open connections at most; more are closed at once, logged (Java has no limit)"),
     ("serverRequestsPerTurn", "requests_per_turn", 10_000,
      "requests one reactor turn serves beyond the fair shares; past them (or serverTurnMillis) "
-     "connections that send more get SYSTEM_BUSY [OVERLOAD] and are queued"),
+     "connections that send more wait for a later turn (queued)"),
     ("serverTurnMillis", "turn_millis", 50,
      "milliseconds one reactor turn may spend on requests beyond the fair shares"),
     ("serverFairRequestsPerTurn", "fair_requests_per_turn", 4,
      "requests per connection and turn served even when the turn's budget is spent (not for a "
-     "connection that sends more in one read, or is queued)"),
+     "connection that sends more in one read then; a queued one gets as many when its turn comes)"),
     ("serverShedRequestsPerTurn", "shed_requests_per_turn", 4,
-     "SYSTEM_BUSY answers per connection and turn; after them its socket is not read until its "
-     "turn in the queue"),
+     "SYSTEM_BUSY answers per connection and turn while serverMaxWaitingRequests wait; after "
+     "them its socket is not read until its turn in the queue"),
+    ("serverMaxWaitingRequests", "max_waiting_requests", 50_000,
+     "requests read and waiting in queued connections past which requests over a connection's "
+     "share get SYSTEM_BUSY [OVERLOAD] (Java's clientRequestThreadPoolQueueCapacity)"),
     ("serverMaxPendingFrameBytes", "max_pending_frame_bytes", 1 << 30,
      "bytes of partly received frames over 1 MiB, all connections together; the connection "
      "that would exceed it is closed"),
@@ -108,6 +115,7 @@ class ServerLimits:
     turn_millis: int = 50
     fair_requests_per_turn: int = 4
     shed_requests_per_turn: int = 4
+    max_waiting_requests: int = 50_000
     max_pending_frame_bytes: int = 1 << 30
 
     @classmethod
@@ -220,8 +228,9 @@ def overload_answer(overload_response=None):
 
 class LoadGovernor:
     """Applies :class:`ServerLimits` for one factory: connection admission, the per-turn request
-    budget (serve / shed / throttle), and the pending large-frame memory. A turn ends with
-    ``clock.callLater(0, ...)``; ``overload_response`` is the processor's (or None)."""
+    budget (serve / throttle, and shed while too many wait), and the pending large-frame memory.
+    A turn ends with ``clock.callLater(0, ...)``; ``overload_response`` is the processor's (or
+    None)."""
 
     log = Logger(observer=logs.observer)
 
@@ -234,6 +243,7 @@ class LoadGovernor:
         self._unlimited = limits.requests_per_turn == 0
         self._fair = limits.fair_requests_per_turn
         self._shed_quota = limits.shed_requests_per_turn
+        self._max_waiting = limits.max_waiting_requests
         self._turn_left = self._pool
         self._turn_seconds = limits.turn_millis / 1000.0 if limits.turn_millis else float("inf")
         self._turn_started = 0.0
@@ -242,6 +252,9 @@ class LoadGovernor:
         self._queue = {}               # throttled protos waiting for a turn, in order
         self._heavy = set()            # protos that came from the queue this turn
         self._quantum = limits.fair_requests_per_turn
+        self._waiting = {}             # queued proto -> requests of its read it holds
+        #: requests read and waiting in queued connections (Java's executor queue)
+        self.waiting = 0
         #: the turn's stopwatch (seconds); tests replace it
         self.timer = perf_counter
         self._pending = {}       # proto -> bytes of its partly received large frame
@@ -303,6 +316,7 @@ class LoadGovernor:
         self._heavy.discard(proto)
         self._logged_peers.discard(proto)
         self._queue.pop(proto, None)
+        self.waiting -= self._waiting.pop(proto, 0)
 
     # -- the per-turn budget ---------------------------------------------------------------
 
@@ -310,9 +324,16 @@ class LoadGovernor:
         self._turn_call = self._clock.callLater(0, self._end_turn)
         self._turn_started = self.timer()
 
-    def allowance(self, proto, data=None):
+    @property
+    def queue_full(self):
+        """As many requests wait as Java's queue holds: requests past a share are shed."""
+        return 0 < self._max_waiting <= self.waiting
+
+    def allowance(self, proto, data=None, held=False):
         """``(serve, stop)`` for one read ``data`` of ``proto``: serve the first ``serve`` frames,
-        shed those after, and from frame ``stop`` on leave the rest for the next turn."""
+        shed those after, and from frame ``stop`` on leave the rest for a later turn. Only a
+        fresh read is shed, while :attr:`queue_full`: what a connection ``held`` was read before
+        (into the queue, in Java's terms) and waits its turn."""
         if self._unlimited:
             return _UNLIMITED, _UNLIMITED
         if self._turn_call is None:
@@ -321,17 +342,22 @@ class LoadGovernor:
             self._turn_left = 0  # this turn has run long enough, whatever it served
         served, shed = self._used.get(proto, (0, 0))
         left = self._turn_left if self._turn_left > 0 else 0
+        fair = self._fair - served if served < self._fair else 0
         if proto in self._heavy:
-            # came from the queue: its quantum of the budget, then back to the end of the queue
+            # came from the queue: its quantum of the budget (its fair share, and one request,
+            # at least: the queue moves however long a turn takes), then back to its end
             serve = self._quantum - served if served < self._quantum else 0
             if serve > left:
-                serve = left
+                floor = (self._fair or 1) - served
+                serve = left if left > floor else floor if floor > 0 else 0
         else:
-            serve = self._fair - served if served < self._fair else 0
+            serve = fair
             if left:
                 serve += left
             elif serve and data is not None and frames_at_least(data, self._fair + 1):
                 serve = 0  # a flood in one read while the budget is spent: queued at once
+        if held or not self.queue_full:
+            return serve, serve  # the rest waits: a turn that ran long delays, never refuses
         shed_left = self._shed_quota - shed
         return serve, serve + (shed_left if shed_left > 0 else 0)
 
@@ -365,9 +391,9 @@ class LoadGovernor:
             self.overloaded = True
             self._episode_start = self._clock.seconds()
             trouble(self.log, "overload.start", proto.remote_addr, "overload",
-                    "system busy: a reactor turn used its budget ({budget} requests or {ms} ms); "
-                    "answering SYSTEM_BUSY [OVERLOAD] to connections past their fair share",
-                    budget=self._pool, ms=self.limits.turn_millis)
+                    "system busy: {waiting} requests wait (serverMaxWaitingRequests {cap}); "
+                    "answering SYSTEM_BUSY [OVERLOAD] to connections past their share of a turn",
+                    waiting=self.waiting, cap=self._max_waiting)
         if proto not in self._logged_peers:
             self._logged_peers.add(proto)
             self._episode_peers += 1
@@ -400,8 +426,11 @@ class LoadGovernor:
             return None
         return self.answer.encode_for(request.opaque)
 
-    def throttle(self, proto):
-        """``proto`` used its share of this turn: it joins the end of the queue."""
+    def throttle(self, proto, held=0):
+        """``proto`` used its share of this turn and holds ``held`` requests of its read: it
+        joins the end of the queue."""
+        self.waiting += held - self._waiting.get(proto, 0)
+        self._waiting[proto] = held
         if proto in self._queue:
             return
         self._queue[proto] = None
@@ -436,11 +465,13 @@ class LoadGovernor:
         self._quantum = max(1, self._fair, self._pool // len(waiting))  # progress, always
         self._start_turn()
         for i, proto in enumerate(waiting):
-            if self._turn_left <= 0 or self.timer() - self._turn_started > self._turn_seconds:
+            if i and (self._turn_left <= 0
+                      or self.timer() - self._turn_started > self._turn_seconds):
                 queue = dict.fromkeys(p for p in waiting[i:] if not p.is_closing())
                 queue.update(self._queue)
                 self._queue = queue
                 break
+            self.waiting -= self._waiting.pop(proto, 0)
             proto.unthrottle()
 
     # -- partly received large frames ------------------------------------------------------

@@ -8,9 +8,11 @@ sniffer (:mod:`~rocketpy.transport.sniff`), the frame receiver
 
 * TLS mode on the first byte (0x16, a handshake): start TLS or refuse, per ``tls.server.mode``.
 * A length over the limit closes the connection before any of that frame is buffered.
-* Requests are answered in arrival order, one ``writeSequence`` per read (Java may answer
+* Requests are answered in arrival order, one write per read (Java may answer
   pipelined requests out of order; in order is one of the orders it can produce). A Deferred
-  answer is written when it fires.
+  answer is written when it fires. Cached answers, most of the traffic, come from the compiled
+  hit path a run at a time (:attr:`~rocketpy.transport.answercache.AnswerCache.answer_run`);
+  the frame that ends a run, and every frame without the kernel, is served here one by one.
 * Work off the reactor thread (:mod:`rocketpy.transport.offload`): a
   :class:`~rocketpy.namesrv.pending.Pending` answer (a big REGISTER_BROKER body, a KV or config
   write) runs its ``work`` on its lane's pool while this connection is paused -- its later frames
@@ -46,7 +48,7 @@ from ..remoting.command import FLAG_ONEWAY, FLAG_RESPONSE, RemotingCommand
 from ..remoting.errors import RemotingCodecError
 from ..remoting.fastjson import FASTJSON_1_2_83
 from ..remoting.frame import decode_frame
-from ..remoting.layout import frame_at
+from ..remoting.layout import frame_at, whole_frames
 from .connstate import DECODE, DRAINING, FLOW, OVERLOAD, SNIFFING, ConnectionState, PauseReasons
 from .interfaces import IGovernedConnection
 from .limits import LARGE_FRAME, NOT_SHED
@@ -260,7 +262,8 @@ class RemotingServerProtocol(Protocol):
                 return
             self.transport.resumeProducing()
             if self._frames.complete:
-                self._consume(self._frames.take())
+                known = self._frames.frames
+                self._consume(self._frames.take(), known, True)
         self._close_if_answered()
 
     def pauseProducing(self):
@@ -286,7 +289,7 @@ class RemotingServerProtocol(Protocol):
     # -- input ------------------------------------------------------------------------------
 
     def dataReceived(self, data):
-        if self.closing:
+        if self._state.closing:
             return
         self._metrics.bytes_received += len(data)
         self._last_activity = self._clock.seconds()
@@ -314,52 +317,83 @@ class RemotingServerProtocol(Protocol):
         self.close(verdict.reason)
         return False
 
-    def _consume(self, data):
-        """Serve every whole frame in ``data``; keep the rest for the next read."""
+    def _consume(self, data, known=None, held=False):
+        """Serve every whole frame in ``data`` (``known`` of them, when that was counted; what
+        the connection ``held`` while paused, or a fresh read); keep the rest for the next
+        read."""
+        cache = self._cache
+        run = cache.answer_run if cache is not None else None  # hits in C, a run per call
+        gate = self._gate  # this turn's budget: serve, (shed,) then wait (transport/limits.py)
+        serve, stop = gate.allowance(self, data, held)
         size = len(data)
+        started = perf_counter()
+        ran = run is not None and serve > 0
+        if ran:  # most reads are route queries with cached answers, all of them: done at once
+            answered = run(data, 0, serve, FLUSH_BYTES, self._max)
+            if answered is not None and answered[1] == size:
+                answers, _, n = answered
+                self._metrics.cached_answers(n, perf_counter() - started)
+                gate.spent(self, n, 0)
+                self._write([answers])
+                if self._holding:
+                    self._hold_frame(0)
+                return
         pos = 0
         out = []
         out_bytes = 0
         limit = self._max
         handle = self._handle
-        lookup = self._cache.lookup if self._cache is not None else None
-        gate = self._gate  # this turn's budget: serve, then shed, then stop (transport/limits.py)
-        serve, stop = gate.allowance(self, data)
+        lookup = cache.lookup if cache is not None else None
         taken = 0
         throttle = False
         pause = self._pause
         state = self._state
         metrics = self._metrics  # cached answers are timed per read: see transport/metrics.py
-        started, slow, hits = perf_counter(), metrics.processed_seconds, 0
+        slow, hits = metrics.processed_seconds, 0
+        after_run = False
         while pos < size:
-            end = frame_at(data, pos, size, limit)
-            if end < 0:
-                gate.bad_frame(self, "frame length", "decode exception, {peer}: frame length {n} "
-                               "(limit {limit}); closing", n=-end, limit=limit)
-                if out:
-                    self._write(out)
-                self.close("frame length")
-                return
-            if end == 0 or end > size:
-                break
-            if taken >= stop:  # shed enough this turn: the rest waits for the next one
-                throttle = True
-                break
-            frame = data if pos == 0 and end == size else data[pos:end]
-            pos = end
-            taken += 1
-            if taken > serve:  # over budget: SYSTEM_BUSY [OVERLOAD] instead of processing
-                answer = gate.shed(self, frame)
-                if answer is NOT_SHED:
-                    answer = handle(frame, None)
-            elif lookup is None:
-                answer = handle(frame, None)
-            else:  # the cached-answer shortcut, inlined: it is most of the traffic
-                answer = lookup(frame)
-                if answer.__class__ is not bytes:
-                    answer = handle(frame, answer)
+            answer = None
+            if run is not None and taken < serve and not after_run:
+                # the hits from here on, up to the first frame that is not one: that frame (if
+                # any) takes the per-frame path next, as every frame does without the kernel
+                if ran:
+                    ran = False  # (the run from the start, above)
                 else:
-                    hits += 1
+                    answered = run(data, pos, serve - taken, FLUSH_BYTES - out_bytes, limit)
+                if answered is not None:
+                    answer, pos, n = answered
+                    taken += n
+                    hits += n
+            after_run = answer is not None
+            if answer is None:
+                end = frame_at(data, pos, size, limit)
+                if end < 0:
+                    gate.bad_frame(self, "frame length", "decode exception, {peer}: frame length "
+                                   "{n} (limit {limit}); closing", n=-end, limit=limit)
+                    if out:
+                        self._write(out)
+                    self.close("frame length")
+                    return
+                if end == 0 or end > size:
+                    break
+                if taken >= stop:  # shed enough this turn: the rest waits for the next one
+                    throttle = True
+                    break
+                frame = data if pos == 0 and end == size else data[pos:end]
+                pos = end
+                taken += 1
+                if taken > serve:  # past a full queue's share: SYSTEM_BUSY [OVERLOAD], unprocessed
+                    answer = gate.shed(self, frame)
+                    if answer is NOT_SHED:
+                        answer = handle(frame, None)
+                elif lookup is None:
+                    answer = handle(frame, None)
+                else:  # the cached-answer shortcut, inlined: it is most of the traffic
+                    answer = lookup(frame)
+                    if answer.__class__ is not bytes:
+                        answer = handle(frame, answer)
+                    else:
+                        hits += 1
             if answer is not None:
                 out.append(answer)
                 out_bytes += len(answer)
@@ -378,14 +412,17 @@ class RemotingServerProtocol(Protocol):
         if pos < size and not self.closing:
             # (a throttled read keeps its rest as a view: no copy into fresh pages per turn)
             rest = (memoryview(data)[pos:] if throttle else data[pos:]) if pos else data
-            self._frames.keep(rest)
+            waiting = None
+            if throttle:  # the requests it holds: counted once a read, then less those served
+                waiting = known - taken if known is not None else whole_frames(rest)
+            self._frames.keep(rest, waiting)
             self._frame_started = self._last_activity
             need = self._frames.need
             if (need >= LARGE_FRAME or self._holding) and not self._hold_frame(need):
                 return
             if throttle:
                 self._paused_for(OVERLOAD)
-                gate.throttle(self)
+                gate.throttle(self, waiting)
         elif self._holding:
             self._hold_frame(0)
 
@@ -400,13 +437,11 @@ class RemotingServerProtocol(Protocol):
 
     def _write(self, answers):
         self._last_activity = self._clock.seconds()
-        self._tuning.before_write()  # e.g. a late (Deferred) answer while a big frame is incomplete
-        if len(answers) == 1:
-            self._metrics.bytes_sent += len(answers[0])
-            self.transport.write(answers[0])
-        else:
-            self._metrics.bytes_sent += sum(map(len, answers))
-            self.transport.writeSequence(answers)
+        data = answers[0] if len(answers) == 1 else b"".join(answers)
+        self._metrics.bytes_sent += len(data)
+        # at once when nothing is queued, and with the usual high-water mark, even for a late
+        # (Deferred) answer while a big frame is incomplete (transport/tuning.py)
+        self._tuning.write(data)
 
     # -- one frame ----------------------------------------------------------------------------
 

@@ -17,13 +17,15 @@ __all__ = ["FrameReceiver"]
 class FrameReceiver:
     """Bytes held between reads: ``have`` of the ``need`` the frame at their start takes."""
 
-    __slots__ = ("_tuning", "_chunks", "have", "need")
+    __slots__ = ("_tuning", "_chunks", "have", "need", "frames")
 
     def __init__(self, tuning):
         self._tuning = tuning
         self._chunks = []
         self.have = 0
         self.need = 0
+        #: whole frames in what is held, when the caller said (:meth:`keep`); None: not known
+        self.frames = None
 
     @property
     def holding(self):
@@ -47,6 +49,7 @@ class FrameReceiver:
         if self._chunks:
             self._chunks.append(data)
             self.have += len(data)
+            self.frames = None
             if self.have < self.need or paused:
                 self._tuning.read_up_to(self.need - self.have)  # no further than its end
                 return None
@@ -55,6 +58,7 @@ class FrameReceiver:
             self._chunks = [data]
             self.have = len(data)
             self.need = 0  # not looked at yet: served as a whole when reading resumes
+            self.frames = None
             return None
         return data
 
@@ -62,14 +66,17 @@ class FrameReceiver:
         """Everything held, joined, and nothing held any more."""
         data = b"".join(self._chunks) if len(self._chunks) > 1 else bytes(self._chunks[0])
         self._chunks = []
+        self.frames = None
         self._tuning.read_up_to(0)
         return data
 
-    def keep(self, rest):
-        """Hold ``rest`` (what a read left after its whole frames); read ahead for a big frame."""
+    def keep(self, rest, frames=None):
+        """Hold ``rest`` (what a read left after its whole frames, ``frames`` of them when the
+        caller knows); read ahead for a big frame."""
         self._chunks = [rest]
         self.have = len(rest)
         self.need = bytes_needed(rest)
+        self.frames = frames
         self._tuning.read_up_to(self.need - self.have)
 
     def clear(self):

@@ -1,5 +1,5 @@
 """Transport layer: the one adapter for what Twisted has no public API for -- a connection's
-read size, its write high-water mark, and a look at its socket.
+read size, its write high-water mark, a look at its socket, and a write straight to it.
 
 Twisted's TCP and UNIX transports keep a single attribute, ``bufferSize``: ``doRead`` passes it
 to ``recv`` and ``write`` pauses the producer once more than that many bytes wait to be sent.
@@ -11,11 +11,23 @@ Java keeps them apart (``SO_RCVBUF`` / the channel's read allocator, and
   :meth:`TransportTuning.before_write` puts the high-water mark back before anything is written,
   so an answer is never measured against a raised read size.
 
+A TCP transport's ``write`` only queues: the bytes go out on the reactor's next pass, which
+registers the socket for writing (``startWriting``, an ``epoll_ctl``), dispatches ``doWrite``
+(``send``) and unregisters it (``stopWriting``, another ``epoll_ctl``) -- for a route query's
+answer, more than the answer itself costs. :meth:`TransportTuning.write` sends at once on the
+transport's socket (``getHandle``) when the transport has nothing queued (its ``dataBuffer`` and
+``_tempDataLen``, the one other private state read here) and is a plain, open TCP connection;
+whatever the socket does not take, every write while something is queued or on TLS, and a
+socket error (which the transport's own write then meets and closes the connection for) go
+through ``transport.write`` as before, so bytes keep their order and flow control (the
+high-water mark, ``pauseProducing``) is the transport's.
+
 Everything else goes through public interfaces (``ITCPTransport.setTcpNoDelay``,
 ``ISystemHandle.getHandle``); a transport without them (a TLS layer of tests, a
 ``StringTransport``) is left alone."""
 import socket
 
+from twisted.internet.tcp import Connection
 from twisted.logger import Logger
 
 from . import logs
@@ -31,12 +43,16 @@ log = Logger(observer=logs.observer)
 class TransportTuning:
     """The adapter of one connection's transport (see the module docstring)."""
 
-    __slots__ = ("_transport", "_sized", "_usual", "_raised")
+    __slots__ = ("_transport", "_sized", "_usual", "_raised", "_tcp", "_socket")
 
     def __init__(self, transport, send_buffer=0, receive_buffer=0, high_water_mark=0):
         size = getattr(transport, "bufferSize", None)
         adjustable = type(size) is int and size > 0
         self._transport = transport
+        #: the transport when it is Twisted's TCP connection (written to at once when it can
+        #: be), and its socket
+        self._tcp = transport if isinstance(transport, Connection) else None
+        self._socket = self.handle(transport) if self._tcp is not None else None
         self._sized = transport if adjustable else None  # its bufferSize may be changed
         if adjustable and high_water_mark > 0:
             transport.bufferSize = size = high_water_mark
@@ -89,6 +105,25 @@ class TransportTuning:
         if self._raised:
             self._raised = False
             self._sized.bufferSize = self._usual
+
+    def write(self, data):
+        """Write ``data`` (bytes) with the high-water mark in place (:meth:`before_write`): sent
+        at once when nothing is queued before it (see the module docstring), the rest queued by
+        the transport."""
+        if self._raised:
+            self.before_write()
+        t = self._tcp
+        if (t is not None and not t.dataBuffer and not t._tempDataLen and t.connected
+                and not t.disconnecting and not t.TLS):
+            try:
+                sent = self._socket.send(data)
+            except OSError:    # full (EAGAIN), or gone: the transport's write finds out which
+                sent = 0
+            if sent == len(data):
+                return
+            if sent:
+                data = memoryview(data)[sent:].tobytes()
+        self._transport.write(data)
 
     def peer_gone(self):
         """True when a TCP peer has reset the connection. A throttled connection is not read, so
