@@ -42,8 +42,8 @@ import zlib
 import costmeter
 import golden
 from rocketpy.namesrv.policy import as_policies
-from rocketpy.namesrv import (Channel, Configuration, DefaultRequestProcessor, KVConfigManager,
-                              RouteInfoManager, profile_for)
+from rocketpy.namesrv import Channel, Configuration, KVConfigManager, RouteInfoManager, profile_for
+from rocketpy.namesrv.processor import DefaultRequestProcessor
 from rocketpy.namesrv.pending import Pending
 from rocketpy.remoting import bodies, decode_frame
 from rocketpy.remoting.codes import RequestCode, ResponseCode

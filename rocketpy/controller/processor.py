@@ -31,9 +31,9 @@ controller port.
 import logging
 from functools import partial
 
-from rocketpy.namesrv.configguard import value_refusal
+from rocketpy.namesrv.configupdate import update_properties, value_refusal
 from rocketpy.namesrv.pending import CPU, DISK, Pending, decoded
-from rocketpy.namesrv.processor.replies import NOT_SET_REMARK, failure_remark, update_properties
+from rocketpy.namesrv.replies import NOT_SET_REMARK, failure_remark
 from rocketpy.remoting import bodies as B, headers as H
 from rocketpy.remoting.codes import (CURRENT_VERSION, OVERLOAD_REMARK, RequestCode as R,
                                      ResponseCode as RC)

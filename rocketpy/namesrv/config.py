@@ -21,7 +21,7 @@ __all__ = ["NamesrvConfig", "NettyServerConfig", "Configuration", "ConfigShape",
            "attr_name", "java_key", "CONFIG_BLACKLIST_FIXED"]
 
 #: keys Java's UPDATE_NAMESRV_CONFIG always refuses, whatever ``configBlackList`` says (rocketpy
-#: refuses more: :mod:`rocketpy.namesrv.configguard`)
+#: refuses more: :mod:`rocketpy.namesrv.processor.configguard`)
 CONFIG_BLACKLIST_FIXED = ("configBlackList", "configStorePath", "kvConfigPath", "rocketmqHome")
 
 #: keys that decide what the server exposes or refuses: read from ``-c`` in every profile,

@@ -19,10 +19,10 @@ from twisted.logger import Logger, LogLevel
 from twisted.python import usage
 
 from ..namesrv.config import Configuration
-from ..namesrv.configguard import ConfigUpdateGuard
 from ..namesrv.acl import AclConfigError
 from ..namesrv.kvconfig import KVConfigError, KVConfigManager, KVLimits
 from ..namesrv.policy import policies_for
+from ..namesrv.processor.configguard import ConfigUpdateGuard
 from ..namesrv.profile import profile_for
 from ..remoting.frame import DEFAULT_MAX_FRAME_LENGTH
 from ..transport.answercache import AnswerCache

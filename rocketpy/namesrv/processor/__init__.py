@@ -32,16 +32,17 @@ from rocketpy.remoting.errors import RemotingCodecError
 from ..acl import AccessControl
 from ..broker_access import BrokerAccessPolicy
 from ..config import Configuration
-from ..configguard import ConfigUpdateGuard
 from ..pending import Pending
 from ..policy import as_policies
+from ..replies import Reply, ReusableResponse, failure_remark
 from ..route_bounds import RouteBounds
 from .admin import AdminHandlers
 from .broker import BrokerHandlers
+from .configguard import ConfigUpdateGuard
 from .kv import KVHandlers
 from .registration import (RegistrationReader, decode_budget_from_properties,
                            max_topics_from_properties)
-from .replies import Reply, ReusableResponse, failure_remark, responders
+from .responders import responders
 from .route import RouteHandlers
 from .topics import TopicHandlers
 

@@ -30,7 +30,8 @@ from rocketpy.remoting.headers import (ZONE_NAME, NotifyMinBrokerIdChangeRequest
 
 from ..model import ORDER_TOPIC_CONFIG, DataVersion, UnRegisterBrokerRequest
 from ..pending import Pending, decoded
-from .replies import NOT_SET_REMARK, Reply, error, ok, responder
+from ..replies import NOT_SET_REMARK, Reply, error, ok
+from .responders import responder
 
 __all__ = ["BrokerHandlers", "MinBrokerIdNotifier"]
 

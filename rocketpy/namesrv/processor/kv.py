@@ -8,7 +8,8 @@ refused with INVALID_PARAMETER naming the bound."""
 from rocketpy.remoting.codes import RequestCode, ResponseCode
 from rocketpy.remoting.headers import GetKVConfigResponseHeader
 
-from .replies import durable, error, java_string, ok, responder
+from ..replies import durable, error, java_string, ok
+from .responders import responder
 
 __all__ = ["KVHandlers"]
 

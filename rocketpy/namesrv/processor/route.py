@@ -13,7 +13,8 @@ request and the topic's snapshot (or absence) alone: not when it read the KV sto
 from rocketpy.remoting.codes import MQVersion, RequestCode, ResponseCode
 
 from ..model import MASTER_ID, ORDER_TOPIC_CONFIG, TopicRouteData
-from .replies import error, java_string, ok, responder
+from ..replies import error, java_string, ok
+from .responders import responder
 
 __all__ = ["RouteHandlers", "filter_by_zone"]
 

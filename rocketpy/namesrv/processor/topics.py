@@ -14,7 +14,8 @@ from rocketpy.remoting.headers import (AddWritePermOfBrokerResponseHeader,
 
 from ..model import QueueData
 from ..pending import Pending, decoded
-from .replies import error, ok, responder
+from ..replies import error, ok
+from .responders import responder
 
 __all__ = ["TopicHandlers"]
 
