@@ -105,27 +105,19 @@ def test_configuration_page_lists_every_key_from_the_code(site):
 
 
 def test_java_key_table_agrees_with_the_code():
-    """docs/_ext/configtable.JAVA_KEYS (read from the Java source) vs rocketpy's key lists."""
+    """docs/_ext/configtable.JAVA_KEYS (read from the Java source) names rocketpy's keys; each
+    profile reports the keys whose releases (``config.JAVA_RELEASES``, the page's "Java" column)
+    hold its release: 7 + 14 in 4.9.8, 18 + 15 in 5.0.0, 22 + 18 in 5.3.3."""
     config = importlib.import_module("rocketpy.namesrv.config")
     profile = importlib.import_module("rocketpy.namesrv.profile")
     configtable = _configtable()
     as_policies = importlib.import_module("rocketpy.namesrv.policy").as_policies
-
-    def java(release):
-        def has(versions):
-            if versions == "4.9.8 - 5.3.3":
-                return True
-            if "," in versions:
-                return any(has(v.strip()) for v in versions.split(","))
-            if versions.endswith("+"):
-                since = tuple(map(int, versions[:-1].split(".")))
-                return since <= release
-            return tuple(map(int, versions.split("."))) == release
-        return {k.key for k in configtable.JAVA_KEYS if has(k.versions)}
-
-    for name, release in (("PROFILE_49", (4, 9, 8)), ("PROFILE_50", (5, 0, 0)),
-                          ("PROFILE_53", (5, 3, 3))):
-        assert set(config.java_keys(as_policies(getattr(profile, name)))) == java(release), name
+    assert {k.key for k in configtable.JAVA_KEYS} == set(config.JAVA_RELEASES)
+    for name, count in (("PROFILE_49", 21), ("PROFILE_50", 33), ("PROFILE_53", 40)):
+        p = getattr(profile, name)
+        keys = set(config.java_keys(as_policies(p)))
+        assert keys == {k for k, r in config.JAVA_RELEASES.items() if p.release in r}, name
+        assert len(keys) == count, name
 
 
 def _configtable():
@@ -254,6 +246,21 @@ def _test_exists(module, name):
             return False
         scope = found[0].body
     return any(isinstance(n, ast.FunctionDef) and n.name == function for n in scope)
+
+
+def test_request_code_evidence_names_only_served_codes():
+    """docs/request-codes.md's tables are generated from the catalogue; its hand-written
+    evidence (which capture replays each code) may name only codes the catalogue says are
+    served there."""
+    catalogue = importlib.import_module("rocketpy.remoting.catalogue")
+    page = (DOCS / "request-codes.md").read_text(encoding="utf-8")
+    namesrv, controller = page.split("## The controller port", 1)
+    for text, server, extra in ((namesrv, catalogue.NAMESRV, set()),
+                                (controller, catalogue.CONTROLLER, {1008})):
+        rows = {int(c) for c in re.findall(r"^\| (\d+) \| \w+", text, re.M)}
+        assert rows, server
+        assert rows - extra <= {d.code for d in catalogue.served(server)}, server
+    assert "{rocketpy-request-codes} namesrv" in page and "{rocketpy-request-codes} all" in page
 
 
 def test_java_53_page_covers_every_profile_difference_with_a_test():

@@ -23,7 +23,7 @@ from ..namesrv.acl import AclConfigError
 from ..namesrv.kvconfig import KVConfigError, KVConfigManager, KVLimits
 from ..namesrv.policy import policies_for
 from ..namesrv.processor.configguard import ConfigUpdateGuard
-from ..namesrv.profile import profile_for
+from ..namesrv.profile import DEFAULT_PROFILE, PROFILES, profile_for
 from ..remoting.frame import DEFAULT_MAX_FRAME_LENGTH
 from ..transport.answercache import AnswerCache
 from ..transport.client import OnewayNotifier
@@ -99,8 +99,9 @@ class Options(usage.Options):
         ["warm-from", None, None, "Warm restart from a peer: at start, without a usable route "
                                   "snapshot of its own, load the route tables of the rocketpy "
                                   "NameServer whose --web endpoint this is (http://host:port)."],
-        ["profile", None, "5.3", "Which Java NameServer to answer like, byte for byte: 4.9 "
-                                 "(4.9.x), 5.0 (5.0.0) or 5.3 (5.1 and later)."],
+        ["profile", None, DEFAULT_PROFILE.name,
+         "Which Java NameServer to answer like, byte for byte: "
+         + ", ".join(f"{p.name} ({p.release.value})" for p in PROFILES) + "."],
         ["logLevel", None, "info", "The least severe log lines written: debug (adds a line per "
                                    "connection opened and closed), info, warn, error or "
                                    "critical."],

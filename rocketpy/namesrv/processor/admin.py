@@ -11,13 +11,13 @@ import logging
 from functools import partial
 
 from rocketpy.remoting import bodies
+from rocketpy.remoting.catalogue import responder
 from rocketpy.remoting.codes import RequestCode, ResponseCode
 from rocketpy.remoting.fastjson import FASTJSON_1_2_83
 
 from ..configupdate import update_properties
 from ..pending import decoded
 from ..replies import durable, error, ok
-from .responders import responder
 
 __all__ = ["AdminHandlers"]
 
