@@ -28,7 +28,9 @@ their state through etcd (:mod:`.replicated`) pass a ``leadership``: a controlle
 leader answers the requests Java's ``DLedgerController`` queues as events (:data:`LEADER_CODES`)
 with CONTROLLER_NOT_LEADER, names the leader in GET_METADATA_INFO, and starts no election. The
 controller codes of 5.3.3 are served, anything else is REQUEST_CODE_NOT_SUPPORTED as on Java's
-controller port.
+controller port. Only the codec's own errors are a request's fault; anything else a handler
+raises is a bug, answered SYSTEM_ERROR, logged with its traceback and counted
+(:attr:`ControllerRequestProcessor.handler_failures`).
 """
 import logging
 from functools import partial
@@ -128,6 +130,8 @@ class ControllerRequestProcessor:
         #: master elections since start (a broker's request, or a dead master's group), by
         #: outcome: the dashboard's and the alert rules' (a rocketpy addition)
         self.elections = {"elected": 0, "failed": 0}
+        #: handler bugs (anything but the codec's errors) since start, by request code
+        self.handler_failures = {}
         #: request code -> handler(header, request, channel, now_ms), bound to the catalogue's
         #: declarations (a served code without a handler fails here, at start)
         self.handlers = {code: binding.handler
@@ -175,8 +179,12 @@ class ControllerRequestProcessor:
         return self._settle(request, result, offload)
 
     def _failed(self, request, exc):
-        if not isinstance(exc, (RemotingCodecError, ValueError, TypeError, KeyError)):
-            log.error("controller request %s failed", request.code, exc_info=exc)
+        """SYSTEM_ERROR with a Java-like remark: the codec's own errors (bad input) quietly,
+        anything else as the bug it is, logged with its traceback and counted."""
+        if not isinstance(exc, RemotingCodecError):
+            code = request.code
+            self.handler_failures[code] = self.handler_failures.get(code, 0) + 1
+            log.error("controller request %s: handler failed", code, exc_info=exc)
         return ControllerResult(RC.SYSTEM_ERROR, failure_remark(exc))
 
     def _finished(self, request, decode, value):

@@ -10,7 +10,9 @@ code has no handler or a handler no declaration. The dispatcher decodes the head
 handler and turns its :class:`~rocketpy.namesrv.replies.Reply` into the frame Java writes.
 
 :meth:`DefaultRequestProcessor.process` never raises for bad input: a malformed header or body
-is a SYSTEM_ERROR with a Java-style remark (as Java answers a processor exception). Oneway
+(the codec's own errors) is a SYSTEM_ERROR with a Java-style remark (as Java answers a
+processor exception). Anything else a handler raises is a bug: answered the same, but logged
+with its traceback and counted (:attr:`DefaultRequestProcessor.handler_failures`). Oneway
 requests get no answer; unknown codes get REQUEST_CODE_NOT_SUPPORTED, except under 4.9, whose
 processor returns null and sends nothing.
 
@@ -110,6 +112,8 @@ class DefaultRequestProcessor:
         self._headers = {code: REQUEST_HEADERS[code] for code in bindings
                          if code in REQUEST_HEADERS}
         self._java_decoded = frozenset(code for code, b in bindings.items() if b.java_decode)
+        #: handler bugs (anything but the codec's errors) since start, by request code
+        self.handler_failures = {}
         # guards that may refuse a request before its handler runs, each with the codes it
         # looks at: administrative requests, broker requests
         self._guards = tuple(g for g in (access_control, broker_access) if g.codes)
@@ -155,13 +159,17 @@ class DefaultRequestProcessor:
         return None if request.is_oneway else self.respond(request, reply, failed)
 
     def _failure(self, exc, request, channel):
-        """SYSTEM_ERROR with a Java-like remark for a request that raised; a codec error
-        (bad input) is a warning, anything else a bug, logged with its traceback."""
-        if isinstance(exc, (RemotingCodecError, ValueError, TypeError, KeyError, AttributeError)):
+        """SYSTEM_ERROR with a Java-like remark for a request that raised: the codec's own
+        errors (bad input) are a warning; anything else is a handler bug, logged with its
+        traceback and counted."""
+        if isinstance(exc, RemotingCodecError):
             log.warning("request %s from %s failed: %s", request.code,
                         getattr(channel, "remote_addr", channel), exc)
         else:
-            log.error("request %s failed", request.code, exc_info=exc)
+            code = request.code
+            self.handler_failures[code] = self.handler_failures.get(code, 0) + 1
+            log.error("request %s from %s: handler failed", code,
+                      getattr(channel, "remote_addr", channel), exc_info=exc)
         return Reply(ResponseCode.SYSTEM_ERROR, failure_remark(exc))
 
     def _later(self, pending, request, channel):
