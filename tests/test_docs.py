@@ -263,6 +263,32 @@ def test_request_code_evidence_names_only_served_codes():
     assert "{rocketpy-request-codes} namesrv" in page and "{rocketpy-request-codes} all" in page
 
 
+def test_every_fast_path_names_tests_that_exist():
+    """docs/architecture.md's "fast paths and their oracles": each row names its oracle's test,
+    and each named test exists (``::name`` continues the row's last module)."""
+    page = (DOCS / "architecture.md").read_text(encoding="utf-8")
+    table = page.split("## Fast paths and their oracles", 1)[1].split("\n\n", 2)[2]
+    rows = [line for line in table.split("\n\n", 1)[0].splitlines()
+            if line.startswith("| ") and not line.startswith("| fast path")]
+    assert len(rows) >= 15
+    for row in rows:
+        named = re.findall(r"`(?:tests/(test_\w+\.py))?::([\w:]+)`", row.split("|")[3])
+        assert named, row
+        module = None
+        for found_module, test in named:
+            module = found_module or module
+            assert module and (_test_exists(module, test) or _assigned(module, test)), \
+                f"{module}::{test} ({row[:60]})"
+
+
+def _assigned(module, name):
+    """A test case a module makes by assignment (a Hypothesis state machine's ``TestCase``)."""
+    import ast
+    tree = ast.parse((ROOT / "tests" / module).read_text(encoding="utf-8"))
+    return any(isinstance(n, ast.Assign) and any(getattr(t, "id", None) == name
+                                                 for t in n.targets) for n in tree.body)
+
+
 def test_java_53_page_covers_every_profile_difference_with_a_test():
     """docs/java-5.3-changes.md is the evidence for the default profile: each setting in which
     the 5.0 and 5.3 profiles differ is on it, and each test it names exists."""
