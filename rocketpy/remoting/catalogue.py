@@ -33,10 +33,10 @@ are ``since`` 5.5.0, the first tag the sources show them in. Which releases serv
 from dataclasses import dataclass, field
 from enum import Enum, IntEnum, IntFlag
 
-__all__ = ["Release", "Releases", "since", "only", "ALWAYS", "Access", "Request", "CATALOGUE",
-           "RequestCode", "NAMESRV", "CONTROLLER", "PROPERTIES_TEXT", "BROKER_NAMES",
-           "declaration", "served", "codes_with", "resolve", "responder", "bind",
-           "CatalogueError"]
+__all__ = ["Release", "Releases", "since", "only", "ALWAYS", "Access", "ANY", "BROKER", "ADMIN",
+           "Request", "CATALOGUE", "RequestCode", "NAMESRV", "CONTROLLER", "PROPERTIES_TEXT",
+           "BROKER_NAMES", "declaration", "served", "codes_with", "resolve", "responder",
+           "Binding", "bind", "CatalogueError"]
 
 
 class CatalogueError(Exception):
@@ -237,8 +237,9 @@ class Request:
 
     @property
     def administrative(self):
-        return bool(self.access & Access.ADMIN) or self.admin_when is not None
-
+        """An operator's request (the ACL's and ``adminAllowNetworks``'s), always or by its
+        header."""
+        return bool(self.access and self.access & Access.ADMIN) or self.admin_when is not None
 
 
 R = Release

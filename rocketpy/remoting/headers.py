@@ -34,7 +34,11 @@ One class per header covers every version (fields a version lacks are nullable a
 electionPriority after 5.0.0; the route, delete-topic and register-topic headers extend
 ``TopicRequestHeader`` / ``RpcRequestHeader`` since 5.1 (``lo``, ``ns``, ``nsd``, ``bname``,
 ``oway``); ``GetBrokerMemberGroupRequestHeader`` and ``NotifyMinBrokerIdChangeRequestHeader`` are
-5.0+."""
+5.0+.
+
+Which code carries which header is the protocol catalogue's (:mod:`rocketpy.remoting.catalogue`,
+by class name): :data:`REQUEST_HEADERS` and :data:`RESPONSE_HEADERS` are resolved from it here,
+and a class it names that this module lacks stops the import."""
 from typing import Any, NamedTuple
 
 from .catalogue import resolve
