@@ -253,10 +253,14 @@ def profile_rows():
 
 
 def _profile_value(value):
+    import enum
+
     if isinstance(value, bool):
         return "yes" if value else "no"
     if value is None:
         return "\u2014"
+    if isinstance(value, enum.Enum):   # a Release: its tag
+        value = value.value
     return f"``{value}``"
 
 
