@@ -268,8 +268,8 @@ class ReplayResult:
 
 def build_processor(path, tmp_dir, profile_name=None, **config):
     """A fresh NameServer like the one in the capture (its port, bindAddress 127.0.0.1)."""
-    from rocketpy.namesrv import (Configuration, DefaultRequestProcessor, KVConfigManager,
-                                  RouteInfoManager, profile_for)
+    from rocketpy.namesrv import Configuration, KVConfigManager, RouteInfoManager, profile_for
+    from rocketpy.namesrv.processor import DefaultRequestProcessor
     profile = profile_for(profile_name or capture_profile(path))
     tmp_dir = Path(tmp_dir)
     props = {"listenPort": str(namesrv_port(path)), "bindAddress": "127.0.0.1",

@@ -13,7 +13,7 @@ import zlib
 import pytest
 
 from rocketpy.namesrv.model import DataVersion, QueueData, TopicConfig, UnRegisterBrokerRequest
-from rocketpy.namesrv.processor.replies import ReusableResponse
+from rocketpy.namesrv.replies import ReusableResponse
 from rocketpy.namesrv.profile import PROFILE_49, PROFILE_50, PROFILE_53
 from rocketpy.remoting import RemotingCommand, bodies
 from brokerbody import register_body

@@ -11,8 +11,8 @@ import pytest
 from twisted.internet.task import Clock
 
 from rocketpy.namesrv.policy import as_policies
-from rocketpy.namesrv import (Channel, Configuration, DefaultRequestProcessor, KVConfigManager,
-                              RouteInfoManager, profile_for)
+from rocketpy.namesrv import Channel, Configuration, KVConfigManager, RouteInfoManager, profile_for
+from rocketpy.namesrv.processor import DefaultRequestProcessor
 from rocketpy.namesrv.route_bounds import RouteBounds
 from rocketpy.remoting import RemotingCommand
 from rocketpy.service.memory import RouteMemoryService, compact_dicts

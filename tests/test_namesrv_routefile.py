@@ -114,7 +114,8 @@ def read_answers(processor, now=NOW):
 
 
 def processor_of(rim, kv=None):
-    from rocketpy.namesrv import DefaultRequestProcessor, KVConfigManager
+    from rocketpy.namesrv import KVConfigManager
+    from rocketpy.namesrv.processor import DefaultRequestProcessor
     return DefaultRequestProcessor(rim, kv or KVConfigManager(None), profile=rim.policies)
 
 
@@ -152,7 +153,8 @@ def test_every_captured_registration_survives_a_restart_byte_for_byte():
     """Each genuine capture (4.9.8, 5.0.0, 5.3.3) replayed; whenever the tables changed, they are
     snapshotted, read back, restored into a fresh NameServer, and every read answer compared."""
     from replay import NamesrvRole, PCAP_DIR, build_processor, capture_profile, replay_events
-    from rocketpy.namesrv import DefaultRequestProcessor, profile_for
+    from rocketpy.namesrv import profile_for
+    from rocketpy.namesrv.processor import DefaultRequestProcessor
     checked = captures = 0
     for capture in sorted(PCAP_DIR.glob("*.pcap")):
         with tempfile.TemporaryDirectory() as tmp:

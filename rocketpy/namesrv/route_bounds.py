@@ -18,7 +18,7 @@ import logging
 
 from rocketpy.remoting.codes import ResponseCode
 
-from .processor.replies import error
+from .replies import error
 from .route_info_manager import mapping_weight
 from .settings import IntSettings
 

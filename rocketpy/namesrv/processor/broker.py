@@ -23,6 +23,7 @@ from dataclasses import replace
 from functools import partial
 
 from rocketpy.remoting import bodies
+from rocketpy.remoting.catalogue import responder
 from rocketpy.remoting.codes import RequestCode, ResponseCode
 from rocketpy.remoting.command import FLAG_ONEWAY, RemotingCommand
 from rocketpy.remoting.headers import (ZONE_NAME, NotifyMinBrokerIdChangeRequestHeader,
@@ -30,7 +31,7 @@ from rocketpy.remoting.headers import (ZONE_NAME, NotifyMinBrokerIdChangeRequest
 
 from ..model import ORDER_TOPIC_CONFIG, DataVersion, UnRegisterBrokerRequest
 from ..pending import Pending, decoded
-from .replies import NOT_SET_REMARK, Reply, error, ok, responder
+from ..replies import NOT_SET_REMARK, Reply, error, ok
 
 __all__ = ["BrokerHandlers", "MinBrokerIdNotifier"]
 

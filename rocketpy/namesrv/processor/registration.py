@@ -34,8 +34,8 @@ from rocketpy.remoting.lengths import NameTooLongError
 
 from ..model import DataVersion, TopicConfig, TopicConfigWrapper
 from ..pending import Pending
+from ..replies import Reply, error, java_exception_remark
 from ..settings import int_values
-from .replies import Reply, error, java_exception_remark
 
 log = logging.getLogger("rocketpy.namesrv")
 
