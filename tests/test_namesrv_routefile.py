@@ -21,7 +21,8 @@ from pathlib import Path
 import pytest
 
 from rocketpy.namesrv import Channel, NamesrvConfig, RouteInfoManager
-from rocketpy.namesrv.model import DataVersion, TopicConfig, TopicConfigWrapper
+from rocketpy.namesrv.model import (DataVersion, Registration, TopicConfig, TopicConfigWrapper,
+                                    UnRegisterBrokerRequest)
 from rocketpy.namesrv.profile import PROFILE_49, PROFILE_50, PROFILE_53
 from rocketpy.namesrv.routefile import (END, HEAD, MAX_RECORD, MainReader, ReadLimits,
                                         RoutesReader, RoutesRef, SnapshotRefused, encode_main,
@@ -74,9 +75,9 @@ def tables(profile=PROFILE_53):
     def register(cluster, addr, name, bid, topics, channel, now, **kw):
         mapping = kw.pop("mapping", {})
         table = {t: TopicConfig(t, 8, 4 if t.endswith("w") else 8, 6) for t in topics}
-        return rim.register_broker(cluster, addr, name, bid, addr + "-ha",
+        return rim.register_broker(Registration(cluster, addr, name, bid, addr + "-ha",
                                    TopicConfigWrapper(DataVersion(channel, now, 2), table, mapping),
-                                   kw.pop("filters", None), Channel(channel, "x"), now, **kw)
+                                   kw.pop("filters", None), channel, now, **kw))
     five = profile is not PROFILE_49
     register("C1", "10.0.0.1:10911", "broker-a", 0, [f"T{i}" for i in range(40)] + ["Mapped"],
              1, NOW - 5000, filters=["fs-1", "fs-2"],
@@ -379,9 +380,9 @@ def big_tables(topics, brokers=4):
     per = topics // brokers
     for b in range(brokers):
         table = {f"T{b}-{i}": TopicConfig(f"T{b}-{i}", 8, 8, 6) for i in range(per)}
-        rim.register_broker("C", f"10.0.0.{b}:10911", f"b{b}", 0, None,
+        rim.register_broker(Registration("C", f"10.0.0.{b}:10911", f"b{b}", 0, None,
                             TopicConfigWrapper(DataVersion(1, 1, 0), table), None,
-                            Channel(b + 1, "x"), NOW)
+                            b + 1, NOW))
     return rim
 
 

@@ -34,7 +34,7 @@ from rocketpy import __version__
 from rocketpy.remoting import bodies
 from rocketpy.remoting.errors import RemotingCodecError
 
-from .model import BrokerData, DataVersion, QueueData
+from .model import BrokerData, DataVersion, MappingInfo, QueueData
 from .routeimage import LiveImage, MainImage, RoutesImage
 
 __all__ = ["FORMAT_VERSION", "MAGIC", "MAX_RECORD", "TARGET_RECORD", "SnapshotRefused",
@@ -182,7 +182,7 @@ def _mapping_text(info):
     """A static-topic mapping as the route answer reads it: its seven fields, through the
     codec's own bean."""
     return bodies.TopicQueueMappingInfo(
-        bname=info.bname, curr_id_map=info.curr_id_map, dirty=info.dirty, epoch=info.epoch,
+        bname=info.bname, curr_id_map=info.ids(), dirty=info.dirty, epoch=info.epoch,
         scope=info.scope, topic=info.topic, total_queues=info.total_queues,
     ).to_json(standard=True).decode("utf-8")
 
@@ -644,7 +644,7 @@ class RoutesReader(PartReader):
                 topic, text = _list(item, "a mapping", 2)
                 _loads(_str(text, "a mapping"), "a mapping's")   # strict JSON, as written
                 try:
-                    info = bodies.TopicQueueMappingInfo.from_json(text)
+                    info = MappingInfo.of(bodies.TopicQueueMappingInfo.from_json(text))
                 except RemotingCodecError as exc:
                     raise SnapshotRefused(f"torn: a mapping does not decode ({exc})") from None
                 key = (_str(topic, "a mapping's topic"), info.bname)
