@@ -3,7 +3,7 @@ read-only RouteView and record op records in a RouteDelta; RouteInfoManager.appl
 through one type table and says what they touched; nothing else writes the tables.
 
 * a delta that changes nothing touches nothing and moves no version;
-* the op types and their appliers are one set; an op is an immutable value
+* the op types, their appliers and their encoding are one set; an op is an immutable value
   (hashable all the way down), equal only to ops of its own type;
 * the tables are read-only views outside the writer, to any depth, and their records frozen;
 * the policies read only what RouteView declares;
@@ -23,6 +23,7 @@ from rocketpy.namesrv import delta as ops
 from rocketpy.namesrv.delta import RouteDelta
 from rocketpy.namesrv.model import (BrokerData, BrokerLiveInfo, DataVersion, MappingInfo,
                                     QueueData, Registration, TopicConfig, TopicConfigWrapper)
+from rocketpy.namesrv.opcodec import SCHEMA
 from rocketpy.namesrv.profile import PROFILE_53
 from rocketpy.namesrv.routeview import TABLES, RouteView
 from rocketpy.remoting.bodies import TopicQueueMappingInfo
@@ -105,9 +106,10 @@ SAMPLES = (
     ops.NotifyMinBrokerIdChanged(((1, "h:2"),), "h:1", None), ops.InvalidateRoutes())
 
 
-def test_every_op_type_has_one_applier():
-    assert tuple(route_info_manager.APPLIERS) == ops.OPS
+def test_every_op_type_has_one_applier_and_one_encoding():
+    assert tuple(route_info_manager.APPLIERS) == ops.OPS == tuple(SCHEMA)
     assert {type(op) for op in SAMPLES} == set(ops.OPS)
+    assert len({tag for tag, _ in SCHEMA.values()}) == len(ops.OPS)
 
 
 def test_an_op_is_an_immutable_value_equal_only_to_its_own_type():
