@@ -1,5 +1,6 @@
 """Topic lists (GET_TOPICS_BY_CLUSTER, GET_ALL_TOPIC_LIST, unit lists): Java's answers, built
 without walking every topic per broker name, and reused until the route tables change."""
+import json
 import random
 
 import pytest
@@ -144,3 +145,20 @@ def test_a_big_topics_by_cluster_list_is_built_off_the_reactor_and_answers_the_s
                                                    version=479), None, 1000, offload=True)
     assert not isinstance(unknown, Pending) and unknown.body == call(proc, 224, {"cluster": "nope"}).body
 
+
+@pytest.mark.parametrize("profile", [PROFILE_49, PROFILE_53], ids=lambda p: p.name)
+def test_a_group_joining_another_cluster_is_in_that_clusters_topic_list_at_once(tmp_path,
+                                                                               profile):
+    """broker-a's group, known in C, registers again naming cluster C2: it joins C2's set of
+    broker names, nothing else changes (same group, same topics), and GET_TOPICS_BY_CLUSTER C2
+    lists its topics next (Java walks the sets each time); a list kept from before the join
+    (the route versions did not move) is not answered."""
+    from processorutil import call, make, register
+    proc = make(tmp_path, profile)
+    assert register(proc, name="broker-x", addr="127.0.0.1:20911", topics=("X1", "X2"),
+                    clusterName="C2").code == 0
+    assert register(proc, topics=("A1", "A2")).code == 0
+    topics = lambda cluster: json.loads(call(proc, 224, {"cluster": cluster}).body)["topicList"]
+    assert (sorted(topics("C2")), sorted(topics("C"))) == (["X1", "X2"], ["A1", "A2"])
+    assert register(proc, topics=("A1", "A2"), clusterName="C2").code == 0
+    assert sorted(topics("C2")) == ["A1", "A2", "X1", "X2"]

@@ -372,6 +372,8 @@ class RouteInfoManager:
         self._join_cluster(op.cluster_name, op.broker_name)
 
     def _join_cluster(self, cluster_name, broker_name):
+        """A cluster's set gains a name: the listings (GET_TOPICS_BY_CLUSTER, the system topic
+        list) change with it, so the gate's report moves their generation."""
         names = self._clusters.get(cluster_name)
         if names is None:
             names = self._clusters[cluster_name] = {}
@@ -380,15 +382,16 @@ class RouteInfoManager:
             names[broker_name] = None
             if len(names) > self._cluster_set_high.get(cluster_name, 0):
                 self._cluster_set_high[cluster_name] = len(names)
+            self._dirty = True
 
     def _remove_from_cluster(self, op):
         cluster_name, broker_name = op
         names = self._clusters.get(cluster_name)
-        if names is not None:
-            names.pop(broker_name, None)
+        if names is not None and names.pop(broker_name, False) is None:
             if not names:
                 del self._clusters[cluster_name]
                 self._cluster_set_high.pop(cluster_name, None)
+            self._dirty = True
 
     # ------------------------------------------------------------------ appliers: mappings
 
