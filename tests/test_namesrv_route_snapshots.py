@@ -167,3 +167,18 @@ def test_deleted_and_recreated_topic_is_not_served_from_an_old_entry():
     assert bodies.lookup("T1", False) != old
     assert bodies.lookup("T1", False) == bodies.build("T1", False)
 
+
+def test_filter_servers_registered_under_a_shared_address_reach_every_group_listing_it(tmp_path):
+    """A broker address listed by group a registers again as group b with filter servers: the
+    filter table is keyed by address, so a's routes show them too (Java's pickupTopicRouteData
+    looks each address up); a's route kept from before is not answered."""
+    import json
+    from brokerbody import register_body
+    from processorutil import call, make, register
+    proc = make(tmp_path)
+    assert register(proc, name="a", topics=("T1", "T2")).code == 0
+    route = lambda: json.loads(call(proc, 105, {"topic": "T1"}).body)["filterServerTable"]
+    assert route() == {}
+    assert register(proc, name="b", topics=("U1", "U2"),
+                    body=register_body(("U1", "U2"), filters=("fs:1",))).code == 0
+    assert route() == {"127.0.0.1:10911": ["fs:1"]}

@@ -471,14 +471,24 @@ class RouteInfoManager:
             return
         if not servers:
             if self._filters.pop(key, None) is not None:
-                self._dirty_brokers.add(broker_name)
+                self._filters_changed(key, broker_name)
         elif self._filters.get(key) != servers:
             self._filters[key] = tuple(servers)
-            self._dirty_brokers.add(broker_name)
+            self._filters_changed(key, broker_name)
 
     def _remove_filter_servers(self, op):
         if self._filters.pop(op.key, None) is not None:
-            self._dirty_brokers.add(op.broker_name)
+            self._filters_changed(op.key, op.broker_name)
+
+    def _filters_changed(self, key, broker_name):
+        """An address's filter servers changed: the routes of every group listing it (under
+        the key's cluster; 4.9 keys by address alone) show them. Usually the live entry's own
+        group; rarely changed, so the groups are looked through."""
+        self._dirty_brokers.add(broker_name)
+        cluster, addr = key
+        for name, data in self._brokers.items():
+            if (cluster is None or data.cluster == cluster) and addr in data.broker_addrs.values():
+                self._dirty_brokers.add(name)
 
     # ------------------------------------------------------------------ appliers: a warm restart
 
