@@ -164,7 +164,9 @@ class RouteInfoManager:
         self._generations = count(1)
         self._depth = 0
         self._dirty = False
-        self._dirty_brokers = set()
+        #: broker names whose group or filter servers changed, in order (a dict: the order the
+        #: report moves their layouts' versions in is the same in every process)
+        self._dirty_brokers = {}
         self._touched_topics = set()
         self._touched_bulk = []        # lists of topics a bulk step touched
         self._delta = None             # the delta being applied (its hints)
@@ -179,7 +181,7 @@ class RouteInfoManager:
     def _publish(self):
         for name in self._dirty_brokers:
             self.shapes.touch_broker(name)
-        self._dirty_brokers = set()
+        self._dirty_brokers = {}
         self._touched_topics = set()
         self._touched_bulk = []
         self._dirty = False
@@ -201,7 +203,7 @@ class RouteInfoManager:
         in order, each op through its applier (:data:`APPLIERS`); what they touched
         (:class:`~rocketpy.namesrv.delta.Touched`, empty when every change was already so)."""
         outer = self._touched_topics, self._touched_bulk, self._dirty_brokers, self._delta
-        self._touched_topics, self._touched_bulk, self._dirty_brokers = set(), [], set()
+        self._touched_topics, self._touched_bulk, self._dirty_brokers = set(), [], {}
         self._delta = delta
         done = 0
         try:
@@ -359,14 +361,14 @@ class RouteInfoManager:
         if old is None:
             self._changed(name)
             self._brokers_high.saw(len(self._brokers))
-        self._dirty_brokers.add(name)
+        self._dirty_brokers[name] = None
 
     def _remove_broker(self, op):
         name = op.broker_name
         if self._brokers.pop(name, None) is not None:
             self._applied.pop(name, None)
             self._epochs.pop(name, None)
-            self._dirty_brokers.add(name)
+            self._dirty_brokers[name] = None
 
     def _add_to_cluster(self, op):
         self._join_cluster(op.cluster_name, op.broker_name)
@@ -484,11 +486,11 @@ class RouteInfoManager:
         """An address's filter servers changed: the routes of every group listing it (under
         the key's cluster; 4.9 keys by address alone) show them. Usually the live entry's own
         group; rarely changed, so the groups are looked through."""
-        self._dirty_brokers.add(broker_name)
+        self._dirty_brokers[broker_name] = None
         cluster, addr = key
         for name, data in self._brokers.items():
             if (cluster is None or data.cluster == cluster) and addr in data.broker_addrs.values():
-                self._dirty_brokers.add(name)
+                self._dirty_brokers[name] = None
 
     # ------------------------------------------------------------------ appliers: a warm restart
 
