@@ -184,6 +184,25 @@ def test_every_captured_registration_survives_a_restart_byte_for_byte():
     assert captures >= 40 and checked >= 300, (captures, checked)
 
 
+def test_a_restored_mapping_goes_with_the_group_that_registered_it():
+    """Group a registers a static mapping naming group b: it is kept as long as a is (the
+    route state drops a group's mappings with its last member). The snapshot keeps who
+    registered it, so after a restart a's leaving still takes it along (format 1 restored it
+    as b's: it outlived a)."""
+    rim = RouteInfoManager(NamesrvConfig(), PROFILE_53)
+    info = TopicQueueMappingInfo(bname="b", curr_id_map={0: 1}, epoch=3, topic="M", total_queues=1)
+    for name, addr, mapping in (("a", "10.0.0.1:10911", {"M": info}), ("b", "10.0.0.2:10911", {})):
+        rim.register_broker(Registration("C", addr, name, 0, "ha", TopicConfigWrapper(
+            DataVersion(1, NOW, 0), {t: TopicConfig(t) for t in ("T1", "T2")}, mapping), None,
+            1, NOW))
+    restored = restore(*read(*encode(rim)))
+    assert restored.mapping_owner("M", "b") == rim.mapping_owner("M", "b") == "a"
+    for tables in (rim, restored):
+        tables.unregister_brokers([UnRegisterBrokerRequest("C", "10.0.0.1:10911", "a", 0)])
+        assert "M" not in tables.topic_queue_mapping_info_table and tables.mapping_count == 0
+        assert tables.pickup_topic_route_data("M") is None
+
+
 def test_times_move_by_the_shift():
     rim = tables()
     main, routes = read(*encode(rim))

@@ -11,7 +11,8 @@ layer (:mod:`rocketpy.service.routesnapshot`, format :mod:`rocketpy.namesrv.rout
   timeout and the host whose connection registered it) and their filter servers: small (a few
   hundred bytes a broker), taken whole in one step;
 * :class:`RoutesImage`: the queue layouts, the topics (in their table order, as runs of topics
-  sharing one layout) and the static-topic mappings: large, taken by :class:`RoutesCapture` in
+  sharing one layout) and the static-topic mappings with the group that registered each (it
+  goes with that group's last member): large, taken by :class:`RoutesCapture` in
   steps of bounded size between which the reactor turns, and abandoned when the tables change
   meanwhile (:exc:`TablesChanged`), so an image is always the tables at one moment.
 
@@ -79,7 +80,8 @@ class MainImage:
 class RoutesImage:
     """Layouts (``(QueueData tuple, high-water size)``), the topics in table order, ``runs``
     (``(layout index, topic count)``, consecutive, covering ``topics``), static-topic mappings
-    (``(topic, MappingInfo)``) and the topic table's high-water mark. ``mark`` is the
+    (``(topic, MappingInfo, owner)``: the group that registered it) and the topic table's
+    high-water mark. ``mark`` is the
     tables' :func:`routes_mark` when it was taken (None for one read from a file)."""
 
     profile: str
@@ -164,7 +166,9 @@ class RoutesCapture:
             else:
                 found = [(topic, list(by_broker.values()))
                          for topic, by_broker in islice(self._mappings, n)]
-                image.mappings.extend((topic, info) for topic, infos in found for info in infos)
+                owner = self.rim.mapping_owner
+                image.mappings.extend((topic, info, owner(topic, info.bname))
+                                      for topic, infos in found for info in infos)
                 done = len(found)
                 complete = done < n
         except RuntimeError:   # a dict changed size under the walk (the mark moves too)
@@ -262,8 +266,8 @@ def restore_deltas(main, routes, shift_ms=0, slice_pairs=RESTORE_SLICE_PAIRS):
                                   tuple(topics[position:position + take])), take * width)
             position, count = position + take, count - take
             yield from _drain(out)
-    for topic, info in routes.mappings:
-        out.add(SetMapping(topic, MappingInfo.of(info)))
+    for topic, info, owner in routes.mappings:
+        out.add(SetMapping(topic, MappingInfo.of(info), owner))
         yield from _drain(out)
     for entry in main.live:
         servers = entry.filter_servers
