@@ -39,7 +39,8 @@ sys.path.insert(0, os.path.join(HERE, "..", "tests"))
 
 from brokerbody import register_body  # noqa: E402
 from fuzzharness import topic_line_bomb  # noqa: E402
-from rocketpy.namesrv.model import DataVersion, Registration, TopicConfig, TopicConfigWrapper  # noqa: E402
+from rocketpy.namesrv.model import (DataVersion, Registration, TopicConfig,  # noqa: E402
+                                    TopicConfigWrapper)
 from rocketpy.namesrv.processor import registration  # noqa: E402
 from rocketpy.remoting import RemotingCommand, bodies, decode_frame  # noqa: E402
 from rocketpy.remoting.frame import DEFAULT_MAX_FRAME_LENGTH  # noqa: E402

@@ -24,7 +24,7 @@ from hypothesis import settings, strategies as st
 from hypothesis.stateful import initialize, invariant
 from hypothesis import given
 
-from rocketpy.namesrv import Channel, NamesrvConfig, RouteInfoManager
+from rocketpy.namesrv import NamesrvConfig, RouteInfoManager
 from rocketpy.namesrv import delta as ops
 from rocketpy.namesrv.delta import RouteDelta
 from rocketpy.namesrv.model import (DataVersion, MappingInfo, QueueData, Registration, TopicConfig,
@@ -103,7 +103,7 @@ def test_every_captured_registration_reaches_a_replica_byte_for_byte():
     of every topic in both JSON styles, every topic list, the cluster info, each cluster's
     topics, each group's members) of a processor on the replica equals the writer's, bytes
     and all, as do the tables, versions and generation."""
-    from replay import NamesrvRole, PCAP_DIR, build_processor, replay_events
+    from replay import PCAP_DIR, build_processor, replay_steps
     from rocketpy.namesrv import DefaultRequestProcessor
     from test_namesrv_routefile import read_answers
     checked = captures = ops_shipped = 0
@@ -115,15 +115,8 @@ def test_every_captured_registration_reaches_a_replica_byte_for_byte():
             reader = DefaultRequestProcessor(replica.rim, processor.kv_config_manager,
                                              profile=writer.policies,
                                              configuration=processor.configuration)
-            role, done = NamesrvRole(processor), 0
-            for event in replay_events(capture):
-                now = int(event.ts * 1000)
-                role.tick(now)
-                channel = Channel(event.conversation.index, "127.0.0.1:1")
-                if event.kind == "close":
-                    role.close(channel, now)
-                else:
-                    role.process(event.request, channel, now)
+            done = 0
+            for now in replay_steps(capture, processor):
                 if not replica.catch_up():
                     continue
                 assert read_answers(reader, now) == read_answers(processor, now), capture.name

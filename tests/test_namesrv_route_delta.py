@@ -21,8 +21,8 @@ from rocketpy.namesrv import NamesrvConfig, RouteInfoManager
 from rocketpy.namesrv import brokers, route_bounds, route_info_manager
 from rocketpy.namesrv import delta as ops
 from rocketpy.namesrv.delta import RouteDelta
-from rocketpy.namesrv.model import (BrokerData, BrokerLiveInfo, DataVersion, MappingInfo,
-                                    QueueData, Registration, TopicConfig, TopicConfigWrapper)
+from rocketpy.namesrv.model import (BrokerData, DataVersion, MappingInfo, QueueData,
+                                    Registration, TopicConfig, TopicConfigWrapper)
 from rocketpy.namesrv.opcodec import SCHEMA
 from rocketpy.namesrv.profile import PROFILE_53
 from rocketpy.namesrv.routeview import TABLES, RouteView

@@ -6,8 +6,8 @@ import pytest
 from dataclasses import replace
 
 from rocketpy.namesrv import Channel, NamesrvConfig, RouteInfoManager
-from rocketpy.namesrv.model import (Registration, DataVersion, QueueData, TopicConfig, TopicConfigWrapper,
-                                    UnRegisterBrokerRequest)
+from rocketpy.namesrv.model import (DataVersion, QueueData, Registration, TopicConfig,
+                                    TopicConfigWrapper, UnRegisterBrokerRequest)
 from rocketpy.namesrv.processor.broker import MinBrokerIdNotifier
 from rocketpy.namesrv.profile import PROFILE_49, PROFILE_50, PROFILE_53
 from rocketpy.remoting import fastjson
@@ -31,7 +31,8 @@ def register(r, addr=A, name="broker-a", bid=0, topics=("T1", "T2"), channel=1, 
              cluster="C", ha="ha", filters=None, **kw):
     w = kw.pop("w", None) or wrapper(*topics, **{k: kw.pop(k) for k in list(kw)
                                                  if k in ("counter", "state", "ts", "perm", "mapping")})
-    return r.register_broker(Registration(cluster, addr, name, bid, ha, w, filters, channel, now, **kw))
+    return r.register_broker(Registration(cluster, addr, name, bid, ha, w, filters, channel, now,
+                                          **kw))
 
 
 def route_json(r, topic, standard=True):

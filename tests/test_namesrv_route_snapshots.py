@@ -12,9 +12,9 @@ step changes something.
 from hypothesis import settings, strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
-from rocketpy.namesrv import Channel, NamesrvConfig, RouteInfoManager
-from rocketpy.namesrv.model import (Registration, DataVersion, QueueData, TopicConfig, TopicConfigWrapper,
-                                    UnRegisterBrokerRequest)
+from rocketpy.namesrv import NamesrvConfig, RouteInfoManager
+from rocketpy.namesrv.model import (DataVersion, QueueData, Registration, TopicConfig,
+                                    TopicConfigWrapper, UnRegisterBrokerRequest)
 from rocketpy.namesrv.profile import PROFILE_49, PROFILE_53
 from rocketpy.remoting.bodies import TopicQueueMappingInfo
 
@@ -75,9 +75,9 @@ class SnapshotMachine(RuleBasedStateMachine):
                                                 topic=t, total_queues=1) for t in topics}
         wrapper = TopicConfigWrapper(DataVersion(self.counter, 7, 0),
                                      {t: TopicConfig(t, 4, 4, perm) for t in sorted(topics)}, mapping)
-        self.rim.register_broker(Registration(CLUSTER[name], addr_of(name, bid), name, bid, "ha", wrapper,
-                                 filters, channel, self.now, zone_name=zone,
-                                 enable_acting_master=acting))
+        self.rim.register_broker(Registration(
+            CLUSTER[name], addr_of(name, bid), name, bid, "ha", wrapper, filters, channel, self.now,
+            zone_name=zone, enable_acting_master=acting))
 
     @rule(name=st.sampled_from(NAMES), bid=st.sampled_from((0, 1)))
     def unregister(self, name, bid):
@@ -148,7 +148,7 @@ def test_snapshot_body_is_reused_when_nothing_changed():
     rim.register_broker(Registration("C", "a:1", "a", 0, "ha", w, [], 1, 0))
     first = bodies.lookup("T1", True)
     version = rim.route_version("T1")
-    rim.register_broker(Registration("C", "a:1", "a", 0, "ha", w, [], 1, 30_000))   # periodic re-registration
+    rim.register_broker(Registration("C", "a:1", "a", 0, "ha", w, [], 1, 30_000))   # periodically
     assert bodies.lookup("T1", True) is first
     assert rim.route_version("T1") == version
     rim.wipe_write_perm_of_broker("a")

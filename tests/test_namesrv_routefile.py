@@ -152,22 +152,15 @@ def _fingerprint(rim):
 def test_every_captured_registration_survives_a_restart_byte_for_byte():
     """Each genuine capture (4.9.8, 5.0.0, 5.3.3) replayed; whenever the tables changed, they are
     snapshotted, read back, restored into a fresh NameServer, and every read answer compared."""
-    from replay import NamesrvRole, PCAP_DIR, build_processor, capture_profile, replay_events
+    from replay import PCAP_DIR, build_processor, capture_profile, replay_steps
     from rocketpy.namesrv import DefaultRequestProcessor, profile_for
     checked = captures = 0
     for capture in sorted(PCAP_DIR.glob("*.pcap")):
         with tempfile.TemporaryDirectory() as tmp:
             processor = build_processor(capture, tmp)
             profile = profile_for(capture_profile(capture))
-            role, last = NamesrvRole(processor), None
-            for event in replay_events(capture):
-                now = int(event.ts * 1000)
-                role.tick(now)
-                channel = Channel(event.conversation.index, "127.0.0.1:1")
-                if event.kind == "close":
-                    role.close(channel, now)
-                else:
-                    role.process(event.request, channel, now)
+            last = None
+            for now in replay_steps(capture, processor):
                 rim = processor.route_info_manager
                 if not rim.broker_live_table or _fingerprint(rim) == last:
                     continue

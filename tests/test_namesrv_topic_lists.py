@@ -5,7 +5,7 @@ import random
 
 import pytest
 
-from rocketpy.namesrv import Channel, NamesrvConfig, RouteInfoManager
+from rocketpy.namesrv import NamesrvConfig, RouteInfoManager
 from rocketpy.namesrv.model import Registration, DataVersion, TopicConfig, TopicConfigWrapper
 from rocketpy.namesrv.profile import PROFILE_49, PROFILE_50, PROFILE_53
 
@@ -27,8 +27,9 @@ def random_state(profile, seed, brokers, topics, per_broker, clusters=3, topic_t
         chosen = rng.sample(names, per_broker)
         wrapper = TopicConfigWrapper(DataVersion(1, 1000, 0),
                                      {t: TopicConfig(t, 8, 8, 6) for t in chosen}, {})
-        r.register_broker(Registration(f"C{b % clusters}", f"10.0.{b // 250}.{b % 250}:10911", f"broker-{b}",
-                          0, "ha", wrapper, None, b + 1, 0))
+        r.register_broker(Registration(
+            f"C{b % clusters}", f"10.0.{b // 250}.{b % 250}:10911", f"broker-{b}", 0, "ha", wrapper,
+            None, b + 1, 0))
     return r
 
 

@@ -13,7 +13,8 @@ from dataclasses import dataclass, field
 __all__ = ["PERM_PRIORITY", "PERM_READ", "PERM_WRITE", "PERM_INHERIT", "MASTER_ID",
            "DEFAULT_BROKER_TIMEOUT_MS", "DataVersion", "TopicConfig", "TopicConfigWrapper",
            "QueueData", "BrokerData", "BrokerLiveInfo", "RegisterBrokerResult", "Registration",
-           "UnRegisterBrokerRequest", "MappingInfo", "TopicRouteData", "MinBrokerIdChange", "FLAG_UNIT",
+           "UnRegisterBrokerRequest", "MappingInfo", "TopicRouteData", "MinBrokerIdChange",
+           "FLAG_UNIT",
            "FLAG_UNIT_SUB", "SYNC_BROKER_MEMBER_GROUP_PREFIX", "ORDER_TOPIC_CONFIG",
            "SYSTEM_TOPIC_PREFIX", "SYSTEM_TOPICS", "is_system_topic"]
 

@@ -358,7 +358,8 @@ for _type, (_tag, _codecs) in SCHEMA.items():   # a start-up error, not a torn s
 assert tuple(SCHEMA) == ops.OPS and len({tag for tag, _ in SCHEMA.values()}) == len(SCHEMA)
 _ENCODERS = {cls: (_U8.pack(tag), tuple(enc for enc, _, _ in codecs))
              for cls, (tag, codecs) in SCHEMA.items()}
-_DECODERS = {tag: (cls, tuple(dec for _, dec, _ in codecs)) for cls, (tag, codecs) in SCHEMA.items()}
+_DECODERS = {tag: (cls, tuple(dec for _, dec, _ in codecs))
+             for cls, (tag, codecs) in SCHEMA.items()}
 
 
 def encode_batch(batch):

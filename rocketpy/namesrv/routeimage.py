@@ -18,9 +18,9 @@ layer (:mod:`rocketpy.service.routesnapshot`, format :mod:`rocketpy.namesrv.rout
 
 Filling the tables (:func:`restore_deltas`) is a sequence of
 :class:`~rocketpy.namesrv.delta.RouteDelta` values (their ops the very ops a replica would be
-sent) for the one writer, each bounded in the topic-broker pairs it adds, the live entries last: loaded live entries are *provisional*
-(``RouteInfoManager.provisional``) until their broker registers again, and expire as they
-would have. Nothing here reads a clock or a file."""
+sent) for the one writer, each bounded in the topic-broker pairs it adds, the live entries
+last: loaded live entries are *provisional* (``RouteInfoManager.provisional``) until their
+broker registers again, and expire as they would have. Nothing here reads a clock or a file."""
 from dataclasses import dataclass, field
 from itertools import groupby, islice
 from typing import NamedTuple
