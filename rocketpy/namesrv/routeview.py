@@ -51,11 +51,8 @@ class TableView(Mapping):
     def __len__(self):
         return len(self._table)
 
-    def values(self):
-        return list(map(self._view, self._table.values()))
-
-    def items(self):
-        return [(key, self._view(value)) for key, value in self._table.items()]
+    # keys(), items() and values() are Mapping's views: lazy, over the dict's own iterator (a
+    # dict changed under a walk raises, as the dict would)
 
     def __repr__(self):
         return f"TableView({self._table!r})"
