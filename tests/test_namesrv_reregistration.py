@@ -320,8 +320,8 @@ def test_a_new_data_version_walks_only_the_changed_topics_on_the_reactor(tmp_pat
         rim.delete_topic("T3")                         # missing now: walked again
         walks = count_calls(monkeypatch, rim, "_apply_topic_configs")
         assert register(proc, changed).code == 0
-        [(broker, configs, wipe, missing_only, fresh)] = walks
-        walked.append(sorted(config.topic_name for config in configs.values()))
+        [(broker, configs, wipe, missing_only, bulk, fresh)] = walks
+        walked.append(sorted(config.topic_name for config in configs))
         tables.append({t: dict(m) for t, m in rim.topic_queue_table.items()})
         monkeypatch.undo()
     assert walked == [["T11", "T3", "T7"], sorted(topics)]

@@ -120,6 +120,8 @@ class WireShape:
         """A static-topic ``TopicQueueMappingInfo`` as the route writes it (its seven fields,
         ``currIdMap`` in ConcurrentHashMap order)."""
         ids = info.curr_id_map
+        if isinstance(ids, tuple):   # the route tables' MappingInfo: (id, logic id) pairs
+            ids = dict(ids)
         if isinstance(ids, dict):
             ids = _hash_ordered(ids, chm_capacity(len(ids)))
         return bodies.TopicQueueMappingInfo(
