@@ -12,10 +12,11 @@ import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-#: modules that may read integers out of bytes: the codec, the capture's packet layers and the
-#: route snapshot file's records
+#: modules that may read integers out of bytes: the codec, the capture's packet layers, and
+#: rocketpy's own records that never reach the wire (the route snapshot file, the op stream)
 ALLOWED = {"rocketpy/remoting", "rocketpy/capture/readers.py", "rocketpy/capture/layers.py",
-           "rocketpy/capture/reassembly.py", "rocketpy/namesrv/routefile.py"}
+           "rocketpy/capture/reassembly.py", "rocketpy/namesrv/routefile.py",
+           "rocketpy/namesrv/opcodec.py"}
 
 
 def _allowed(rel):
