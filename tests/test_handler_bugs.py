@@ -3,6 +3,7 @@ kin) are a request's fault, answered with Java's remark and logged as one line; 
 handler raises (TypeError, KeyError, AttributeError...) is answered the same but logged with its
 traceback and counted (``rocketpy_handler_failures_total``), on the NameServer port and the
 controller port."""
+import errno
 import logging
 
 from processorutil import CH, call, make
@@ -72,3 +73,31 @@ def test_handler_failures_are_exported(tmp_path):
     assert len(counts) == len(proc.handlers) and {s.labels["server"] for s in family.samples} == {
         "namesrv"}
     assert counts["GET_ROUTEINFO_BY_TOPIC"] == 2 and counts["REGISTER_BROKER"] == 0
+
+
+def test_a_bug_in_writing_a_file_is_a_handler_bug_not_a_full_disk(tmp_path, caplog):
+    """A change answered once its file is written (UPDATE_NAMESRV_CONFIG, the KV puts): the
+    disk's own errors are answered "could not be written to disk" and are no bug; anything else
+    the write raises is one, logged with its traceback and counted (it was answered as a disk
+    error, with no traceback and no count)."""
+    proc = make(tmp_path)
+    configuration = proc.handlers[318].__self__.configuration
+
+    def full(path, text):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    def broken(path, text):
+        raise TypeError("a store bug")
+
+    configuration.store = full
+    with caplog.at_level(logging.WARNING, logger="rocketpy.namesrv"):
+        disk = call(proc, 318, body=b"orderMessageEnable=true\n")
+        assert proc.handler_failures == {}
+        configuration.store = broken
+        bug = call(proc, 318, body=b"orderMessageEnable=false\n")
+    assert (disk.code, disk.remark) == (
+        RC.SYSTEM_ERROR, "the config file could not be written to disk: No space left on device")
+    assert (bug.code, bug.remark) == (RC.SYSTEM_ERROR, "builtins.TypeError: a store bug")
+    assert proc.handler_failures == {318: 1}
+    errors = [r for r in caplog.records if r.levelno == logging.ERROR]
+    assert len(errors) == 1 and errors[0].exc_info[0] is TypeError
