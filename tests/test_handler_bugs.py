@@ -9,6 +9,7 @@ import logging
 from processorutil import CH, call, make
 from rocketpy.controller import ControllerConfiguration, ControllerRequestProcessor
 from rocketpy.controller.replicas import NO_CHECK_CODE_REMARK
+from rocketpy.controller.replicated import NotCommitted
 from rocketpy.remoting import RemotingCommand
 from rocketpy.remoting.codes import ResponseCode as RC
 
@@ -101,3 +102,35 @@ def test_a_bug_in_writing_a_file_is_a_handler_bug_not_a_full_disk(tmp_path, capl
     assert proc.handler_failures == {318: 1}
     errors = [r for r in caplog.records if r.levelno == logging.ERROR]
     assert len(errors) == 1 and errors[0].exc_info[0] is TypeError
+
+
+def test_a_bug_in_writing_a_controller_change_is_a_handler_bug_not_a_failed_write(caplog):
+    """The controller's changes are answered once durable (its file, or etcd): a full disk or
+    a change etcd did not commit is answered "could not be written" and logged in one line;
+    anything else the write raises is a bug, logged with its traceback and counted (it was
+    logged as a disk error, with no traceback and no count)."""
+    failures = []
+
+    def persist(events):
+        def job():
+            raise failures[-1]
+        return job
+
+    processor = ControllerRequestProcessor(ControllerConfiguration.from_properties(PROPS),
+                                           persist=persist)
+    ext = {"clusterName": "c", "brokerName": "b", "appliedBrokerId": "1",
+           "registerCheckCode": "127.0.0.1:30911;1"}
+    answers = []
+    with caplog.at_level(logging.WARNING, logger="rocketpy.controller"):
+        for exc in (OSError(errno.ENOSPC, "No space left on device"),
+                    NotCommitted("not committed in etcd: another controller leads"),
+                    TypeError("a persist bug")):
+            failures.append(exc)
+            answers.append(processor.process(RemotingCommand.request(1013, ext, opaque=9), CH,
+                                             1000))
+    assert [a.code for a in answers] == [RC.SYSTEM_ERROR] * 3
+    assert [a.remark.rsplit(": ", 1)[-1] for a in answers] == [
+        "No space left on device", "another controller leads", "a persist bug"]
+    assert processor.handler_failures == {1013: 1}
+    errors = [r for r in caplog.records if r.levelno == logging.ERROR]
+    assert [r.exc_info[0] if r.exc_info else None for r in errors] == [None, None, TypeError]
