@@ -134,6 +134,20 @@ def test_a_served_code_without_its_access_is_an_error_at_import():
         C._check(CATALOGUE + (Request("AGAIN", 103),))
 
 
+def test_a_code_naming_a_broker_without_broker_access_is_an_error_at_import():
+    """The identity binding checks the broker requests that name a broker (``names_broker``)
+    by their header: one declared so without BROKER access, or without a request header, was
+    left out of the binding's codes, unchecked, silently; now it is refused."""
+    named = Request("NEW_BROKER_CODE", 9002, request="RegisterBrokerRequestHeader",
+                    namesrv=C.since(R.V5_3_3), access=C.BROKER, names_broker=True)
+    C._check(CATALOGUE + (named,))
+    for wrong in (dataclasses.replace(named, access=C.ANY),
+                  dataclasses.replace(named, access=C.ADMIN),
+                  dataclasses.replace(named, request=None)):
+        with pytest.raises(CatalogueError, match=r"NEW_BROKER_CODE \(9002\) names a broker"):
+            C._check(CATALOGUE + (wrong,))
+
+
 def test_a_54_profile_is_one_release_and_the_facts_that_differ():
     """PROFILE_53.but(name="5.4") used to report 0 config keys (GET_NAMESRV_CONFIG answered an
     empty configuration, -p printed nothing); a profile is named by its release now, the keys

@@ -281,6 +281,37 @@ def test_every_fast_path_names_tests_that_exist():
                 f"{module}::{test} ({row[:60]})"
 
 
+#: the compiled modules' method tables: every function they give Python is a fast path
+_C_MODULES = ("rocketpy/remoting/_kernel/module.c", "rocketpy/capture/_native/module.c")
+
+
+def _c_functions(source):
+    """The functions a C module gives Python: the rows of the ``PyMethodDef`` table its
+    ``PyModuleDef`` names (its types' methods are the decoder's and tally's own)."""
+    text = (ROOT / source).read_text(encoding="utf-8")
+    table = re.search(r"PyModuleDef\s+\w+\s*=\s*\{[^}]*?(\w+)\s*,?\s*\}", text).group(1)
+    rows = text.split(f"PyMethodDef {table}[] = {{", 1)[1].split("};", 1)[0]
+    return set(re.findall(r'\{"(\w+)",', rows)) - {"configure"}
+
+
+def test_every_compiled_function_is_a_fast_path_with_its_oracle():
+    """Each function the header kernel and the capture core give Python (``configure`` aside)
+    is named in the first column of the fast paths table, so a C shortcut added without its
+    row -- and the test tying it to its oracle -- fails here (the compiled hit path,
+    ``answer_hits``, had none)."""
+    page = (DOCS / "architecture.md").read_text(encoding="utf-8")
+    table = page.split("## Fast paths and their oracles", 1)[1].split("\n\n", 2)[2]
+    named = set()
+    for row in table.split("\n\n", 1)[0].splitlines():
+        if row.startswith("| ") and not row.startswith("| fast path"):
+            named |= set(re.findall(r"`(\w+)`", row.split("|")[1]))
+    for source in _C_MODULES:
+        functions = _c_functions(source)
+        assert functions, source
+        assert functions - named == set(), source
+    assert _c_functions(_C_MODULES[0]) >= {"read_header", "answer_hits", "repeated_keys"}
+
+
 def _assigned(module, name):
     """A test case a module makes by assignment (a Hypothesis state machine's ``TestCase``)."""
     import ast

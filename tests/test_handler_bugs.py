@@ -3,11 +3,13 @@ kin) are a request's fault, answered with Java's remark and logged as one line; 
 handler raises (TypeError, KeyError, AttributeError...) is answered the same but logged with its
 traceback and counted (``rocketpy_handler_failures_total``), on the NameServer port and the
 controller port."""
+import errno
 import logging
 
 from processorutil import CH, call, make
 from rocketpy.controller import ControllerConfiguration, ControllerRequestProcessor
 from rocketpy.controller.replicas import NO_CHECK_CODE_REMARK
+from rocketpy.controller.replicated import NotCommitted
 from rocketpy.remoting import RemotingCommand
 from rocketpy.remoting.codes import ResponseCode as RC
 
@@ -72,3 +74,63 @@ def test_handler_failures_are_exported(tmp_path):
     assert len(counts) == len(proc.handlers) and {s.labels["server"] for s in family.samples} == {
         "namesrv"}
     assert counts["GET_ROUTEINFO_BY_TOPIC"] == 2 and counts["REGISTER_BROKER"] == 0
+
+
+def test_a_bug_in_writing_a_file_is_a_handler_bug_not_a_full_disk(tmp_path, caplog):
+    """A change answered once its file is written (UPDATE_NAMESRV_CONFIG, the KV puts): the
+    disk's own errors are answered "could not be written to disk" and are no bug; anything else
+    the write raises is one, logged with its traceback and counted (it was answered as a disk
+    error, with no traceback and no count)."""
+    proc = make(tmp_path)
+    configuration = proc.handlers[318].__self__.configuration
+
+    def full(path, text):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    def broken(path, text):
+        raise TypeError("a store bug")
+
+    configuration.store = full
+    with caplog.at_level(logging.WARNING, logger="rocketpy.namesrv"):
+        disk = call(proc, 318, body=b"orderMessageEnable=true\n")
+        assert proc.handler_failures == {}
+        configuration.store = broken
+        bug = call(proc, 318, body=b"orderMessageEnable=false\n")
+    assert (disk.code, disk.remark) == (
+        RC.SYSTEM_ERROR, "the config file could not be written to disk: No space left on device")
+    assert (bug.code, bug.remark) == (RC.SYSTEM_ERROR, "builtins.TypeError: a store bug")
+    assert proc.handler_failures == {318: 1}
+    errors = [r for r in caplog.records if r.levelno == logging.ERROR]
+    assert len(errors) == 1 and errors[0].exc_info[0] is TypeError
+
+
+def test_a_bug_in_writing_a_controller_change_is_a_handler_bug_not_a_failed_write(caplog):
+    """The controller's changes are answered once durable (its file, or etcd): a full disk or
+    a change etcd did not commit is answered "could not be written" and logged in one line;
+    anything else the write raises is a bug, logged with its traceback and counted (it was
+    logged as a disk error, with no traceback and no count)."""
+    failures = []
+
+    def persist(events):
+        def job():
+            raise failures[-1]
+        return job
+
+    processor = ControllerRequestProcessor(ControllerConfiguration.from_properties(PROPS),
+                                           persist=persist)
+    ext = {"clusterName": "c", "brokerName": "b", "appliedBrokerId": "1",
+           "registerCheckCode": "127.0.0.1:30911;1"}
+    answers = []
+    with caplog.at_level(logging.WARNING, logger="rocketpy.controller"):
+        for exc in (OSError(errno.ENOSPC, "No space left on device"),
+                    NotCommitted("not committed in etcd: another controller leads"),
+                    TypeError("a persist bug")):
+            failures.append(exc)
+            answers.append(processor.process(RemotingCommand.request(1013, ext, opaque=9), CH,
+                                             1000))
+    assert [a.code for a in answers] == [RC.SYSTEM_ERROR] * 3
+    assert [a.remark.rsplit(": ", 1)[-1] for a in answers] == [
+        "No space left on device", "another controller leads", "a persist bug"]
+    assert processor.handler_failures == {1013: 1}
+    errors = [r for r in caplog.records if r.levelno == logging.ERROR]
+    assert [r.exc_info[0] if r.exc_info else None for r in errors] == [None, None, TypeError]

@@ -50,6 +50,7 @@ from rocketpy.remoting.javahash import hashmap_order
 from .elect import DefaultElectPolicy
 from .heartbeat import BrokerHeartbeatManager
 from .replicas import ControllerResult, ReplicasInfoManager
+from .replicated import NotCommitted
 
 __all__ = ["ControllerRequestProcessor", "ADMIN_CODES", "LEADER_CODES", "NOT_LEADER_REMARK",
            "RELEASE"]
@@ -201,7 +202,7 @@ class ControllerRequestProcessor:
             self._send(result.pushes)
             return self._answer(request, result)
 
-        pending = self._commit(result, then)
+        pending = self._commit(result, then, request.code)
         if pending is None:
             return then()
         return pending if offload else pending.run()
@@ -213,9 +214,11 @@ class ControllerRequestProcessor:
         for address, command in pushes:
             self.notify(address, command)
 
-    def _commit(self, result, then):
+    def _commit(self, result, then, code):
         """Apply ``result``'s events; the Pending of ``then()`` once they (or the result's own
-        file write) are durable; None when nothing needs writing."""
+        file write) are durable; None when nothing needs writing. A write that fails for the
+        disk (OSError) or etcd (:class:`NotCommitted`) is logged in one line; anything else it
+        raises is a bug of request ``code``'s change, logged with its traceback and counted."""
         if result.events and self.entry_refusal is not None:
             remark = self.entry_refusal(result.events)
             if remark is not None:       # refused before anything is applied
@@ -234,7 +237,12 @@ class ControllerRequestProcessor:
 
         def failed(exc):
             why = getattr(exc, "strerror", None) or exc
-            log.error("controller change could not be written to disk: %s", why)
+            if isinstance(exc, (OSError, NotCommitted)):
+                log.error("controller change could not be written to disk: %s", why)
+            else:
+                self.handler_failures[code] = self.handler_failures.get(code, 0) + 1
+                log.error("controller request %s: writing its change failed", code,
+                          exc_info=exc)
             if self.leadership is not None:
                 # a group's leader that cannot commit drops the change (it reads the state
                 # again from etcd): no broker may hear of a role that is not in the log
@@ -443,7 +451,8 @@ class ControllerRequestProcessor:
             result = self.replicas.elect_master(header, self._policy(now_ms))
             if result.code == RC.SUCCESS and self.config.notify_broker_role_changed:
                 result.pushes = self._pushes(result, now_ms)
-            pending = self._commit(result, lambda result=result: self._send(result.pushes))
+            pending = self._commit(result, lambda result=result: self._send(result.pushes),
+                                   R.CONTROLLER_ELECT_MASTER)   # the change an election makes
             if pending is None:
                 self._send(result.pushes)
             else:

@@ -31,7 +31,8 @@ import zlib
 from .events import event_from_obj, event_to_obj
 from .store import SnapshotError, load_snapshot, snapshot_text
 
-__all__ = ["ReplicaLog", "Leadership", "EtcdSettings", "ReplicationError", "key_prefix",
+__all__ = ["ReplicaLog", "Leadership", "EtcdSettings", "ReplicationError", "NotCommitted",
+           "key_prefix",
            "entry_key", "snapshot_key", "leader_key", "snapshot_request", "append_txn",
            "campaign_txn", "range_request", "watch_request",
            "leader_value", "parse_leader", "b64", "unb64", "ENTRY_DIGITS", "ETCD_TYPE",
@@ -55,6 +56,12 @@ ETCD_TYPE = "etcd"
 
 class ReplicationError(ValueError):
     """What etcd holds is not a log this version wrote, or has a gap."""
+
+
+class NotCommitted(Exception):
+    """A change etcd did not commit (another controller leads, no endpoint answered, the entry
+    was refused): the replicated controller's failed write, as a full disk is the file
+    store's -- no bug."""
 
 
 def b64(text):

@@ -76,7 +76,8 @@ def durable(write, reply, what):
     (Java logs the failed persist and answers SUCCESS: rocketpy does not acknowledge a change
     it could not make durable). A write with ``settle`` (the KV store's) changes memory only
     once durable, so a refused change changes nothing; otherwise the change stays in memory and
-    goes out with the next write."""
+    goes out with the next write. Only the disk's errors (OSError) are answered so: anything
+    else the write raises is a bug, handed on to the processor, which logs and counts it."""
     if write is None:
         return reply
     settle = write.settle
@@ -92,7 +93,9 @@ def durable(write, reply, what):
     def failed(exc):
         if settle is not None and settle():   # its own record was durable before the failure
             return reply
-        return refused(getattr(exc, "strerror", None) or exc)
+        if not isinstance(exc, OSError):
+            raise exc
+        return refused(exc.strerror or exc)
 
     return Pending(write, finished, DISK, failed)
 

@@ -522,7 +522,9 @@ _BY_CODE = {r.code: r for r in CATALOGUE if r.alias_of is None}
 
 def _check(catalogue):
     """Refuse at import what would make a derived table wrong: a served code with no stated
-    access (it would be served unguarded), a code declared twice, an alias of nothing."""
+    access (it would be served unguarded), a code declared twice, an alias of nothing, a code
+    naming a broker that is no broker request with a header (the identity binding would skip
+    it)."""
     names, codes = set(), set()
     for r in catalogue:
         if r.name in names:
@@ -541,6 +543,10 @@ def _check(catalogue):
                                  "(Access.ANY, BROKER or ADMIN): it would be served unguarded")
         if r.admin_when is not None and r.request is None:
             raise CatalogueError(f"{r.name} ({r.code}) is administrative by a header it lacks")
+        if r.names_broker and (r.request is None or not (r.access or 0) & Access.BROKER):
+            raise CatalogueError(f"{r.name} ({r.code}) names a broker but is no broker request "
+                                 "with a header (Access.BROKER, request=): the identity "
+                                 "binding would not check it")
 
 
 _check(CATALOGUE)

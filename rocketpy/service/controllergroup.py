@@ -44,10 +44,11 @@ from twisted.python.failure import Failure
 
 from ..controller.grouprole import (ELECTING, FOLLOWING, LEADING, LOADING, STOPPED, WINNING,
                                     GroupRole)
-from ..controller.replicated import (MAX_SNAPSHOT_BYTES, SNAPSHOT_ENTRIES, ReplicaLog,
-                                     ReplicationError, append_txn, campaign_txn, key_prefix,
-                                     leader_key, parse_leader, range_request, snapshot_key,
-                                     snapshot_request, snapshot_value, unb64, watch_request)
+from ..controller.replicated import (MAX_SNAPSHOT_BYTES, SNAPSHOT_ENTRIES, NotCommitted,
+                                     ReplicaLog, ReplicationError, append_txn, campaign_txn,
+                                     key_prefix, leader_key, parse_leader, range_request,
+                                     snapshot_key, snapshot_request, snapshot_value, unb64,
+                                     watch_request)
 from .etcd import EtcdError, EtcdGateway, EtcdRequestTooLarge
 from ..transport import logs
 
@@ -275,7 +276,7 @@ class ControllerGroup(Service):
                 self.entries_moved += len(failed)
                 self._queue.clear()
                 for _, d in failed:
-                    d.errback(EtcdError(f"not committed in etcd: {why}"))
+                    d.errback(NotCommitted(f"not committed in etcd: {why}"))
                 if event == "entry_refused":
                     self.refused_entries += 1
                 if event is not None:
