@@ -6,7 +6,7 @@ from rocketpy.namesrv import (Channel, Configuration, KVConfigManager, NamesrvCo
                               NettyServerConfig, RouteInfoManager)
 from rocketpy.namesrv.processor import DefaultRequestProcessor
 from rocketpy.namesrv.profile import PROFILE_53
-from rocketpy.remoting import RemotingCommand
+from rocketpy.remoting import RemotingCommand, decode_frame, split_frames
 import brokerbody
 
 CH = Channel(1, "127.0.0.1:50000")
@@ -47,3 +47,11 @@ def register(proc, name="broker-a", addr="127.0.0.1:10911", bid="0", topics=("T1
 
 def call(proc, code, ext=None, body=None, version=479, now=1000, **kw):
     return proc.process(RemotingCommand.request(code, ext, body, opaque=7, version=version, **kw), CH, now)
+
+
+def exchange(proto, command):
+    """The frames a protocol on a ``StringTransport`` writes for ``command``, decoded."""
+    proto.transport.clear()
+    proto.dataReceived(command.encode())
+    frames, _ = split_frames(proto.transport.value())
+    return [decode_frame(f) for f in frames]

@@ -15,6 +15,7 @@ from twisted.trial.unittest import SynchronousTestCase
 from rocketpy.remoting import RemotingCommand, decode_frame, split_frames
 from rocketpy.service.tap import Options, makeService
 from brokerbody import register_body
+from processorutil import exchange
 
 T0 = 1_700_000_000
 
@@ -46,11 +47,8 @@ class NameServer:
 
     def request(self, proto, code, ext=None, body=None, version=413, oneway=False):
         self.opaque += 1
-        proto.transport.clear()
-        proto.dataReceived(RemotingCommand.request(code, ext, body, opaque=self.opaque,
-                                                   version=version, oneway=oneway).encode())
-        frames, _ = split_frames(proto.transport.value())
-        return [decode_frame(f) for f in frames]
+        return exchange(proto, RemotingCommand.request(code, ext, body, opaque=self.opaque,
+                                                       version=version, oneway=oneway))
 
     def register(self, proto, broker="broker-a", broker_id=0, addr="127.0.0.1:10911", topics=("T", "U"),
                  counter=1, **ext):

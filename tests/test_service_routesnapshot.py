@@ -22,11 +22,12 @@ from zope.interface import implementer
 
 from rocketpy.namesrv.routeimage import RESTORE_SLICE_PAIRS, delta_work
 from rocketpy.namesrv.routefile import TARGET_RECORD
-from rocketpy.remoting import RemotingCommand, decode_frame, split_frames
+from rocketpy.remoting import RemotingCommand
 from rocketpy.service.server import RemotingServerService
 from rocketpy.service.tap import Options, makeService
 
 from brokerbody import register_body
+from processorutil import exchange
 
 T0 = 1_700_000_000
 
@@ -81,11 +82,9 @@ class Server:
 
     def call(self, proto, code, ext=None, body=None, version=479):
         self.opaque += 1
-        proto.transport.clear()
-        proto.dataReceived(RemotingCommand.request(code, ext, body, opaque=self.opaque,
-                                                   version=version).encode())
-        frames, _ = split_frames(proto.transport.value())
-        return decode_frame(frames[0]) if frames else None
+        answers = exchange(proto, RemotingCommand.request(code, ext, body, opaque=self.opaque,
+                                                          version=version))
+        return answers[0] if answers else None
 
     def register(self, proto, name="broker-a", addr="127.0.0.1:10911", broker_id=0,
                  topics=("T", "U"), counter=1):

@@ -17,13 +17,14 @@ from twisted.python.failure import Failure
 from twisted.trial.unittest import SynchronousTestCase
 from twisted.web.test.requesthelper import DummyRequest
 
-from rocketpy.remoting import RemotingCommand, decode_frame, split_frames
+from rocketpy.remoting import RemotingCommand
 from rocketpy.service.tap import Options, makeService
 from rocketpy.web.page import CONTENT_SECURITY_POLICY
 from rocketpy.web.resource import WebSite, client_allowed
 
 from test_web_server import page_rows
 from brokerbody import register_body
+from processorutil import exchange
 
 
 class Server:
@@ -47,11 +48,9 @@ class Server:
 
     def call(self, proto, code, ext=None, body=None, version=479):
         self.opaque += 1
-        proto.transport.clear()
-        proto.dataReceived(RemotingCommand.request(code, ext, body, opaque=self.opaque,
-                                                   version=version).encode())
-        frames, _ = split_frames(proto.transport.value())
-        return decode_frame(frames[0]) if frames else None
+        answers = exchange(proto, RemotingCommand.request(code, ext, body, opaque=self.opaque,
+                                                          version=version))
+        return answers[0] if answers else None
 
     def register(self, proto, cluster, group, broker_id, addr, topics, version=479):
         body = register_body(topics, counter=3, queues=8)
