@@ -106,6 +106,9 @@ class DefaultRequestProcessor:
         self.handlers = {code: fn for code, (_, fn, _) in table.items() if code not in missing}
         self._headers = {code: cls for code, (cls, _, _) in table.items() if cls is not None}
         self._java_decoded = frozenset(code for code, (_, _, java) in table.items() if java)
+        #: the codes whose handler may change state (``responder(writes=True)``)
+        self.writes = frozenset(code for code, fn in self.handlers.items()
+                                if getattr(fn, "writes", False))
         # guards that may refuse a request before its handler runs, each with the codes it
         # looks at: administrative requests, broker requests
         self._guards = tuple(g for g in (access_control, broker_access) if g.codes)

@@ -121,9 +121,13 @@ class ReusableResponse(RemotingCommand):
     reuse: "tuple | None" = None
 
 
-def responder(code, java_decode=False):
+def responder(code, java_decode=False, writes=False):
     """Mark a method as the handler of request ``code``; the dispatcher decodes the code's
     header first and passes it (None when the code has none).
+
+    ``writes``: the handler may change state (the route tables, the KV store, the settings):
+    the one declaration the worker processes read (:mod:`rocketpy.transport.forwarding`): such
+    a request goes to the route writer, every other one is answered from a replica.
 
     With ``java_decode`` the header is read as Java reads it: a missing or unparsable field keeps
     its default (``RemotingCommand.decodeCommandCustomHeader`` catches its own "the custom field
@@ -132,6 +136,7 @@ def responder(code, java_decode=False):
     SYSTEM_ERROR at once (handlers not yet checked against Java's null paths)."""
     def mark(method):
         method.responds_to = (int(code), java_decode)
+        method.writes = writes
         return method
     return mark
 
