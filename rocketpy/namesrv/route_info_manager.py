@@ -40,7 +40,8 @@ _NO_MASTER = RegisterBrokerResult()   # frozen: one for every registration that 
 
 
 def _gate(method):
-    """The one way into the tables: report what the outermost call touched when it returns."""
+    """The one way into the tables: report what the outermost call touched when it returns,
+    and hand the ops it applied to the journal."""
     @wraps(method)
     def gated(self, *args, **kwargs):
         self._depth += 1
@@ -48,8 +49,12 @@ def _gate(method):
             return method(self, *args, **kwargs)
         finally:
             self._depth -= 1
-            if not self._depth and (self._dirty or self._dirty_brokers):
-                self._publish()
+            if not self._depth:
+                if self._dirty or self._dirty_brokers:
+                    self._publish()
+                if self._batch:
+                    batch, self._batch = tuple(self._batch), []
+                    self.journal(batch)
     return gated
 
 
@@ -84,9 +89,12 @@ class RouteInfoManager:
         processor's, so UPDATE_NAMESRV_CONFIG reaches the tables).
     :param policies: the :class:`~rocketpy.namesrv.policy.Policies` (or a ``BehaviourProfile``).
     :param on_min_broker_id_changed: called with a :class:`~rocketpy.namesrv.model.MinBrokerIdChange`
-        when ``notifyMinBrokerIdChanged`` is on and a group's smallest brokerId changes."""
+        when ``notifyMinBrokerIdChanged`` is on and a group's smallest brokerId changes.
+    :param journal: called with each batch of ops the tables applied (a tuple, in order: what
+        one outermost change made), for a replica; None: nothing is kept."""
 
-    def __init__(self, namesrv_config=None, policies=None, on_min_broker_id_changed=None):
+    def __init__(self, namesrv_config=None, policies=None, on_min_broker_id_changed=None,
+                 journal=None):
         if namesrv_config is None:
             from .config import NamesrvConfig
             namesrv_config = NamesrvConfig()
@@ -96,6 +104,7 @@ class RouteInfoManager:
         self.liveness = policies.liveness
         self.wire = policies.wire
         self.on_min_broker_id_changed = on_min_broker_id_changed
+        self.journal = journal
         #: topic -> its queue layout (a shared :class:`~rocketpy.namesrv.shapes.RouteShape`)
         self.shapes = ShapeTable()
         self.topic_queue_table = self.shapes.topics
@@ -138,6 +147,7 @@ class RouteInfoManager:
         self._dirty_brokers = set()
         self._touched_topics = set()
         self._touched_bulk = []        # lists of topics a bulk step touched
+        self._batch = []               # the ops applied in this outermost change (journal)
         high_water = self.wire.high_water
         self._topics_high = high_water(1024)
         self._brokers_high = high_water(128)
@@ -172,9 +182,11 @@ class RouteInfoManager:
         every change was already so)."""
         outer = self._touched_topics, self._touched_bulk, self._dirty_brokers
         self._touched_topics, self._touched_bulk, self._dirty_brokers = set(), [], set()
+        done = 0
         try:
             for op, args in delta.ops:
                 getattr(self, "_" + op)(*args)
+                done += 1
             touched = Touched(frozenset(self._touched_topics), frozenset(self._dirty_brokers),
                               self._touched_bulk, self.topic_queue_table)
         finally:   # what an enclosing gated call touched, and this delta, go to the report
@@ -182,6 +194,8 @@ class RouteInfoManager:
             outer[1].extend(self._touched_bulk)
             outer[2].update(self._dirty_brokers)
             self._touched_topics, self._touched_bulk, self._dirty_brokers = outer
+            if self.journal is not None:
+                self._batch.extend(delta.ops[:done])
         return touched
 
     # ------------------------------------------------------------------ its steps
