@@ -104,7 +104,13 @@ class Options(usage.Options):
         ["logLevel", None, "info", "The least severe log lines written: debug (adds a line per "
                                    "connection opened and closed), info, warn, error or "
                                    "critical."],
+        ["workers", None, None, "Processes accepting on the listening port (overrides the "
+                                "serverWorkerProcesses key; default 1): this one writes the "
+                                "route tables, the others answer from replicas of them."],
     ]
+
+    #: a worker process parses the writer's options again: the warnings are the writer's
+    quiet = False
 
     def __init__(self):
         super().__init__()
@@ -158,6 +164,7 @@ class Options(usage.Options):
         """A bad option (unknown, without its value, or a bad --peers / --nsaddr list) is one
         line and exit status 1 (:class:`StartError`): twistd answers a ``UsageError`` with its
         whole usage on stdout, 82 lines, under the name ``rocketnamesrv --nodaemon``."""
+        self["argv"] = list(sys.argv[1:] if options is None else options)
         try:
             super().parseOptions(options)
         except usage.UsageError as exc:
@@ -215,6 +222,11 @@ class Options(usage.Options):
                 raise StartError(f"enableControllerInNamesrv=true: {exc}") from None
         self["tls"] = _tls_settings(props)
         self["explicit_max_connections"] = "serverMaxConnections" in props
+        from .workers import worker_processes
+        try:
+            self["worker_processes"] = worker_processes(props, self["workers"])
+        except ValueError as exc:
+            raise StartError(str(exc)) from None
         try:
             self["limits"] = ServerLimits.from_properties(props)
             self["kv_limits"] = KVLimits.from_properties(props)
@@ -251,7 +263,7 @@ def _check_properties(file_props, path, defines, options):
         warnings += check_properties(defines, "-D", system_properties=True)
     except PropertyError as exc:
         raise StartError(str(exc)) from None
-    for warning in warnings:
+    for warning in () if options.quiet else warnings:
         sys.stderr.write(f"rocketnamesrv: warning: {warning}\n")
         log.warn("{warning}", warning=warning)
     for name in ("listen", "web"):
@@ -378,10 +390,8 @@ def _route_snapshot(options, route, processor, factory, reactor, threads):
     from ..namesrv.routefile import MAIN, ROUTES, ReadLimits
     from .routesnapshot import WRITER_THREAD_NAME, RouteSnapshotService, RouteSnapshotter
 
-    connections = factory.connections
-
     def host_of_channel(channel_id):
-        proto = connections.get(channel_id)
+        proto = factory.channel(channel_id)   # a worker's connection too
         return None if proto is None else host_of(proto)
     policies = processor.policies
     snapshotter = RouteSnapshotter(route, policies.name, reactor, host_of_channel)
@@ -400,6 +410,52 @@ def _route_snapshot(options, route, processor, factory, reactor, threads):
         v5_keys=policies.routes.live_key("", "")[0] is not None,
         writer=WritePool(reactor, name=WRITER_THREAD_NAME) if threads and path else None,
         fetch_peer=fetch, on_loaded=processor.broker_access.bind_provisional)
+
+
+def server_limits(options):
+    """The server's :class:`~rocketpy.transport.limits.ServerLimits` (the connections no more
+    than the open files allow)."""
+    limits = options.get("limits") or ServerLimits()
+    if limits.max_connections:   # one descriptor per connection: what the open files allow
+        limits = dataclasses.replace(limits, max_connections=connection_cap(
+            limits.max_connections, configured=options.get("explicit_max_connections", True)))
+    return limits
+
+
+def server_factory(options, processor, listener, reactor, *, limits, metrics, answer_cache,
+                   decode_pool, write_pool, first_channel_id=1):
+    """The :class:`~rocketpy.transport.factory.RemotingServerFactory` of ``options`` (netty
+    settings, TLS; ``limits``, of which a process gets its share with worker processes)."""
+    from .workers import shared_limits
+    netty = options["configuration"].netty_server_config
+    settings = options["tls"]
+    context = None
+    if settings.mode is not TlsMode.DISABLED:
+        try:
+            context = build_context_factory(settings)
+        except TlsUnavailableError as exc:
+            log.error("Failed to create SSLContext for server: {why}", why=exc)
+    return RemotingServerFactory(
+        processor, listener, clock=reactor, max_frame_length=options["frame_max_length"],
+        idle_seconds=netty.server_channel_max_idle_time_seconds, tls_mode=settings.mode,
+        tls_context_factory=context, send_buffer=netty.server_socket_snd_buf_size,
+        receive_buffer=netty.server_socket_rcv_buf_size,
+        write_high_water_mark=netty.write_buffer_high_water_mark, answer_cache=answer_cache,
+        limits=shared_limits(limits, options.get("worker_processes", 1)), metrics=metrics,
+        decode_pool=decode_pool, write_pool=write_pool, first_channel_id=first_channel_id)
+
+
+def process_services(top, options, factory, reactor):
+    """What every process of the server runs: the log level, the TLS files' watch, the
+    graceful SIGTERM."""
+    LogLevelService(options.get("log_level", LogLevel.info), reactor).setServiceParent(top)
+    settings = options["tls"]
+    if settings.mode is not TlsMode.DISABLED and watched_paths(settings):   # as Java: on change
+        from .tlswatch import TlsFileWatch
+        install = partial(setattr, factory, "tls_context_factory")   # read per connection
+        top.tls_watch = TlsFileWatch(settings, install, reactor, run=_in_thread(reactor))
+        top.tls_watch.setServiceParent(top)
+    GracefulExit(reactor).setServiceParent(top)   # SIGTERM: a clean stop, exit status 0
 
 
 def makeService(options, reactor=None):
@@ -444,10 +500,11 @@ def makeService(options, reactor=None):
     submit = metrics.counting_submit(batch.submit)
     guard = ConfigUpdateGuard.from_configuration(   # the transport's limits guard it too
         configuration, protected=[key for key, *_ in LIMIT_KEYS], value_check=value_problem)
+    startup_ms = int(reactor.seconds() * 1000)
     try:   # reads the access-control accounts file: a guard it cannot apply stops the start
         processor = DefaultRequestProcessor(
             route, kv, submit_unregistration=submit, profile=policies,
-            configuration=configuration, startup_ms=int(reactor.seconds() * 1000),
+            configuration=configuration, startup_ms=startup_ms,
             config_guard=guard)
     except AclConfigError as exc:
         raise StartError(str(exc)) from None
@@ -460,35 +517,16 @@ def makeService(options, reactor=None):
     decode_pool = DecodePool(reactor) if threads else None
     write_pool = WritePool(reactor) if threads else None
 
+    limits = server_limits(options)
+    factory = server_factory(options, processor, housekeeping, reactor, limits=limits,
+                             metrics=metrics, answer_cache=cache, decode_pool=decode_pool,
+                             write_pool=write_pool)
     settings = options["tls"]
-    context = None
-    if settings.mode is not TlsMode.DISABLED:
-        try:
-            context = build_context_factory(settings)
-        except TlsUnavailableError as exc:
-            log.error("Failed to create SSLContext for server: {why}", why=exc)
-    limits = options.get("limits") or ServerLimits()
-    if limits.max_connections:   # one descriptor per connection: what the open files allow
-        limits = dataclasses.replace(limits, max_connections=connection_cap(
-            limits.max_connections, configured=options.get("explicit_max_connections", True)))
-    factory = RemotingServerFactory(
-        processor, housekeeping, clock=reactor, max_frame_length=options["frame_max_length"],
-        idle_seconds=netty.server_channel_max_idle_time_seconds, tls_mode=settings.mode,
-        tls_context_factory=context, send_buffer=netty.server_socket_snd_buf_size,
-        receive_buffer=netty.server_socket_rcv_buf_size,
-        write_high_water_mark=netty.write_buffer_high_water_mark, answer_cache=cache,
-        limits=limits, metrics=metrics, decode_pool=decode_pool,
-        write_pool=write_pool)
+    context = factory.tls_context_factory
     interval = policies.liveness.scan_interval_ms(namesrv_config)
 
     top = ReportingService(DaemonLaunch.of(options))   # before twistd forks a daemon
-    LogLevelService(options.get("log_level", LogLevel.info), reactor).setServiceParent(top)
-    if settings.mode is not TlsMode.DISABLED and watched_paths(settings):   # as Java: on change
-        from .tlswatch import TlsFileWatch
-        install = partial(setattr, factory, "tls_context_factory")   # read per connection
-        top.tls_watch = TlsFileWatch(settings, install, reactor, run=_in_thread(reactor))
-        top.tls_watch.setServiceParent(top)
-    GracefulExit(reactor).setServiceParent(top)   # SIGTERM: a clean stop, exit status 0
+    process_services(top, options, factory, reactor)
     # Started in this order, stopped in reverse: the server stops listening and closes its
     # connections first, the scan stops, the decode pool finishes what it holds (for nobody),
     # the KV file is flushed, the writer writes what it holds, and the batch queue applies
@@ -520,6 +558,14 @@ def makeService(options, reactor=None):
         options["listen"], factory, reactor, hold=None if snapshot is None else snapshot.ready,
         bound=partial(_listening_at, netty, explicit=options.get("explicit_listen", False)))
     server.setServiceParent(top)
+    top.workers = None
+    if options.get("worker_processes", 1) > 1:   # serverWorkerProcesses (rocketpy.service.workers)
+        from .workers import attach_workers
+        top.workers = attach_workers(
+            top, options, route=route, kv=kv, configuration=configuration, processor=processor,
+            factory=factory, listener=housekeeping, server=server, snapshotter=snapshotter,
+            hold=None if snapshot is None else snapshot.ready, reactor=reactor,
+            startup_ms=startup_ms)
     top.controller = None
     if options.get("controller_configuration") is not None:   # enableControllerInNamesrv
         from .controller import make_controller_service
@@ -534,18 +580,18 @@ def makeService(options, reactor=None):
     if options.get("web"):   # --web: status page, /metrics, /api/, probes (rocketpy.web)
         from ..web.health import Readiness
         from ..web.service import make_web_service
-        startup_ms = int(reactor.seconds() * 1000)
         readiness = Readiness([
             ("listening", lambda: server.accepting),
             ("waitSecondsForService", lambda: not policies.handlers.not_ready(
                 namesrv_config, int(reactor.seconds() * 1000) - startup_ms)),
-            ("routeSnapshotLoaded", lambda: snapshot is None or snapshot.ready.called)])
+            ("routeSnapshotLoaded", lambda: snapshot is None or snapshot.ready.called)]
+            + ([] if top.workers is None else [("workersServing", lambda: top.workers.ready.called)]))
         top.web = make_web_service(
             options["web"], route_info_manager=route, kv_config_manager=kv, factory=factory,
             unregistration=batch, processor=processor, policies=policies, reactor=reactor,
             listen=options["listen"], nsaddr=options.get("nsaddr"), peers=options.get("peers"),
             decode_pool=decode_pool, readiness=readiness,
-            snapshot_stream=partial(snapshotter.stream, reactor))
+            snapshot_stream=partial(snapshotter.stream, reactor), workers=top.workers)
         top.web.setServiceParent(top)
         controller = top.controller
         top.web.registry.register(GuardCollector(
@@ -556,7 +602,9 @@ def makeService(options, reactor=None):
             snapshot=snapshot))
     if snapshot is not None:   # stopped before the server closes its connections (whose
         snapshot.setServiceParent(top)   # close events would unregister every broker)
-    _Hooks("boot-line", server.announce).setServiceParent(top)   # once every listener is bound
+    announce = server.announce if top.workers is None else (   # and every worker serves
+        lambda: top.workers.ready.addCallback(lambda _: server.announce()))
+    _Hooks("boot-line", announce).setServiceParent(top)   # once every listener is bound
     top.route_info_manager = route
     top.route_snapshot = snapshot
     top.processor = processor
