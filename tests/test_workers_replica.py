@@ -50,7 +50,7 @@ def _image(writer):
     rim = writer.route_info_manager
     profile = writer.policies.name
     main = capture_main(rim, profile, 0, lambda channel_id: "127.0.0.1")
-    return encode_image(dict(writer.configuration.all_configs), writer.kv_config_manager.snapshot(),
+    return encode_image(dict(writer.configuration.items()), writer.kv_config_manager.snapshot(),
                         RouteSnapshotter.encode(main, capture_routes(rim, profile)))
 
 

@@ -96,7 +96,7 @@ def _properties(value, what):
 
 
 def encode_image(props, kv, route_stream):
-    """What a replica starts from: the settings' properties (``Configuration.all_configs``),
+    """What a replica starts from: the settings' properties (``Configuration.items()``),
     ``kv``'s table (a :class:`~rocketpy.namesrv.kvconfig.KVSnapshot`, its order kept) and
     ``route_stream`` (the two route parts, ``RouteSnapshotter.encode``)."""
     head = _json({"config": dict(props),

@@ -565,7 +565,7 @@ def makeService(options, reactor=None):
             top, options, route=route, kv=kv, configuration=configuration, processor=processor,
             factory=factory, listener=housekeeping, server=server, snapshotter=snapshotter,
             hold=None if snapshot is None else snapshot.ready, reactor=reactor,
-            startup_ms=startup_ms)
+            startup_ms=startup_ms, unregistration=batch)
     top.controller = None
     if options.get("controller_configuration") is not None:   # enableControllerInNamesrv
         from .controller import make_controller_service

@@ -618,7 +618,7 @@ def _child_env():
 
 
 def attach_workers(top, options, *, route, kv, configuration, processor, factory, listener,
-                   server, snapshotter, hold, startup_ms, reactor):
+                   server, snapshotter, hold, startup_ms, reactor, unregistration=None):
     """Make the writer of an N-process server out of the one-process tree ``top``: the
     journals feed a :class:`Replicator`, state-changing answers wait for the replicas
     (``factory.processor``), forwarded requests are run for the workers' connections, and a
@@ -631,10 +631,12 @@ def attach_workers(top, options, *, route, kv, configuration, processor, factory
         options["worker_processes"], reactor=reactor, argv=options.get("argv", ()),
         server=server, hold=hold, replicator=replicator, channels=None, listener=listener,
         snapshot=snapshotter.capture, encode_routes=snapshotter.encode,
-        state=lambda: (dict(configuration.all_configs), kv.snapshot()),
+        state=lambda: (dict(configuration.items()), kv.snapshot()),
         startup_ms=startup_ms)
     supervisor.channels = factory.remote = RemoteChannels(supervisor.close_remote)
-    factory.processor = BarrierProcessor(processor, replicator.barrier, replicator.sequence)
+    factory.processor = BarrierProcessor(
+        processor, replicator.barrier, replicator.sequence,
+        queued=unregistration.drained if unregistration is not None else (lambda: None))
     factory.pools[REPLICAS] = replicator.barrier
     supervisor.forwarded = ForwardedRequests(
         factory.processor, supervisor.channels, factory.pools, factory.governor, reactor,

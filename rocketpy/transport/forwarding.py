@@ -176,7 +176,17 @@ class ReplicaBarrier:
             self._release()
 
     def submit(self, work, peer=None, cancel=None, budget=None):
+        """``work()`` is a sequence number, or a Deferred of one (work the writer still has
+        queued: the number is known once it is done)."""
         seq = work()
+        if isinstance(seq, Deferred):
+            self.waited += 1
+            out = Deferred()
+            seq.addCallback(lambda seq: self._hold(seq).chainDeferred(out))
+            return out
+        return self._hold(seq)
+
+    def _hold(self, seq):
         if not self.holds(seq):
             return succeed(None)
         self.waited += 1
@@ -194,10 +204,14 @@ class ReplicaBarrier:
 class BarrierProcessor:
     """The writer's processor with workers: a state-changing request's answer (after any work
     of its own: a decode, a file write) waits on ``barrier`` for the stream position
-    ``sequence()`` gives when it is ready."""
+    ``sequence()`` gives when it is ready -- or, when ``queued()`` gives a Deferred (an
+    unregistration Java's 5.x answers once queued, applied on the next turn), the position once
+    that fires: so a broker's UNREGISTER_BROKER answer, too, is seen by its next query on any
+    process, as on one."""
 
-    def __init__(self, processor, barrier, sequence):
+    def __init__(self, processor, barrier, sequence, queued=lambda: None):
         self.processor = processor
+        self._queued = queued
         self.writes = processor.writes
         self.header_dialect = processor.header_dialect
         self.overload_response = processor.overload_response
@@ -221,6 +235,11 @@ class BarrierProcessor:
             return Pending(pending.work, lambda result: self._after(pending.finish(result)),
                            pending.lane, None if fail is None else (lambda exc: self._after(fail(exc))),
                            pending.cancel, pending.budget)
+        queued = self._queued()
+        if queued is not None:
+            sequence = self._sequence
+            return Pending(lambda: queued.addCallback(lambda _: sequence()), lambda _: answer,
+                           REPLICAS)
         seq = self._sequence()
         if not self._barrier.holds(seq):
             return answer
