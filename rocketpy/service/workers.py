@@ -174,6 +174,7 @@ class WorkerSession:
         self.unacked = deque()      # (seq, bytes) sent, not acknowledged
         self.unacked_bytes = 0
         self.report = {}
+        self.reports = 0            # reports received (one after a moment has all before it)
         self.metrics = ServerMetrics()
         self.served = False
 
@@ -266,6 +267,7 @@ class WorkerSession:
             self.log.warn("{worker}'s report is not one: {why}", worker=self, why=exc)
             return
         self.report = report
+        self.reports += 1
 
     def answer(self, fid, code, frame):
         if self.alive:
@@ -591,7 +593,7 @@ class WorkerSupervisor(Service):
                         "state": session.state,
                         "connections": len(self.channels.of_worker(session)),
                         "sequence": self.replicator.seq, "applied": session.acked,
-                        "restarts": self.restarts.get(slot, 0),
+                        "restarts": self.restarts.get(slot, 0), "reports": session.reports,
                         "answerCacheEntries": report.get("answerCacheEntries")})
         return out
 
