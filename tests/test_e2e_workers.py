@@ -16,8 +16,8 @@ import pytest
 
 from rocketpy.remoting import RemotingCommand, decode_frame
 from serverproc import PATIENCE, RemotingClient, running_server, wait_until
-from workersutil import (WEB, api, client_on, gone, register_frame, settled, worker_of,
-                         worker_pids)
+from workersutil import (WEB, api, client_on, gone, listening_ports, open_paths,
+                         register_frame, settled, web_url, worker_of, worker_pids)
 
 pytestmark = pytest.mark.network
 
@@ -86,6 +86,51 @@ def test_a_closed_connection_on_a_worker_unregisters_its_broker_everywhere():
         settled(server)
         assert _route_code(reader, "TA") == 17
         assert _route_code(client_on(server, 1), "TA") == 17
+
+
+def test_an_idle_connection_on_a_worker_is_closed_there_and_its_broker_unregistered():
+    """The worker's idle close (its own transport's) is a channel event of the writer's: the
+    broker's routes are gone from every process."""
+    with running_server("--profile=5.3", "-D", "serverChannelMaxIdleTimeSeconds=1",
+                        *TWO) as server:
+        broker = client_on(server, 1)
+        broker.send_frame(register_frame("broker-a", "127.0.0.1:10911", ["TA", "TA2"]))
+        assert broker.read_frame().code == 0
+        assert broker.is_closed_by_server(timeout=120)
+        server.wait_for_log(r"worker 1: .*IDLE exception")
+        server.wait_for_log(r"the broker's channel destroyed.*broker_name='broker-a'.*"
+                            r"submit result: True")
+        settled(server)
+        assert _route_code(client_on(server, 0), "TA") == 17
+        assert _route_code(client_on(server, 1), "TA") == 17
+
+
+def test_the_controller_the_web_endpoint_and_the_files_stay_with_the_writer(tmp_path):
+    """Only the route writer listens on the controller's and the web endpoint's ports and
+    holds the server's files; a worker holds the one remoting port it was handed. A KV write on
+    the worker's connection is in the writer's file."""
+    import socket as socket_
+    with socket_.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        controller_port = probe.getsockname()[1]
+    store = tmp_path / "controller"
+    with running_server("--profile=5.3", "-D", "enableControllerInNamesrv=true",
+                        "-D", "controllerDLegerGroup=group1",
+                        "-D", f"controllerDLegerPeers=n0-127.0.0.1:{controller_port}",
+                        "-D", "controllerDLegerSelfId=n0", "-D", f"controllerStorePath={store}",
+                        "-D", "bindAddress=127.0.0.1", *TWO) as server:
+        server.wait_for_log(r"The ControllerManager boot success\.")
+        web_port = int(web_url(server).rsplit(":", 1)[1])
+        (pid,) = worker_pids(server)
+        assert listening_ports(pid) == {server.port}
+        assert {server.port, controller_port, web_port} <= listening_ports(server.proc.pid)
+        worker_side = client_on(server, 1)
+        assert worker_side.call(100, {"namespace": "NS", "key": "k", "value": "v"}).code == 0
+        assert server.kv_table() == {"NS": {"k": "v"}}
+        assert not [path for path in open_paths(pid)
+                    if path.startswith((str(server.home), str(store)))]
+        assert RemotingClient(controller_port).call(1012, {
+            "clusterName": "C", "brokerName": "broker-a"}).code == 0   # GET_NEXT_BROKER_ID
 
 
 def test_an_expired_broker_on_a_worker_has_its_connection_closed_there():

@@ -6,6 +6,7 @@ waits until the server says every worker has applied its whole stream and nothin
 unregistration queue: after a connection closed, its brokers' routes are then gone from every
 replica. Every wait ends on the server's answer, up to ``serverproc.PATIENCE``."""
 import json
+import os
 import re
 import urllib.request
 import zlib
@@ -15,7 +16,7 @@ import brokerbody
 from serverproc import PATIENCE, RemotingClient, wait_until
 
 __all__ = ["web_url", "api", "worker_of", "client_on", "settled", "worker_pids", "gone",
-           "register_frame", "WEB"]
+           "register_frame", "listening_ports", "open_paths", "WEB"]
 
 #: the web endpoint option the helpers read the server through
 WEB = "--web=tcp:0:interface=127.0.0.1"
@@ -88,3 +89,44 @@ def register_frame(name, addr, topics, *, cluster="C", broker_id=0, opaque=1, ve
               "haServerAddr": addr, "brokerId": str(broker_id), "compressed": "false",
               "bodyCrc32": str(zlib.crc32(body) & 0x7FFFFFFF), **ext}
     return RemotingCommand.request(103, fields, body, opaque=opaque, version=version).encode()
+
+
+def _socket_inodes(pid):
+    inodes = set()
+    for fd in Path(f"/proc/{pid}/fd").iterdir():
+        try:
+            target = os.readlink(fd)
+        except OSError:
+            continue
+        if target.startswith("socket:["):
+            inodes.add(target[8:-1])
+    return inodes
+
+
+def listening_ports(pid):
+    """The TCP ports process ``pid`` holds a listening socket of (``/proc``)."""
+    inodes = _socket_inodes(pid)
+    ports = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            rows = Path(table).read_text().splitlines()[1:]
+        except OSError:
+            continue
+        for row in rows:
+            fields = row.split()
+            if fields[3] == "0A" and fields[9] in inodes:   # LISTEN
+                ports.add(int(fields[1].rsplit(":", 1)[1], 16))
+    return ports
+
+
+def open_paths(pid):
+    """The files process ``pid`` has open (their paths)."""
+    paths = set()
+    for fd in Path(f"/proc/{pid}/fd").iterdir():
+        try:
+            target = os.readlink(fd)
+        except OSError:
+            continue
+        if target.startswith("/"):
+            paths.add(target)
+    return paths
