@@ -23,7 +23,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
 
-from etcdproc import etcd_cluster, free_ports, wait_for  # noqa: E402
+from etcdproc import etcd_cluster, free_ports  # noqa: E402
+from serverproc import wait_until  # noqa: E402
 from rocketpy.remoting import headers as H  # noqa: E402
 from serverproc import RemotingClient, running_server  # noqa: E402
 
@@ -98,16 +99,16 @@ def run(changes, kills, ttl):
 
         servers = {ports[i]: start(i) for i in range(3)}
         try:
-            leader = wait_for(lambda: _leader(ports), 30, "a leader")
+            leader = wait_until(lambda: _leader(ports), "a leader", 30)
             print(f"etcd group (3 etcd members), commit per change: "
                   f"{_ms(_changes(leader, changes, 'etcd'))}")
             failovers = []
             for _ in range(kills):
-                leader = wait_for(lambda: _leader(ports), 30, "a leader")
+                leader = wait_until(lambda: _leader(ports), "a leader", 30)
                 killed = time.monotonic()
                 servers[leader].kill()
                 others = [p for p in ports if p != leader]
-                wait_for(lambda: _leader(others), 30, "a new leader")
+                wait_until(lambda: _leader(others), "a new leader", 30)
                 failovers.append(time.monotonic() - killed)
                 contexts[leader].__exit__(None, None, None)
                 servers[leader] = start(ports.index(leader))

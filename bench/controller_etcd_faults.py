@@ -29,7 +29,8 @@ sys.path.insert(0, str(ROOT / "tests"))
 sys.path.insert(0, str(ROOT / "bench"))
 
 from benchserver import export, start_server  # noqa: E402
-from etcdproc import etcd_cluster, free_ports, wait_for  # noqa: E402
+from etcdproc import etcd_cluster, free_ports  # noqa: E402
+from serverproc import wait_until  # noqa: E402
 from rocketpy.remoting import RemotingCommand, headers as H  # noqa: E402
 from serverproc import RemotingClient  # noqa: E402
 
@@ -69,7 +70,7 @@ def _sizes(tree, label, pipelined):
         (port,) = free_ports(1)
         proc, log = _controller(tree, work, "n0", f"n0-127.0.0.1:{port}", endpoints)
         try:
-            wait_for(lambda: _is_leader(port), 30, "the leader")
+            wait_until(lambda: _is_leader(port), "the leader", 30)
             client = RemotingClient(port, timeout=60)
             frames = []
             for i in range(10):
@@ -88,7 +89,7 @@ def _sizes(tree, label, pipelined):
                     client.send_frame(frame)
                     answer = client.read_frame()
                     answers[answer.opaque] = answer
-                    wait_for(lambda: _is_leader(port, timeout=2), 30, "a leader again")
+                    wait_until(lambda: _is_leader(port, timeout=2), "a leader again", 30)
             while len(answers) < len(frames):
                 answer = client.read_frame()
                 answers[answer.opaque] = answer
@@ -114,8 +115,8 @@ def freeze(tree, label, rounds):
         controllers = [_controller(tree, work, f"n{i}", peers, endpoints) for i in range(3)]
         try:
             for n in range(rounds):
-                leader = wait_for(lambda: next((p for p in ports if _is_leader(p)), None), 30,
-                                  "a leader")
+                leader = wait_until(lambda: next((p for p in ports if _is_leader(p)), None),
+                                    "a leader", 30)
                 time.sleep(2)
                 # the member the leader's gateway talks to: the first that answers it (its
                 # endpoint list starts with the first); freeze that one

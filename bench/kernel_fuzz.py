@@ -102,7 +102,7 @@ class HitPathFuzz:
     """Two answer caches filled alike: the kernel's run on one, the Python path on the other."""
 
     def __init__(self, rng, mutator):
-        from rocketpy.namesrv.processor.replies import ReusableResponse
+        from rocketpy.namesrv.replies import ReusableResponse
         from rocketpy.transport.answercache import AnswerCache
         self.rng, self.mutator, self.reusable = rng, mutator, ReusableResponse
         self.versions = {}

@@ -31,9 +31,9 @@ import zlib
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
 from rocketpy.namesrv.policy import as_policies  # noqa: E402
-from rocketpy.namesrv import (Channel, Configuration, DefaultRequestProcessor,  # noqa: E402
-                              KVConfigManager, NamesrvConfig, NettyServerConfig, RouteInfoManager,
-                              profile_for)
+from rocketpy.namesrv import (Channel, Configuration, KVConfigManager,  # noqa: E402
+                              NamesrvConfig, NettyServerConfig, RouteInfoManager, profile_for)
+from rocketpy.namesrv.processor import DefaultRequestProcessor  # noqa: E402
 from rocketpy.remoting import RemotingCommand, bodies, decode_frame  # noqa: E402
 
 

@@ -39,7 +39,8 @@ sys.path.insert(0, os.path.join(HERE, "..", "tests"))
 
 from brokerbody import register_body  # noqa: E402
 from fuzzharness import topic_line_bomb  # noqa: E402
-from rocketpy.namesrv.model import DataVersion, TopicConfig, TopicConfigWrapper  # noqa: E402
+from rocketpy.namesrv.model import (DataVersion, Registration, TopicConfig,  # noqa: E402
+                                    TopicConfigWrapper)
 from rocketpy.namesrv.processor import registration  # noqa: E402
 from rocketpy.remoting import RemotingCommand, bodies, decode_frame  # noqa: E402
 from rocketpy.remoting.frame import DEFAULT_MAX_FRAME_LENGTH  # noqa: E402
@@ -218,7 +219,6 @@ def part_server(args):
 
 def part_bound(args):
     """What ``registerBrokerMaxTopics`` (default 200,000) still lets through, at its worst."""
-    from rocketpy.namesrv import Channel
     from test_namesrv_topic_bound import _packed, _processor
     import tempfile
     from pathlib import Path
@@ -238,8 +238,8 @@ def part_bound(args):
     wrapper, filters = registration.read_body(packed, True, 479)
     decoded = time.perf_counter() - started
     started = time.perf_counter()
-    proc.route_info_manager.register_broker("C", "127.0.0.1:10911", "b", 0, "127.0.0.1:10912",
-                                            wrapper, filters, Channel(1, "127.0.0.1:1"), 1000)
+    proc.route_info_manager.register_broker(Registration(
+        "C", "127.0.0.1:10911", "b", 0, "127.0.0.1:10912", wrapper, filters, 1, 1000))
     print(f"{most:,} distinct topics ({len(packed):,} B compressed): decode {decoded:.2f} s "
           f"(worker thread), applied to the route tables in "
           f"{time.perf_counter() - started:.2f} s (reactor thread)")

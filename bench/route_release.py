@@ -24,9 +24,9 @@ from types import SimpleNamespace
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
-from rocketpy.namesrv import Channel, NamesrvConfig, RouteInfoManager  # noqa: E402
-from rocketpy.namesrv.model import (DataVersion, TopicConfig, TopicConfigWrapper,  # noqa: E402
-                                    UnRegisterBrokerRequest)
+from rocketpy.namesrv import NamesrvConfig, RouteInfoManager  # noqa: E402
+from rocketpy.namesrv.model import (DataVersion, Registration, TopicConfig,  # noqa: E402
+                                    TopicConfigWrapper, UnRegisterBrokerRequest)
 from rocketpy.service.allocator import heap_trimmer  # noqa: E402
 from twisted.internet import task  # noqa: E402
 
@@ -59,8 +59,9 @@ def main():
     addr = lambda i: f"10.0.{i // 250}.{i % 250}:10911"
     for i in range(args.brokers):
         table = {n: TopicConfig(n, 8, 8, 6) for n in (f"T{k:08d}" for k in range(i * per, (i + 1) * per))}
-        rim.register_broker("C", addr(i), f"broker-{i}", 0, "ha",
-                            TopicConfigWrapper(DataVersion(1, 1, 0), table), None, Channel(i + 1, ""), 0)
+        rim.register_broker(Registration("C", addr(i), f"broker-{i}", 0, "ha",
+                                         TopicConfigWrapper(DataVersion(1, 1, 0), table), None,
+                                         i + 1, 0))
         del table
     gc.collect()
     gc.freeze()

@@ -53,8 +53,15 @@ def percentiles(values):
 
 def child(shape, pairs, brokers, big, freeze, whole):
     from rocketpy.namesrv import Channel, NamesrvConfig, RouteInfoManager
+    from rocketpy.namesrv import model
     from rocketpy.namesrv.model import DataVersion, TopicConfig, TopicConfigWrapper, UnRegisterBrokerRequest
     from rocketpy.remoting.codes import MQVersion  # noqa: F401  (the codec loaded before "before")
+
+    def registration(addr, name, wrapper, channel_id, now):
+        """The call a commit's register_broker takes (one Registration since issue 32)."""
+        if hasattr(model, "Registration"):
+            return (model.Registration("C", addr, name, 0, "ha", wrapper, None, channel_id, now),)
+        return "C", addr, name, 0, "ha", wrapper, None, Channel(channel_id, ""), now
 
     try:
         from rocketpy.namesrv.processor.broker import NARROW_WALK_FROM as walk_from
@@ -74,7 +81,8 @@ def child(shape, pairs, brokers, big, freeze, whole):
         queue data would change, and those the tables lack (not timed: off the reactor)."""
         if whole or not hasattr(rim, "fresh_view") or len(wrapper.topic_config_table) < walk_from:
             return wrapper
-        view = rim.walk_view("C", addr, name, 0)
+        view = rim.walk_view(*registration(addr, name, None, 0, 0)[:1] if hasattr(
+            model, "Registration") else ("C", addr, name, 0))
         changed = view[0](wrapper) if view is not None else None
         fresh = rim.fresh_view()(wrapper.topic_config_table if changed is None else changed)
         if changed is not None:
@@ -86,7 +94,7 @@ def child(shape, pairs, brokers, big, freeze, whole):
         wrapper = as_server(rim, addr, name, TopicConfigWrapper(DataVersion(counter, 1, 0),
                                                                 table(index)))
         t0 = time.perf_counter()
-        rim.register_broker("C", addr, name, 0, "ha", wrapper, None, Channel(index + 1, ""), now)
+        rim.register_broker(*registration(addr, name, wrapper, index + 1, now))
         return time.perf_counter() - t0
 
     def query(topic):
@@ -132,7 +140,7 @@ def child(shape, pairs, brokers, big, freeze, whole):
         wrapper = as_server(rim, "10.1.0.1:10911", "big",
                             TopicConfigWrapper(DataVersion(1, 1, 0), table(0)))
         t0 = time.perf_counter()
-        rim.register_broker("C", "10.1.0.1:10911", "big", 0, "ha", wrapper, None, Channel(1, ""), 0)
+        rim.register_broker(*registration("10.1.0.1:10911", "big", wrapper, 1, 0))
         seconds[str(size)] = round(time.perf_counter() - t0, 3)
         del rim, wrapper
         gc.collect()

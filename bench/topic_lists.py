@@ -6,8 +6,8 @@ straightforward per-broker walk (Java's) for comparison.
 import sys
 import time
 
-from rocketpy.namesrv import Channel, NamesrvConfig, RouteInfoManager
-from rocketpy.namesrv.model import DataVersion, TopicConfig, TopicConfigWrapper
+from rocketpy.namesrv import NamesrvConfig, RouteInfoManager
+from rocketpy.namesrv.model import DataVersion, Registration, TopicConfig, TopicConfigWrapper
 from rocketpy.namesrv.profile import PROFILE_53
 
 
@@ -15,9 +15,9 @@ def build(brokers, per_broker):
     r = RouteInfoManager(NamesrvConfig(), PROFILE_53)
     for b in range(brokers):
         table = {f"T-{b}-{i}": TopicConfig(f"T-{b}-{i}", 8, 8, 6) for i in range(per_broker)}
-        r.register_broker("C", f"10.0.{b // 250}.{b % 250}:10911", f"broker-{b}", 0, "ha",
-                          TopicConfigWrapper(DataVersion(1, 1000, 0), table, {}), None,
-                          Channel(b + 1, "x"), 0)
+        r.register_broker(Registration("C", f"10.0.{b // 250}.{b % 250}:10911", f"broker-{b}", 0,
+                                       "ha", TopicConfigWrapper(DataVersion(1, 1000, 0), table, {}),
+                                       None, b + 1, 0))
     return r
 
 

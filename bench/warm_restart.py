@@ -174,17 +174,17 @@ def hole_run(warm, kill, after, period):
 
 
 def build_tables(pairs, brokers):
-    from rocketpy.namesrv import Channel, NamesrvConfig, RouteInfoManager
-    from rocketpy.namesrv.model import DataVersion, TopicConfig, TopicConfigWrapper
+    from rocketpy.namesrv import NamesrvConfig, RouteInfoManager
+    from rocketpy.namesrv.model import DataVersion, Registration, TopicConfig, TopicConfigWrapper
     rim = RouteInfoManager(NamesrvConfig())
     per = pairs // brokers
     now = int(time.time() * 1000)
     for b in range(brokers):
         table = {f"T{b}-{i}": TopicConfig(f"T{b}-{i}", 8, 8, 6, 0) for i in range(per)}
-        rim.register_broker("DefaultCluster", f"10.0.{b // 250}.{b % 250}:10911", f"broker-{b}", 0,
-                            f"10.0.{b // 250}.{b % 250}:10912",
-                            TopicConfigWrapper(DataVersion(1, now, 0), table), [],
-                            Channel(b + 1, f"10.0.{b // 250}.{b % 250}:40000"), now)
+        rim.register_broker(Registration(
+            "DefaultCluster", f"10.0.{b // 250}.{b % 250}:10911", f"broker-{b}", 0,
+            f"10.0.{b // 250}.{b % 250}:10912", TopicConfigWrapper(DataVersion(1, now, 0), table),
+            [], b + 1, now))
     return rim
 
 

@@ -30,8 +30,8 @@ from dataclasses import dataclass, field
 
 import golden
 from rocketpy.namesrv.policy import as_policies
-from rocketpy.namesrv import (Channel, Configuration, DefaultRequestProcessor, KVConfigManager,
-                              RouteInfoManager, profile_for)
+from rocketpy.namesrv import Channel, Configuration, KVConfigManager, RouteInfoManager, profile_for
+from rocketpy.namesrv.processor import DefaultRequestProcessor
 from rocketpy.remoting import bodies, decode_frame, fastjson
 from rocketpy.remoting.codes import MQVersion
 from rocketpy.remoting.command import RemotingCommand

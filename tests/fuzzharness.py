@@ -42,10 +42,11 @@ import zlib
 import costmeter
 import golden
 from rocketpy.namesrv.policy import as_policies
-from rocketpy.namesrv import (Channel, Configuration, DefaultRequestProcessor, KVConfigManager,
-                              RouteInfoManager, profile_for)
+from rocketpy.namesrv import Channel, Configuration, KVConfigManager, RouteInfoManager, profile_for
+from rocketpy.namesrv.processor import DefaultRequestProcessor
 from rocketpy.namesrv.pending import Pending
 from rocketpy.remoting import bodies, decode_frame
+from rocketpy.remoting.catalogue import NAMESRV, served
 from rocketpy.remoting.codes import RequestCode, ResponseCode
 from rocketpy.remoting.command import RemotingCommand
 from rocketpy.remoting.errors import FrameTooLargeError, RemotingCodecError
@@ -60,8 +61,8 @@ __all__ = ["Finding", "corpus", "request_corpus", "Mutator", "check_codec", "Pro
 SMALL_MAX_FRAME = 1 << 16
 
 _RESPONSE_CODES = {int(c) for c in ResponseCode}
-NAMESRV_CODES = [100, 101, 102, 103, 104, 105, 106, 205, 206, 216, 217, 219, 224, 304, 311, 312,
-                  313, 318, 319, 322, 327, 47, 901, 904, 9999]
+#: every code a NameServer release serves (the catalogue's), and one no release knows
+NAMESRV_CODES = [d.code for d in served(NAMESRV)] + [9999]
 
 
 class Finding(AssertionError):

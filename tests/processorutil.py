@@ -2,8 +2,9 @@
 import zlib
 
 from rocketpy.namesrv.policy import as_policies
-from rocketpy.namesrv import (Channel, Configuration, DefaultRequestProcessor, KVConfigManager,
-                              NamesrvConfig, NettyServerConfig, RouteInfoManager)
+from rocketpy.namesrv import (Channel, Configuration, KVConfigManager, NamesrvConfig,
+                              NettyServerConfig, RouteInfoManager)
+from rocketpy.namesrv.processor import DefaultRequestProcessor
 from rocketpy.namesrv.profile import PROFILE_53
 from rocketpy.remoting import RemotingCommand
 import brokerbody

@@ -29,7 +29,7 @@ PCAP_DIR = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "pcap"
 
 __all__ = ["PCAP_DIR", "Conversation", "ReplayEvent", "conversations", "replay_events",
            "compare", "replay_capture", "ReplayResult", "capture_profile", "sc_captures",
-           "namesrv_port", "NamesrvRole", "build_processor"]
+           "namesrv_port", "NamesrvRole", "build_processor", "replay_steps"]
 
 
 # ------------------------------------------------------------------ pcap -> TCP conversations
@@ -268,8 +268,8 @@ class ReplayResult:
 
 def build_processor(path, tmp_dir, profile_name=None, **config):
     """A fresh NameServer like the one in the capture (its port, bindAddress 127.0.0.1)."""
-    from rocketpy.namesrv import (Configuration, DefaultRequestProcessor, KVConfigManager,
-                                  RouteInfoManager, profile_for)
+    from rocketpy.namesrv import Configuration, KVConfigManager, RouteInfoManager, profile_for
+    from rocketpy.namesrv.processor import DefaultRequestProcessor
     profile = profile_for(profile_name or capture_profile(path))
     tmp_dir = Path(tmp_dir)
     props = {"listenPort": str(namesrv_port(path)), "bindAddress": "127.0.0.1",
@@ -319,6 +319,22 @@ class NamesrvRole:
         actual = self.processor.process(request, channel, now_ms)
         self._drain()
         return actual
+
+
+def replay_steps(path, processor):
+    """Drive ``processor`` with the NameServer events of ``path`` (as :func:`replay_capture`,
+    answers not compared), yielding the time (ms) after each event is applied."""
+    from rocketpy.namesrv import Channel
+    role = NamesrvRole(processor)
+    for event in replay_events(path):
+        now = int(event.ts * 1000)
+        role.tick(now)
+        channel = Channel(event.conversation.index, "127.0.0.1:1")
+        if event.kind == "close":
+            role.close(channel, now)
+        else:
+            role.process(event.request, channel, now)
+        yield now
 
 
 def replay_capture(path, tmp_dir, profile_name=None, processor=None, roles=None):

@@ -383,7 +383,7 @@ def test_line_separators_and_bidi_marks_are_escaped_in_text_and_in_json():
 
 
 def test_a_moved_broker_is_one_difference_not_one_per_topic():
-    from rocketpy.admin.consistency import compare_views, view_of
+    from rocketpy.namesrv.consistency import compare_views, view_of
     from rocketpy.remoting.bodies import ClusterInfo, TopicRouteData
 
     def view(addr, broker_addr):

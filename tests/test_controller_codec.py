@@ -5,17 +5,11 @@ import pytest
 
 from controller_replay import CAPTURES, controller_frames
 from rocketpy.remoting import RemotingCommand, bodies as B, decode_frame, headers as H
-from rocketpy.remoting.codes import RequestCode as R
 
 #: request code -> (request body bean, answer body bean)
-BODIES = {
-    R.CONTROLLER_ALTER_SYNC_STATE_SET: (B.SyncStateSet, B.SyncStateSet),
-    R.CONTROLLER_ELECT_MASTER: (None, B.ElectMasterResponseBody),
-    R.CONTROLLER_REGISTER_BROKER: (None, B.SyncStateSet),
-    R.CONTROLLER_GET_REPLICA_INFO: (None, B.SyncStateSet),
-    R.CONTROLLER_GET_SYNC_STATE_DATA: (None, B.BrokerReplicasInfo),
-    R.NOTIFY_BROKER_ROLE_CHANGED: (B.SyncStateSet, None),
-}
+#: (request body bean, answer body bean) by code: the catalogue's declarations
+BODIES = {code: (B.REQUEST_BODIES.get(code), B.REPLY_BODIES.get(code))
+          for code in set(B.REQUEST_BODIES) | set(B.REPLY_BODIES)}
 ACL = {"AccessKey", "Signature"}
 
 

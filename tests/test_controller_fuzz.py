@@ -1,5 +1,6 @@
 """Bad input on the controller port: any code, any header values, any body, from any number of
-channels in any order, is answered (or dropped, when oneway) and never raises; the state's
+channels in any order, is answered (or dropped, when oneway) and never raises, nor makes a handler
+raise anything but the codec's errors (a handler bug is counted: none may be); the state's
 invariants hold afterwards; and no request costs far more per byte of request and answer than
 the genuine controller requests of the captures (counted, never timed: tests/costmeter.py)."""
 import random
@@ -91,3 +92,4 @@ def test_any_request_answered_never_raises(requests, closes):
         processor.on_channel_close(Channel(channel, "127.0.0.1:1"), now)
     for state in processor.replicas.sync_state_info_table.values():
         assert state.master_broker_id is None or state.master_broker_id in state.sync_state_set
+    assert processor.handler_failures == {}

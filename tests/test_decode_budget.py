@@ -207,7 +207,7 @@ def test_static_topic_mappings_count_against_the_topic_bound():
 
 
 def test_the_budget_is_a_property_no_update_can_change():
-    from rocketpy.namesrv.configguard import PROTECTED_KEYS
+    from rocketpy.namesrv.processor.configguard import PROTECTED_KEYS
     from rocketpy.namesrv.processor import registration
     read = registration.decode_budget_from_properties
     assert read({}) == registration.DEFAULT_DECODE_BUDGET == 64 * 1024 * 1024

@@ -105,27 +105,19 @@ def test_configuration_page_lists_every_key_from_the_code(site):
 
 
 def test_java_key_table_agrees_with_the_code():
-    """docs/_ext/configtable.JAVA_KEYS (read from the Java source) vs rocketpy's key lists."""
+    """docs/_ext/configtable.JAVA_KEYS (read from the Java source) names rocketpy's keys; each
+    profile reports the keys whose releases (``config.JAVA_RELEASES``, the page's "Java" column)
+    hold its release: 7 + 14 in 4.9.8, 18 + 15 in 5.0.0, 22 + 18 in 5.3.3."""
     config = importlib.import_module("rocketpy.namesrv.config")
     profile = importlib.import_module("rocketpy.namesrv.profile")
     configtable = _configtable()
     as_policies = importlib.import_module("rocketpy.namesrv.policy").as_policies
-
-    def java(release):
-        def has(versions):
-            if versions == "4.9.8 - 5.3.3":
-                return True
-            if "," in versions:
-                return any(has(v.strip()) for v in versions.split(","))
-            if versions.endswith("+"):
-                since = tuple(map(int, versions[:-1].split(".")))
-                return since <= release
-            return tuple(map(int, versions.split("."))) == release
-        return {k.key for k in configtable.JAVA_KEYS if has(k.versions)}
-
-    for name, release in (("PROFILE_49", (4, 9, 8)), ("PROFILE_50", (5, 0, 0)),
-                          ("PROFILE_53", (5, 3, 3))):
-        assert set(config.java_keys(as_policies(getattr(profile, name)))) == java(release), name
+    assert {k.key for k in configtable.JAVA_KEYS} == set(config.JAVA_RELEASES)
+    for name, count in (("PROFILE_49", 21), ("PROFILE_50", 33), ("PROFILE_53", 40)):
+        p = getattr(profile, name)
+        keys = set(config.java_keys(as_policies(p)))
+        assert keys == {k for k, r in config.JAVA_RELEASES.items() if p.release in r}, name
+        assert len(keys) == count, name
 
 
 def _configtable():
@@ -254,6 +246,47 @@ def _test_exists(module, name):
             return False
         scope = found[0].body
     return any(isinstance(n, ast.FunctionDef) and n.name == function for n in scope)
+
+
+def test_request_code_evidence_names_only_served_codes():
+    """docs/request-codes.md's tables are generated from the catalogue; its hand-written
+    evidence (which capture replays each code) may name only codes the catalogue says are
+    served there."""
+    catalogue = importlib.import_module("rocketpy.remoting.catalogue")
+    page = (DOCS / "request-codes.md").read_text(encoding="utf-8")
+    namesrv, controller = page.split("## The controller port", 1)
+    for text, server, extra in ((namesrv, catalogue.NAMESRV, set()),
+                                (controller, catalogue.CONTROLLER, {1008})):
+        rows = {int(c) for c in re.findall(r"^\| (\d+) \| \w+", text, re.M)}
+        assert rows, server
+        assert rows - extra <= {d.code for d in catalogue.served(server)}, server
+    assert "{rocketpy-request-codes} namesrv" in page and "{rocketpy-request-codes} all" in page
+
+
+def test_every_fast_path_names_tests_that_exist():
+    """docs/architecture.md's "fast paths and their oracles": each row names its oracle's test,
+    and each named test exists (``::name`` continues the row's last module)."""
+    page = (DOCS / "architecture.md").read_text(encoding="utf-8")
+    table = page.split("## Fast paths and their oracles", 1)[1].split("\n\n", 2)[2]
+    rows = [line for line in table.split("\n\n", 1)[0].splitlines()
+            if line.startswith("| ") and not line.startswith("| fast path")]
+    assert len(rows) >= 15
+    for row in rows:
+        named = re.findall(r"`(?:tests/(test_\w+\.py))?::([\w:]+)`", row.split("|")[3])
+        assert named, row
+        module = None
+        for found_module, test in named:
+            module = found_module or module
+            assert module and (_test_exists(module, test) or _assigned(module, test)), \
+                f"{module}::{test} ({row[:60]})"
+
+
+def _assigned(module, name):
+    """A test case a module makes by assignment (a Hypothesis state machine's ``TestCase``)."""
+    import ast
+    tree = ast.parse((ROOT / "tests" / module).read_text(encoding="utf-8"))
+    return any(isinstance(n, ast.Assign) and any(getattr(t, "id", None) == name
+                                                 for t in n.targets) for n in tree.body)
 
 
 def test_java_53_page_covers_every_profile_difference_with_a_test():

@@ -21,8 +21,8 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 import costmeter
 import fuzzharness as fh
 from rocketpy.service.fileio import AppendLog, write_file_java
-from rocketpy.namesrv import (Channel, Configuration, DefaultRequestProcessor, KVConfigManager,
-                              RouteInfoManager, profile_for)
+from rocketpy.namesrv import Channel, Configuration, KVConfigManager, RouteInfoManager, profile_for
+from rocketpy.namesrv.processor import DefaultRequestProcessor
 from rocketpy.namesrv.policy import as_policies
 from rocketpy.namesrv.acl import AccessControl, Account, parse_networks
 from rocketpy.remoting import RemotingCommand, bodies, decode_frame, fastjson

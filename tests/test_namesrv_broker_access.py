@@ -7,8 +7,8 @@ import pytest
 
 from brokerbody import register_body
 from rocketpy.namesrv.policy import as_policies
-from rocketpy.namesrv import (Channel, Configuration, DefaultRequestProcessor, KVConfigManager,
-                              RouteInfoManager, profile_for)
+from rocketpy.namesrv import Channel, Configuration, KVConfigManager, RouteInfoManager, profile_for
+from rocketpy.namesrv.processor import DefaultRequestProcessor
 from rocketpy.namesrv.acl import AclConfigError
 from rocketpy.namesrv.broker_access import BrokerAccessPolicy
 from rocketpy.remoting import RemotingCommand

@@ -7,7 +7,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from rocketpy.namesrv.config import Configuration, NamesrvConfig, NettyServerConfig
-from rocketpy.namesrv.configguard import ConfigUpdateGuard, is_protected, round_trip_problem
+from rocketpy.namesrv.processor.configguard import (ConfigUpdateGuard, is_protected,
+                                                   round_trip_problem)
 from rocketpy.namesrv.javaprops import (body_to_properties, format_properties, parse_properties,
                                         store_properties)
 from rocketpy.service.fileio import load_properties, write_file_java

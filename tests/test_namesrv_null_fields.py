@@ -6,7 +6,8 @@ rocketpy answered SYSTEM_ERROR "the custom field <...> is null"."""
 import pytest
 
 from processorutil import call, make, register
-from rocketpy.namesrv import DefaultRequestProcessor, KVConfigManager
+from rocketpy.namesrv import KVConfigManager
+from rocketpy.namesrv.processor import DefaultRequestProcessor
 from rocketpy.namesrv.profile import PROFILE_49, PROFILE_50, PROFILE_53
 from rocketpy.remoting.codes import RequestCode, ResponseCode
 

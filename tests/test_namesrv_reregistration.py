@@ -13,7 +13,7 @@ import zlib
 import pytest
 
 from rocketpy.namesrv.model import DataVersion, QueueData, TopicConfig, UnRegisterBrokerRequest
-from rocketpy.namesrv.processor.replies import ReusableResponse
+from rocketpy.namesrv.replies import ReusableResponse
 from rocketpy.namesrv.profile import PROFILE_49, PROFILE_50, PROFILE_53
 from rocketpy.remoting import RemotingCommand, bodies
 from brokerbody import register_body
@@ -320,8 +320,8 @@ def test_a_new_data_version_walks_only_the_changed_topics_on_the_reactor(tmp_pat
         rim.delete_topic("T3")                         # missing now: walked again
         walks = count_calls(monkeypatch, rim, "_apply_topic_configs")
         assert register(proc, changed).code == 0
-        [(broker, configs, wipe, missing_only, fresh)] = walks
-        walked.append(sorted(config.topic_name for config in configs.values()))
+        [(broker, configs, wipe, missing_only, bulk, fresh)] = walks
+        walked.append(sorted(config.topic_name for config in configs))
         tables.append({t: dict(m) for t, m in rim.topic_queue_table.items()})
         monkeypatch.undo()
     assert walked == [["T11", "T3", "T7"], sorted(topics)]

@@ -1,7 +1,8 @@
 """A big registration's new topics are found off the reactor and added in bulk
 (``FreshTopics``): the reactor's step no longer walks them one by one, and the tables end exactly
 as the walk leaves them (order, layouts, counts, answers), also when the tables changed between
-the decode and the apply (then the walk runs)."""
+the decode and the apply (then the reactor finds them again, a dict lookup a topic, where the
+walk took ~3 µs)."""
 import json
 import zlib
 
@@ -98,11 +99,11 @@ def test_the_bulk_add_leaves_the_tables_as_the_walk_does(tmp_path, profile):
 
 
 @pytest.mark.parametrize("meanwhile", [None, "other topic added", "added", "removed"])
-def test_a_table_changed_between_decode_and_apply_is_walked(tmp_path, meanwhile):
+def test_a_table_changed_between_decode_and_apply_is_found_again(tmp_path, meanwhile):
     """A new topic registered by another broker, or any topic deleted, while the body was
-    decoded: the found topics are stale, the walk runs, and the tables end as Java's (the
-    change first, then the registration); else (a topic of no interest added, or nothing) the
-    new topics are added in bulk."""
+    decoded: the found topics are stale, the reactor finds the new ones again, and the tables
+    end as Java's (the change first, then the registration); either way the new topics are
+    added in bulk and only the topics already served are walked."""
     mine = [(f"T{i}", 4, 6) for i in range(2000)]
     states = []
     for walk_from in (10, WHOLE_WALK):
@@ -122,8 +123,8 @@ def test_a_table_changed_between_decode_and_apply_is_walked(tmp_path, meanwhile)
             rim.delete_topic("X")
         puts = counting_puts(rim)
         assert finish(result).code == 0
-        bulk = walk_from == 10 and meanwhile in (None, "other topic added")
-        walked = ["T7"] if bulk else [t for t, _, _ in mine]
+        served = ["T7", "T9"] if meanwhile == "added" else ["T7"]
+        walked = served if walk_from == 10 else [t for t, _, _ in mine]
         assert puts == walked
         states.append(state(proc))
     assert states[0] == states[1]
@@ -165,7 +166,7 @@ def test_a_departed_brokers_topics_leave_in_constant_steps_at_doubling_sizes(tmp
 def test_a_departed_broker_leaves_the_tables_as_removing_each_topic_does(tmp_path):
     """Removed in bulk: order, layouts, counts, listings, answers and versions equal those of
     the per-topic removal (a delta of one remove_queue_data per topic)."""
-    from rocketpy.namesrv.delta import RouteDelta
+    from rocketpy.namesrv.delta import RemoveQueueData, RouteDelta
     states = []
     for bulk in (True, False):
         proc = processor(tmp_path, 10 if bulk else WHOLE_WALK)
@@ -175,7 +176,7 @@ def test_a_departed_broker_leaves_the_tables_as_removing_each_topic_does(tmp_pat
         if not bulk:
             delta = RouteDelta()
             for topic in rim.topics_of_broker("broker-a"):
-                delta.remove_queue_data(topic, "broker-a")
+                delta.add(RemoveQueueData(topic, "broker-a"))
             rim.apply(delta)
         removes = []
         real = rim.shapes.remove
@@ -201,9 +202,9 @@ def test_topics_found_while_the_release_rebuilt_the_table_are_walked(tmp_path):
         work, finish = pending_registration(proc, body_of([(f"T{i}", 8, 6) for i in range(6000)]),
                                             "broker-b", 10912)
         assert finish(work()).code == 0
-        table, rim.topic_queue_table = rim.topic_queue_table, {}   # read mid-rebuild
+        table, rim.shapes.topics = rim.shapes.topics, {}   # read mid-rebuild
         work, finish = pending_registration(proc, body_of([(f"T{i}", 4, 6) for i in range(3000)]))
-        rim.topic_queue_table = table
+        rim.shapes.topics = table
         result = work()
         _route_release(SimpleNamespace(reader=SimpleNamespace(forget_departed_brokers=lambda: None),
                                        route_info_manager=rim), None, trim=None)()

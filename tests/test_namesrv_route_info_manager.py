@@ -6,8 +6,8 @@ import pytest
 from dataclasses import replace
 
 from rocketpy.namesrv import Channel, NamesrvConfig, RouteInfoManager
-from rocketpy.namesrv.model import (DataVersion, QueueData, TopicConfig, TopicConfigWrapper,
-                                    UnRegisterBrokerRequest)
+from rocketpy.namesrv.model import (DataVersion, QueueData, Registration, TopicConfig,
+                                    TopicConfigWrapper, UnRegisterBrokerRequest)
 from rocketpy.namesrv.processor.broker import MinBrokerIdNotifier
 from rocketpy.namesrv.profile import PROFILE_49, PROFILE_50, PROFILE_53
 from rocketpy.remoting import fastjson
@@ -31,7 +31,8 @@ def register(r, addr=A, name="broker-a", bid=0, topics=("T1", "T2"), channel=1, 
              cluster="C", ha="ha", filters=None, **kw):
     w = kw.pop("w", None) or wrapper(*topics, **{k: kw.pop(k) for k in list(kw)
                                                  if k in ("counter", "state", "ts", "perm", "mapping")})
-    return r.register_broker(cluster, addr, name, bid, ha, w, filters, Channel(channel, "x"), now, **kw)
+    return r.register_broker(Registration(cluster, addr, name, bid, ha, w, filters, channel, now,
+                                          **kw))
 
 
 def route_json(r, topic, standard=True):
@@ -50,7 +51,7 @@ def test_first_registration_creates_every_table():
     assert set(r.topic_queue_table) == {"T1", "T2"}
     assert r.topic_queue_table["T1"]["broker-a"] == QueueData("broker-a", 8, 8, 6, 0)
     assert r.broker_live_table[("C", A)].heartbeat_timeout_ms == 120_000
-    assert r.filter_server_table[("C", A)] == ["fs1"]
+    assert r.filter_server_table[("C", A)] == ("fs1",)
 
 
 def test_slave_gets_master_addresses_only_while_master_is_live():
@@ -386,13 +387,13 @@ def test_walk_view_is_stale_once_its_broker_left_and_came_back():
     epoch entry went with it."""
     r = rim()
     register(r, topics=("T1", "T2"))
-    _, still_valid = r.walk_view("C", A, "broker-a", 0)
+    _, still_valid = r.walk_view(Registration("C", A, "broker-a", 0))
     assert still_valid()
     r.unregister_brokers([UnRegisterBrokerRequest("C", A, "broker-a", 0)])
     assert "broker-a" not in r._epochs and not still_valid()
     register(r, topics=("T1", "T2"), counter=2)
     assert not still_valid()
-    assert r.walk_view("C", A, "broker-a", 0)[1]()
+    assert r.walk_view(Registration("C", A, "broker-a", 0))[1]()
 
 
 def test_expiry_heap_stays_bounded_under_shrinking_timeouts():
@@ -416,7 +417,7 @@ def test_an_expiry_queued_before_the_broker_registered_again_is_dropped_without_
     carries the old entry's generation and removes nothing (apache/rocketmq#11043's rule, which
     rocketpy applied only to requests that name a channel)."""
     r = rim()
-    r.register_broker("C", A, "broker-a", 0, "ha", wrapper("T1", "T2"), None, None, 0)
+    r.register_broker(Registration("C", A, "broker-a", 0, "ha", wrapper("T1", "T2"), None, None, 0))
     [(request, channel_id)] = r.scan_not_active_broker(120_001)
     assert channel_id is None and request.live_generation is not None
     register(r, channel=7, now=120_002)

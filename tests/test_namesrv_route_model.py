@@ -14,7 +14,8 @@ from hypothesis import settings, strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
 from rocketpy.namesrv import Channel, NamesrvConfig, RouteInfoManager
-from rocketpy.namesrv.model import DataVersion, TopicConfig, TopicConfigWrapper, UnRegisterBrokerRequest
+from rocketpy.namesrv.model import (Registration, DataVersion, TopicConfig, TopicConfigWrapper,
+                                    UnRegisterBrokerRequest)
 from rocketpy.namesrv.profile import PROFILE_53
 
 NAMES = ("a", "b", "c")
@@ -109,9 +110,9 @@ class RouteMachine(RuleBasedStateMachine):
         topics = sorted(topics)
         self.last_registration[addr] = (topics, perm, dv)
         w = TopicConfigWrapper(dv, {t: TopicConfig(t, 4, 4, perm) for t in topics})
-        result = self.rim.register_broker(CLUSTER[name], addr, name, bid, "ha", w, [],
-                                          Channel(channel, "x"), self.now,
-                                          enable_acting_master=False)
+        result = self.rim.register_broker(Registration(CLUSTER[name], addr, name, bid, "ha", w, [],
+                                          channel, self.now,
+                                          enable_acting_master=False))
         assert result is not None
         self.model.register(name, bid, topics, perm, dv, channel, self.now)
 

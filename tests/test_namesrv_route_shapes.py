@@ -5,9 +5,9 @@ answers with. An orderTopicConf topic is encoded for itself; a static-topic mapp
 topic a route of its own."""
 import gc
 
-from rocketpy.namesrv import Channel, NamesrvConfig, RouteInfoManager
-from rocketpy.namesrv.model import (DataVersion, TopicConfig, TopicConfigWrapper,
-                                    UnRegisterBrokerRequest)
+from rocketpy.namesrv import NamesrvConfig, RouteInfoManager
+from rocketpy.namesrv.model import (DataVersion, MappingInfo, Registration, TopicConfig,
+                                    TopicConfigWrapper, UnRegisterBrokerRequest)
 from rocketpy.namesrv.profile import PROFILE_53
 from rocketpy.remoting import fastjson
 from rocketpy.remoting.bodies import TopicQueueMappingInfo
@@ -24,8 +24,8 @@ def wrapper(topics, counter=1, queues=8, mapping=None):
 def cluster(brokers=3, topics=TOPICS):
     rim = RouteInfoManager(NamesrvConfig(), PROFILE_53)
     for i in range(brokers):
-        rim.register_broker("C", f"10.0.0.{i}:10911", f"b{i}", 0, "ha", wrapper(topics), None,
-                             Channel(i + 1, ""), 0)
+        rim.register_broker(Registration(
+            "C", f"10.0.0.{i}:10911", f"b{i}", 0, "ha", wrapper(topics), None, i + 1, 0))
     return rim
 
 
@@ -39,8 +39,8 @@ def test_topics_with_one_layout_share_one_shape():
     # one QueueData object per broker for every topic
     assert len({id(rim.topic_queue_table[t]["b1"]) for t in TOPICS}) == 1
     # a topic that changes layout moves to another shape; the others stay
-    rim.register_broker("C", "10.0.0.9:10911", "b9", 0, "ha", wrapper(["T5", "X"]), None,
-                        Channel(9, ""), 0)   # (5.x refuses a first registration of one topic)
+    rim.register_broker(Registration(   # (5.x refuses a first registration of one topic)
+        "C", "10.0.0.9:10911", "b9", 0, "ha", wrapper(["T5", "X"]), None, 9, 0))
     assert list(rim.topic_queue_table["T5"]) == ["b0", "b1", "b2", "b9"]
     assert rim.topic_queue_table["T6"] is shape and "T5" not in rim.shapes.members(shape)
     assert sorted(rim.topics_of_broker("b9")) == ["T5", "X"] and len(rim.shapes) == 3
@@ -55,8 +55,8 @@ def test_a_layout_leaves_when_its_last_topic_does():
 
 def test_a_brokers_topic_count_is_its_topics_counted_per_layout():
     rim = cluster()
-    rim.register_broker("C", "10.0.0.9:10911", "b9", 0, "ha", wrapper(["T5", "X"], queues=4),
-                        None, Channel(9, ""), 0)
+    rim.register_broker(Registration(
+        "C", "10.0.0.9:10911", "b9", 0, "ha", wrapper(["T5", "X"], queues=4), None, 9, 0))
     rim.delete_topic("T7")
     rim.unregister_brokers([UnRegisterBrokerRequest("C", "10.0.0.2:10911", "b2", 0)])
     for name in ("b0", "b1", "b2", "b9", "nobody"):
@@ -99,11 +99,12 @@ def test_a_mapped_topic_has_a_route_of_its_own():
     rim = cluster(brokers=1, topics=["M", "P"])
     info = TopicQueueMappingInfo(bname="b0", curr_id_map={0: 0}, epoch=1, topic="M", total_queues=1)
     before = rim.route_version("P")
-    rim.register_broker("C", "10.0.0.0:10911", "b0", 0, "ha", wrapper(["M", "P"], 2, mapping={"M": info}),
-                        None, Channel(1, ""), 1)
+    rim.register_broker(Registration("C", "10.0.0.0:10911", "b0", 0, "ha",
+                                     wrapper(["M", "P"], 2, mapping={"M": info}), None, 1, 1))
     assert rim.topic_queue_table["M"] is rim.topic_queue_table["P"]
     assert rim.route_snapshot("M") is not rim.route_snapshot("P")
-    assert rim.route_snapshot("M").route.topic_queue_mapping_by_broker == {"b0": info}
+    assert rim.route_snapshot("M").route.topic_queue_mapping_by_broker == {
+        "b0": MappingInfo.of(info)}
     assert rim.route_snapshot("P").route.topic_queue_mapping_by_broker is None
     assert rim.route_version("P") == before and rim.route_version("M") != before
 
@@ -116,7 +117,7 @@ def test_an_equal_table_in_a_new_object_changes_nothing():
     snapshot = rim.route_snapshot("T1")
     generation = rim.snapshots.generation
     again = wrapper(TOPICS)
-    rim.register_broker("C", "10.0.0.0:10911", "b0", 0, "ha", again, None, Channel(1, ""), 30_000)
+    rim.register_broker(Registration("C", "10.0.0.0:10911", "b0", 0, "ha", again, None, 1, 30_000))
     assert rim.route_snapshot("T1") is snapshot and rim.snapshots.generation == generation
     table = again.topic_config_table
     assert [r for r in gc.get_referrers(table) if r is not again] == []
@@ -130,7 +131,7 @@ def test_remembered_transitions_stay_bounded_while_layouts_live():
         perm = 6 if counter % 2 else 4
         table = {t: TopicConfig(t, 8, 8, perm) for t in TOPICS[:2]}
         table["T2"] = TopicConfig("T2", 8, 8, 4)      # keeps the second layout alive
-        rim.register_broker("C", "10.0.0.0:10911", "b0", 0, "ha",
+        rim.register_broker(Registration("C", "10.0.0.0:10911", "b0", 0, "ha",
                             TopicConfigWrapper(DataVersion(counter, 1, 0), table), None,
-                            Channel(1, ""), counter)
+                            1, counter))
     assert len(rim.shapes) <= 3 and len(rim.shapes._moves) <= 4 * len(rim.shapes) + 4096

@@ -12,9 +12,9 @@ step changes something.
 from hypothesis import settings, strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
-from rocketpy.namesrv import Channel, NamesrvConfig, RouteInfoManager
-from rocketpy.namesrv.model import (DataVersion, QueueData, TopicConfig, TopicConfigWrapper,
-                                    UnRegisterBrokerRequest)
+from rocketpy.namesrv import NamesrvConfig, RouteInfoManager
+from rocketpy.namesrv.model import (DataVersion, QueueData, Registration, TopicConfig,
+                                    TopicConfigWrapper, UnRegisterBrokerRequest)
 from rocketpy.namesrv.profile import PROFILE_49, PROFILE_53
 from rocketpy.remoting.bodies import TopicQueueMappingInfo
 
@@ -75,9 +75,9 @@ class SnapshotMachine(RuleBasedStateMachine):
                                                 topic=t, total_queues=1) for t in topics}
         wrapper = TopicConfigWrapper(DataVersion(self.counter, 7, 0),
                                      {t: TopicConfig(t, 4, 4, perm) for t in sorted(topics)}, mapping)
-        self.rim.register_broker(CLUSTER[name], addr_of(name, bid), name, bid, "ha", wrapper,
-                                 filters, Channel(channel, ""), self.now, zone_name=zone,
-                                 enable_acting_master=acting)
+        self.rim.register_broker(Registration(
+            CLUSTER[name], addr_of(name, bid), name, bid, "ha", wrapper, filters, channel, self.now,
+            zone_name=zone, enable_acting_master=acting))
 
     @rule(name=st.sampled_from(NAMES), bid=st.sampled_from((0, 1)))
     def unregister(self, name, bid):
@@ -145,10 +145,10 @@ def test_snapshot_body_is_reused_when_nothing_changed():
     rim = RouteInfoManager(NamesrvConfig(), PROFILE_53)
     bodies = RouteBodies(rim)
     w = TopicConfigWrapper(DataVersion(1, 1, 0), {t: TopicConfig(t) for t in ("T1", "T2")})
-    rim.register_broker("C", "a:1", "a", 0, "ha", w, [], 1, 0)
+    rim.register_broker(Registration("C", "a:1", "a", 0, "ha", w, [], 1, 0))
     first = bodies.lookup("T1", True)
     version = rim.route_version("T1")
-    rim.register_broker("C", "a:1", "a", 0, "ha", w, [], 1, 30_000)   # periodic re-registration
+    rim.register_broker(Registration("C", "a:1", "a", 0, "ha", w, [], 1, 30_000))   # periodically
     assert bodies.lookup("T1", True) is first
     assert rim.route_version("T1") == version
     rim.wipe_write_perm_of_broker("a")
@@ -159,10 +159,26 @@ def test_deleted_and_recreated_topic_is_not_served_from_an_old_entry():
     rim = RouteInfoManager(NamesrvConfig(), PROFILE_53)
     bodies = RouteBodies(rim)
     w = TopicConfigWrapper(DataVersion(1, 1, 0), {t: TopicConfig(t, 8, 8) for t in ("T1", "T2")})
-    rim.register_broker("C", "a:1", "a", 0, "ha", w, [], 1, 0)
+    rim.register_broker(Registration("C", "a:1", "a", 0, "ha", w, [], 1, 0))
     old = bodies.lookup("T1", False)
     rim.delete_topic("T1")
     assert bodies.lookup("T1", False) is None
     rim.register_topic("T1", [QueueData("a", 2, 2, 6)])
     assert bodies.lookup("T1", False) != old
     assert bodies.lookup("T1", False) == bodies.build("T1", False)
+
+
+def test_filter_servers_registered_under_a_shared_address_reach_every_group_listing_it(tmp_path):
+    """A broker address listed by group a registers again as group b with filter servers: the
+    filter table is keyed by address, so a's routes show them too (Java's pickupTopicRouteData
+    looks each address up); a's route kept from before is not answered."""
+    import json
+    from brokerbody import register_body
+    from processorutil import call, make, register
+    proc = make(tmp_path)
+    assert register(proc, name="a", topics=("T1", "T2")).code == 0
+    route = lambda: json.loads(call(proc, 105, {"topic": "T1"}).body)["filterServerTable"]
+    assert route() == {}
+    assert register(proc, name="b", topics=("U1", "U2"),
+                    body=register_body(("U1", "U2"), filters=("fs:1",))).code == 0
+    assert route() == {"127.0.0.1:10911": ["fs:1"]}

@@ -21,7 +21,8 @@ from pathlib import Path
 import pytest
 
 from rocketpy.namesrv import Channel, NamesrvConfig, RouteInfoManager
-from rocketpy.namesrv.model import DataVersion, TopicConfig, TopicConfigWrapper
+from rocketpy.namesrv.model import (DataVersion, Registration, TopicConfig, TopicConfigWrapper,
+                                    UnRegisterBrokerRequest)
 from rocketpy.namesrv.profile import PROFILE_49, PROFILE_50, PROFILE_53
 from rocketpy.namesrv.routefile import (END, HEAD, MAX_RECORD, MainReader, ReadLimits,
                                         RoutesReader, RoutesRef, SnapshotRefused, encode_main,
@@ -74,9 +75,9 @@ def tables(profile=PROFILE_53):
     def register(cluster, addr, name, bid, topics, channel, now, **kw):
         mapping = kw.pop("mapping", {})
         table = {t: TopicConfig(t, 8, 4 if t.endswith("w") else 8, 6) for t in topics}
-        return rim.register_broker(cluster, addr, name, bid, addr + "-ha",
+        return rim.register_broker(Registration(cluster, addr, name, bid, addr + "-ha",
                                    TopicConfigWrapper(DataVersion(channel, now, 2), table, mapping),
-                                   kw.pop("filters", None), Channel(channel, "x"), now, **kw)
+                                   kw.pop("filters", None), channel, now, **kw))
     five = profile is not PROFILE_49
     register("C1", "10.0.0.1:10911", "broker-a", 0, [f"T{i}" for i in range(40)] + ["Mapped"],
              1, NOW - 5000, filters=["fs-1", "fs-2"],
@@ -114,7 +115,8 @@ def read_answers(processor, now=NOW):
 
 
 def processor_of(rim, kv=None):
-    from rocketpy.namesrv import DefaultRequestProcessor, KVConfigManager
+    from rocketpy.namesrv import KVConfigManager
+    from rocketpy.namesrv.processor import DefaultRequestProcessor
     return DefaultRequestProcessor(rim, kv or KVConfigManager(None), profile=rim.policies)
 
 
@@ -151,22 +153,16 @@ def _fingerprint(rim):
 def test_every_captured_registration_survives_a_restart_byte_for_byte():
     """Each genuine capture (4.9.8, 5.0.0, 5.3.3) replayed; whenever the tables changed, they are
     snapshotted, read back, restored into a fresh NameServer, and every read answer compared."""
-    from replay import NamesrvRole, PCAP_DIR, build_processor, capture_profile, replay_events
-    from rocketpy.namesrv import DefaultRequestProcessor, profile_for
+    from replay import PCAP_DIR, build_processor, capture_profile, replay_steps
+    from rocketpy.namesrv import profile_for
+    from rocketpy.namesrv.processor import DefaultRequestProcessor
     checked = captures = 0
     for capture in sorted(PCAP_DIR.glob("*.pcap")):
         with tempfile.TemporaryDirectory() as tmp:
             processor = build_processor(capture, tmp)
             profile = profile_for(capture_profile(capture))
-            role, last = NamesrvRole(processor), None
-            for event in replay_events(capture):
-                now = int(event.ts * 1000)
-                role.tick(now)
-                channel = Channel(event.conversation.index, "127.0.0.1:1")
-                if event.kind == "close":
-                    role.close(channel, now)
-                else:
-                    role.process(event.request, channel, now)
+            last = None
+            for now in replay_steps(capture, processor):
                 rim = processor.route_info_manager
                 if not rim.broker_live_table or _fingerprint(rim) == last:
                     continue
@@ -181,6 +177,25 @@ def test_every_captured_registration_survives_a_restart_byte_for_byte():
                 checked += 1
             captures += checked > 0
     assert captures >= 40 and checked >= 300, (captures, checked)
+
+
+def test_a_restored_mapping_goes_with_the_group_that_registered_it():
+    """Group a registers a static mapping naming group b: it is kept as long as a is (the
+    route state drops a group's mappings with its last member). The snapshot keeps who
+    registered it, so after a restart a's leaving still takes it along (format 1 restored it
+    as b's: it outlived a)."""
+    rim = RouteInfoManager(NamesrvConfig(), PROFILE_53)
+    info = TopicQueueMappingInfo(bname="b", curr_id_map={0: 1}, epoch=3, topic="M", total_queues=1)
+    for name, addr, mapping in (("a", "10.0.0.1:10911", {"M": info}), ("b", "10.0.0.2:10911", {})):
+        rim.register_broker(Registration("C", addr, name, 0, "ha", TopicConfigWrapper(
+            DataVersion(1, NOW, 0), {t: TopicConfig(t) for t in ("T1", "T2")}, mapping), None,
+            1, NOW))
+    restored = restore(*read(*encode(rim)))
+    assert restored.mapping_owner("M", "b") == rim.mapping_owner("M", "b") == "a"
+    for tables in (rim, restored):
+        tables.unregister_brokers([UnRegisterBrokerRequest("C", "10.0.0.1:10911", "a", 0)])
+        assert "M" not in tables.topic_queue_mapping_info_table and tables.mapping_count == 0
+        assert tables.pickup_topic_route_data("M") is None
 
 
 def test_times_move_by_the_shift():
@@ -379,9 +394,9 @@ def big_tables(topics, brokers=4):
     per = topics // brokers
     for b in range(brokers):
         table = {f"T{b}-{i}": TopicConfig(f"T{b}-{i}", 8, 8, 6) for i in range(per)}
-        rim.register_broker("C", f"10.0.0.{b}:10911", f"b{b}", 0, None,
+        rim.register_broker(Registration("C", f"10.0.0.{b}:10911", f"b{b}", 0, None,
                             TopicConfigWrapper(DataVersion(1, 1, 0), table), None,
-                            Channel(b + 1, "x"), NOW)
+                            b + 1, NOW))
     return rim
 
 

@@ -17,8 +17,8 @@ import zlib
 
 import pytest
 
-from rocketpy.namesrv import (Channel, Configuration, DefaultRequestProcessor, KVConfigManager,
-                              RouteInfoManager, profile_for)
+from rocketpy.namesrv import Channel, Configuration, KVConfigManager, RouteInfoManager, profile_for
+from rocketpy.namesrv.processor import DefaultRequestProcessor
 from rocketpy.namesrv.model import UnRegisterBrokerRequest
 from rocketpy.namesrv.pending import Pending
 from rocketpy.namesrv.policy import as_policies

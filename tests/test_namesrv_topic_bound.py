@@ -10,7 +10,8 @@ import pytest
 
 from brokerbody import register_body
 from fuzzharness import topic_line_bomb
-from rocketpy.namesrv import Channel, Configuration, DefaultRequestProcessor, KVConfigManager
+from rocketpy.namesrv import Channel, Configuration, KVConfigManager
+from rocketpy.namesrv.processor import DefaultRequestProcessor
 from rocketpy.namesrv.processor import registration
 from rocketpy.namesrv.policy import as_policies
 from rocketpy.namesrv.profile import profile_for

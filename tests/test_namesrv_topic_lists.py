@@ -1,11 +1,12 @@
 """Topic lists (GET_TOPICS_BY_CLUSTER, GET_ALL_TOPIC_LIST, unit lists): Java's answers, built
 without walking every topic per broker name, and reused until the route tables change."""
+import json
 import random
 
 import pytest
 
-from rocketpy.namesrv import Channel, NamesrvConfig, RouteInfoManager
-from rocketpy.namesrv.model import DataVersion, TopicConfig, TopicConfigWrapper
+from rocketpy.namesrv import NamesrvConfig, RouteInfoManager
+from rocketpy.namesrv.model import Registration, DataVersion, TopicConfig, TopicConfigWrapper
 from rocketpy.namesrv.profile import PROFILE_49, PROFILE_50, PROFILE_53
 
 
@@ -26,8 +27,9 @@ def random_state(profile, seed, brokers, topics, per_broker, clusters=3, topic_t
         chosen = rng.sample(names, per_broker)
         wrapper = TopicConfigWrapper(DataVersion(1, 1000, 0),
                                      {t: TopicConfig(t, 8, 8, 6) for t in chosen}, {})
-        r.register_broker(f"C{b % clusters}", f"10.0.{b // 250}.{b % 250}:10911", f"broker-{b}",
-                          0, "ha", wrapper, None, Channel(b + 1, "x"), 0)
+        r.register_broker(Registration(
+            f"C{b % clusters}", f"10.0.{b // 250}.{b % 250}:10911", f"broker-{b}", 0, "ha", wrapper,
+            None, b + 1, 0))
     return r
 
 
@@ -71,10 +73,10 @@ def test_all_topic_and_unit_lists_are_reused_until_a_change():
     first = [get() for get in lists]
     assert all(get() is held for get, held in zip(lists, first))
     unit = TopicConfig("UnitTopic", 8, 8, 6, topic_sys_flag=1)
-    r.register_broker("C0", "10.9.9.9:10911", "broker-new", 0, "ha",
+    r.register_broker(Registration("C0", "10.9.9.9:10911", "broker-new", 0, "ha",
                       TopicConfigWrapper(DataVersion(1, 1000, 0), {
                           "UnitTopic": unit, "Plain": TopicConfig("Plain", 8, 8, 6)}, {}),
-                      None, Channel(99, "x"), 0)
+                      None, 99, 0))
     assert "UnitTopic" in r.get_all_topic_list() and "UnitTopic" not in first[0]
     assert r.get_unit_topics() == ["UnitTopic"] and first[1] == []
     r.delete_topic("UnitTopic")
@@ -143,3 +145,21 @@ def test_a_big_topics_by_cluster_list_is_built_off_the_reactor_and_answers_the_s
     unknown = proc.process(RemotingCommand.request(224, {"cluster": "nope"}, None, opaque=6,
                                                    version=479), None, 1000, offload=True)
     assert not isinstance(unknown, Pending) and unknown.body == call(proc, 224, {"cluster": "nope"}).body
+
+
+@pytest.mark.parametrize("profile", [PROFILE_49, PROFILE_53], ids=lambda p: p.name)
+def test_a_group_joining_another_cluster_is_in_that_clusters_topic_list_at_once(tmp_path,
+                                                                               profile):
+    """broker-a's group, known in C, registers again naming cluster C2: it joins C2's set of
+    broker names, nothing else changes (same group, same topics), and GET_TOPICS_BY_CLUSTER C2
+    lists its topics next (Java walks the sets each time); a list kept from before the join
+    (the route versions did not move) is not answered."""
+    from processorutil import call, make, register
+    proc = make(tmp_path, profile)
+    assert register(proc, name="broker-x", addr="127.0.0.1:20911", topics=("X1", "X2"),
+                    clusterName="C2").code == 0
+    assert register(proc, topics=("A1", "A2")).code == 0
+    topics = lambda cluster: json.loads(call(proc, 224, {"cluster": cluster}).body)["topicList"]
+    assert (sorted(topics("C2")), sorted(topics("C"))) == (["X1", "X2"], ["A1", "A2"])
+    assert register(proc, topics=("A1", "A2"), clusterName="C2").code == 0
+    assert sorted(topics("C2")) == ["A1", "A2", "X1", "X2"]

@@ -17,8 +17,11 @@ from rocketpy.remoting import bodies, headers
 
 ROOT = Path(__file__).resolve().parents[1]
 POLICY_MODULES = {"rocketpy/namesrv/profile.py", "rocketpy/namesrv/policy.py"}
-#: what a profile says (``name`` is too common a word to tell a read apart; policies carry it)
-PROFILE_FIELDS = {f.name for f in dataclasses.fields(BehaviourProfile)} - {"name"}
+#: what a profile says, its fields and what it derives from them (``name`` and ``release`` are too
+#: common words to tell a read apart; policies carry both)
+PROFILE_FIELDS = ({f.name for f in dataclasses.fields(BehaviourProfile)}
+                  | {k for k, v in vars(BehaviourProfile).items() if isinstance(v, property)}) - {
+    "name", "release"}
 #: header keys and body properties the codec declares, less plain English words that name other
 #: things as well (a KV ``key``, a config ``namespace``, the web option ``peers``...)
 WIRE_NAMES = ({spec.wire for cls in vars(headers).values()

@@ -147,11 +147,12 @@ def test_renumbered_controller_codes_use_the_newest_numbers():
 
 
 def test_table_sizes():
-    # names (with aliases) and distinct values of the union 4.0.0-incubating .. 5.3.3
-    assert len(RequestCode.__members__) == 173
-    assert len(RequestCode) == 172
-    assert len(ResponseCode.__members__) == 71
-    assert len(ResponseCode) == 67
+    # names (with aliases) and distinct values of the union 4.0.0-incubating .. 5.3.3, then the
+    # 13 request and 2 response codes Java 5.5.0 adds (rocketmq-rust's inventory of it)
+    assert len(RequestCode.__members__) == 173 + 13
+    assert len(RequestCode) == 172 + 13
+    assert len(ResponseCode.__members__) == 71 + 2
+    assert len(ResponseCode) == 67 + 2
     assert len(LanguageCode) == 14
     assert len(MQVersion) == 613
 
@@ -167,6 +168,10 @@ def test_only_pop_codes_overflow_the_binary_header_int16():
         "POLLING_INFO",
         "POP_ROLLBACK",
         "BATCH_ACK_MESSAGE",
+        # 5.5.0's Lite-topic codes (RIP-83)
+        "POP_LITE_MESSAGE", "LITE_SUBSCRIPTION_CTL", "ACK_LITE_MESSAGE", "NOTIFY_UNSUBSCRIBE_LITE",
+        "GET_BROKER_LITE_INFO", "GET_PARENT_TOPIC_INFO", "GET_LITE_TOPIC_INFO",
+        "GET_LITE_CLIENT_INFO", "GET_LITE_GROUP_INFO", "TRIGGER_LITE_DISPATCH",
     }
     assert all(-(2**15) <= code < 2**15 for code in ResponseCode)
 

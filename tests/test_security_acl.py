@@ -16,7 +16,8 @@ import pytest
 
 import golden
 import replay
-from rocketpy.namesrv import Channel, DefaultRequestProcessor
+from rocketpy.namesrv import Channel
+from rocketpy.namesrv.processor import DefaultRequestProcessor
 from rocketpy.namesrv import acl as acl_module
 from rocketpy.namesrv.acl import (ACL_CONFIG_KEYS, ACL_REPLAY_WINDOW, ADMIN_CODES, AccessControl,
                                   AclConfigError, Account,

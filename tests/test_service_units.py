@@ -426,7 +426,8 @@ class InterfaceTests(SynchronousTestCase):
         from twisted.application.service import IService
         from twisted.internet.interfaces import IProtocolFactory
 
-        from rocketpy.namesrv import DefaultRequestProcessor, KVConfigManager, RouteInfoManager
+        from rocketpy.namesrv import KVConfigManager, RouteInfoManager
+        from rocketpy.namesrv.processor import DefaultRequestProcessor
         from rocketpy.service.tap import Options, makeService
         from rocketpy.transport import IRequestProcessor
 

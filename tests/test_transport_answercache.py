@@ -16,7 +16,7 @@ import replay
 from rocketpy.remoting import RemotingCommand, decode_frame, split_frames
 from rocketpy.service.tap import Options, makeService
 from rocketpy.transport import RemotingServerFactory, TlsMode
-from rocketpy.namesrv.processor.replies import ReusableResponse
+from rocketpy.namesrv.replies import ReusableResponse
 from rocketpy.transport.answercache import AnswerCache
 from brokerbody import register_body
 

@@ -18,7 +18,7 @@ from twisted.internet.testing import StringTransport
 from twisted.trial.unittest import SynchronousTestCase
 
 import replay
-from rocketpy.namesrv.processor.replies import ReusableResponse
+from rocketpy.namesrv.replies import ReusableResponse
 from rocketpy.remoting import RemotingCommand, decode_frame
 from rocketpy.remoting.kernel import KERNEL
 from rocketpy.remoting.layout import DEFAULT_MAX_FRAME_LENGTH, build_frame, split_frames

@@ -15,7 +15,8 @@ from twisted.logger import Logger, LogLevel
 from twisted.python.failure import Failure
 from twisted.trial.unittest import SynchronousTestCase
 
-from rocketpy.namesrv import DefaultRequestProcessor, KVConfigManager, RouteInfoManager, profile_for
+from rocketpy.namesrv import KVConfigManager, RouteInfoManager, profile_for
+from rocketpy.namesrv.processor import DefaultRequestProcessor
 from rocketpy.remoting import RemotingCommand, decode_frame, split_frames
 from rocketpy.service.tap import Options, default_listen
 from rocketpy.transport import RemotingServerFactory, TlsMode

@@ -15,8 +15,8 @@ from twisted.internet.task import Clock
 from twisted.internet.testing import StringTransport
 from twisted.trial.unittest import SynchronousTestCase, TestCase
 
-from rocketpy.namesrv import (Configuration, DefaultRequestProcessor, KVConfigManager,
-                              RouteInfoManager)
+from rocketpy.namesrv import Configuration, KVConfigManager, RouteInfoManager
+from rocketpy.namesrv.processor import DefaultRequestProcessor
 from rocketpy.namesrv.pending import FileWrite
 from rocketpy.remoting import RemotingCommand
 from rocketpy.remoting.codes import ResponseCode

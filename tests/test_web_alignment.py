@@ -9,7 +9,7 @@ from html.parser import HTMLParser
 from twisted.trial.unittest import SynchronousTestCase
 from twisted.web.template import flatten
 
-from rocketpy.admin.consistency import NamesrvView, compare_views
+from rocketpy.namesrv.consistency import NamesrvView, compare_views
 from rocketpy.web import page
 from rocketpy.web.peers import report_of
 

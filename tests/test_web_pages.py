@@ -638,7 +638,7 @@ class PeerComparisonTests(SynchronousTestCase):
         return PeerWatch(list(peers) + ["127.0.0.1:1"], rim, Client(), Clock(), offload=offload), rim
 
     def test_the_report_is_compare_namesrvs_comparison(self):
-        from rocketpy.admin.consistency import compare_views, view_of
+        from rocketpy.namesrv.consistency import compare_views, view_of
         brokers = {("C", "broker-a", 0): "10.0.0.1:10911"}
         moved = {("C", "broker-a", 0): "10.0.0.9:10911", ("C", "broker-b", 0): "10.0.0.2:10911"}
         watch, rim = self._watch({"a:9876": self._answers(brokers, ["T1", "T2"]),
@@ -722,7 +722,7 @@ class PeerComparisonTests(SynchronousTestCase):
         self.assertIsNone(watch._running)              # the next round runs again
 
     def test_differences_listed_are_bounded_and_all_counted(self):
-        from rocketpy.admin.consistency import NamesrvView, compare_views
+        from rocketpy.namesrv.consistency import NamesrvView, compare_views
         from rocketpy.web.peers import report_of
         many = NamesrvView("a", topics=dict.fromkeys(f"T{i}" for i in range(1000)))
         report = report_of(compare_views([many, NamesrvView("b")]), shown=50)

@@ -9,8 +9,10 @@ Source of truth, in order:
 2. Otherwise the Java key list below, so the page still builds (and says where it came from).
 
 ``JAVA_KEYS`` is the key list of Java ``NamesrvConfig`` and ``NettyServerConfig`` in the tags
-rocketmq-all-4.9.8 through 5.3.3 (read from the Apache source; facts, not code). It also
-supplies the "Java versions" column and the list of Java keys rocketpy does not have.
+rocketmq-all-4.9.8 through 5.3.3 (read from the Apache source; facts, not code), with Java's
+defaults and notes; it supplies the list of Java keys rocketpy does not have. Which releases
+have a key is stated once, in ``rocketpy.namesrv.config`` (``JAVA_RELEASES``): the "Java"
+column is read from there.
 
 Run ``python3 docs/_ext/configtable.py`` to print the generated reStructuredText.
 """
@@ -33,64 +35,62 @@ class JavaKey:
     key: str
     java_class: str  # NamesrvConfig or NettyServerConfig
     default: str     # as a properties value, for the newest version that has the key
-    versions: str    # which of the Java releases have it
     note: str = ""
 
 
 _N, _S = "NamesrvConfig", "NettyServerConfig"
-_ALL = "4.9.8 - 5.3.3"
 
 JAVA_KEYS = (
-    JavaKey("rocketmqHome", _N, "system property rocketmq.home.dir, else $ROCKETMQ_HOME", _ALL,
+    JavaKey("rocketmqHome", _N, "system property rocketmq.home.dir, else $ROCKETMQ_HOME",
             "Java refuses to start without it; rocketpy only reports it"),
-    JavaKey("kvConfigPath", _N, "~/namesrv/kvConfig.json", _ALL),
-    JavaKey("configStorePath", _N, "~/namesrv/namesrv.properties", _ALL,
+    JavaKey("kvConfigPath", _N, "~/namesrv/kvConfig.json"),
+    JavaKey("configStorePath", _N, "~/namesrv/namesrv.properties",
             "set to the -c file when one is given"),
-    JavaKey("productEnvName", _N, "center", _ALL),
-    JavaKey("clusterTest", _N, "false", _ALL),
-    JavaKey("orderMessageEnable", _N, "false", _ALL),
-    JavaKey("returnOrderTopicConfigToBroker", _N, "true", "5.0.0+"),
-    JavaKey("clientRequestThreadPoolNums", _N, "8", "5.0.0+"),
-    JavaKey("defaultThreadPoolNums", _N, "16", "5.0.0+"),
-    JavaKey("clientRequestThreadPoolQueueCapacity", _N, "50000", "5.0.0+"),
-    JavaKey("defaultThreadPoolQueueCapacity", _N, "10000", "5.0.0+"),
-    JavaKey("scanNotActiveBrokerInterval", _N, "5000", "5.0.0+", "milliseconds; 4.9 scans every 10 s"),
-    JavaKey("unRegisterBrokerQueueCapacity", _N, "3000", "5.0.0+"),
-    JavaKey("supportActingMaster", _N, "false", "5.0.0+"),
-    JavaKey("enableAllTopicList", _N, "true", "5.0.0+"),
-    JavaKey("enableTopicList", _N, "true", "5.0.0+"),
-    JavaKey("notifyMinBrokerIdChanged", _N, "false", "5.0.0+"),
-    JavaKey("enableControllerInNamesrv", _N, "false", "5.0.0+"),
-    JavaKey("needWaitForService", _N, "false", "5.1.0+"),
-    JavaKey("waitSecondsForService", _N, "45", "5.1.0+"),
-    JavaKey("deleteTopicWithBrokerRegistration", _N, "false", "5.1.4+"),
+    JavaKey("productEnvName", _N, "center"),
+    JavaKey("clusterTest", _N, "false"),
+    JavaKey("orderMessageEnable", _N, "false"),
+    JavaKey("returnOrderTopicConfigToBroker", _N, "true"),
+    JavaKey("clientRequestThreadPoolNums", _N, "8"),
+    JavaKey("defaultThreadPoolNums", _N, "16"),
+    JavaKey("clientRequestThreadPoolQueueCapacity", _N, "50000"),
+    JavaKey("defaultThreadPoolQueueCapacity", _N, "10000"),
+    JavaKey("scanNotActiveBrokerInterval", _N, "5000", "milliseconds; 4.9 scans every 10 s"),
+    JavaKey("unRegisterBrokerQueueCapacity", _N, "3000"),
+    JavaKey("supportActingMaster", _N, "false"),
+    JavaKey("enableAllTopicList", _N, "true"),
+    JavaKey("enableTopicList", _N, "true"),
+    JavaKey("notifyMinBrokerIdChanged", _N, "false"),
+    JavaKey("enableControllerInNamesrv", _N, "false"),
+    JavaKey("needWaitForService", _N, "false"),
+    JavaKey("waitSecondsForService", _N, "45"),
+    JavaKey("deleteTopicWithBrokerRegistration", _N, "false"),
     JavaKey("configBlackList", _N, "configBlackList;configStorePath;kvConfigPath",
-            "4.9.8, 5.2.0+", "keys UPDATE_NAMESRV_CONFIG may not change"),
-    JavaKey("bindAddress", _S, "0.0.0.0", "5.0.0+"),
-    JavaKey("listenPort", _S, "9876", _ALL,
+            "keys UPDATE_NAMESRV_CONFIG may not change"),
+    JavaKey("bindAddress", _S, "0.0.0.0"),
+    JavaKey("listenPort", _S, "9876",
             "the class says 8888 (4.9) / 0 (5.x); the NameServer's startup sets 9876"),
-    JavaKey("serverWorkerThreads", _S, "8", _ALL),
-    JavaKey("serverCallbackExecutorThreads", _S, "0", _ALL),
-    JavaKey("serverSelectorThreads", _S, "3", _ALL),
-    JavaKey("serverOnewaySemaphoreValue", _S, "256", _ALL),
-    JavaKey("serverAsyncSemaphoreValue", _S, "64", _ALL),
-    JavaKey("serverChannelMaxIdleTimeSeconds", _S, "120", _ALL,
+    JavaKey("serverWorkerThreads", _S, "8"),
+    JavaKey("serverCallbackExecutorThreads", _S, "0"),
+    JavaKey("serverSelectorThreads", _S, "3"),
+    JavaKey("serverOnewaySemaphoreValue", _S, "256"),
+    JavaKey("serverAsyncSemaphoreValue", _S, "64"),
+    JavaKey("serverChannelMaxIdleTimeSeconds", _S, "120",
             "a connection with no traffic either way for this long is closed"),
-    JavaKey("serverSocketSndBufSize", _S, "0", _ALL,
+    JavaKey("serverSocketSndBufSize", _S, "0",
             "0 = OS default; system property com.rocketmq.remoting.socket.sndbuf.size"),
-    JavaKey("serverSocketRcvBufSize", _S, "0", _ALL,
+    JavaKey("serverSocketRcvBufSize", _S, "0",
             "0 = OS default; system property com.rocketmq.remoting.socket.rcvbuf.size"),
-    JavaKey("writeBufferHighWaterMark", _S, "0", _ALL,
+    JavaKey("writeBufferHighWaterMark", _S, "0",
             "system property com.rocketmq.remoting.write.buffer.high.water.mark"),
-    JavaKey("writeBufferLowWaterMark", _S, "0", _ALL,
+    JavaKey("writeBufferLowWaterMark", _S, "0",
             "system property com.rocketmq.remoting.write.buffer.low.water.mark"),
-    JavaKey("serverSocketBacklog", _S, "1024", _ALL,
+    JavaKey("serverSocketBacklog", _S, "1024",
             "system property com.rocketmq.remoting.socket.backlog"),
-    JavaKey("serverNettyWorkerGroupEnable", _S, "true", "5.3.1+"),
-    JavaKey("serverPooledByteBufAllocatorEnable", _S, "true", _ALL),
-    JavaKey("enableShutdownGracefully", _S, "false", "5.2.0+"),
-    JavaKey("shutdownWaitTimeSeconds", _S, "30", "5.2.0+"),
-    JavaKey("useEpollNativeSelector", _S, "false", _ALL),
+    JavaKey("serverNettyWorkerGroupEnable", _S, "true"),
+    JavaKey("serverPooledByteBufAllocatorEnable", _S, "true"),
+    JavaKey("enableShutdownGracefully", _S, "false"),
+    JavaKey("shutdownWaitTimeSeconds", _S, "30"),
+    JavaKey("useEpollNativeSelector", _S, "false"),
 )
 
 CONFIG_MODULE = "rocketpy.namesrv.config"
@@ -231,10 +231,10 @@ def _java_fallback():
              "keys (``NamesrvConfig`` and ``NettyServerConfig``, 4.9.8 to 5.3.3) with Java's "
              "defaults.", ""]
     for cls in CONFIG_CLASSES:
-        rows = [[_literal(k.key), _literal(k.default), _cell(k.versions), _escape(k.note)]
+        rows = [[_literal(k.key), _literal(k.default), _escape(k.note)]
                 for k in JAVA_KEYS if k.java_class == cls]
         lines += [f"``{cls}``", "~" * (len(cls) + 4), ""]
-        lines += _list_table(["key", "default", "Java versions", "notes"], rows, [30, 25, 15, 30])
+        lines += _list_table(["key", "default", "notes"], rows, [30, 30, 40])
     return lines
 
 
@@ -245,6 +245,7 @@ def render():
         return "\n".join(_java_fallback()), []
     rows, sources, profile_names = found
     java = {k.key: k for k in JAVA_KEYS}
+    releases = getattr(importlib.import_module(CONFIG_MODULE), "JAVA_RELEASES", {})
     lines = []
     for cls in CONFIG_CLASSES:
         table = []
@@ -255,7 +256,8 @@ def render():
                 default = "``$ROCKETMQ_HOME``"
             used = ", ".join(f"``{m}``" for m in row["readers"]) or "\u2014"
             cells = [f"``{row['key']}``", row["type"], default,
-                     known.versions if known else "rocketpy only"]
+                     _cell(releases[row["key"]]) if known and row["key"] in releases
+                     else "rocketpy only"]
             if profile_names:
                 cells.append(", ".join(row["profiles"]) or "none")
             cells += [used, _escape(known.note) if known and known.note else " "]
@@ -269,7 +271,7 @@ def render():
     missing = [k for k in JAVA_KEYS if k.key not in present]
     if missing:
         lines += ["Java keys rocketpy does not have", "~" * 32, ""]
-        lines += [f"* ``{k.key}`` ({k.java_class}, {k.versions})" for k in missing]
+        lines += [f"* ``{k.key}`` ({k.java_class})" for k in missing]
         lines.append("")
     return "\n".join(lines), sources
 

@@ -14,6 +14,8 @@ hand-kept list that could drift:
   they exist, else from the Java key list in :mod:`configtable`.
 * ``rocketpy-profile-table``: the version differences, from
   ``rocketpy.namesrv.profile.BehaviourProfile``.
+* ``rocketpy-request-codes``: the request code tables, from the protocol catalogue
+  (``rocketpy.remoting.catalogue``) and the handlers bound to it (:mod:`codetable`).
 * ``rocketpy-java-map``: the Java-class-to-module table; every module it names must exist.
 * A build warning (fatal under ``-W``) when a ``rocketpy`` subpackage has no ``docs/api`` page.
 """
@@ -36,6 +38,7 @@ from sphinx.util.docutils import SphinxDirective
 from sphinx.util.matching import patfilter
 from sphinx.util.nodes import nested_parse_with_titles
 
+import codetable
 import configtable
 
 logger = logging.getLogger(__name__)
@@ -250,10 +253,14 @@ def profile_rows():
 
 
 def _profile_value(value):
+    import enum
+
     if isinstance(value, bool):
         return "yes" if value else "no"
     if value is None:
         return "\u2014"
+    if isinstance(value, enum.Enum):   # a Release: its tag
+        value = value.value
     return f"``{value}``"
 
 
@@ -339,6 +346,22 @@ def _check_api_pages(app, env, docnames):
                                path.name, path.name, path.name)
 
 
+class RequestCodeTable(SphinxDirective):
+    """``.. rocketpy-request-codes:: namesrv | controller | all``: a table of request codes,
+    generated from the protocol catalogue."""
+
+    required_arguments = 1
+
+    def run(self):
+        what = self.arguments[0]
+        if what not in ("namesrv", "controller", "all"):
+            raise self.error(f"unknown table {what!r}; one of namesrv, controller, all")
+        rst, sources = codetable.render(what)
+        for source in sources:
+            self.env.note_dependency(source)
+        return parse_rst(self, rst, f"<rocketpy-request-codes {what}>")
+
+
 def _skip_enum_members(app, what, name, obj, skip, options):
     """Big enums (the code tables: hundreds of members) are documented as classes only."""
     import enum
@@ -355,6 +378,7 @@ def setup(app):
     app.add_directive("rocketpy-config-table", ConfigTable)
     app.add_directive("rocketpy-profile-table", ProfileTable)
     app.add_directive("rocketpy-java-map", JavaMap)
+    app.add_directive("rocketpy-request-codes", RequestCodeTable)
     app.connect("env-before-read-docs", _check_api_pages)
     app.connect("autodoc-skip-member", _skip_enum_members)
     return {"version": "1", "parallel_read_safe": True, "parallel_write_safe": True}

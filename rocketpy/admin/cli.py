@@ -83,11 +83,25 @@ def _help_text(command, options):
     return "\n".join(lines) + "\n"
 
 
+def _all_commands():
+    """mqadmin's NameServer commands, then its 5.x controller commands (imported on first use:
+    ``rocketpy-admin`` starts without them)."""
+    from .commands import COMMANDS
+    from .controller import CONTROLLER_COMMANDS
+    return COMMANDS + CONTROLLER_COMMANDS
+
+
+def find_command(name):
+    """The subcommand called ``name`` (any case, as mqadmin), or None."""
+    for command in _all_commands():
+        if command.name.lower() == (name or "").lower():
+            return command
+    return None
+
+
 def _command_list():
-    from .commands import _all_commands
-    COMMANDS = _all_commands()
     lines = [f"The most commonly used {PROG} commands are:"]
-    lines += [f"   {c.name:<20} {c.description}" for c in COMMANDS]
+    lines += [f"   {c.name:<20} {c.description}" for c in _all_commands()]
     lines.append(f"\nSee '{PROG} help <command>' for more information on a specific command.")
     return "\n".join(lines) + "\n"
 
@@ -155,7 +169,6 @@ def run(argv, reactor=None, stdout=None, stderr=None):
     running and the result is a Deferred of the status; else the reactor is run here."""
     stdout = stdout or sys.stdout
     stderr = stderr or sys.stderr
-    from .commands import find_command
     if not argv or argv[0] in ("-h", "--help", "help") and len(argv) == 1:
         stdout.write(_command_list())
         return 0

@@ -13,14 +13,14 @@ import re
 from twisted.internet.defer import inlineCallbacks
 from twisted.internet.task import deferLater
 
+from ..namesrv.consistency import SECTIONS
 from ..remoting import fastjson
 from ..remoting.bodies import java_view
 from ..remoting.javahash import concurrent_hashmap_order, hashmap_order, hashmap_ordered
 from .api import ORDER_TOPIC_CONFIG, cluster_of
-from .consistency import SECTIONS, compare_nameservers
+from .consistency import compare_nameservers
 
-__all__ = ["SubCommand", "Option", "Output", "COMMANDS", "find_command", "printable", "json_text",
-           "print_configs"]
+__all__ = ["SubCommand", "Option", "Output", "COMMANDS", "printable", "json_text", "print_configs"]
 
 #: ``MixAll.RETRY_GROUP_TOPIC_PREFIX``, ``MixAll.DLQ_GROUP_TOPIC_PREFIX``
 RETRY_PREFIX, DLQ_PREFIX = "%RETRY%", "%DLQ%"
@@ -595,15 +595,3 @@ COMMANDS = (TopicRoute(), TopicClusterList(), DeleteTopic(), ClusterList(), Topi
             WipeWritePerm(), AddWritePerm(), UpdateOrderConf(), GetNamesrvConfig(),
             UpdateNamesrvConfig(), CompareNamesrv())
 
-
-def _all_commands():
-    from .controller import CONTROLLER_COMMANDS   # mqadmin 5.x's controller commands
-    return COMMANDS + CONTROLLER_COMMANDS
-
-
-def find_command(name):
-    """The subcommand called ``name`` (any case, as mqadmin), or None."""
-    for command in _all_commands():
-        if command.name.lower() == (name or "").lower():
-            return command
-    return None

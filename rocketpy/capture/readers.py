@@ -34,6 +34,8 @@ MAX_RECORD = 1 << 20
 
 PCAPNG_MAGIC = 0x0A0D0D0A
 BYTE_ORDER_MAGIC = 0x1A2B3C4D
+#: a section header's byte-order magic as a little-endian (and a big-endian) writer wrote it
+_BOM = {BYTE_ORDER_MAGIC.to_bytes(4, "little"): "<", BYTE_ORDER_MAGIC.to_bytes(4, "big"): ">"}
 
 # magic (as read little-endian) -> (byte order, ticks per second, extra record bytes)
 PCAP_MAGICS = {
@@ -53,7 +55,6 @@ _OPB = {o: struct.Struct(o + "HHIIII") for o in "<>"}               # if_id drop
 _IDB = {o: struct.Struct(o + "HHI") for o in "<>"}                  # linktype reserved snaplen
 _OPT = {o: struct.Struct(o + "HH") for o in "<>"}
 _U32 = {o: struct.Struct(o + "I") for o in "<>"}
-_U64 = {o: struct.Struct(o + "Q") for o in "<>"}
 
 
 class CaptureFormatError(ValueError):
@@ -157,12 +158,8 @@ def read_capture_info(head: bytes) -> CaptureInfo:
     if magic == PCAPNG_MAGIC:
         if len(head) < 12:
             raise CaptureFormatError("truncated pcapng section header")
-        bom = head[8:12]
-        if bom == b"\x4d\x3c\x2b\x1a":
-            o = "<"
-        elif bom == b"\x1a\x2b\x3c\x4d":
-            o = ">"
-        else:
+        o = _BOM.get(bytes(head[8:12]))
+        if o is None:
             raise CaptureFormatError("bad pcapng byte-order magic")
         info = CaptureInfo("pcapng", o, 0)
         pos = 0
@@ -280,8 +277,7 @@ def _iter_pcapng(f, info, pos0, end, stats):
         off = r.base + r.pos
         btype, blen = bhdr(r.buf, r.pos)
         if btype == PCAPNG_MAGIC:
-            bom = r.buf[r.pos + 8:r.pos + 12]
-            o = "<" if bom == b"\x4d\x3c\x2b\x1a" else ">"
+            o = _BOM.get(bytes(r.buf[r.pos + 8:r.pos + 12]), ">")
             bhdr, epb, opb, u32 = (_BLOCK_HDR[o].unpack_from, _EPB[o].unpack_from,
                                    _OPB[o].unpack_from, _U32[o].unpack_from)
             blen = _BLOCK_HDR[o].unpack_from(r.buf, r.pos)[1]

@@ -19,16 +19,15 @@ here too, refusing with NO_PERMISSION and a remark (a oneway heartbeat is droppe
 from rocketpy.namesrv.acl import describe_code, networks_refusal, parse_networks
 from rocketpy.namesrv.broker_access import BROKER_ALLOW_NETWORKS, BROKER_IDENTITY_BINDING, host_of
 from rocketpy.remoting import headers as H
+from rocketpy.remoting.catalogue import BROKER, CONTROLLER, codes_with, declaration
 from rocketpy.remoting.codes import RequestCode as R
 from rocketpy.remoting.errors import RemotingCodecError
 
 __all__ = ["ControllerBrokerAccess", "BROKER_CODES"]
 
-#: What brokers send that changes the controller's state (a broker's own
-#: CONTROLLER_ELECT_MASTER too: a designated one is administrative).
-BROKER_CODES = frozenset(int(c) for c in (
-    R.BROKER_HEARTBEAT, R.CONTROLLER_REGISTER_BROKER, R.CONTROLLER_APPLY_BROKER_ID,
-    R.CONTROLLER_ALTER_SYNC_STATE_SET, R.CONTROLLER_ELECT_MASTER))
+#: What brokers send that changes the controller's state (the catalogue's broker requests; a
+#: broker's own CONTROLLER_ELECT_MASTER too: a designated one is administrative).
+BROKER_CODES = codes_with(CONTROLLER, lambda r: bool(r.access & BROKER))
 
 
 def _identity(code, header, replicas):
@@ -82,12 +81,12 @@ class ControllerBrokerAccess:
         code = request.code
         if code not in BROKER_CODES:
             return None
-        cls = H.request_header_class(code)
         try:
-            header = cls.from_ext_fields(request.ext_fields, strict=False)
+            header = H.REQUEST_HEADERS[code].from_ext_fields(request.ext_fields, strict=False)
         except RemotingCodecError:
             return None   # the handler answers a malformed header as Java does
-        if code == R.CONTROLLER_ELECT_MASTER and header.designate_elect:
+        admin_when = declaration(code).admin_when
+        if admin_when is not None and getattr(header, admin_when):
             return None   # administrative: adminAllowNetworks / ACL
         if self.allow_networks:
             refusal = networks_refusal(self.allow_networks, channel, BROKER_ALLOW_NETWORKS,

@@ -2,7 +2,9 @@
 and the parts of ``ControllerManager`` and ``DLedgerController`` that decide answers, pushes and
 elections, 5.3.3).
 
-One table from request code to handler; a handler reads the state
+One table from request code to handler, bound to the codes' declarations in the protocol
+catalogue (:mod:`rocketpy.remoting.catalogue`: which codes the 5.3.3 controller serves, which
+only its leader answers, which are administrative); a handler reads the state
 (:class:`~rocketpy.controller.replicas.ReplicasInfoManager`) and returns a
 :class:`~rocketpy.controller.replicas.ControllerResult`; :meth:`ControllerRequestProcessor.process`
 applies its events, makes them durable (``persist``: the event log's
@@ -26,17 +28,21 @@ their state through etcd (:mod:`.replicated`) pass a ``leadership``: a controlle
 leader answers the requests Java's ``DLedgerController`` queues as events (:data:`LEADER_CODES`)
 with CONTROLLER_NOT_LEADER, names the leader in GET_METADATA_INFO, and starts no election. The
 controller codes of 5.3.3 are served, anything else is REQUEST_CODE_NOT_SUPPORTED as on Java's
-controller port.
+controller port. Only the codec's own errors are a request's fault; anything else a handler
+raises is a bug, answered SYSTEM_ERROR, logged with its traceback and counted
+(:attr:`ControllerRequestProcessor.handler_failures`).
 """
 import logging
 from functools import partial
 
-from rocketpy.namesrv.configguard import value_refusal
+from rocketpy.namesrv.configupdate import update_properties, value_refusal
 from rocketpy.namesrv.pending import CPU, DISK, Pending, decoded
-from rocketpy.namesrv.processor.replies import NOT_SET_REMARK, failure_remark, update_properties
+from rocketpy.namesrv.replies import NOT_SET_REMARK, failure_remark
 from rocketpy.remoting import bodies as B, headers as H
+from rocketpy.remoting.catalogue import (CONTROLLER, Release, bind, codes_with, declaration,
+                                         responder)
 from rocketpy.remoting.codes import (CURRENT_VERSION, OVERLOAD_REMARK, RequestCode as R,
-                                     ResponseCode as RC)
+                                     ResponseCode as RC, not_supported_remark)
 from rocketpy.remoting.command import FLAG_ONEWAY, FLAG_RESPONSE, JAVA, JSON, RemotingCommand
 from rocketpy.remoting.errors import RemotingCodecError
 from rocketpy.remoting.javahash import hashmap_order
@@ -45,20 +51,19 @@ from .elect import DefaultElectPolicy
 from .heartbeat import BrokerHeartbeatManager
 from .replicas import ControllerResult, ReplicasInfoManager
 
-__all__ = ["ControllerRequestProcessor", "ADMIN_CODES", "LEADER_CODES", "NOT_LEADER_REMARK"]
+__all__ = ["ControllerRequestProcessor", "ADMIN_CODES", "LEADER_CODES", "NOT_LEADER_REMARK",
+           "RELEASE"]
 
+#: The release whose controller this one answers like (``MQVersion.CURRENT_VERSION``).
+RELEASE = Release.of(CURRENT_VERSION.name)
 #: What only an operator sends (``mqadmin updateControllerConfig``, ``cleanBrokerMetadata``,
 #: ``electMaster``): guarded by ``adminAllowNetworks`` / ``aclEnable`` when configured. A
-#: broker's own CONTROLLER_ELECT_MASTER is not: only a designated one (``designateElect=true``).
-ADMIN_CODES = frozenset(int(c) for c in (R.UPDATE_CONTROLLER_CONFIG, R.CLEAN_BROKER_DATA,
-                                         R.CONTROLLER_ELECT_MASTER))
-
+#: broker's own CONTROLLER_ELECT_MASTER is not: only a designated one (its declaration's
+#: ``admin_when``, ``designateElect=true``).
+ADMIN_CODES = codes_with(CONTROLLER, lambda r: r.administrative)
 #: What only the leader answers: the requests Java's controller appends to its event queue
 #: (``DLedgerController``/``JRaftController``); heartbeats, metadata and the config are local.
-LEADER_CODES = frozenset(int(c) for c in (
-    R.CONTROLLER_ALTER_SYNC_STATE_SET, R.CONTROLLER_ELECT_MASTER, R.CONTROLLER_REGISTER_BROKER,
-    R.CONTROLLER_GET_REPLICA_INFO, R.CONTROLLER_GET_SYNC_STATE_DATA, R.CLEAN_BROKER_DATA,
-    R.CONTROLLER_GET_NEXT_BROKER_ID, R.CONTROLLER_APPLY_BROKER_ID))
+LEADER_CODES = codes_with(CONTROLLER, lambda r: r.leader_only)
 NOT_LEADER_REMARK = "The controller is not in leader state"
 #: Elections tried at most for one dead master, whatever ``electMasterMaxRetryCount`` says
 #: (UPDATE_CONTROLLER_CONFIG sets it from the wire; each failed try is a logged event).
@@ -70,10 +75,15 @@ def _sync_state_set(body, budget):
 
 
 def _administrative(request):
-    if request.code == R.CONTROLLER_ELECT_MASTER:
-        header = H.ElectMasterRequestHeader.from_ext_fields(request.ext_fields, strict=False)
-        return bool(header.designate_elect)
-    return request.code in ADMIN_CODES
+    """Whether ``request`` is an operator's: its code's declaration says so, or says which of its
+    header's fields makes it so (read as leniently as any handler reads it)."""
+    decl = declaration(request.code)
+    if decl is None or request.code not in ADMIN_CODES:
+        return False
+    if decl.admin_when is None:
+        return True
+    header = H.REQUEST_HEADERS[request.code].from_ext_fields(request.ext_fields, strict=False)
+    return bool(getattr(header, decl.admin_when))
 
 log = logging.getLogger("rocketpy.controller")
 
@@ -120,20 +130,12 @@ class ControllerRequestProcessor:
         #: master elections since start (a broker's request, or a dead master's group), by
         #: outcome: the dashboard's and the alert rules' (a rocketpy addition)
         self.elections = {"elected": 0, "failed": 0}
-        self.handlers = {
-            R.CONTROLLER_ALTER_SYNC_STATE_SET: self.alter_sync_state_set,
-            R.CONTROLLER_ELECT_MASTER: self.elect_master,
-            R.CONTROLLER_REGISTER_BROKER: self.register_broker,
-            R.CONTROLLER_GET_REPLICA_INFO: self.get_replica_info,
-            R.CONTROLLER_GET_METADATA_INFO: self.get_metadata_info,
-            R.CONTROLLER_GET_SYNC_STATE_DATA: self.get_sync_state_data,
-            R.BROKER_HEARTBEAT: self.broker_heartbeat,
-            R.UPDATE_CONTROLLER_CONFIG: self.update_controller_config,
-            R.GET_CONTROLLER_CONFIG: self.get_controller_config,
-            R.CLEAN_BROKER_DATA: self.clean_broker_data,
-            R.CONTROLLER_GET_NEXT_BROKER_ID: self.get_next_broker_id,
-            R.CONTROLLER_APPLY_BROKER_ID: self.apply_broker_id,
-        }
+        #: handler bugs (anything but the codec's errors) since start, by request code
+        self.handler_failures = {}
+        #: request code -> handler(header, request, channel, now_ms), bound to the catalogue's
+        #: declarations (a served code without a handler fails here, at start)
+        self.handlers = {code: binding.handler
+                         for code, binding in bind((self,), CONTROLLER, RELEASE).items()}
 
     # -- dispatch ---------------------------------------------------------------------------
 
@@ -158,9 +160,9 @@ class ControllerRequestProcessor:
                 result = ControllerResult(RC.CONTROLLER_NOT_LEADER, NOT_LEADER_REMARK)
             elif handler is None:
                 result = ControllerResult(RC.REQUEST_CODE_NOT_SUPPORTED,
-                                          f" request type {request.code} not supported")
+                                          not_supported_remark(request.code))
             else:
-                cls = H.request_header_class(request.code)
+                cls = H.REQUEST_HEADERS.get(request.code)
                 header = None if cls is None else cls.from_ext_fields(request.ext_fields)
                 result = handler(header, request, channel, now_ms)
         except Exception as exc:  # a bad request never takes the controller down
@@ -177,8 +179,12 @@ class ControllerRequestProcessor:
         return self._settle(request, result, offload)
 
     def _failed(self, request, exc):
-        if not isinstance(exc, (RemotingCodecError, ValueError, TypeError, KeyError)):
-            log.error("controller request %s failed", request.code, exc_info=exc)
+        """SYSTEM_ERROR with a Java-like remark: the codec's own errors (bad input) quietly,
+        anything else as the bug it is, logged with its traceback and counted."""
+        if not isinstance(exc, RemotingCodecError):
+            code = request.code
+            self.handler_failures[code] = self.handler_failures.get(code, 0) + 1
+            log.error("controller request %s: handler failed", code, exc_info=exc)
         return ControllerResult(RC.SYSTEM_ERROR, failure_remark(exc))
 
     def _finished(self, request, decode, value):
@@ -270,11 +276,13 @@ class ControllerRequestProcessor:
     def _policy(self, now_ms):
         return DefaultElectPolicy(self._alive(now_ms), self.heartbeats.broker_live_info)
 
+    @responder(R.CONTROLLER_ALTER_SYNC_STATE_SET)
     def alter_sync_state_set(self, header, request, channel, now_ms):
         return decoded(request.body, _sync_state_set, lambda sync_state_set:
                        self.replicas.alter_sync_state_set(header, sync_state_set,
                                                           self._alive(now_ms)))
 
+    @responder(R.CONTROLLER_ELECT_MASTER)
     def elect_master(self, header, request, channel, now_ms):
         result = self.replicas.elect_master(header, self._policy(now_ms))
         self.elections["elected" if result.code == RC.SUCCESS else "failed"] += 1
@@ -282,12 +290,15 @@ class ControllerRequestProcessor:
             result.pushes = self._pushes(result, now_ms)
         return result
 
+    @responder(R.CONTROLLER_REGISTER_BROKER)
     def register_broker(self, header, request, channel, now_ms):
         return self.replicas.register_broker(header, self._alive(now_ms))
 
+    @responder(R.CONTROLLER_GET_REPLICA_INFO)
     def get_replica_info(self, header, request, channel, now_ms):
         return self.replicas.get_replica_info(header)
 
+    @responder(R.CONTROLLER_GET_METADATA_INFO)
     def get_metadata_info(self, header, request, channel, now_ms):
         config = self.config
         peers = config.peers()
@@ -301,6 +312,7 @@ class ControllerRequestProcessor:
             controller_leader_address=leader_address, is_leader=self.is_leader(now_ms),
             peers=text))
 
+    @responder(R.CONTROLLER_GET_SYNC_STATE_DATA)
     def get_sync_state_data(self, header, request, channel, now_ms):
         if request.body is None:
             return self._sync_state_data(now_ms, None)
@@ -312,6 +324,7 @@ class ControllerRequestProcessor:
         # Java returns createResponseCommand(null): its placeholder code and remark
         return ControllerResult(RC.SYSTEM_ERROR, NOT_SET_REMARK)
 
+    @responder(R.BROKER_HEARTBEAT)
     def broker_heartbeat(self, header, request, channel, now_ms):
         if header.broker_id is None:
             return ControllerResult(RC.CONTROLLER_INVALID_REQUEST, "Heart beat with empty brokerId")
@@ -326,6 +339,7 @@ class ControllerRequestProcessor:
             return ControllerResult(RC.SYSTEM_ERROR, remark)
         return ControllerResult(RC.SUCCESS, "Heart beat success")
 
+    @responder(R.UPDATE_CONTROLLER_CONFIG)
     def update_controller_config(self, header, request, channel, now_ms):
         if request.body is None:
             return ControllerResult()
@@ -344,16 +358,20 @@ class ControllerRequestProcessor:
         result.write = self.configuration.update(props)
         return result
 
+    @responder(R.GET_CONTROLLER_CONFIG)
     def get_controller_config(self, header, request, channel, now_ms):
         text = self.configuration.all_configs_text()
         return ControllerResult(body=text.encode("utf-8") if text else None)
 
+    @responder(R.CLEAN_BROKER_DATA)
     def clean_broker_data(self, header, request, channel, now_ms):
         return self.replicas.clean_broker_data(header, self._alive(now_ms))
 
+    @responder(R.CONTROLLER_GET_NEXT_BROKER_ID)
     def get_next_broker_id(self, header, request, channel, now_ms):
         return self.replicas.get_next_broker_id(header)
 
+    @responder(R.CONTROLLER_APPLY_BROKER_ID)
     def apply_broker_id(self, header, request, channel, now_ms):
         return self.replicas.apply_broker_id(header)
 

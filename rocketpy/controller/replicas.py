@@ -22,7 +22,7 @@ from .events import (AlterSyncStateSetEvent, ApplyBrokerIdEvent, CleanBrokerData
                      ElectMasterEvent, UpdateBrokerAddressEvent)
 
 __all__ = ["ControllerResult", "BrokerReplicaInfo", "SyncStateInfo", "ReplicasInfoManager",
-           "FIRST_BROKER_CONTROLLER_ID", "MAX_BROKERS", "java_set"]
+           "FIRST_BROKER_CONTROLLER_ID", "MAX_BROKERS", "NO_CHECK_CODE_REMARK", "java_set"]
 
 #: ``MixAll.FIRST_BROKER_CONTROLLER_ID``: the controller numbers a group's brokers from 1.
 FIRST_BROKER_CONTROLLER_ID = 1
@@ -30,6 +30,12 @@ FIRST_BROKER_CONTROLLER_ID = 1
 #: cluster: CONTROLLER_APPLY_BROKER_ID is open, and each new group name or id would stay in
 #: memory and in the event log for ever)
 MAX_BROKERS = 10_000
+#: Java's answer to CONTROLLER_APPLY_BROKER_ID without ``registerCheckCode``: the event
+#: handler's NullPointerException (JDK 15+'s helpful message), as the ExecutionException the
+#: processor's ``future.get`` throws (``UtilAll.exceptionSimpleDesc`` of it; its first frame,
+#: inside the JDK, is left out: it depends on the JDK build)
+NO_CHECK_CODE_REMARK = ('java.util.concurrent.ExecutionException: java.lang.NullPointerException: '
+                       'Cannot invoke "String.split(String)" because "registerCheckCode" is null')
 
 
 def java_set(ids):
@@ -239,8 +245,11 @@ class ReplicasInfoManager:
 
     def apply_broker_id(self, header):
         """CONTROLLER_APPLY_BROKER_ID: a broker takes an id (again, after a restart, with the
-        same register check code)."""
+        same register check code). Without a check code Java's ``registerCheckCode.split``
+        throws in the event handler and the processor answers that failure, changing nothing."""
         name, broker_id, check = header.broker_name, header.applied_broker_id, header.register_check_code
+        if check is None:
+            return ControllerResult(RC.SYSTEM_ERROR, NO_CHECK_CODE_REMARK)
         result = ControllerResult(header=H.ApplyBrokerIdResponseHeader(
             cluster_name=header.cluster_name, broker_name=name))
         address = check.split(";")[0]

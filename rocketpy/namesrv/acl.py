@@ -46,7 +46,8 @@ import hmac
 import ipaddress
 from dataclasses import dataclass
 
-from rocketpy.remoting.codes import RequestCode, ResponseCode, request_code_name
+from rocketpy.remoting.catalogue import NAMESRV, codes_with
+from rocketpy.remoting.codes import ResponseCode, request_code_name
 
 from .home import Home
 
@@ -59,11 +60,9 @@ __all__ = [
     "MAX_REMEMBERED_SIGNATURES",
 ]
 
-#: Requests that change NameServer state on an operator's behalf (guarded).
-ADMIN_CODES = frozenset(int(c) for c in (
-    RequestCode.PUT_KV_CONFIG, RequestCode.DELETE_KV_CONFIG, RequestCode.WIPE_WRITE_PERM_OF_BROKER,
-    RequestCode.DELETE_TOPIC_IN_NAMESRV, RequestCode.REGISTER_TOPIC_IN_NAMESRV,
-    RequestCode.UPDATE_NAMESRV_CONFIG, RequestCode.ADD_WRITE_PERM_OF_BROKER))
+#: Requests that change NameServer state on an operator's behalf (guarded): the codes the
+#: catalogue declares administrative.
+ADMIN_CODES = codes_with(NAMESRV, lambda r: r.administrative)
 
 #: Configuration keys (NamesrvConfig style; in the ``-c`` properties file or ``-D``).
 ADMIN_ALLOW_NETWORKS = "adminAllowNetworks"

@@ -28,10 +28,10 @@ NO_PERMISSION and a remark (a oneway is dropped), counted in :attr:`BrokerAccess
 It cannot tell a genuine broker from an impostor that gets there first, and the peer address is
 what TCP says; against an attacker on the brokers' network use TLS with client certificates
 (``docs/security.md``)."""
+from rocketpy.remoting.catalogue import BROKER, NAMESRV, codes_with
 from rocketpy.remoting.codes import RequestCode
 from rocketpy.remoting.errors import RemotingCodecError
-from rocketpy.remoting.headers import (BrokerHeartbeatRequestHeader, QueryDataVersionRequestHeader,
-                                       RegisterBrokerRequestHeader, UnRegisterBrokerRequestHeader)
+from rocketpy.remoting.headers import REQUEST_HEADERS
 
 from .acl import client_address, describe_code, networks_refusal, parse_networks
 
@@ -42,18 +42,11 @@ BROKER_ALLOW_NETWORKS = "brokerAllowNetworks"
 BROKER_IDENTITY_BINDING = "brokerIdentityBinding"
 BROKER_ACCESS_KEYS = (BROKER_ALLOW_NETWORKS, BROKER_IDENTITY_BINDING)
 
-#: The requests brokers send that change routes or liveness.
-BROKER_CODES = frozenset(int(c) for c in (
-    RequestCode.REGISTER_BROKER, RequestCode.UNREGISTER_BROKER,
-    RequestCode.REGISTER_TOPIC_IN_NAMESRV, RequestCode.QUERY_DATA_VERSION,
-    RequestCode.BROKER_HEARTBEAT))
-#: The requests that name a broker identity, with their header.
-_IDENTITY_HEADERS = {
-    int(RequestCode.REGISTER_BROKER): RegisterBrokerRequestHeader,
-    int(RequestCode.UNREGISTER_BROKER): UnRegisterBrokerRequestHeader,
-    int(RequestCode.QUERY_DATA_VERSION): QueryDataVersionRequestHeader,
-    int(RequestCode.BROKER_HEARTBEAT): BrokerHeartbeatRequestHeader,
-}
+#: The requests brokers send that change routes or liveness (the catalogue's broker requests).
+BROKER_CODES = codes_with(NAMESRV, lambda r: bool(r.access & BROKER))
+#: The broker requests that name a broker identity, with their header.
+_IDENTITY_HEADERS = {code: REQUEST_HEADERS[code]
+                     for code in codes_with(NAMESRV, lambda r: r.names_broker) & BROKER_CODES}
 _REGISTER = int(RequestCode.REGISTER_BROKER)
 _REGISTER_TOPIC = int(RequestCode.REGISTER_TOPIC_IN_NAMESRV)
 _LOCAL = "local"   # a peer without an IP address (a UNIX socket): this host

@@ -3,16 +3,26 @@
 ``registerTopic`` of each release): :class:`Registration49` (live table keyed by address, the
 whole topic table again on a new data version) and :class:`Registration5` (keyed by (cluster,
 address), per-topic change detection, prime slave, acting master, zone, rejections, static-topic
-mappings). They read the tables through the
-:class:`~rocketpy.namesrv.route_info_manager.RouteInfoManager`'s public read methods and record
-what changes in a :class:`~rocketpy.namesrv.delta.RouteDelta`, which the tables apply (the one
-writer and gate)."""
+mappings). They read the tables through a :class:`~rocketpy.namesrv.routeview.RouteView` (read
+methods and read-only views, never the writer's dicts), take a registration as one
+:class:`~rocketpy.namesrv.model.Registration`, and record what changes as ops in a
+:class:`~rocketpy.namesrv.delta.RouteDelta`, which the tables apply (the one writer and
+gate)."""
 from dataclasses import replace
 
+from .delta import (AddToCluster, MergeTopics, NotifyMinBrokerIdChanged, PutLive, PutQueueData,
+                    PutTopics, RemoveLive, RemoveQueueData, SetBroker, SetMapping)
 from .model import MASTER_ID, PERM_WRITE, SYNC_BROKER_MEMBER_GROUP_PREFIX, BrokerData, DataVersion, \
-    RegisterBrokerResult
+    MappingInfo, RegisterBrokerResult
 
 __all__ = ["Registration49", "Registration5"]
+
+
+def _topics(wrapper):
+    """A registration's topic configs, in table order, as an op holds them, and the topics the
+    tables lacked that its decode found (a hint for the writer), or None."""
+    table, fresh = wrapper.topic_config_table, wrapper.fresh
+    return tuple(table.values()), fresh if fresh is not None and fresh.source is table else None
 
 
 class Registration49:
@@ -23,8 +33,8 @@ class Registration49:
     #: REGISTER_TOPIC_IN_NAMESRV adds to a topic that exists
     merges_topics = True
     #: whether a master's registration with a new data version walks every topic through
-    #: ``merge_topics``, which ``RouteInfoManager.walk_view`` may narrow to the changed ones
-    #: (5.x; 4.9's ``put_topics`` walk is left whole)
+    #: ``MergeTopics``, which ``RouteInfoManager.walk_view`` may narrow to the changed ones
+    #: (5.x; 4.9's ``PutTopics`` walk is left whole)
     walks_present_topics = False
 
     def __init__(self, *, body_broker_version, queues_unregistrations):
@@ -70,56 +80,62 @@ class Registration49:
             for queue_data in queue_datas:
                 if queue_data.broker_name not in known:
                     return
-                delta.put_queue_data(topic, queue_data)
+                delta.add(PutQueueData(topic, queue_data))
             return
         if any(qd.broker_name not in known for qd in queue_datas):
             return
         for queue_data in queue_datas:
-            delta.put_queue_data(topic, queue_data)
+            delta.add(PutQueueData(topic, queue_data))
 
-    def may_apply_topics(self, broker_data, broker_id, enable_acting_master):
+    def may_apply_topics(self, broker_data, registration):
         """Whether a registration may put its topics in the table (for the route bounds, which
         count what it could add): a master's."""
-        return broker_id == MASTER_ID
+        return registration.broker_id == MASTER_ID
 
-    def register_broker(self, rim, cluster_name, broker_addr, broker_name, broker_id,
-                        ha_server_addr, wrapper, filter_servers, channel_id, now_ms, zone_name,
-                        timeout_millis, enable_acting_master, delta):
-        """Record the registration's changes in ``delta``; its result (see
+    def register_broker(self, rim, registration, delta):
+        """Record the changes of ``registration`` (a
+        :class:`~rocketpy.namesrv.model.Registration`) in ``delta``; its result (see
         :meth:`RouteInfoManager.register_broker`), read from the tables before the change."""
+        cluster_name, broker_addr = registration.cluster_name, registration.broker_addr
+        broker_name, broker_id = registration.broker_name, registration.broker_id
+        wrapper = registration.wrapper
         if broker_name not in rim.cluster_addr_table.get(cluster_name, ()):
-            delta.add_to_cluster(cluster_name, broker_name)
+            delta.add(AddToCluster(cluster_name, broker_name))
         known = rim.broker_addr_table.get(broker_name)
         if known is None:   # Java puts a new group in before it checks anything
             known = BrokerData(cluster_name, broker_name)
-            delta.set_broker(known)
+            delta.add(SetBroker.of(known))
         min_id_changed = broker_id < min(known.broker_addrs, default=0)
         addrs = {bid: addr for bid, addr in known.broker_addrs.items()   # slave -> master switch:
                  if broker_addr is None or addr != broker_addr or bid == broker_id}  # 1 id an addr
         if broker_id not in addrs or addrs[broker_id] != broker_addr:   # (the usual: no change)
-            refused = self._refused(rim, cluster_name, broker_addr, broker_id, addrs, wrapper,
-                                    delta)
+            refused = self._refused(rim, registration, addrs, delta)
             if refused is not None:
-                delta.set_broker(self._group(known, addrs, enable_acting_master, zone_name))
+                delta.add(SetBroker.of(self._group(known, addrs, registration)))
                 return refused[0]
         first = not addrs.get(broker_id)
         addrs[broker_id] = broker_addr
-        broker_data = self._group(known, addrs, enable_acting_master, zone_name)
-        delta.set_broker(broker_data)
+        broker_data = self._group(known, addrs, registration)
+        delta.add(SetBroker.of(broker_data))
         if wrapper is not None:
-            self._merge(rim, cluster_name, broker_addr, broker_data, broker_id, wrapper, first,
-                        enable_acting_master, delta)
-        delta.live(self.live_key(cluster_name, broker_addr), now_ms, timeout_millis,
-                   wrapper.data_version if wrapper is not None else DataVersion(timestamp=now_ms),
-                   channel_id, ha_server_addr, broker_name, filter_servers)
+            self._merge(rim, registration, broker_data, first, delta)
+        filter_servers = registration.filter_servers
+        now_ms = registration.now_ms
+        delta.add(PutLive(
+            self.live_key(cluster_name, broker_addr), now_ms,
+            rim.live_timeout(registration.timeout_millis),
+            wrapper.data_version if wrapper is not None else DataVersion(timestamp=now_ms),
+            registration.channel_id, registration.ha_server_addr, broker_name,
+            None if filter_servers is None else tuple(filter_servers)))
         if min_id_changed and self.notifies and rim.config.notify_min_broker_id_changed:
-            delta.notify_min_broker_id_changed(addrs, None, ha_server_addr)
+            delta.add(NotifyMinBrokerIdChanged(tuple(addrs.items()), None,
+                                               registration.ha_server_addr))
         return rim.master_result(cluster_name, broker_id, addrs)
 
-    def repeats_applied(self, rim, broker_data, broker_id, enable_acting_master, wrapper):
-        """Whether a registration of ``wrapper``'s body, from a broker whose live entry already
-        has its data version and whose group holds its address under ``broker_id``, would
-        read none of its topics (4.9: never, without a new data version)."""
+    def repeats_applied(self, rim, broker_data, registration):
+        """Whether ``registration``, from a broker whose live entry already has its body's data
+        version and whose group holds its address under its brokerId, would read none of its
+        topics (4.9: never, without a new data version)."""
         return True
 
     # -- what 5.x does differently
@@ -128,25 +144,26 @@ class Registration49:
     notifies = False
 
     @staticmethod
-    def _group(known, addrs, enable_acting_master, zone_name):
+    def _group(known, addrs, registration):
         """The group's record with ``addrs`` (``known`` itself when nothing changes; 4.9 has no
         acting master, no zone)."""
         if addrs == known.broker_addrs:
             return known
         return BrokerData(known.cluster, known.broker_name, addrs)
 
-    def _refused(self, rim, cluster_name, broker_addr, broker_id, addrs, wrapper, delta):
-        """``(answer,)`` when the registration is refused (5.x), else None; asked only when
-        ``broker_id`` does not hold ``broker_addr`` yet."""
+    def _refused(self, rim, registration, addrs, delta):
+        """``(answer,)`` when the registration is refused (5.x), else None; asked only when its
+        brokerId does not hold its address yet."""
         return None
 
-    def _merge(self, rim, cluster_name, broker_addr, broker_data, broker_id, wrapper, first,
-               enable_acting_master, delta):
+    def _merge(self, rim, registration, broker_data, first, delta):
         """A master's topics, all again, on its first registration or a new data version."""
-        if broker_id == MASTER_ID and (first or rim.is_broker_topic_config_changed(
-                cluster_name, broker_addr, wrapper.data_version)):
-            delta.put_topics(broker_data.broker_name, wrapper.topic_config_table, False,
-                             wrapper.fresh)
+        wrapper = registration.wrapper
+        if registration.broker_id == MASTER_ID and (first or rim.is_broker_topic_config_changed(
+                registration.cluster_name, registration.broker_addr, wrapper.data_version)):
+            configs, fresh = _topics(wrapper)
+            delta.add(PutTopics(broker_data.broker_name, configs, False, fresh is not None),
+                      fresh)
 
 
 class Registration5(Registration49):
@@ -180,32 +197,35 @@ class Registration5(Registration49):
     notifies = True
 
     @staticmethod
-    def _group(known, addrs, enable_acting_master, zone_name):
-        acting = bool(enable_acting_master)
+    def _group(known, addrs, registration):
+        acting = bool(registration.enable_acting_master)
+        zone_name = registration.zone_name
         if (addrs == known.broker_addrs and acting is known.enable_acting_master
                 and zone_name == known.zone_name):
             return known
         return BrokerData(known.cluster, known.broker_name, addrs, acting, zone_name)
 
-    def _refused(self, rim, cluster_name, broker_addr, broker_id, addrs, wrapper, delta):
+    def _refused(self, rim, registration, addrs, delta):
         """Refused: an address taken over by a broker whose old address has a newer state, or a
         single-topic registration (after ``updateTopic``) from a broker not registered yet."""
+        broker_id, wrapper = registration.broker_id, registration.wrapper
         old_addr = addrs.get(broker_id)
-        if old_addr is not None and old_addr != broker_addr:
-            old_live = rim.broker_live_table.get(self.live_key(cluster_name, old_addr))
+        if old_addr is not None and old_addr != registration.broker_addr:
+            old_live = rim.broker_live_info(registration.cluster_name, old_addr)
             new_state = wrapper.data_version.state_version if wrapper is not None else 0
             if old_live is not None and old_live.data_version.state_version > new_state:
-                delta.remove_live(self.live_key(cluster_name, broker_addr))
+                delta.add(RemoveLive(self.live_key(registration.cluster_name,
+                                                   registration.broker_addr)))
                 return (RegisterBrokerResult(),)
         if broker_id not in addrs and wrapper is not None and len(wrapper.topic_config_table) == 1:
             return (None,)
         return None
 
-    def _merge(self, rim, cluster_name, broker_addr, broker_data, broker_id, wrapper, first,
-               enable_acting_master, delta):
+    def _merge(self, rim, registration, broker_data, first, delta):
         """A master's or prime slave's topics: the ones the queue table lacks, or all on a first
         registration or a new data version; a prime slave's without write permission."""
-        prime_slave = (enable_acting_master is not None and broker_id != MASTER_ID
+        broker_id, wrapper = registration.broker_id, registration.wrapper
+        prime_slave = (registration.enable_acting_master is not None and broker_id != MASTER_ID
                        and broker_id == min(broker_data.broker_addrs))
         if broker_id != MASTER_ID and not prime_slave:
             return
@@ -215,36 +235,43 @@ class Registration5(Registration49):
         if rim.config.delete_topic_with_broker_registration and not mapping:
             for topic in rim.topics_of_broker(name):
                 if topic not in table:
-                    delta.remove_queue_data(topic, name)
-        changed = rim.is_broker_topic_config_changed(cluster_name, broker_addr, wrapper.data_version)
+                    delta.add(RemoveQueueData(topic, name))
+        changed = rim.is_broker_topic_config_changed(registration.cluster_name,
+                                                     registration.broker_addr, wrapper.data_version)
         wipe = prime_slave and (broker_data.enable_acting_master or not self.wipe_needs_acting_master)
-        delta.merge_topics(name, wrapper, wipe, first or changed)
+        configs, fresh = _topics(wrapper)
+        delta.add(MergeTopics(name, configs, wipe, first or changed, wrapper.digest,
+                              fresh is not None), fresh)
         if changed or first:
             for topic, info in mapping.items():
-                delta.set_mapping(topic, info, name)
+                delta.add(SetMapping(topic, MappingInfo.of(info), name))
 
-    def repeats_applied(self, rim, broker_data, broker_id, enable_acting_master, wrapper):
+    def repeats_applied(self, rim, broker_data, registration):
         """... 5.x: a broker whose topics are not applied, or the topic table applied last for
         the group (its content digest), nothing of it removed since and none to delete."""
-        if not self.may_apply_topics(broker_data, broker_id, enable_acting_master):
+        if not self.may_apply_topics(broker_data, registration):
             return True
-        return (not rim.config.delete_topic_with_broker_registration and wrapper.digest is not None
-                and rim.applied_digest(broker_data.broker_name) == wrapper.digest)
+        digest = registration.wrapper.digest
+        return (not rim.config.delete_topic_with_broker_registration and digest is not None
+                and rim.applied_digest(broker_data.broker_name) == digest)
 
-    def may_apply_topics(self, broker_data, broker_id, enable_acting_master):
+    def may_apply_topics(self, broker_data, registration):
         """A master's, or a prime slave's: the lowest id of its group, from a broker that sends
         ``enableActingMaster``."""
+        broker_id = registration.broker_id
         if broker_id == MASTER_ID:
             return True
-        if enable_acting_master is None:
+        if registration.enable_acting_master is None:
             return False
         addrs = broker_data.broker_addrs if broker_data is not None else {}
         return not addrs or broker_id <= min(addrs)
 
     def finish_route(self, rim, topic, route):
-        """5.x adds the static-topic mappings and, with ``supportActingMaster``, shows the
-        smallest live id of a masterless read-only group as its master."""
-        route.topic_queue_mapping_by_broker = rim.topic_queue_mapping_info_table.get(topic)
+        """5.x adds the static-topic mappings (a copy: the route is a value) and, with
+        ``supportActingMaster``, shows the smallest live id of a masterless read-only group as
+        its master."""
+        mapped = rim.topic_queue_mapping_info_table.get(topic)
+        route.topic_queue_mapping_by_broker = None if mapped is None else dict(mapped)
         if rim.config.support_acting_master and not topic.startswith(SYNC_BROKER_MEMBER_GROUP_PREFIX):
             route.broker_datas = [self._acting(broker_data, route.queue_datas)
                                   for broker_data in route.broker_datas]

@@ -10,18 +10,22 @@ hands :class:`Configuration` a ``store(path, text)`` callable; an update returns
 :class:`~rocketpy.namesrv.pending.FileWrite` that stores the file."""
 import re
 
+from rocketpy.remoting.catalogue import ALWAYS, Release, only, since
 from rocketpy.remoting.numbers import NumberError, parse_java_integer
 
 from .home import Home
 from .javaorder import chm_capacity, ordered
 from .javaprops import format_properties, store_properties
 from .pending import FileWrite, write_now
+from .profile import DEFAULT_PROFILE
+
+R = Release
 
 __all__ = ["NamesrvConfig", "NettyServerConfig", "Configuration", "ConfigShape", "java_keys",
-           "attr_name", "java_key", "CONFIG_BLACKLIST_FIXED"]
+           "attr_name", "java_key", "CONFIG_BLACKLIST_FIXED", "JAVA_RELEASES"]
 
 #: keys Java's UPDATE_NAMESRV_CONFIG always refuses, whatever ``configBlackList`` says (rocketpy
-#: refuses more: :mod:`rocketpy.namesrv.configguard`)
+#: refuses more: :mod:`rocketpy.namesrv.processor.configguard`)
 CONFIG_BLACKLIST_FIXED = ("configBlackList", "configStorePath", "kvConfigPath", "rocketmqHome")
 
 #: keys that decide what the server exposes or refuses: read from ``-c`` in every profile,
@@ -44,8 +48,9 @@ def _fields(*specs):
     return tuple((key, attr_name(key), kind, default) for key, kind, default, _ in specs)
 
 
-# the releases (profile names) whose class has a key
-_ALL, _5X, _53 = ("4.9", "5.0", "5.3"), ("5.0", "5.3"), ("5.3",)
+# the releases whose Java class has a key (NamesrvConfig.java, NettyServerConfig.java of the
+# tags 4.9.8-5.3.3; Java 5.5.0 has the same 22 + 18 keys as 5.3.3, rocketmq-rust's inventory)
+_ALL, _5X = ALWAYS, since(R.V5_0_0)
 
 _NAMESRV_SPECS = (
     # rocketmqHome ($ROCKETMQ_HOME) and the paths under ~: Home.namesrv_defaults
@@ -67,10 +72,11 @@ _NAMESRV_SPECS = (
     ("enableTopicList", bool, True, _5X),
     ("notifyMinBrokerIdChanged", bool, False, _5X),
     ("enableControllerInNamesrv", bool, False, _5X),
-    ("needWaitForService", bool, False, _53),
-    ("waitSecondsForService", int, 45, _53),
-    ("deleteTopicWithBrokerRegistration", bool, False, _53),
-    ("configBlackList", str, "configBlackList;configStorePath;kvConfigPath", ("4.9", "5.3")),
+    ("needWaitForService", bool, False, since(R.V5_1_0)),
+    ("waitSecondsForService", int, 45, since(R.V5_1_0)),
+    ("deleteTopicWithBrokerRegistration", bool, False, since(R.V5_1_4)),
+    ("configBlackList", str, "configBlackList;configStorePath;kvConfigPath",
+     only(R.V4_9_8, R.V4_9_8) | since(R.V5_2_0)),
 )
 
 _NETTY_SPECS = (
@@ -87,12 +93,14 @@ _NETTY_SPECS = (
     ("writeBufferHighWaterMark", int, 0, _ALL),
     ("writeBufferLowWaterMark", int, 0, _ALL),
     ("serverSocketBacklog", int, 1024, _ALL),
-    ("serverNettyWorkerGroupEnable", bool, True, _53),
+    ("serverNettyWorkerGroupEnable", bool, True, since(R.V5_3_1)),
     ("serverPooledByteBufAllocatorEnable", bool, True, _ALL),
-    ("enableShutdownGracefully", bool, False, _53),
-    ("shutdownWaitTimeSeconds", int, 30, _53),
+    ("enableShutdownGracefully", bool, False, since(R.V5_2_0)),
+    ("shutdownWaitTimeSeconds", int, 30, since(R.V5_2_0)),
     ("useEpollNativeSelector", bool, False, _ALL),
 )
+#: key -> the releases whose Java class has it (the configuration page's "Java" column)
+JAVA_RELEASES = {spec[0]: spec[3] for spec in _NAMESRV_SPECS + _NETTY_SPECS}
 _NAMESRV_FIELDS = _fields(*_NAMESRV_SPECS)
 _NETTY_FIELDS = _fields(*_NETTY_SPECS)
 
@@ -108,7 +116,10 @@ class ConfigShape:
 
     @classmethod
     def of_release(cls, release, sorted_text=True):
-        """The keys of the release named ``release`` ("4.9", "5.0", "5.3")."""
+        """The keys of ``release`` (a :class:`~rocketpy.remoting.catalogue.Release`): those whose
+        releases hold it, so a later release has every key not known to be gone."""
+        if not isinstance(release, Release):
+            raise TypeError(f"a config shape is of a Release, not {release!r}")
         return cls(tuple(spec[0] for spec in _NAMESRV_SPECS if release in spec[3]),
                    tuple(spec[0] for spec in _NETTY_SPECS if release in spec[3]), sorted_text)
 
@@ -118,8 +129,8 @@ class ConfigShape:
 
 
 def config_shape(value=None):
-    """``value`` as a :class:`ConfigShape`: a shape as it is, None as 5.3's, a release's
-    policies by their ``config_shape`` (this module does not import the policies)."""
+    """``value`` as a :class:`ConfigShape`: a shape as it is, None as the default profile's, a
+    release's policies by their ``config_shape`` (this module does not import the policies)."""
     if isinstance(value, ConfigShape):
         return value
     if value is None:
@@ -127,7 +138,7 @@ def config_shape(value=None):
     return value.config_shape
 
 
-_DEFAULT_SHAPE = ConfigShape.of_release("5.3")
+_DEFAULT_SHAPE = ConfigShape.of_release(DEFAULT_PROFILE.release)
 
 
 def _parse(kind, text):

@@ -1,6 +1,7 @@
 """NameServer state layer: the records of the route tables (Java ``QueueData``, ``BrokerData``,
 ``BrokerLiveInfo``, ``DataVersion``, ``TopicConfig``, ``RegisterBrokerResult``,
-``UnRegisterBrokerRequestHeader``, ``TopicRouteData``).
+``UnRegisterBrokerRequestHeader``, ``TopicRouteData``, ``TopicQueueMappingInfo``), and
+:class:`Registration`, one REGISTER_BROKER as the route tables take it.
 
 Plain slotted dataclasses with Python names, so the tables do not depend on how a body was
 encoded; the :class:`~rocketpy.namesrv.policy.WireShape` turns them into the codec's bodies.
@@ -11,8 +12,9 @@ from dataclasses import dataclass, field
 
 __all__ = ["PERM_PRIORITY", "PERM_READ", "PERM_WRITE", "PERM_INHERIT", "MASTER_ID",
            "DEFAULT_BROKER_TIMEOUT_MS", "DataVersion", "TopicConfig", "TopicConfigWrapper",
-           "QueueData", "BrokerData", "BrokerLiveInfo", "RegisterBrokerResult",
-           "UnRegisterBrokerRequest", "TopicRouteData", "MinBrokerIdChange", "FLAG_UNIT",
+           "QueueData", "BrokerData", "BrokerLiveInfo", "RegisterBrokerResult", "Registration",
+           "UnRegisterBrokerRequest", "MappingInfo", "TopicRouteData", "MinBrokerIdChange",
+           "FLAG_UNIT",
            "FLAG_UNIT_SUB", "SYNC_BROKER_MEMBER_GROUP_PREFIX", "ORDER_TOPIC_CONFIG",
            "SYSTEM_TOPIC_PREFIX", "SYSTEM_TOPICS", "is_system_topic"]
 
@@ -104,10 +106,11 @@ class BrokerData:
     zone_name: "str | None" = None
 
 
-@dataclass(slots=True)
+@dataclass(frozen=True, slots=True)
 class BrokerLiveInfo:
     """One live broker address. ``generation`` changes on every registration, so a queued
-    channel-caused unregistration can tell it is older than the broker's latest registration."""
+    channel-caused unregistration can tell it is older than the broker's latest registration;
+    a heartbeat replaces the record (its time moved on), keeping the generation."""
 
     last_update_ms: int
     heartbeat_timeout_ms: int
@@ -125,6 +128,29 @@ class RegisterBrokerResult:
 
 
 @dataclass(frozen=True, slots=True)
+class Registration:
+    """One REGISTER_BROKER as the route tables take it (``RegisterBrokerRequestHeader``, its
+    decoded body and where it came from), passed whole from the processor through the bounds
+    and the release's policy to the writer. ``channel_id`` is the connection's id (never the
+    connection); ``wrapper`` and ``filter_servers`` are the body's, None until it is read;
+    ``zone_name``, ``timeout_millis`` and ``enable_acting_master`` are read only where the
+    release has them."""
+
+    cluster_name: "str | None"
+    broker_addr: "str | None"
+    broker_name: "str | None"
+    broker_id: "int | None"
+    ha_server_addr: "str | None" = None
+    wrapper: "TopicConfigWrapper | None" = None
+    filter_servers: "list[str] | None" = None
+    channel_id: "int | None" = None
+    now_ms: int = 0
+    zone_name: "str | None" = None
+    timeout_millis: "int | None" = None
+    enable_acting_master: "bool | None" = None
+
+
+@dataclass(frozen=True, slots=True)
 class UnRegisterBrokerRequest:
     """``UnRegisterBrokerRequestHeader``, plus the channel that caused it (if one did).
 
@@ -139,6 +165,35 @@ class UnRegisterBrokerRequest:
     broker_id: int
     channel_id: "int | None" = None
     live_generation: "int | None" = None
+
+
+@dataclass(frozen=True, slots=True)
+class MappingInfo:
+    """A static topic's ``TopicQueueMappingInfo`` as the route tables keep it: the seven fields
+    a route answer writes, ``curr_id_map`` as ``((queue id, logic queue id), ...)`` in the
+    order it was read (it fixes the ConcurrentHashMap's order within a bucket), or None. An
+    immutable value, unlike the codec's bean (which also keeps what it did not know)."""
+
+    bname: "str | None"
+    curr_id_map: "tuple[tuple[int, int | None], ...] | None" = ()
+    dirty: "bool | None" = False
+    epoch: "int | None" = 0
+    scope: "str | None" = "__global__"
+    topic: "str | None" = None
+    total_queues: "int | None" = 0
+
+    @classmethod
+    def of(cls, info):
+        """The record of ``info`` (the codec's ``TopicQueueMappingInfo``, or one of these)."""
+        if type(info) is cls:
+            return info
+        ids = info.curr_id_map
+        return cls(info.bname, None if ids is None else tuple(ids.items()), info.dirty,
+                   info.epoch, info.scope, info.topic, info.total_queues)
+
+    def ids(self):
+        """``currIdMap`` as a dict (None when it was null)."""
+        return None if self.curr_id_map is None else dict(self.curr_id_map)
 
 
 @dataclass(slots=True)

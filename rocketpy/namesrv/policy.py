@@ -4,14 +4,15 @@ A :class:`~rocketpy.namesrv.profile.BehaviourProfile` states one release's facts
 their only reader. :func:`policies_for` turns a profile, once, in
 :func:`rocketpy.service.tap.makeService` (as ``twisted.names`` builds its resolvers), into the
 registration policy (:mod:`rocketpy.namesrv.brokers`), the :class:`LivenessPolicy`, the
-:class:`WireShape` (what answers look like), the :class:`HandlerSet` (which codes exist, which
-switches they consult) and the :class:`~rocketpy.namesrv.config.ConfigShape`. Nothing else tests
-a profile (``tests/test_policy_layering.py`` checks it)."""
+:class:`WireShape` (what answers look like), the :class:`HandlerSet` (the switches the handlers
+consult) and the :class:`~rocketpy.namesrv.config.ConfigShape`. Which codes a release serves is
+the protocol catalogue's (:mod:`rocketpy.remoting.catalogue`), read with the policies' ``release``.
+Nothing else tests a profile (``tests/test_policy_layering.py`` checks it)."""
 from dataclasses import dataclass
 from functools import lru_cache
 
 from rocketpy.remoting import bodies
-from rocketpy.remoting.codes import RequestCode, SerializeType
+from rocketpy.remoting.codes import SerializeType
 from rocketpy.remoting.fastjson import FASTJSON_1_2_69, FASTJSON_1_2_83
 from rocketpy.remoting.headers import ZONE_MODE, ZONE_NAME, QueryDataVersionRequestHeader
 from rocketpy.remoting.javahash import hashmap_order
@@ -31,10 +32,6 @@ _JSON = int(SerializeType.JSON)
 _BROKER_ADDR_FIELDS = {spec.attr: spec.wire for spec in QueryDataVersionRequestHeader.FIELDS}
 #: 4.9 scans every 10 s (a fixed schedule); 5.x every scanNotActiveBrokerInterval ms.
 _SCAN_INTERVAL_49_MS = 10_000
-#: request codes a 5.x NameServer added, and the one only 5.0 served
-_SINCE_5 = frozenset(map(int, (RequestCode.REGISTER_TOPIC_IN_NAMESRV,
-                               RequestCode.GET_BROKER_MEMBER_GROUP, RequestCode.BROKER_HEARTBEAT)))
-_ONLY_5_0 = frozenset((int(RequestCode.GET_CLIENT_CONFIG),))
 
 
 def _hash_ordered(mapping, capacity):
@@ -123,6 +120,8 @@ class WireShape:
         """A static-topic ``TopicQueueMappingInfo`` as the route writes it (its seven fields,
         ``currIdMap`` in ConcurrentHashMap order)."""
         ids = info.curr_id_map
+        if isinstance(ids, tuple):   # the route tables' MappingInfo: (id, logic id) pairs
+            ids = dict(ids)
         if isinstance(ids, dict):
             ids = _hash_ordered(ids, chm_capacity(len(ids)))
         return bodies.TopicQueueMappingInfo(
@@ -190,12 +189,11 @@ class LivenessPolicy:
 
 
 class HandlerSet:
-    """The request codes a release serves and the switches its handlers consult."""
+    """The switches a release's handlers consult, and what its processor does with a code it
+    does not serve."""
 
-    def __init__(self, *, missing, answers_unknown_code, topic_list_switches, zone_hook,
+    def __init__(self, *, answers_unknown_code, topic_list_switches, zone_hook,
                  wait_for_service):
-        #: request codes this release does not serve
-        self.missing = missing
         #: 4.9's processor returns null for an unknown code (no answer); 5.x answers
         #: REQUEST_CODE_NOT_SUPPORTED
         self.answers_unknown_code = answers_unknown_code
@@ -230,6 +228,8 @@ class Policies:
     """Every policy of one release."""
 
     name: str
+    #: the :class:`~rocketpy.remoting.catalogue.Release` imitated (which codes it serves)
+    release: object
     routes: object
     liveness: LivenessPolicy
     wire: WireShape
@@ -303,13 +303,8 @@ def policies_for(profile):
     else:
         routes = Registration49(body_broker_version=p.compressed_body_broker_version,
                                 queues_unregistrations=p.queued_unregistration)
-    missing = frozenset()
-    if not p.serve_5x_codes:
-        missing |= _SINCE_5
-    if not p.serve_get_client_config:
-        missing |= _ONLY_5_0
     return Policies(
-        name=p.name, routes=routes,
+        name=p.name, release=p.release, routes=routes,
         liveness=LivenessPolicy(
             fixed_timeout_ms=p.fixed_broker_timeout_ms,
             query_always_refreshes=p.query_data_version_always_refreshes),
@@ -323,10 +318,10 @@ def policies_for(profile):
             broker_addr_hash_site=p.broker_addr_hash_site,
             faq_url=p.topic_not_exist_faq_url, header_dialect=_FASTJSON[p.fastjson]),
         handlers=HandlerSet(
-            missing=missing, answers_unknown_code=p.answer_unknown_code,
+            answers_unknown_code=p.answer_unknown_code,
             topic_list_switches=p.topic_list_switches, zone_hook=p.zone_route_hook,
             wait_for_service=p.wait_for_service),
-        config=ConfigShape.of_release(p.name, p.sorted_config_text))
+        config=ConfigShape.of_release(p.release, p.sorted_config_text))
 
 
 def as_policies(value=None):

@@ -4,11 +4,17 @@ rocketpy answers like 5.3.3 by default; each difference among 4.9.8, 5.0.0 and 5
 of :class:`BehaviourProfile`, so a 4.9.8 capture replays with :data:`PROFILE_49`. The 4.9/5.0
 differences are proven by the captures; 5.3.3's, without captures, come from the Java source
 (tag rocketmq-all-5.3.3), listed with file, line and test in ``docs/java-5.3-changes.md``. A
-profile is data only: :func:`rocketpy.namesrv.policy.policies_for` is its one reader."""
+profile is data only: :func:`rocketpy.namesrv.policy.policies_for` is its one reader. The codes
+a release serves and the config keys it has are not facts of the profile: they follow from its
+:class:`~rocketpy.remoting.catalogue.Release` (the protocol catalogue, the config keys'
+releases), so a new release is a ``Release`` and what differs (:meth:`BehaviourProfile.but`)."""
 from dataclasses import dataclass, replace
 
+from rocketpy.remoting.catalogue import Release
+from rocketpy.remoting.codes import version_ordinal
+
 __all__ = ["BehaviourProfile", "PROFILE_49", "PROFILE_50", "PROFILE_53", "DEFAULT_PROFILE",
-           "profile_for"]
+           "PROFILES", "profile_for", "profile_names"]
 
 
 @dataclass(frozen=True)
@@ -16,19 +22,14 @@ class BehaviourProfile:
     """One release's facts, each named once. :data:`PROFILE_49` states them all; each later
     release is the one before it with what changed (:meth:`but`)."""
 
-    name: str
-    #: ``version`` of every answer: the server's own ``MQVersion`` ordinal (4.9.8=409, 5.0.0=413,
-    #: 5.3.3=479).
-    server_version: int
+    #: the Java release imitated (its answers' ``version``: 4.9.8=409, 5.0.0=413, 5.3.3=479; the
+    #: codes it serves; the config keys it has)
+    release: Release
     #: 4.9 answers in the request's header serialisation; 5.x always in its own (JSON).
     reply_in_request_serialize_type: bool
     #: 4.9's processor returns null for an unknown code, so no answer at all; 5.x answers
     #: REQUEST_CODE_NOT_SUPPORTED.
     answer_unknown_code: bool
-    #: GET_CLIENT_CONFIG (47) exists in 5.0.x only.
-    serve_get_client_config: bool
-    #: 5.x only: REGISTER_TOPIC_IN_NAMESRV, GET_BROKER_MEMBER_GROUP, BROKER_HEARTBEAT.
-    serve_5x_codes: bool
     #: 5.x: ``ZoneRouteRPCHook`` filters a route query by ``__ZONE_NAME`` in zone mode.
     zone_route_hook: bool
     #: 4.9 unregisters synchronously; 5.x queues (BatchUnregistrationService).
@@ -86,17 +87,26 @@ class BehaviourProfile:
     #: properties match a key in any case; 5.3.3 ships 1.2.83, which also ignores ``_``/``-``.
     fastjson: str
 
+    @property
+    def name(self):
+        """``"5.3"``: the release line (``--profile``'s name for it)."""
+        return self.release.line
+
+    @property
+    def server_version(self):
+        """``version`` of every answer: the release's ``MQVersion`` ordinal."""
+        return version_ordinal(self.release.version_name)
 
     def but(self, **changes):
-        """This release's facts with ``changes``: the next release, stated by its differences."""
+        """This release's facts with ``changes``: the next release, stated by its differences
+        (``release=`` at least; a fact the class does not have is a TypeError)."""
         return replace(self, **changes)
 
 #: ``FAQUrl.APPLY_TOPIC_URL`` up to 5.0.x.
 _OLD_FAQ_URL = "http://rocketmq.apache.org/docs/faq/"
 
 PROFILE_49 = BehaviourProfile(
-    name="4.9", server_version=409, reply_in_request_serialize_type=True,
-    answer_unknown_code=False, serve_get_client_config=False, serve_5x_codes=False,
+    release=Release.V4_9_8, reply_in_request_serialize_type=True, answer_unknown_code=False,
     zone_route_hook=False, queued_unregistration=False, v5_registration=False,
     broker_fields_5x=False, prime_slave_wipe_needs_acting_master=True,
     unregister_by_address=False, query_data_version_always_refreshes=False,
@@ -110,8 +120,7 @@ PROFILE_49 = BehaviourProfile(
     compressed_body_broker_version=409, fastjson="1.2.69")
 
 PROFILE_50 = PROFILE_49.but(
-    name="5.0", server_version=413, reply_in_request_serialize_type=False,
-    answer_unknown_code=True, serve_get_client_config=True, serve_5x_codes=True,
+    release=Release.V5_0_0, reply_in_request_serialize_type=False, answer_unknown_code=True,
     zone_route_hook=True, queued_unregistration=True, v5_registration=True,
     broker_fields_5x=True, prime_slave_wipe_needs_acting_master=False,
     query_data_version_always_refreshes=True, topic_list_switches=True,
@@ -124,7 +133,7 @@ PROFILE_50 = PROFILE_49.but(
     compressed_body_broker_version=413)
 
 PROFILE_53 = PROFILE_50.but(
-    name="5.3", server_version=479, serve_get_client_config=False,
+    release=Release.V5_3_3,
     prime_slave_wipe_needs_acting_master=True, unregister_by_address=True, wait_for_service=True,
     topic_list_set="chm", register_topic_merges=True,
     register_npe_site=("remoting.protocol", "registerBroker", 242),
@@ -136,9 +145,15 @@ PROFILE_53 = PROFILE_50.but(
     fastjson="1.2.83")
 
 DEFAULT_PROFILE = PROFILE_53
+#: every profile, oldest first: ``--profile``'s choices
+PROFILES = (PROFILE_49, PROFILE_50, PROFILE_53)
 
-_BY_NAME = {"4.9": PROFILE_49, "4.9.8": PROFILE_49, "5.0": PROFILE_50, "5.0.0": PROFILE_50,
-            "5.3": PROFILE_53, "5.3.3": PROFILE_53}
+_BY_NAME = {key: p for p in PROFILES for key in (p.name, p.release.value)}
+
+
+def profile_names():
+    """``--profile``'s names: each profile's release line."""
+    return [p.name for p in PROFILES]
 
 
 def profile_for(name):
@@ -146,4 +161,5 @@ def profile_for(name):
     try:
         return _BY_NAME[str(name)]
     except KeyError:
-        raise ValueError(f"unknown NameServer profile {name!r}; known: 4.9, 5.0, 5.3") from None
+        raise ValueError(f"unknown NameServer profile {name!r}; known: "
+                         f"{', '.join(profile_names())}") from None

@@ -43,9 +43,7 @@ class ReplicaError(ValueError):
 
 def apply_batch(rim, batch):
     """Apply ``batch`` (the ops of one journal call) to ``rim`` as one change."""
-    delta = RouteDelta()
-    delta.ops.extend(batch)
-    return rim.apply(delta)
+    return rim.apply(RouteDelta(batch))
 
 
 class Feed:

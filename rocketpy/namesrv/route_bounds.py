@@ -18,7 +18,7 @@ import logging
 
 from rocketpy.remoting.codes import ResponseCode
 
-from .processor.replies import error
+from .replies import error
 from .route_info_manager import mapping_weight
 from .settings import IntSettings
 
@@ -54,17 +54,19 @@ class RouteBounds(IntSettings):
         #: refusals since start, by bound (the property key)
         self.refused = {key: 0 for key, *_ in ROUTE_BOUND_KEYS}
 
-    def registration_refusal(self, rim, cluster_name, broker_addr, broker_name, broker_id,
-                             wrapper, filter_servers, acting_master=None):
-        """None when this REGISTER_BROKER keeps the tables within the bounds, else the Reply
-        that refuses it."""
+    def registration_refusal(self, rim, registration):
+        """None when ``registration`` (a :class:`~rocketpy.namesrv.model.Registration`) keeps
+        the tables (``rim``, a :class:`~rocketpy.namesrv.routeview.RouteView`) within the
+        bounds, else the Reply that refuses it."""
+        broker_name, wrapper = registration.broker_name, registration.wrapper
+        filter_servers = registration.filter_servers
         if self.max_brokers:
             if (broker_name not in rim.broker_addr_table
                     and len(rim.broker_addr_table) >= self.max_brokers):
                 return self._refuse("namesrvMaxBrokers", self.max_brokers, "broker names",
                                     len(rim.broker_addr_table) + 1)
-            if (len(rim.broker_live_table) >= self.max_brokers
-                    and rim.broker_live_info(cluster_name, broker_addr) is None):
+            if (len(rim.broker_live_table) >= self.max_brokers and rim.broker_live_info(
+                    registration.cluster_name, registration.broker_addr) is None):
                 return self._refuse("namesrvMaxBrokers", self.max_brokers, "live brokers",
                                     len(rim.broker_live_table) + 1)
         if filter_servers and self.max_filter_servers:
@@ -84,7 +86,7 @@ class RouteBounds(IntSettings):
         near_topics = table and self._near(rim, len(table), len(table))   # O(1): far from the
         near_mappings = weight and self._near_mappings(rim, weight)         # bounds
         if not (near_topics or near_mappings) or not rim.registration.may_apply_topics(
-                rim.broker_addr_table.get(broker_name), broker_id, acting_master):
+                rim.broker_addr_table.get(broker_name), registration):
             return None
         return ((self._topics_refusal(rim, broker_name, table) if near_topics else None)
                 or (self._mappings_refusal(rim, mapping) if near_mappings else None))

@@ -1,4 +1,4 @@
-"""NameServer state layer: the route snapshot file format, version 1 (a rocketpy addition; the
+"""NameServer state layer: the route snapshot file format, version 2 (a rocketpy addition; the
 images are :mod:`rocketpy.namesrv.routeimage`'s). Pure: bytes in, bytes out; the service layer
 reads and writes the files (:mod:`rocketpy.service.routesnapshot`).
 
@@ -7,7 +7,7 @@ groups, live brokers, rewritten every few seconds) names the routes part (layout
 mappings, ``<path>.routes-<digest>``, rewritten only when the routes changed) by its size and
 digest. A part is::
 
-    preamble  = magic "\\x89RPYROUTES\\r\\n" (12 bytes), format u16 (1), part u16 (1 main, 2 routes)
+    preamble  = magic "\\x89RPYROUTES\\r\\n" (12 bytes), format u16 (2), part u16 (1 main, 2 routes)
     record    = length u32 | kind u8 | payload (length bytes) | CRC-32 u32 of the 5+length bytes before
     part      = preamble HEAD record* END          (integers big-endian)
 
@@ -24,7 +24,8 @@ against the route bounds before reading on and the running totals against the de
 as it goes, every value's type and range, names unique where the tables key by them, and at
 the end the digest and every total. It parses one record per :meth:`PartReader.step`, so a
 caller lets other work in between. Any failure is one :exc:`SnapshotRefused` naming the reason;
-nothing of a refused snapshot is used."""
+nothing of a refused snapshot is used; a snapshot of another format version (version 1 had no
+static mapping's owner) is refused the same way."""
 import hashlib
 import json
 import struct
@@ -34,7 +35,7 @@ from rocketpy import __version__
 from rocketpy.remoting import bodies
 from rocketpy.remoting.errors import RemotingCodecError
 
-from .model import BrokerData, DataVersion, QueueData
+from .model import BrokerData, DataVersion, MappingInfo, QueueData
 from .routeimage import LiveImage, MainImage, RoutesImage
 
 __all__ = ["FORMAT_VERSION", "MAGIC", "MAX_RECORD", "TARGET_RECORD", "SnapshotRefused",
@@ -42,7 +43,7 @@ __all__ = ["FORMAT_VERSION", "MAGIC", "MAX_RECORD", "TARGET_RECORD", "SnapshotRe
            "RoutesRef", "routes_file_name", "part_length"]
 
 MAGIC = b"\x89RPYROUTES\r\n"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
 MAIN, ROUTES = 1, 2
 _PREAMBLE = struct.Struct(">12sHH")
 _RECORD = struct.Struct(">IB")
@@ -182,7 +183,7 @@ def _mapping_text(info):
     """A static-topic mapping as the route answer reads it: its seven fields, through the
     codec's own bean."""
     return bodies.TopicQueueMappingInfo(
-        bname=info.bname, curr_id_map=info.curr_id_map, dirty=info.dirty, epoch=info.epoch,
+        bname=info.bname, curr_id_map=info.ids(), dirty=info.dirty, epoch=info.epoch,
         scope=info.scope, topic=info.topic, total_queues=info.total_queues,
     ).to_json(standard=True).decode("utf-8")
 
@@ -226,7 +227,8 @@ def encode_routes(image):
     writer.items(SHAPES, ([high, [_qd(qd) for qd in queue_datas]]
                           for queue_datas, high in image.shapes))
     _topic_records(writer, image)
-    writer.items(MAPPINGS, ([topic, _mapping_text(info)] for topic, info in image.mappings))
+    writer.items(MAPPINGS, ([topic, _mapping_text(info), owner]
+                            for topic, info, owner in image.mappings))
     return writer.finish()
 
 
@@ -641,17 +643,17 @@ class RoutesReader(PartReader):
         else:
             self._more(len(image.mappings) + len(items), self.counts["mappings"], "mappings")
             for item in items:
-                topic, text = _list(item, "a mapping", 2)
+                topic, text, owner = _list(item, "a mapping", 3)
                 _loads(_str(text, "a mapping"), "a mapping's")   # strict JSON, as written
                 try:
-                    info = bodies.TopicQueueMappingInfo.from_json(text)
+                    info = MappingInfo.of(bodies.TopicQueueMappingInfo.from_json(text))
                 except RemotingCodecError as exc:
                     raise SnapshotRefused(f"torn: a mapping does not decode ({exc})") from None
                 key = (_str(topic, "a mapping's topic"), info.bname)
                 if key in self._mapped:
                     _fail("a mapping twice", key)
                 self._mapped.add(key)
-                image.mappings.append((topic, info))
+                image.mappings.append((topic, info, _opt_str(owner, "a mapping's owner")))
 
     def _finish(self):
         image, counts = self.image, self.counts

@@ -11,20 +11,23 @@ layer (:mod:`rocketpy.service.routesnapshot`, format :mod:`rocketpy.namesrv.rout
   timeout and the host whose connection registered it) and their filter servers: small (a few
   hundred bytes a broker), taken whole in one step;
 * :class:`RoutesImage`: the queue layouts, the topics (in their table order, as runs of topics
-  sharing one layout) and the static-topic mappings: large, taken by :class:`RoutesCapture` in
+  sharing one layout) and the static-topic mappings with the group that registered each (it
+  goes with that group's last member): large, taken by :class:`RoutesCapture` in
   steps of bounded size between which the reactor turns, and abandoned when the tables change
   meanwhile (:exc:`TablesChanged`), so an image is always the tables at one moment.
 
 Filling the tables (:func:`restore_deltas`) is a sequence of
-:class:`~rocketpy.namesrv.delta.RouteDelta` values for the one writer, each bounded in the
-topic-broker pairs it adds, the live entries last: loaded live entries are *provisional*
-(``RouteInfoManager.provisional``) until their broker registers again, and expire as they
-would have. Nothing here reads a clock or a file."""
+:class:`~rocketpy.namesrv.delta.RouteDelta` values (their ops the very ops a replica would be
+sent) for the one writer, each bounded in the topic-broker pairs it adds, the live entries
+last: loaded live entries are *provisional* (``RouteInfoManager.provisional``) until their
+broker registers again, and expire as they would have. Nothing here reads a clock or a file."""
 from dataclasses import dataclass, field
 from itertools import groupby, islice
 from typing import NamedTuple
 
-from .delta import RouteDelta
+from .delta import (PutLive, RestoreAppliedDigest, RestoreCluster, RestoreHighWater,
+                    RestoreTopics, RouteDelta, SetBroker, SetMapping)
+from .model import MappingInfo
 
 __all__ = ["LiveImage", "MainImage", "RoutesImage", "RoutesCapture", "TablesChanged",
            "capture_main", "capture_routes", "routes_mark", "restore_deltas", "delta_work", "is_empty",
@@ -77,7 +80,8 @@ class MainImage:
 class RoutesImage:
     """Layouts (``(QueueData tuple, high-water size)``), the topics in table order, ``runs``
     (``(layout index, topic count)``, consecutive, covering ``topics``), static-topic mappings
-    (``(topic, TopicQueueMappingInfo)``) and the topic table's high-water mark. ``mark`` is the
+    (``(topic, MappingInfo, owner)``: the group that registered it) and the topic table's
+    high-water mark. ``mark`` is the
     tables' :func:`routes_mark` when it was taken (None for one read from a file)."""
 
     profile: str
@@ -162,7 +166,9 @@ class RoutesCapture:
             else:
                 found = [(topic, list(by_broker.values()))
                          for topic, by_broker in islice(self._mappings, n)]
-                image.mappings.extend((topic, info) for topic, infos in found for info in infos)
+                owner = self.rim.mapping_owner
+                image.mappings.extend((topic, info, owner(topic, info.bname))
+                                      for topic, infos in found for info in infos)
                 done = len(found)
                 complete = done < n
         except RuntimeError:   # a dict changed size under the walk (the mark moves too)
@@ -212,6 +218,10 @@ class _Slices:
         self.delta = RouteDelta()
         self.full = []
 
+    def add(self, op, units=1):
+        self.delta.add(op)
+        self.spend(units)
+
     def spend(self, units):
         self.left -= units
         if self.left <= 0:
@@ -224,9 +234,10 @@ class _Slices:
 
 
 def delta_work(delta):
-    """The units of work of a delta of :func:`restore_deltas`."""
-    return sum(len(args[2]) * len(args[0]) if op == "restore_topics" else 1
-               for op, args in delta.ops)
+    """The units of work of a delta of :func:`restore_deltas` (what it spent on its ops)."""
+    return sum(len(op.names) * len(op.queue_datas) if type(op) is RestoreTopics else
+               max(1, len(op.broker_names)) if type(op) is RestoreCluster else 1
+               for op in delta.ops)
 
 
 def restore_deltas(main, routes, shift_ms=0, slice_pairs=RESTORE_SLICE_PAIRS):
@@ -236,14 +247,14 @@ def restore_deltas(main, routes, shift_ms=0, slice_pairs=RESTORE_SLICE_PAIRS):
     entries last, their times moved on by ``shift_ms`` (from the image's clock to this
     server's), provisional."""
     out = _Slices(slice_pairs)
-    out.delta.restore_high_water(routes.topics_high, main.brokers_high, main.clusters_high)
+    out.add(RestoreHighWater(routes.topics_high, main.brokers_high, main.clusters_high))
     for cluster, names, set_high in main.clusters:
-        out.delta.restore_cluster(cluster, names, set_high)
-        out.spend(max(1, len(names)))
+        out.add(RestoreCluster(cluster, tuple(names), set_high), max(1, len(names)))
         yield from _drain(out)
     for broker_data, applied in main.groups:
-        out.delta.restore_group(broker_data, applied)
-        out.spend(1)
+        out.add(SetBroker.of(broker_data))
+        if applied is not None:
+            out.add(RestoreAppliedDigest(broker_data.broker_name, applied))
         yield from _drain(out)
     position, topics, shapes = 0, routes.topics, routes.shapes
     for index, count in routes.runs:
@@ -251,19 +262,19 @@ def restore_deltas(main, routes, shift_ms=0, slice_pairs=RESTORE_SLICE_PAIRS):
         width = len(queue_datas)
         while count:
             take = min(count, max(1, out.left // width))
-            out.delta.restore_topics(queue_datas, high, topics[position:position + take])
+            out.add(RestoreTopics(tuple(queue_datas), high,
+                                  tuple(topics[position:position + take])), take * width)
             position, count = position + take, count - take
-            out.spend(take * width)
             yield from _drain(out)
-    for topic, info in routes.mappings:
-        out.delta.set_mapping(topic, info)
-        out.spend(1)
+    for topic, info, owner in routes.mappings:
+        out.add(SetMapping(topic, MappingInfo.of(info), owner))
         yield from _drain(out)
     for entry in main.live:
-        out.delta.restore_live((entry.cluster, entry.addr), entry.last_update_ms + shift_ms,
-                               entry.timeout_ms, entry.data_version, entry.ha_server_addr,
-                               entry.broker_name, entry.host, entry.filter_servers)
-        out.spend(1)
+        servers = entry.filter_servers
+        out.add(PutLive((entry.cluster, entry.addr), entry.last_update_ms + shift_ms,
+                        entry.timeout_ms, entry.data_version, None, entry.ha_server_addr,
+                        entry.broker_name, None if servers is None else tuple(servers),
+                        provisional=True, host=entry.host))
         yield from _drain(out)
     out.cut()
     yield from _drain(out)

@@ -247,16 +247,22 @@ class ShapeTable:
     def restore(self, queue_datas, high, names):
         """Add ``names`` (topics the table lacks) with the layout ``queue_datas`` whose topics'
         HashMaps reached ``high`` entries, as bulk dict operations: a warm restart's topics
-        (:mod:`rocketpy.namesrv.routeimage`). ValueError, and nothing changed, when one of them
-        is in the table."""
+        (:mod:`rocketpy.namesrv.routeimage`). A name the table holds already, or one named
+        twice, is added once at most; the names added, in order."""
         topics = self.topics
         if not topics.keys().isdisjoint(names):
-            raise ValueError("a restored topic is in the table already")
+            names = [name for name in names if name not in topics]
+        if not names:
+            return names
         shape = self._intern(tuple(queue_datas), high)
+        size = len(topics)
         topics.update(zip(names, repeat(shape)))
+        if len(topics) - size != len(names):   # a name twice
+            names = list(dict.fromkeys(names))
         shape.members.extend(names)
         shape.live += len(names)
         self.arrivals += 1
+        return names
 
     def remove_broker(self, name):
         """Take broker ``name`` out of every layout naming it, a layout's topics at a time as
@@ -309,7 +315,7 @@ class FreshTopics:
     __slots__ = ("source", "removals", "arrivals", "names", "values", "groups", "rest")
 
     def __init__(self, source, counts, names, values, groups, rest):
-        #: the topic table these were found in (the walk of any other table ignores them)
+        #: the registration's topic table these were found in (a hint for that table alone)
         self.source = source
         #: ``ShapeTable.removals`` and ``arrivals`` when the view was taken
         self.removals, self.arrivals = counts
@@ -320,13 +326,14 @@ class FreshTopics:
         self.rest = rest
 
     @classmethod
-    def find(cls, table, topics_get, counts):
-        """Split ``table`` (topic key -> TopicConfig) by whether ``topics_get(topic)`` (the topic
-        table's ``get``; read from any thread: ``dict.get`` is atomic, shapes are immutable)
-        finds the topic; None when a topic name repeats (then only the walk is exact).
-        ``counts``: the table's ``(removals, arrivals)`` before the first look."""
+    def find(cls, configs, topics_get, counts, source=None):
+        """Split ``configs`` (TopicConfig values, in table order) by whether ``topics_get(
+        topic)`` (the topic table's ``get``; read from any thread: ``dict.get`` is atomic,
+        shapes are immutable) finds the topic; None when a topic name repeats (then only the
+        walk is exact). ``counts``: the table's ``(removals, arrivals)`` before the first look;
+        ``source``: the registration's table they come from."""
         names, values, groups, rest, interned, seen = [], [], {}, [], {}, set()
-        for config in table.values():   # a Python loop: the reactor gets the GIL between topics
+        for config in configs:   # a Python loop: the reactor gets the GIL between topics
             topic = config.topic_name
             if topic in seen:
                 return None
@@ -343,4 +350,4 @@ class FreshTopics:
                 group.append(topic)
             else:
                 rest.append(config)
-        return cls(table, counts, names, values, groups, rest)
+        return cls(source, counts, names, values, groups, rest)

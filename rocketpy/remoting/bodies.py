@@ -35,6 +35,7 @@ from typing import Any, Callable, NamedTuple
 
 from . import fastjson
 from .budget import ITEM_COST, DecodeBudget
+from .catalogue import resolve
 from .codes import MQVersion
 from .errors import BodyDecodeError, CrcMismatchError
 from .javahash import concurrent_hashmap_copy_order, concurrent_hashmap_order, hashmap_ordered
@@ -52,7 +53,7 @@ __all__ = [
     "BrokerMemberGroup", "GetBrokerMemberGroupResponseBody", "GetRemoteClientConfigBody",
     "GroupList", "java_view", "SyncStateSet", "ElectMasterResponseBody", "ReplicaIdentity",
     "ReplicasInfo", "BrokerReplicasInfo", "EpochEntry", "EpochEntryCache", "broker_name_list",
-    "encode_broker_name_list",
+    "encode_broker_name_list", "REQUEST_BODIES", "REPLY_BODIES",
 ]
 
 #: Bound on the inflated size of a compressed RegisterBrokerBody (4x the 16 MiB frame limit).
@@ -1383,3 +1384,11 @@ def encode_broker_name_list(names):
     """The same body as mqadmin writes it: ``RemotingSerializable.encode`` of a ``List<String>``
     (fastjson's legacy escaping, so a control character reads back as Java wrote it)."""
     return fastjson.dumps(list(names))
+
+
+_BEANS = {name: cls for name, cls in globals().items()
+          if isinstance(cls, type) and issubclass(cls, JsonBean)}
+#: Request code -> bean of its request body, from the catalogue's declarations.
+REQUEST_BODIES = resolve("body", _BEANS, __name__)
+#: Request code -> bean of its successful answer's body, from the catalogue's declarations.
+REPLY_BODIES = resolve("reply_body", _BEANS, __name__)

@@ -8,6 +8,7 @@ header is encoded back byte for byte; it takes no part in equality, and answers 
 from dataclasses import dataclass, field
 
 from .codes import FLAG_ONEWAY, FLAG_RESPONSE, LanguageCode, SerializeType
+from .encoder import encode_frame
 from .javahash import hashmap_ordered
 
 __all__ = ["RemotingCommand", "FLAG_RESPONSE", "FLAG_ONEWAY"]
@@ -41,7 +42,6 @@ class RemotingCommand:
 
     def encode(self):
         """The whole frame, length prefix included."""
-        from .frame import encode_frame
         return encode_frame(self)
 
     @classmethod

@@ -14,27 +14,24 @@ from decimal import Decimal
 from . import codes
 from .command import RemotingCommand
 from .commandread import read_properties
+from .encoder import (SERIALIZE_NAMES, JsonObject, encode_frame, encode_header, encode_template,
+                      ext_value, java_text)
 from .errors import HeaderDecodeError, TruncatedFrameError
-from .fastjson import (FASTJSON_1_2_83, dump_text, escape_string, members_start,
-                       raw_string_literals, read_lenient)
-from .javahash import hashmap_ordered
+from .fastjson import FASTJSON_1_2_83, members_start, raw_string_literals, read_lenient
 from .kernel import KERNEL
 from .numbers import INT32, NumberError, cast_to_integer, java_decimal
 from .layout import (DEFAULT_MAX_FRAME_LENGTH, FRAME, FRAME_COMPILED, JSON,
                      PREFIX_SIZE, ROCKETMQ, ROCKETMQ_EXT_LENGTH, ROCKETMQ_FIXED, ROCKETMQ_HEADER,
-                     ROCKETMQ_KEY_LENGTH, ROCKETMQ_VALUE_LENGTH,
-                     ROCKETMQ_HEADER_COMPILED, ROCKETMQ_OPAQUE, OpaqueTemplate, pack_prefix,
+                     ROCKETMQ_KEY_LENGTH, ROCKETMQ_VALUE_LENGTH, ROCKETMQ_HEADER_COMPILED,
                      frame_length, opens_json_header, read_prefix)
+
+if KERNEL is not None:   # what its read_header and read_frame build
+    KERNEL.configure(RemotingCommand, dict(codes.LanguageCode.__members__))
 
 __all__ = ["FRAME", "FRAME_COMPILED", "ROCKETMQ_HEADER", "ROCKETMQ_HEADER_COMPILED",
            "DEFAULT_MAX_FRAME_LENGTH", "decode_frame", "encode_frame", "encode_template",
            "decode_header", "python_decode_header", "encode_header", "frame_length", "HEADER_PROPERTIES",
            "MAX_LENIENT_HEADER", "MAX_HEADER_KEYS"]
-
-_SERIALIZE_NAMES = {JSON: "JSON", ROCKETMQ: "ROCKETMQ"}
-#: Java's ``String.getBytes(UTF_8)`` writes '?' for a lone surrogate (a JSON "\\ud800" a peer
-#: sent); Python's "replace" does the same instead of raising.
-_JAVA_UTF8 = "replace"
 
 
 def _text(raw, what):
@@ -78,40 +75,6 @@ def _decode_rocketmq_header(header):
     return RemotingCommand(code, language, version, opaque, flag, remark, ext_fields, None, ROCKETMQ)
 
 
-def _ext_value(key, value):
-    """An extFields value as Java's ``HashMap<String, String>`` holds it (:func:`_java_text`)."""
-    if value.__class__ is str:
-        return value
-    try:
-        return _java_text(value)
-    except TypeError:
-        raise HeaderDecodeError(f"extFields value of {key!r} is a {type(value).__name__}, "
-                                "not a string") from None
-
-
-def _java_text(value):
-    """``toString()`` of what fastjson's parser makes of a JSON value where a ``String`` is set
-    (``StringCodec``: an extFields value, the remark): a number's text, ``true``/``false``, an
-    object or array as fastjson writes the ``JSONObject`` (a ``HashMap``: a key's last value,
-    hash order, nulls left out) or ``JSONArray`` it parsed. The C++ client writes some extFields
-    as JSON literals."""
-    if isinstance(value, str):
-        return value
-    if value is True or value is False:
-        return "true" if value else "false"
-    if isinstance(value, (int, float, Decimal)):
-        return str(value)
-    return dump_text(_java_value(value))
-
-
-def _java_value(value):
-    if value.__class__ is _Object:
-        return hashmap_ordered({key: _java_value(item) for key, item in value})
-    if value.__class__ is list:
-        return [_java_value(item) for item in value]
-    return value
-
-
 def _int_field(name, value):
     """An ``int`` property as fastjson sets it (``IntegerCodec``): :func:`numbers.cast_to_integer`
     with :data:`~rocketpy.remoting.numbers.INT32`, a null leaving Java's 0 (``null``, ``""``,
@@ -125,18 +88,11 @@ def _int_field(name, value):
     return 0 if number is None else number
 
 
-class _Object(list):
-    """A JSON object's ``(key, value)`` pairs as written: a bean keeps a property's first value,
-    a map (``extFields``) its last."""
-
-    __slots__ = ()
-
-
 # fastjson reads a number with a fraction as a BigDecimal (Feature.UseBigDecimal): Decimal here,
 # refused past fastjson's own limits (numbers.java_decimal)
 _scan_json = json.decoder.JSONDecoder(parse_float=java_decimal).scan_once  # json.loads's C scanner
 _lenient_decoder = json.JSONDecoder(strict=False, parse_float=java_decimal,
-                                    object_pairs_hook=_Object)
+                                    object_pairs_hook=JsonObject)
 _LANGUAGES = dict(codes.LanguageCode.__members__)
 #: EnumDeserializer also matches a name in another case
 _LANGUAGES_LOWER = {name.lower(): code for name, code in _LANGUAGES.items()}
@@ -199,7 +155,7 @@ def _header_values(header, dialect=FASTJSON_1_2_83):
     strict = True
     try:
         try:
-            pairs = json.loads(header, parse_float=java_decimal, object_pairs_hook=_Object)
+            pairs = json.loads(header, parse_float=java_decimal, object_pairs_hook=JsonObject)
         except ValueError:   # raw control characters in strings, fastjson's forms, or broken
             if large:
                 raise ValueError(f"not strict JSON, and {len(header)} bytes: over the "
@@ -208,13 +164,13 @@ def _header_values(header, dialect=FASTJSON_1_2_83):
             try:
                 pairs = _lenient_decoder.decode(text)
             except ValueError:
-                pairs = read_lenient(text, _Object)
+                pairs = read_lenient(text, JsonObject)
                 strict = False
             else:
                 verbatim = raw_string_literals(text) or None
     except (ValueError, RecursionError) as exc:  # UnicodeDecodeError is a ValueError
         raise HeaderDecodeError(f"broken JSON header: {exc}") from None
-    if pairs.__class__ is not _Object:
+    if pairs.__class__ is not JsonObject:
         raise HeaderDecodeError("JSON header is not an object")
     if not pairs:
         # the genuine 5.3.3 NameServer answers no header without a member (a differential;
@@ -226,7 +182,7 @@ def _header_values(header, dialect=FASTJSON_1_2_83):
         obj = _bean_properties(header, pairs, strict, dialect)
     _check_serialize_type(obj.get("serializeTypeCurrentRPC"))
     ext = obj.get("extFields")
-    if ext.__class__ is _Object:
+    if ext.__class__ is JsonObject:
         ext = dict(ext)                  # a HashMap: a later key replaces an earlier one
     get = obj.get
     return (get("code", 0), get("language", "JAVA"), get("version", 0), get("opaque", 0),
@@ -246,7 +202,7 @@ def _check_serialize_type(value):
     ``SerializeType``; anything else fails the header."""
     if value is None or value.__class__ is str:
         return
-    if value.__class__ is int and 0 <= value < len(_SERIALIZE_NAMES):
+    if value.__class__ is int and 0 <= value < len(SERIALIZE_NAMES):
         return
     raise HeaderDecodeError("JSON header field serializeTypeCurrentRPC is a "
                             f"{type(value).__name__}, not a SerializeType (parse enum error)")
@@ -326,14 +282,14 @@ def _field_by_field(values):
         raise HeaderDecodeError(f"JSON header field language is {language!r}")
     if remark is not None and remark.__class__ is not str:
         try:
-            remark = _java_text(remark)
+            remark = java_text(remark)
         except TypeError:
             raise HeaderDecodeError(f"JSON header field remark is a {type(remark).__name__}, "
                                     "not a string") from None
     if ext is not None:
         if not isinstance(ext, dict):
             raise HeaderDecodeError("JSON header field extFields is not an object")
-        ext = {str(k): _ext_value(k, v) for k, v in ext.items() if v is not None}
+        ext = {str(k): ext_value(k, v) for k, v in ext.items() if v is not None}
     return RemotingCommand(_int_field("code", code), language, _int_field("version", version),
                            _int_field("opaque", opaque), _int_field("flag", flag), remark, ext,
                            None, JSON, verbatim)
@@ -390,89 +346,3 @@ def decode_frame(data, max_frame_length=DEFAULT_MAX_FRAME_LENGTH, dialect=FASTJS
     body = data[PREFIX_SIZE + header_length:]
     command.body = bytes(body) if body else None
     return command
-
-
-#: a language byte as the JSON header writes it (the enum name, quoted)
-_LANGUAGE_JSON = {code.value: f'"{code.name}"' for code in reversed(codes.LanguageCode)}
-
-
-def _language_json(language, quote):
-    if isinstance(language, str):
-        return quote(language)
-    return _LANGUAGE_JSON.get(language) or str(language)
-
-
-def _verbatim_quote(verbatim):
-    """fastjson's quoting, except for the strings a peer wrote with raw control characters."""
-    def quote(text):
-        return verbatim.get(text) or escape_string(text)
-    return quote
-
-
-def _json_header_parts(cmd):
-    """The JSON header's text as parts, and the index of the opaque's part (fastjson order:
-    sorted keys, nulls left out)."""
-    quote = escape_string if cmd.verbatim is None else _verbatim_quote(cmd.verbatim)
-    parts = ['{"code":', str(cmd.code)]
-    if cmd.ext_fields is not None:
-        parts.append(',"extFields":{')
-        parts.append(",".join(f"{quote(k)}:{quote(_ext_value(k, v))}"
-                              for k, v in cmd.ext_fields.items() if v is not None))
-        parts.append("}")
-    parts += [',"flag":', str(cmd.flag), ',"language":', _language_json(cmd.language, quote),
-              ',"opaque":', str(cmd.opaque)]
-    at = len(parts) - 1
-    if cmd.remark is not None:
-        parts += [',"remark":', quote(cmd.remark)]
-    parts += [',"serializeTypeCurrentRPC":"', _SERIALIZE_NAMES[cmd.serialize_type],
-              '","version":', str(cmd.version), "}"]
-    return parts, at
-
-
-def _encode_rocketmq_header(cmd):
-    language = cmd.language if isinstance(cmd.language, int) else codes.language_from_name(cmd.language)
-    remark = (cmd.remark or "").encode("utf-8", _JAVA_UTF8)
-    try:
-        ext = []
-        for key, value in (cmd.ext_fields or {}).items():
-            if value is not None:
-                raw_key = key.encode("utf-8", _JAVA_UTF8)
-                raw_value = _ext_value(key, value).encode("utf-8", _JAVA_UTF8)
-                ext += (ROCKETMQ_KEY_LENGTH.pack(len(raw_key)), raw_key,
-                        ROCKETMQ_VALUE_LENGTH.pack(len(raw_value)), raw_value)
-        ext = b"".join(ext)
-        return b"".join((ROCKETMQ_FIXED.pack(cmd.code, language or 0, cmd.version, cmd.opaque,
-                                             cmd.flag, len(remark)), remark, ROCKETMQ_EXT_LENGTH.pack(len(ext)), ext))
-    except struct.error as exc:  # e.g. a pop code (200050) does not fit the int16 code field
-        raise ValueError(f"cannot encode a ROCKETMQ header: {exc}") from None
-
-
-def encode_header(cmd):
-    """Header bytes of ``cmd`` in its own serialize type."""
-    if cmd.serialize_type == JSON:
-        return "".join(_json_header_parts(cmd)[0]).encode("utf-8", _JAVA_UTF8)
-    if cmd.serialize_type == ROCKETMQ:
-        return _encode_rocketmq_header(cmd)
-    raise ValueError(f"cannot encode serialize type {cmd.serialize_type}")
-
-
-def encode_frame(cmd):
-    """The frame bytes of ``cmd``, length prefix included."""
-    header = encode_header(cmd)
-    body = cmd.body or b""
-    return b"".join((pack_prefix(cmd.serialize_type, len(header), len(body)), header, body))
-
-
-def encode_template(cmd):
-    """``cmd`` encoded with a hole for its opaque (:class:`~rocketpy.remoting.layout.OpaqueTemplate`):
-    one answer sent to many requests (a reused route answer, the overload answer)."""
-    if cmd.serialize_type == JSON:
-        parts, at = _json_header_parts(cmd)
-        pre = "".join(parts[:at]).encode("utf-8", _JAVA_UTF8)
-        post = "".join(parts[at + 1:]).encode("utf-8", _JAVA_UTF8)
-    elif cmd.serialize_type == ROCKETMQ:
-        header = _encode_rocketmq_header(cmd)
-        pre, post = header[:ROCKETMQ_OPAQUE[0]], header[ROCKETMQ_OPAQUE[1]:]
-    else:
-        raise ValueError(f"cannot encode serialize type {cmd.serialize_type}")
-    return OpaqueTemplate(cmd.serialize_type, pre, post, cmd.body or b"")

@@ -34,10 +34,14 @@ One class per header covers every version (fields a version lacks are nullable a
 electionPriority after 5.0.0; the route, delete-topic and register-topic headers extend
 ``TopicRequestHeader`` / ``RpcRequestHeader`` since 5.1 (``lo``, ``ns``, ``nsd``, ``bname``,
 ``oway``); ``GetBrokerMemberGroupRequestHeader`` and ``NotifyMinBrokerIdChangeRequestHeader`` are
-5.0+."""
+5.0+.
+
+Which code carries which header is the protocol catalogue's (:mod:`rocketpy.remoting.catalogue`,
+by class name): :data:`REQUEST_HEADERS` and :data:`RESPONSE_HEADERS` are resolved from it here,
+and a class it names that this module lacks stops the import."""
 from typing import Any, NamedTuple
 
-from .codes import RequestCode
+from .catalogue import resolve
 from .errors import InvalidFieldError, MissingFieldError
 from .javahash import hashmap_order
 from .lengths import KEPT_HEADER_FIELDS, MAX_NAME_LENGTH
@@ -638,51 +642,13 @@ class ApplyBrokerIdResponseHeader(CommandHeader):
     )
 
 
-#: Request code -> header class of the request (codes absent here carry no custom header).
-REQUEST_HEADERS = {
-    RequestCode.PUT_KV_CONFIG: PutKVConfigRequestHeader,
-    RequestCode.GET_KV_CONFIG: GetKVConfigRequestHeader,
-    RequestCode.DELETE_KV_CONFIG: DeleteKVConfigRequestHeader,
-    RequestCode.REGISTER_BROKER: RegisterBrokerRequestHeader,
-    RequestCode.UNREGISTER_BROKER: UnRegisterBrokerRequestHeader,
-    RequestCode.GET_ROUTEINFO_BY_TOPIC: GetRouteInfoRequestHeader,
-    RequestCode.WIPE_WRITE_PERM_OF_BROKER: WipeWritePermOfBrokerRequestHeader,
-    RequestCode.DELETE_TOPIC_IN_NAMESRV: DeleteTopicFromNamesrvRequestHeader,
-    RequestCode.REGISTER_TOPIC_IN_NAMESRV: RegisterTopicRequestHeader,
-    RequestCode.GET_KVLIST_BY_NAMESPACE: GetKVListByNamespaceRequestHeader,
-    RequestCode.GET_TOPICS_BY_CLUSTER: GetTopicsByClusterRequestHeader,
-    RequestCode.QUERY_DATA_VERSION: QueryDataVersionRequestHeader,
-    RequestCode.ADD_WRITE_PERM_OF_BROKER: AddWritePermOfBrokerRequestHeader,
-    RequestCode.GET_BROKER_MEMBER_GROUP: GetBrokerMemberGroupRequestHeader,
-    RequestCode.BROKER_HEARTBEAT: BrokerHeartbeatRequestHeader,
-    RequestCode.NOTIFY_MIN_BROKER_ID_CHANGE: NotifyMinBrokerIdChangeRequestHeader,
-    RequestCode.DELETE_TOPIC_IN_BROKER: DeleteTopicRequestHeader,
-    RequestCode.QUERY_TOPIC_CONSUME_BY_WHO: QueryTopicConsumeByWhoRequestHeader,
-    RequestCode.CONTROLLER_ALTER_SYNC_STATE_SET: AlterSyncStateSetRequestHeader,
-    RequestCode.CONTROLLER_ELECT_MASTER: ElectMasterRequestHeader,
-    RequestCode.CONTROLLER_REGISTER_BROKER: RegisterBrokerToControllerRequestHeader,
-    RequestCode.CONTROLLER_GET_REPLICA_INFO: GetReplicaInfoRequestHeader,
-    RequestCode.NOTIFY_BROKER_ROLE_CHANGED: NotifyBrokerRoleChangedRequestHeader,
-    RequestCode.CLEAN_BROKER_DATA: CleanControllerBrokerDataRequestHeader,
-    RequestCode.CONTROLLER_GET_NEXT_BROKER_ID: GetNextBrokerIdRequestHeader,
-    RequestCode.CONTROLLER_APPLY_BROKER_ID: ApplyBrokerIdRequestHeader,
-}
-
-#: Request code -> header class of its successful answer.
-RESPONSE_HEADERS = {
-    RequestCode.REGISTER_BROKER: RegisterBrokerResponseHeader,
-    RequestCode.GET_KV_CONFIG: GetKVConfigResponseHeader,
-    RequestCode.WIPE_WRITE_PERM_OF_BROKER: WipeWritePermOfBrokerResponseHeader,
-    RequestCode.ADD_WRITE_PERM_OF_BROKER: AddWritePermOfBrokerResponseHeader,
-    RequestCode.QUERY_DATA_VERSION: QueryDataVersionResponseHeader,
-    RequestCode.CONTROLLER_ALTER_SYNC_STATE_SET: AlterSyncStateSetResponseHeader,
-    RequestCode.CONTROLLER_ELECT_MASTER: ElectMasterResponseHeader,
-    RequestCode.CONTROLLER_REGISTER_BROKER: RegisterBrokerToControllerResponseHeader,
-    RequestCode.CONTROLLER_GET_REPLICA_INFO: GetReplicaInfoResponseHeader,
-    RequestCode.CONTROLLER_GET_METADATA_INFO: GetMetaDataResponseHeader,
-    RequestCode.CONTROLLER_GET_NEXT_BROKER_ID: GetNextBrokerIdResponseHeader,
-    RequestCode.CONTROLLER_APPLY_BROKER_ID: ApplyBrokerIdResponseHeader,
-}
+_CLASSES = {name: cls for name, cls in globals().items()
+            if isinstance(cls, type) and issubclass(cls, CommandHeader)}
+#: Request code -> header class of the request (codes absent here carry no custom header), from
+#: the catalogue's declarations.
+REQUEST_HEADERS = resolve("request", _CLASSES, __name__)
+#: Request code -> header class of its successful answer, from the catalogue's declarations.
+RESPONSE_HEADERS = resolve("reply", _CLASSES, __name__)
 
 
 def request_header_class(code):

@@ -7,12 +7,10 @@ It reads a frame's prefix, a binary header and the usual JSON header in C, for t
 source. It answers None for
 anything it leaves to the Python codec, which stays the specification: the two are proven equal
 on every genuine capture frame and the fuzz corpus (``tests/test_header_kernel.py``).
-``ROCKETPY_NO_KERNEL=1`` leaves it out (the benchmarks compare both in one run)."""
+``ROCKETPY_NO_KERNEL=1`` leaves it out (the benchmarks compare both in one run). The decoder
+(:mod:`~rocketpy.remoting.frame`), the one caller of what builds commands, configures it with
+the command class."""
 import os
-
-from . import codes
-from .command import RemotingCommand
-
 
 
 def built_extension(module):
@@ -29,5 +27,3 @@ if not os.environ.get("ROCKETPY_NO_KERNEL"):
     except ImportError:    # not built (no compiler): the pure-Python codec reads every header
         KERNEL = None
     KERNEL = built_extension(KERNEL)
-    if KERNEL is not None:
-        KERNEL.configure(RemotingCommand, dict(codes.LanguageCode.__members__))

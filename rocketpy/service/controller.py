@@ -35,10 +35,10 @@ from ..namesrv.acl import AccessControl, AclConfigError
 from ..transport.client import OnewayNotifier
 from ..transport.factory import RemotingServerFactory
 from ..transport.interfaces import IChannelEventListener
+from ..transport.periodic import PeriodicService
 from ..transport.protocol import format_address
 from .controllergroup import ControllerGroup
 from .fileio import AppendLog, read_text, write_atomic, write_file_java
-from .periodic import PeriodicService
 from .propcheck import value_problem
 from .server import RemotingServerService
 from ..transport import logs

@@ -1,11 +1,12 @@
 """Service layer: the Prometheus families of rocketpy's guards against the wire (issue 12):
-refusals of config updates, KV puts, registrations over a route bound and broker requests; the
-route state against its bounds; the writer's jobs, writes (their ratio is the group commit) and
-failures; memory releases. ``makeService`` adds them to the web endpoint's registry; nothing here
+handler bugs (issue 32); refusals of config updates, KV puts, registrations over a route bound
+and broker requests; the route state against its bounds; the writer's jobs, writes (their ratio
+is the group commit) and failures; memory releases. ``makeService`` adds them to the web endpoint's registry; nothing here
 runs per request (the guards' counters are plain attributes, read at scrape time)."""
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
 from ..controller.grouprole import ROLES
+from ..remoting.codes import request_code_name
 
 __all__ = ["GuardCollector"]
 
@@ -16,6 +17,22 @@ def _by(name, doc, label, counts):
     family = CounterMetricFamily(_P + name, doc, labels=[label])
     for key, value in sorted(counts.items()):
         family.add_metric([key], value)
+    return family
+
+
+def _handler_failures(processors):
+    """Handler bugs (anything a handler raised but the codec's errors), by server and served
+    code: 0 while all is well, so an alert can fire on any increase."""
+    family = CounterMetricFamily(_P + "handler_failures", "Requests whose handler raised "
+                                 "something other than the codec's errors (a bug, logged with "
+                                 "its traceback; answered SYSTEM_ERROR), by server and request "
+                                 "code.", labels=["server", "request_code"])
+    for server, processor in processors:
+        failures = getattr(processor, "handler_failures", None)
+        if failures is None:
+            continue
+        for code in sorted(set(processor.handlers) | set(failures)):
+            family.add_metric([server, request_code_name(code) or "OTHER"], failures.get(code, 0))
     return family
 
 
@@ -76,6 +93,7 @@ class GuardCollector:
 
     def collect(self):
         proc = self.processor
+        yield _handler_failures((("namesrv", proc), ("controller", self.controller)))
         yield _by("config_update_refusals", "UPDATE_NAMESRV_CONFIG requests refused, by reason.",
                   "reason", proc.config_guard.refused)
         kv = proc.kv_config_manager

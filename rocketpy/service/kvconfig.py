@@ -12,8 +12,8 @@ from itertools import islice
 
 from twisted.internet import defer
 
+from ..transport.periodic import PeriodicService
 from .fileio import read_text
-from .periodic import PeriodicService
 
 __all__ = ["MAX_LOGGED_ENTRIES", "KVConfigService", "kv_config_log_lines", "COMPACTOR_THREAD_NAME"]
 

@@ -5,7 +5,7 @@ Every scan interval (5.x ``scanNotActiveBrokerInterval``, 4.9 10 s) a broker sil
 than its heartbeat timeout is expired as Java does: its channel closed, "The broker channel
 expired" logged, its unregistration submitted. The close then reports ``close`` for that channel
 too; the duplicate request is harmless."""
-from .periodic import PeriodicService
+from ..transport.periodic import PeriodicService
 
 __all__ = ["ScanNotActiveBrokerService"]
 

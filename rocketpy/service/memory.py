@@ -29,7 +29,7 @@ pass, now or automatically later, would walk what they hold: 40 ms at 1 M topic-
 import gc
 import sys
 
-from .periodic import PeriodicService
+from ..transport.periodic import PeriodicService
 
 __all__ = ["RouteMemoryService", "compact_dicts", "resident_mib"]
 

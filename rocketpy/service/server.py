@@ -1,7 +1,7 @@
 """Service layer: the listening remoting server (Java ``NettyRemotingServer.start``/``shutdown``
 and the boot line of ``NamesrvStartup.createAndStartNamesrvController``).
 
-Once listening (failing loudly, :mod:`rocketpy.service.listening`) and told every other listener
+Once listening (failing loudly, :mod:`rocketpy.transport.listening`) and told every other listener
 is bound (:meth:`RemotingServerService.announce`), it logs Java's line, ``The Name Server boot
 success. serializeType=JSON, address 0.0.0.0:9876``, with the address actually bound.
 Stopping closes every connection (their close events still reach the housekeeping service);
@@ -14,8 +14,8 @@ arrive meanwhile, and the boot line waits too."""
 from twisted.internet import defer
 from twisted.internet.interfaces import IPushProducer
 
+from ..transport.listening import ListeningService
 from ..transport.protocol import format_address
-from .listening import ListeningService
 
 __all__ = ["RemotingServerService", "BOOT_LINE_PREFIX"]
 

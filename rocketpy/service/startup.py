@@ -1,9 +1,9 @@
 """Service layer: how the process starts and stops (Java ``NamesrvStartup``: a bad setting prints
 one line and exits 1; ``kill`` runs the shutdown hook and the process ends).
 
-* :class:`StartError`: a ``SystemExit`` with one line (a bad value, an unreadable file, a port in
-  use), so Python prints it and exits 1 -- not twistd's whole usage for a ``UsageError``, nor a
-  traceback.
+* :class:`~rocketpy.transport.listening.StartError`: a ``SystemExit`` with one line (a bad value,
+  an unreadable file, a port in use), so Python prints it and exits 1 -- not twistd's whole usage
+  for a ``UsageError``, nor a traceback.
 * :class:`GracefulExit`: SIGTERM stops every service in order and exits 0; twistd's own handler
   re-raises the signal at exit, so a clean stop looked like a crash (-15) to supervisors.
 * :class:`DaemonLaunch` and :class:`ReportingService`: as a daemon (``twistd`` without ``-n``)
@@ -16,22 +16,9 @@ from twisted.application.service import MultiService, Service
 from twisted.logger import Logger
 
 from ..transport import logs
+from ..transport.listening import StartError
 
 __all__ = ["StartError", "GracefulExit", "DaemonLaunch", "ReportingService"]
-
-
-class StartError(SystemExit):
-    """A setting the server cannot start with: ``rocketnamesrv: <message>`` on stderr and
-    exit status 1."""
-
-    def __init__(self, message):
-        super().__init__(f"rocketnamesrv: {message}")
-        self.message = message
-
-    @classmethod
-    def of_usage(cls, error):
-        """A bad option (a ``UsageError``): its line, pointing to the help."""
-        return cls(f"{error} (rocketnamesrv --help lists the options)")
 
 
 class GracefulExit(Service):

@@ -19,11 +19,11 @@ from twisted.logger import Logger, LogLevel
 from twisted.python import usage
 
 from ..namesrv.config import Configuration
-from ..namesrv.configguard import ConfigUpdateGuard
 from ..namesrv.acl import AclConfigError
 from ..namesrv.kvconfig import KVConfigError, KVConfigManager, KVLimits
 from ..namesrv.policy import policies_for
-from ..namesrv.profile import profile_for
+from ..namesrv.processor.configguard import ConfigUpdateGuard
+from ..namesrv.profile import DEFAULT_PROFILE, PROFILES, profile_for
 from ..remoting.frame import DEFAULT_MAX_FRAME_LENGTH
 from ..transport.answercache import AnswerCache
 from ..transport.client import OnewayNotifier
@@ -99,8 +99,9 @@ class Options(usage.Options):
         ["warm-from", None, None, "Warm restart from a peer: at start, without a usable route "
                                   "snapshot of its own, load the route tables of the rocketpy "
                                   "NameServer whose --web endpoint this is (http://host:port)."],
-        ["profile", None, "5.3", "Which Java NameServer to answer like, byte for byte: 4.9 "
-                                 "(4.9.x), 5.0 (5.0.0) or 5.3 (5.1 and later)."],
+        ["profile", None, DEFAULT_PROFILE.name,
+         "Which Java NameServer to answer like, byte for byte: "
+         + ", ".join(f"{p.name} ({p.release.value})" for p in PROFILES) + "."],
         ["logLevel", None, "info", "The least severe log lines written: debug (adds a line per "
                                    "connection opened and closed), info, warn, error or "
                                    "critical."],
@@ -412,72 +413,32 @@ def _route_snapshot(options, route, processor, factory, reactor, threads):
         fetch_peer=fetch, on_loaded=processor.broker_access.bind_provisional)
 
 
-def server_limits(options):
-    """The server's :class:`~rocketpy.transport.limits.ServerLimits` (the connections no more
-    than the open files allow)."""
-    limits = options.get("limits") or ServerLimits()
-    if limits.max_connections:   # one descriptor per connection: what the open files allow
-        limits = dataclasses.replace(limits, max_connections=connection_cap(
-            limits.max_connections, configured=options.get("explicit_max_connections", True)))
-    return limits
+@dataclasses.dataclass
+class _Core:
+    """What the builders below share: the tables, the KV store, the processor and its queue,
+    the counters, the pools (None without threads: a test's fake reactor)."""
+
+    route: object
+    kv: object
+    processor: object
+    notifier: object
+    memory: object
+    batch: object
+    submit: object
+    metrics: object
+    decode_pool: object
+    write_pool: object
+    startup_ms: int
 
 
-def server_factory(options, processor, listener, reactor, *, limits, metrics, answer_cache,
-                   decode_pool, write_pool, first_channel_id=1):
-    """The :class:`~rocketpy.transport.factory.RemotingServerFactory` of ``options`` (netty
-    settings, TLS; ``limits``, of which a process gets its share with worker processes)."""
-    from .workers import shared_limits
-    netty = options["configuration"].netty_server_config
-    settings = options["tls"]
-    context = None
-    if settings.mode is not TlsMode.DISABLED:
-        try:
-            context = build_context_factory(settings)
-        except TlsUnavailableError as exc:
-            log.error("Failed to create SSLContext for server: {why}", why=exc)
-    return RemotingServerFactory(
-        processor, listener, clock=reactor, max_frame_length=options["frame_max_length"],
-        idle_seconds=netty.server_channel_max_idle_time_seconds, tls_mode=settings.mode,
-        tls_context_factory=context, send_buffer=netty.server_socket_snd_buf_size,
-        receive_buffer=netty.server_socket_rcv_buf_size,
-        write_high_water_mark=netty.write_buffer_high_water_mark, answer_cache=answer_cache,
-        limits=shared_limits(limits, options.get("worker_processes", 1)), metrics=metrics,
-        decode_pool=decode_pool, write_pool=write_pool, first_channel_id=first_channel_id)
-
-
-def process_services(top, options, factory, reactor):
-    """What every process of the server runs: the log level, the TLS files' watch, the
-    graceful SIGTERM."""
-    LogLevelService(options.get("log_level", LogLevel.info), reactor).setServiceParent(top)
-    settings = options["tls"]
-    if settings.mode is not TlsMode.DISABLED and watched_paths(settings):   # as Java: on change
-        from .tlswatch import TlsFileWatch
-        install = partial(setattr, factory, "tls_context_factory")   # read per connection
-        top.tls_watch = TlsFileWatch(settings, install, reactor, run=_in_thread(reactor))
-        top.tls_watch.setServiceParent(top)
-    GracefulExit(reactor).setServiceParent(top)   # SIGTERM: a clean stop, exit status 0
-
-
-def makeService(options, reactor=None):
-    """The NameServer service tree (Java ``NamesrvController``), from parsed :class:`Options`."""
-    from ..namesrv.processor import DefaultRequestProcessor
-    from ..namesrv.processor.broker import MinBrokerIdNotifier
-    from ..namesrv.route_info_manager import RouteInfoManager
-    from .guardmetrics import GuardCollector
-
-    if reactor is None:
-        from twisted.internet import reactor
-    policies = options["policies"]
-    configuration = options["configuration"]
-    namesrv_config = configuration.namesrv_config
-    netty = configuration.netty_server_config
-
-    kv = KVConfigManager(namesrv_config.kv_config_path, store=write_file_java,
-                         limits=options.get("kv_limits"),
+def _kv_store(namesrv_config, limits):
+    """The KV store, loaded with the changes logged since its file: a broken file stops the
+    start, as in Java."""
+    kv = KVConfigManager(namesrv_config.kv_config_path, store=write_file_java, limits=limits,
                          log=AppendLog(namesrv_config.kv_config_path))
     try:
-        kv.load_json(read_text(kv.path))  # a broken file stops the start, as in Java
-        skipped = kv.replay_log()         # then the changes logged since
+        kv.load_json(read_text(kv.path))
+        skipped = kv.replay_log()
     except (OSError, KVConfigError) as exc:
         backup = kv.path + ".bak"   # Java's copy of the previous content, when there is one
         hint = f" (the previous content is in {backup})" if os.path.isfile(backup) else ""
@@ -485,12 +446,27 @@ def makeService(options, reactor=None):
     if skipped:
         log.warn("KV config log: {n} incomplete or unreadable lines skipped (a write cut "
                  "short by a crash is never acknowledged)", n=skipped)
+    return kv
+
+
+def _core(options, reactor):
+    """The state and the processor: route tables, KV store, unregistration queue, counters,
+    the config guard and the processor (its guards read here: a guard it cannot apply stops
+    the start), the pools."""
+    from ..namesrv.processor import DefaultRequestProcessor
+    from ..namesrv.processor.broker import MinBrokerIdNotifier
+    from ..namesrv.route_info_manager import RouteInfoManager
+
+    policies = options["policies"]
+    configuration = options["configuration"]
+    namesrv_config = configuration.namesrv_config
+    kv = _kv_store(namesrv_config, options.get("kv_limits"))
     # Always there (it connects only when used): RouteInfoManager reads notifyMinBrokerIdChanged
     # on every registration and unregistration, as Java does, so UPDATE_NAMESRV_CONFIG can turn
     # it on at run time.
     notifier = OnewayNotifier(reactor)
     route = RouteInfoManager(namesrv_config, policies, MinBrokerIdNotifier(notifier, policies.wire))
-    memory = RouteMemoryService(_route_size(route), None, reactor)   # release set below
+    memory = RouteMemoryService(_route_size(route), None, reactor)   # release set later
     batch = BatchUnregistrationService(
         memory.watching(route.unregister_brokers), reactor,
         capacity=namesrv_config.un_register_broker_queue_capacity,
@@ -504,56 +480,177 @@ def makeService(options, reactor=None):
     try:   # reads the access-control accounts file: a guard it cannot apply stops the start
         processor = DefaultRequestProcessor(
             route, kv, submit_unregistration=submit, profile=policies,
-            configuration=configuration, startup_ms=startup_ms,
-            config_guard=guard)
+            configuration=configuration, startup_ms=startup_ms, config_guard=guard)
     except AclConfigError as exc:
         raise StartError(str(exc)) from None
-    housekeeping = BrokerHousekeepingService(metrics.counting_channel_destroy(route.on_channel_destroy),
-                                             submit)
-    cache = AnswerCache(route.route_version) if options["answerCache"] else None
     # big registration bodies are decoded on one thread, files written on another; a fake
     # reactor that takes no calls from threads (in-process tests) gets everything done on the spot
     threads = IReactorFromThreads.providedBy(reactor)
-    decode_pool = DecodePool(reactor) if threads else None
-    write_pool = WritePool(reactor) if threads else None
+    return _Core(route, kv, processor, notifier, memory, batch, submit, metrics,
+                 DecodePool(reactor) if threads else None, WritePool(reactor) if threads else None,
+                 startup_ms)
 
-    limits = server_limits(options)
-    factory = server_factory(options, processor, housekeeping, reactor, limits=limits,
-                             metrics=metrics, answer_cache=cache, decode_pool=decode_pool,
-                             write_pool=write_pool)
+
+def _tls(settings):
+    """The server's TLS context (None when disabled, or when it cannot be made: logged as
+    Java's ``Failed to create SSLContext``, and plain connections are still served)."""
+    if settings.mode is TlsMode.DISABLED:
+        return None
+    try:
+        return build_context_factory(settings)
+    except TlsUnavailableError as exc:
+        log.error("Failed to create SSLContext for server: {why}", why=exc)
+        return None
+
+
+def _limits(options):
+    limits = options.get("limits") or ServerLimits()
+    if limits.max_connections:   # one descriptor per connection: what the open files allow
+        limits = dataclasses.replace(limits, max_connections=connection_cap(
+            limits.max_connections, configured=options.get("explicit_max_connections", True)))
+    return limits
+
+
+def _factory(options, reactor, core, context, limits):
+    """The remoting server's factory: framing, TLS, idle close, buffers, the answer cache,
+    the limits, the pools; channel events to the broker housekeeping."""
+    route = core.route
+    housekeeping = BrokerHousekeepingService(
+        core.metrics.counting_channel_destroy(route.on_channel_destroy), core.submit)
+    cache = AnswerCache(route.route_version) if options["answerCache"] else None
+    return server_factory(options, reactor, core.processor, housekeeping, context=context,
+                          limits=limits, metrics=core.metrics, answer_cache=cache,
+                          decode_pool=core.decode_pool, write_pool=core.write_pool)
+
+
+def server_factory(options, reactor, processor, listener, *, context, limits, metrics,
+                   answer_cache, decode_pool, write_pool, first_channel_id=1):
+    """A :class:`~rocketpy.transport.factory.RemotingServerFactory` of ``options`` (netty
+    settings, TLS), the route writer's or a worker process's; with worker processes each gets
+    its share of ``limits`` (:func:`~rocketpy.service.workers.shared_limits`)."""
+    from .workers import shared_limits
+    netty = options["configuration"].netty_server_config
+    return RemotingServerFactory(
+        processor, listener, clock=reactor, max_frame_length=options["frame_max_length"],
+        idle_seconds=netty.server_channel_max_idle_time_seconds, tls_mode=options["tls"].mode,
+        tls_context_factory=context, send_buffer=netty.server_socket_snd_buf_size,
+        receive_buffer=netty.server_socket_rcv_buf_size,
+        write_high_water_mark=netty.write_buffer_high_water_mark, answer_cache=answer_cache,
+        limits=shared_limits(limits, options.get("worker_processes", 1)), metrics=metrics,
+        decode_pool=decode_pool, write_pool=write_pool, first_channel_id=first_channel_id)
+
+
+def _process_services(options, reactor, top, factory):
+    """What the process itself needs, first: the log level, the TLS files' watch (Java reloads
+    the certificates when they change), SIGTERM as a clean stop."""
+    LogLevelService(options.get("log_level", LogLevel.info), reactor).setServiceParent(top)
     settings = options["tls"]
-    context = factory.tls_context_factory
-    interval = policies.liveness.scan_interval_ms(namesrv_config)
+    if settings.mode is not TlsMode.DISABLED and watched_paths(settings):
+        from .tlswatch import TlsFileWatch
+        install = partial(setattr, factory, "tls_context_factory")   # read per connection
+        top.tls_watch = TlsFileWatch(settings, install, reactor, run=_in_thread(reactor))
+        top.tls_watch.setServiceParent(top)
+    GracefulExit(reactor).setServiceParent(top)   # SIGTERM: a clean stop, exit status 0
 
-    top = ReportingService(DaemonLaunch.of(options))   # before twistd forks a daemon
-    process_services(top, options, factory, reactor)
-    # Started in this order, stopped in reverse: the server stops listening and closes its
-    # connections first, the scan stops, the decode pool finishes what it holds (for nobody),
-    # the KV file is flushed, the writer writes what it holds, and the batch queue applies
-    # what is left (later close events of a stopping server change nothing that survives).
+
+def _state_services(options, reactor, top, core, factory):
+    """The services over the state, in start order (stopped in reverse: the decode pool
+    finishes what it holds, the KV file is flushed, the writer writes what it holds, the batch
+    queue applies what is left): the unregistration queue, the writer, the KV store's load and
+    periodic log, the allocator, the notifier, the decode pool, the liveness scan, the memory
+    given back."""
+    threads = IReactorFromThreads.providedBy(reactor)
+    write_pool, decode_pool = core.write_pool, core.decode_pool
     trim = not options.get("no-malloc-trim")
     if trim:   # before any of the server's threads allocates (rocketpy.service.allocator)
         _Hooks("allocator-arena", one_arena).setServiceParent(top)
-    batch.setServiceParent(top)
+    core.batch.setServiceParent(top)
     if write_pool is not None:
         _Hooks("writer", write_pool.start, write_pool.stop).setServiceParent(top)
-    KVConfigService(kv, reactor, load=False,
+    KVConfigService(core.kv, reactor, load=False,
                     write=write_pool.submit if write_pool is not None else None,
                     compactor=WritePool(reactor, name=COMPACTOR_THREAD_NAME) if threads else None
                     ).setServiceParent(top)
     if options.get("tune-allocator"):   # process-wide: only when asked, when the server starts
         _Hooks("allocator", partial(tune_allocator, options["frame_max_length"])
                ).setServiceParent(top)
-    _Hooks("oneway-notifier", stop=notifier.close).setServiceParent(top)
+    _Hooks("oneway-notifier", stop=core.notifier.close).setServiceParent(top)
     if decode_pool is not None:
         _Hooks("decode-pool", decode_pool.start, decode_pool.stop).setServiceParent(top)
-    ScanNotActiveBrokerService(metrics.counting_scan(route.scan_not_active_broker),
-                               factory.close_channel, submit, reactor,
-                               interval_ms=interval).setServiceParent(top)
-    memory.release = _route_release(processor, cache,
-                                    trim=heap_trimmer() if trim else None)
-    memory.setServiceParent(top)
-    snapshotter, snapshot = _route_snapshot(options, route, processor, factory, reactor, threads)
+    namesrv_config = options["configuration"].namesrv_config
+    ScanNotActiveBrokerService(
+        core.metrics.counting_scan(core.route.scan_not_active_broker), factory.close_channel,
+        core.submit, reactor,
+        interval_ms=options["policies"].liveness.scan_interval_ms(namesrv_config)
+    ).setServiceParent(top)
+    core.memory.release = _route_release(core.processor, factory.answer_cache,
+                                         trim=heap_trimmer() if trim else None)
+    core.memory.setServiceParent(top)
+
+
+def _controller(options, reactor, core, context, limits):
+    """``enableControllerInNamesrv``: the controller's service tree on its own port, or None."""
+    if options.get("controller_configuration") is None:
+        return None
+    from .controller import make_controller_service
+    try:
+        return make_controller_service(
+            options["controller_configuration"], reactor, write_pool=core.write_pool,
+            decode_pool=core.decode_pool, max_frame_length=options["frame_max_length"],
+            tls_mode=options["tls"].mode, tls_context_factory=context, limits=limits)
+    except ValueError as exc:
+        raise StartError(str(exc)) from None
+
+
+def _web(options, reactor, core, factory, server, snapshot, snapshotter, controller, workers):
+    """``--web``: the status page, /metrics (with the guards' families), /api/, the probes;
+    with worker processes, every process's (``workers``)."""
+    from ..web.health import Readiness
+    from ..web.service import make_web_service
+    from .guardmetrics import GuardCollector
+
+    policies = options["policies"]
+    namesrv_config = options["configuration"].namesrv_config
+    startup_ms = int(reactor.seconds() * 1000)
+    readiness = Readiness([
+        ("listening", lambda: server.accepting),
+        ("waitSecondsForService", lambda: not policies.handlers.not_ready(
+            namesrv_config, int(reactor.seconds() * 1000) - startup_ms)),
+        ("routeSnapshotLoaded", lambda: snapshot is None or snapshot.ready.called)]
+        + ([] if workers is None else [("workersServing", lambda: workers.ready.called)]))
+    web = make_web_service(
+        options["web"], route_info_manager=core.route, kv_config_manager=core.kv,
+        factory=factory, unregistration=core.batch, processor=core.processor, policies=policies,
+        reactor=reactor, listen=options["listen"], nsaddr=options.get("nsaddr"),
+        peers=options.get("peers"), decode_pool=core.decode_pool, readiness=readiness,
+        snapshot_stream=partial(snapshotter.stream, reactor), workers=workers)
+    web.registry.register(GuardCollector(
+        core.processor, core.write_pool, core.memory,
+        controller=None if controller is None else controller.processor,
+        group=None if controller is None else controller.group,
+        notifier=None if controller is None else controller.notifier,
+        snapshot=snapshot))
+    return web
+
+
+def makeService(options, reactor=None):
+    """The NameServer service tree (Java ``NamesrvController``), from parsed :class:`Options`:
+    the state and the processor, the transport, then the services in the order they start."""
+    if reactor is None:
+        from twisted.internet import reactor
+    threads = IReactorFromThreads.providedBy(reactor)
+    core = _core(options, reactor)
+    context, limits = _tls(options["tls"]), _limits(options)
+    factory = _factory(options, reactor, core, context, limits)
+
+    top = ReportingService(DaemonLaunch.of(options))   # before twistd forks a daemon
+    _process_services(options, reactor, top, factory)
+    # Started in this order, stopped in reverse: the server stops listening and closes its
+    # connections first, then the state's services stop (_state_services).
+    _state_services(options, reactor, top, core, factory)
+    snapshotter, snapshot = _route_snapshot(options, core.route, core.processor, factory,
+                                            reactor, threads)
+    netty = options["configuration"].netty_server_config
     server = RemotingServerService(
         options["listen"], factory, reactor, hold=None if snapshot is None else snapshot.ready,
         bound=partial(_listening_at, netty, explicit=options.get("explicit_listen", False)))
@@ -562,53 +659,27 @@ def makeService(options, reactor=None):
     if options.get("worker_processes", 1) > 1:   # serverWorkerProcesses (rocketpy.service.workers)
         from .workers import attach_workers
         top.workers = attach_workers(
-            top, options, route=route, kv=kv, configuration=configuration, processor=processor,
-            factory=factory, listener=housekeeping, server=server, snapshotter=snapshotter,
+            top, options, route=core.route, kv=core.kv, configuration=options["configuration"],
+            processor=core.processor, factory=factory, listener=factory.listener,
+            server=server, snapshotter=snapshotter,
             hold=None if snapshot is None else snapshot.ready, reactor=reactor,
-            startup_ms=startup_ms, unregistration=batch)
-    top.controller = None
-    if options.get("controller_configuration") is not None:   # enableControllerInNamesrv
-        from .controller import make_controller_service
-        try:
-            top.controller = make_controller_service(
-                options["controller_configuration"], reactor, write_pool=write_pool,
-                decode_pool=decode_pool, max_frame_length=options["frame_max_length"],
-                tls_mode=settings.mode, tls_context_factory=context, limits=limits)
-        except ValueError as exc:
-            raise StartError(str(exc)) from None
+            startup_ms=core.startup_ms, unregistration=core.batch)
+    top.controller = _controller(options, reactor, core, context, limits)
+    if top.controller is not None:
         top.controller.setServiceParent(top)
-    if options.get("web"):   # --web: status page, /metrics, /api/, probes (rocketpy.web)
-        from ..web.health import Readiness
-        from ..web.service import make_web_service
-        readiness = Readiness([
-            ("listening", lambda: server.accepting),
-            ("waitSecondsForService", lambda: not policies.handlers.not_ready(
-                namesrv_config, int(reactor.seconds() * 1000) - startup_ms)),
-            ("routeSnapshotLoaded", lambda: snapshot is None or snapshot.ready.called)]
-            + ([] if top.workers is None else [("workersServing", lambda: top.workers.ready.called)]))
-        top.web = make_web_service(
-            options["web"], route_info_manager=route, kv_config_manager=kv, factory=factory,
-            unregistration=batch, processor=processor, policies=policies, reactor=reactor,
-            listen=options["listen"], nsaddr=options.get("nsaddr"), peers=options.get("peers"),
-            decode_pool=decode_pool, readiness=readiness,
-            snapshot_stream=partial(snapshotter.stream, reactor), workers=top.workers)
+    if options.get("web"):
+        top.web = _web(options, reactor, core, factory, server, snapshot, snapshotter,
+                       top.controller, top.workers)
         top.web.setServiceParent(top)
-        controller = top.controller
-        top.web.registry.register(GuardCollector(
-            processor, write_pool, memory,
-            controller=None if controller is None else controller.processor,
-            group=None if controller is None else controller.group,
-            notifier=None if controller is None else controller.notifier,
-            snapshot=snapshot))
     if snapshot is not None:   # stopped before the server closes its connections (whose
         snapshot.setServiceParent(top)   # close events would unregister every broker)
     announce = server.announce if top.workers is None else (   # and every worker serves
         lambda: top.workers.ready.addCallback(lambda _: server.announce()))
     _Hooks("boot-line", announce).setServiceParent(top)   # once every listener is bound
-    top.route_info_manager = route
+    top.route_info_manager = core.route
     top.route_snapshot = snapshot
-    top.processor = processor
-    top.memory = memory
+    top.processor = core.processor
+    top.memory = core.memory
     top.factory = factory
     top.server = server
     return top

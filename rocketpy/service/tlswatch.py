@@ -17,8 +17,8 @@ import os
 
 from twisted.internet.defer import maybeDeferred
 
+from ..transport.periodic import PeriodicService
 from ..transport.tls import TlsUnavailableError, build_context_factory, watched_paths
-from .periodic import PeriodicService
 
 __all__ = ["TlsFileWatch", "WATCH_INTERVAL"]
 

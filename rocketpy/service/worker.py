@@ -121,8 +121,8 @@ class WorkerService(MultiService):
                  link_fd=LINK_FD, listen_fd=LISTEN_FD):
         from ..namesrv.processor import DefaultRequestProcessor
         from ..namesrv.route_info_manager import RouteInfoManager
-        from .tap import (_route_release, _route_size, process_services, server_factory,
-                          server_limits)
+        from .tap import (_limits, _process_services, _route_release, _route_size, _tls,
+                          server_factory)
         super().__init__()
         self.options = options
         self.slot = slot
@@ -148,12 +148,12 @@ class WorkerService(MultiService):
         self.cache = AnswerCache(self.route.route_version) if options["answerCache"] else None
         self.decode_pool = DecodePool(reactor)
         self.factory = server_factory(
-            options, ForwardingProcessor(self.processor, self.forwarder), _LinkEvents(self.link),
-            reactor, limits=server_limits(options), metrics=self.metrics,
-            answer_cache=self.cache, decode_pool=self.decode_pool, write_pool=None,
-            first_channel_id=first_channel_id(epoch))
+            options, reactor, ForwardingProcessor(self.processor, self.forwarder),
+            _LinkEvents(self.link), context=_tls(options["tls"]), limits=_limits(options),
+            metrics=self.metrics, answer_cache=self.cache, decode_pool=self.decode_pool,
+            write_pool=None, first_channel_id=first_channel_id(epoch))
         self.factory.pools[WRITER] = self.forwarder
-        process_services(self, options, self.factory, reactor)
+        _process_services(options, reactor, self, self.factory)
         trim = not options.get("no-malloc-trim")   # the memory of departed brokers, as the writer
         if trim:
             one_arena()

@@ -9,7 +9,7 @@ answered without decoding, processing or encoding: its opaque goes into the stor
 :class:`~rocketpy.remoting.layout.OpaqueTemplate`.
 
 The processor decides eligibility: only an answer that names the one snapshot it was computed
-from (``response.reuse``, :class:`~rocketpy.namesrv.processor.replies.ReusableResponse`) is kept.
+from (``response.reuse``, :class:`~rocketpy.namesrv.replies.ReusableResponse`) is kept.
 An entry is stored only after the full decoder accepted the request and decoded exactly the
 opaque digits the key was cut around, so a hit is byte for byte an accepted request with another
 (canonical) opaque.

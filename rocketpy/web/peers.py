@@ -6,7 +6,7 @@ alone, so after a partial registration or a restart they can disagree (apache/ro
 (the brokers' registration period), what ``mqadmin clusterList`` and ``topicList`` ask --
 GET_BROKER_CLUSTER_INFO and GET_ALL_TOPIC_LIST_FROM_NAMESERVER -- and compares the answers and
 its own tables with ``rocketpy-admin compareNamesrv``'s comparison
-(:func:`rocketpy.admin.consistency.compare_views`: clusters, broker groups with their
+(:func:`rocketpy.namesrv.consistency.compare_views`: clusters, broker groups with their
 addresses, topics), one comparison for both. Every topic's route is ``rocketpy-admin``'s job
 (thousands of requests per peer); the page compares which topics each NameServer knows.
 
@@ -16,11 +16,11 @@ from types import SimpleNamespace
 
 from twisted.internet import defer
 
-from ..admin.consistency import NamesrvView, compare_views, digest, view_of
+from ..namesrv.consistency import NamesrvView, compare_views, digest, view_of
 from ..remoting import RemotingCommand
 from ..remoting.bodies import ClusterInfo, TopicList
 from ..remoting.codes import MQVersion, RequestCode, ResponseCode
-from ..service.periodic import PeriodicService
+from ..transport.periodic import PeriodicService
 
 __all__ = ["peer_view", "local_copy", "report_of", "PeerWatch", "PEER_INTERVAL",
            "DIFFERENCES_SHOWN", "SELF"]
@@ -36,7 +36,7 @@ SELF = "this NameServer"
 
 
 def peer_view(addr, info, topic_list):
-    """The :class:`~rocketpy.admin.consistency.NamesrvView` of a NameServer's cluster info and
+    """The :class:`~rocketpy.namesrv.consistency.NamesrvView` of a NameServer's cluster info and
     topic list (topics without their routes)."""
     return view_of(addr, info, dict.fromkeys(topic_list or ()))
 
@@ -53,7 +53,7 @@ def local_copy(route_info_manager):
 
 
 def report_of(comparison, shown=DIFFERENCES_SHOWN):
-    """The page's report of a :class:`~rocketpy.admin.consistency.Comparison`: ``agree``, one
+    """The page's report of a :class:`~rocketpy.namesrv.consistency.Comparison`: ``agree``, one
     row per NameServer, and per kind the differences (``shown`` listed, all counted)."""
     rows = [{"nameserver": view.addr, "error": view.error,
              "hash": None if view.error else digest(view.digests()),

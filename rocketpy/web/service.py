@@ -1,10 +1,10 @@
 """Web layer: the service that serves the web endpoint (``--web ENDPOINT``) and the one function
 ``tap.makeService`` calls to build it. It fails loudly like the remoting server
-(:mod:`rocketpy.service.listening`) and logs ``rocketpy web endpoint on http://HOST:PORT/`` with
+(:mod:`rocketpy.transport.listening`) and logs ``rocketpy web endpoint on http://HOST:PORT/`` with
 the address actually bound (tests wait for that line)."""
 from twisted.internet import defer, task
 
-from ..service.listening import ListeningService
+from ..transport.listening import ListeningService
 from .health import ReactorPulse, Readiness
 from .metrics import build_registry
 from .rates import SAMPLE_SECONDS, MergedMetrics, TrafficRates

@@ -125,11 +125,6 @@ class TopicSearch:
         self._searches = OrderedDict()    # key -> _Search, oldest first; the first runs
         self._refresh = None              # the index's refresh under way (its steps)
         self._call = None
-        #: counts: names looked at, the most in one step, searches run, refused
-        self.examined = 0
-        self.most_in_a_step = 0
-        self.searches = 0
-        self.refused = 0
 
     def search(self, query, hide_system):
         query = (query or "").lower()
@@ -143,11 +138,9 @@ class TopicSearch:
         running = self._searches.get(key)
         if running is None:
             if len(self._searches) >= self.max_searches:
-                self.refused += 1
                 return fail(SearchBusy(f"{len(self._searches)} topic searches are under way"))
             keep = self.keep(query, hide_system) if query or hide_system else None
             running = self._searches[key] = _Search(key, None, keep)
-            self.searches += 1
             if self._call is None:
                 self._call = self.clock.callLater(0, self._run)
         d = Deferred()
@@ -174,8 +167,6 @@ class TopicSearch:
             chunk = search.names[search.position:search.position + self.step]
             search.position += len(chunk)
             search.found.extend(filter(search.keep, chunk))
-            self.examined += len(chunk)
-            self.most_in_a_step = max(self.most_in_a_step, len(chunk))
         if search.position >= len(search.names):
             del self._searches[search.key]
             self._results[search.key] = search.found

@@ -3,13 +3,16 @@
 
 Handlers are grouped by what they need (:mod:`.kv`, :mod:`.broker`, :mod:`.route`,
 :mod:`.topics`, :mod:`.admin`), each group getting only its own dependencies, never this
-dispatcher. One table maps each code to its handler and the codec's typed header class; the
-dispatcher decodes the header, calls the handler and turns its :class:`~.replies.Reply` into the
-frame Java writes. The release's :class:`~rocketpy.namesrv.policy.HandlerSet` says which codes
-exist.
+dispatcher. Each handler binds to its code's declaration in the protocol catalogue
+(:func:`rocketpy.remoting.catalogue.responder`); the catalogue says which codes the release
+serves and which header each carries, and building the processor fails at start when a served
+code has no handler or a handler no declaration. The dispatcher decodes the header, calls the
+handler and turns its :class:`~rocketpy.namesrv.replies.Reply` into the frame Java writes.
 
 :meth:`DefaultRequestProcessor.process` never raises for bad input: a malformed header or body
-is a SYSTEM_ERROR with a Java-style remark (as Java answers a processor exception). Oneway
+(the codec's own errors) is a SYSTEM_ERROR with a Java-style remark (as Java answers a
+processor exception). Anything else a handler raises is a bug: answered the same, but logged
+with its traceback and counted (:attr:`DefaultRequestProcessor.handler_failures`). Oneway
 requests get no answer; unknown codes get REQUEST_CODE_NOT_SUPPORTED, except under 4.9, whose
 processor returns null and sends nothing.
 
@@ -25,23 +28,25 @@ NO_PERMISSION (rocketpy's additions, off unless configured); what only a request
 UPDATE_NAMESRV_CONFIG sets) the handler asks the guard once the body is decoded."""
 import logging
 
+from rocketpy.remoting.catalogue import NAMESRV, bind
 from rocketpy.remoting.codes import OVERLOAD_REMARK, ResponseCode, not_supported_remark
 from rocketpy.remoting.command import FLAG_RESPONSE, JAVA, RemotingCommand
 from rocketpy.remoting.errors import RemotingCodecError
+from rocketpy.remoting.headers import REQUEST_HEADERS
 
 from ..acl import AccessControl
 from ..broker_access import BrokerAccessPolicy
 from ..config import Configuration
-from ..configguard import ConfigUpdateGuard
 from ..pending import Pending
 from ..policy import as_policies
+from ..replies import Reply, ReusableResponse, failure_remark
 from ..route_bounds import RouteBounds
 from .admin import AdminHandlers
 from .broker import BrokerHandlers
+from .configguard import ConfigUpdateGuard
 from .kv import KVHandlers
 from .registration import (RegistrationReader, decode_budget_from_properties,
                            max_topics_from_properties)
-from .replies import Reply, ReusableResponse, failure_remark, responders
 from .route import RouteHandlers
 from .topics import TopicHandlers
 
@@ -91,7 +96,7 @@ class DefaultRequestProcessor:
         if broker_access is None:
             broker_access = BrokerAccessPolicy.from_properties(configuration.all_configs, rim)
         self.broker_access = broker_access
-        table = responders(
+        bindings = bind((
             KVHandlers(kv_config_manager),
             BrokerHandlers(rim, kv_config_manager, config, self.reader, unregister, policies,
                            self.route_bounds, broker_access),
@@ -100,15 +105,17 @@ class DefaultRequestProcessor:
             TopicHandlers(rim, config, policies.handlers, self.route_bounds, self.header_dialect,
                           policies.wire.null_body_remark, broker_access),
             AdminHandlers(configuration, rim.invalidate_routes, self.config_guard,
-                          self.header_dialect, access_control))
-        missing = policies.handlers.missing
-        #: request code -> handler(header, request, channel, now_ms)
-        self.handlers = {code: fn for code, (_, fn, _) in table.items() if code not in missing}
-        self._headers = {code: cls for code, (cls, _, _) in table.items() if cls is not None}
-        self._java_decoded = frozenset(code for code, (_, _, java) in table.items() if java)
+                          self.header_dialect, access_control)), NAMESRV, policies.release)
+        #: request code -> handler(header, request, channel, now_ms), for the codes the release
+        #: serves
+        self.handlers = {code: b.handler for code, b in bindings.items()}
+        self._headers = {code: REQUEST_HEADERS[code] for code in bindings
+                         if code in REQUEST_HEADERS}
+        self._java_decoded = frozenset(code for code, b in bindings.items() if b.java_decode)
         #: the codes whose handler may change state (``responder(writes=True)``)
-        self.writes = frozenset(code for code, fn in self.handlers.items()
-                                if getattr(fn, "writes", False))
+        self.writes = frozenset(code for code, b in bindings.items() if b.handler.writes)
+        #: handler bugs (anything but the codec's errors) since start, by request code
+        self.handler_failures = {}
         # guards that may refuse a request before its handler runs, each with the codes it
         # looks at: administrative requests, broker requests
         self._guards = tuple(g for g in (access_control, broker_access) if g.codes)
@@ -154,13 +161,17 @@ class DefaultRequestProcessor:
         return None if request.is_oneway else self.respond(request, reply, failed)
 
     def _failure(self, exc, request, channel):
-        """SYSTEM_ERROR with a Java-like remark for a request that raised; a codec error
-        (bad input) is a warning, anything else a bug, logged with its traceback."""
-        if isinstance(exc, (RemotingCodecError, ValueError, TypeError, KeyError, AttributeError)):
+        """SYSTEM_ERROR with a Java-like remark for a request that raised: the codec's own
+        errors (bad input) are a warning; anything else is a handler bug, logged with its
+        traceback and counted."""
+        if isinstance(exc, RemotingCodecError):
             log.warning("request %s from %s failed: %s", request.code,
                         getattr(channel, "remote_addr", channel), exc)
         else:
-            log.error("request %s failed", request.code, exc_info=exc)
+            code = request.code
+            self.handler_failures[code] = self.handler_failures.get(code, 0) + 1
+            log.error("request %s from %s: handler failed", code,
+                      getattr(channel, "remote_addr", channel), exc_info=exc)
         return Reply(ResponseCode.SYSTEM_ERROR, failure_remark(exc))
 
     def _later(self, pending, request, channel):

@@ -2,8 +2,8 @@
 updateConfig, getConfig, and 5.0's getClientConfigs).
 
 UPDATE_NAMESRV_CONFIG first asks access control (its own keys change only with a restart) and
-the :class:`~rocketpy.namesrv.configguard.ConfigUpdateGuard` (in every profile, 5.0 included,
-which has no black list in Java), once its body is decoded (off the reactor past 1 KiB). A
+the :class:`~rocketpy.namesrv.processor.configguard.ConfigUpdateGuard` (in every profile, 5.0
+included, which has no black list in Java), once its body is decoded (off the reactor past 1 KiB). A
 change can alter every route answer (supportActingMaster, orderMessageEnable, the service wait),
 so it invalidates every snapshot; the answer waits until the config file is written, as Java's
 ``Configuration.update`` persists before it returns."""
@@ -11,11 +11,13 @@ import logging
 from functools import partial
 
 from rocketpy.remoting import bodies
+from rocketpy.remoting.catalogue import responder
 from rocketpy.remoting.codes import RequestCode, ResponseCode
 from rocketpy.remoting.fastjson import FASTJSON_1_2_83
 
+from ..configupdate import update_properties
 from ..pending import decoded
-from .replies import durable, error, ok, responder, update_properties
+from ..replies import durable, error, ok
 
 __all__ = ["AdminHandlers"]
 
@@ -25,7 +27,7 @@ log = logging.getLogger("rocketpy.namesrv")
 class AdminHandlers:
     """:param configuration: the :class:`~rocketpy.namesrv.config.Configuration`.
     :param invalidate_routes: called after a config update (every route answer may change).
-    :param config_guard: the :class:`~rocketpy.namesrv.configguard.ConfigUpdateGuard`.
+    :param config_guard: the :class:`~rocketpy.namesrv.processor.configguard.ConfigUpdateGuard`.
     :param access_control: the :class:`~rocketpy.namesrv.acl.AccessControl` (None: none).
     """
 

@@ -23,14 +23,16 @@ from dataclasses import replace
 from functools import partial
 
 from rocketpy.remoting import bodies
+from rocketpy.remoting.catalogue import responder
 from rocketpy.remoting.codes import RequestCode, ResponseCode
 from rocketpy.remoting.command import FLAG_ONEWAY, RemotingCommand
-from rocketpy.remoting.headers import (ZONE_NAME, NotifyMinBrokerIdChangeRequestHeader,
+from rocketpy.remoting.headers import (NotifyMinBrokerIdChangeRequestHeader,
                                        QueryDataVersionResponseHeader, RegisterBrokerResponseHeader)
 
 from ..model import ORDER_TOPIC_CONFIG, DataVersion, UnRegisterBrokerRequest
 from ..pending import Pending, decoded
-from .replies import NOT_SET_REMARK, Reply, error, ok, responder
+from ..replies import NOT_SET_REMARK, Reply, error, ok
+from .registration import registration_of, with_body
 
 __all__ = ["BrokerHandlers", "MinBrokerIdNotifier"]
 
@@ -76,19 +78,19 @@ class BrokerHandlers:
 
     @responder(RequestCode.REGISTER_BROKER, java_decode=True, writes=True)
     def register_broker(self, header, request, channel, now_ms):
-        decoded = self.reader.decode(request, header)  # checks bodyCrc32 first, as Java
-        unusable = self._unusable_registration(header)
+        registration = registration_of(header, request, channel, now_ms)
+        decoded = self.reader.decode(request, header, registration)   # checks bodyCrc32 first,
+        unusable = self._unusable_registration(header)                 # as Java
         if unusable is not None:
             if isinstance(decoded, Pending):
                 return decoded.then(partial(self._unregistered, header, unusable))
             return self._unregistered(header, unusable, decoded)
         if isinstance(decoded, Pending):  # a big body: decoded first, maybe on another thread
-            self._refresh_own(header, channel, now_ms)
-            view = self.routes.walk_view(header.cluster_name, header.broker_addr,
-                                         header.broker_name, header.broker_id)
+            self._refresh_own(registration)
+            view = self.routes.walk_view(registration)
             decoded = self._narrowed(decoded, view, self.routes.fresh_view())
-            return decoded.then(partial(self._register, header, request, channel, now_ms))
-        return self._register(header, request, channel, now_ms, decoded)
+            return decoded.then(partial(self._register, request, channel, registration))
+        return self._register(request, channel, registration, decoded)
 
     def _unusable_registration(self, header):
         """What Java answers a registration whose header lacks a field it needs, after the
@@ -147,38 +149,33 @@ class BrokerHandlers:
         return Pending(work, finish, pending.lane, pending.fail, pending.cancel,
                        pending.budget)
 
-    def _refresh_own(self, header, channel, now_ms):
-        """Refresh the live entry of the header's broker if ``channel`` holds it: a channel never
-        keeps alive a broker another channel registered."""
-        live = self.routes.broker_live_info(header.cluster_name, header.broker_addr)
+    def _refresh_own(self, registration):
+        """Refresh the live entry of the registering broker if its channel holds it: a channel
+        never keeps alive a broker another channel registered."""
+        cluster_name, broker_addr = registration.cluster_name, registration.broker_addr
+        live = self.routes.broker_live_info(cluster_name, broker_addr)
         if live is not None and live.channel_id is not None \
-                and live.channel_id == getattr(channel, "channel_id", channel):
-            self.routes.update_broker_info_update_timestamp(header.cluster_name,
-                                                            header.broker_addr, now_ms)
+                and live.channel_id == registration.channel_id:
+            self.routes.update_broker_info_update_timestamp(cluster_name, broker_addr,
+                                                            registration.now_ms)
 
-    def _register(self, header, request, channel, now_ms, decoded):
+    def _register(self, request, channel, registration, decoded):
         if isinstance(decoded, Reply):
             return decoded
-        wrapper, filter_servers = decoded
-        refusal = self.access.mapping_refusal(header.broker_name,
-                                              wrapper.topic_queue_mapping_info_map, channel)
+        registration = with_body(registration, *decoded)
+        key = (registration.cluster_name, registration.broker_addr)
+        refusal = self.access.mapping_refusal(
+            registration.broker_name, registration.wrapper.topic_queue_mapping_info_map, channel)
         if refusal is not None:
-            self.reader.cache.forget((header.cluster_name, header.broker_addr))
+            self.reader.cache.forget(key)
             log.warning("request %s from %s refused: %s", request.code,
                         getattr(channel, "remote_addr", channel), refusal)
             return error(ResponseCode.NO_PERMISSION, refusal)
-        refusal = self.bounds.registration_refusal(
-            self.routes, header.cluster_name, header.broker_addr, header.broker_name,
-            header.broker_id, wrapper, filter_servers, header.enable_acting_master)
+        refusal = self.bounds.registration_refusal(self.routes, registration)
         if refusal is not None:   # and its body is not kept: it registered nothing
-            self.reader.cache.forget((header.cluster_name, header.broker_addr))
+            self.reader.cache.forget(key)
             return refusal
-        result = self.routes.register_broker(
-            header.cluster_name, header.broker_addr, header.broker_name, header.broker_id,
-            header.ha_server_addr, wrapper, filter_servers, channel, now_ms,
-            zone_name=(request.ext_fields or {}).get(ZONE_NAME),
-            timeout_millis=header.heartbeat_timeout_millis,
-            enable_acting_master=header.enable_acting_master)
+        result = self.routes.register_broker(registration)
         if result is None:
             return error(ResponseCode.SYSTEM_ERROR, "register broker failed",
                          RegisterBrokerResponseHeader())

@@ -5,10 +5,11 @@ ORDER_TOPIC_CONFIG feeds route and REGISTER_BROKER answers, but route answers th
 never reused, so nothing here invalidates anything. A put or delete is answered once the KV file
 holds it (as Java answers after ``persist()``); a put over a KV bound (``kvConfigMax*``) is
 refused with INVALID_PARAMETER naming the bound."""
+from rocketpy.remoting.catalogue import responder
 from rocketpy.remoting.codes import RequestCode, ResponseCode
 from rocketpy.remoting.headers import GetKVConfigResponseHeader
 
-from .replies import durable, error, java_string, ok, responder
+from ..replies import durable, error, java_string, ok
 
 __all__ = ["KVHandlers"]
 

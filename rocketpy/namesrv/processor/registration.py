@@ -1,5 +1,7 @@
-"""NameServer processor layer: REGISTER_BROKER bodies to route-table input (Java
-``DefaultRequestProcessor.extractRegisterBrokerBodyFromRequest`` / ``RegisterBrokerBody.decode``).
+"""NameServer processor layer: REGISTER_BROKER to route-table input (Java
+``DefaultRequestProcessor.extractRegisterBrokerBodyFromRequest`` / ``RegisterBrokerBody.decode``):
+its body as route records, and the request as one :class:`~rocketpy.namesrv.model.Registration`
+(:func:`registration_of`), which goes whole to the bounds, the release's rules and the tables.
 
 Brokers re-register every 30 s with the same body (~1.3 MB for 10,000 topics), so:
 
@@ -29,24 +31,44 @@ from rocketpy.remoting.codes import MQVersion, ResponseCode
 from rocketpy.remoting.budget import DEFAULT_DECODE_BUDGET, DecodeBudget
 from rocketpy.remoting.errors import BodyDecodeError, DecodeBudgetExceeded
 from rocketpy.remoting.fastjson import FASTJSON_1_2_83
-from rocketpy.remoting.headers import RegisterBrokerResponseHeader
+from rocketpy.remoting.headers import ZONE_NAME, RegisterBrokerResponseHeader
 from rocketpy.remoting.lengths import NameTooLongError
 
-from ..model import DataVersion, TopicConfig, TopicConfigWrapper
+from ..model import DataVersion, Registration, TopicConfig, TopicConfigWrapper
 from ..pending import Pending
+from ..replies import Reply, error, java_exception_remark
 from ..settings import int_values
-from .replies import Reply, error, java_exception_remark
 
 log = logging.getLogger("rocketpy.namesrv")
 
 __all__ = ["RegistrationReader", "max_topics_from_properties", "MAX_TOPICS_KEY",
            "DECODE_BUDGET_KEY", "decode_budget_from_properties",
            "DEFAULT_MAX_TOPICS", "TooManyTopics", "worth_a_thread", "RegistrationBodies",
-           "read_body"]
+           "read_body", "registration_of", "with_body"]
 
 _UNDECODABLE_REMARK = java_exception_remark(
     "org.apache.rocketmq.remoting.exception.RemotingCommandException",
     "Failed to decode RegisterBrokerBody")
+
+
+def registration_of(header, request, channel=None, now_ms=0):
+    """The :class:`~rocketpy.namesrv.model.Registration` of a REGISTER_BROKER (its
+    ``RegisterBrokerRequestHeader``, the zone its extFields name, the channel's id), its body
+    not read yet (:func:`with_body`)."""
+    return Registration(
+        header.cluster_name, header.broker_addr, header.broker_name, header.broker_id,
+        header.ha_server_addr, None, None,
+        getattr(channel, "channel_id", channel), now_ms,
+        (request.ext_fields or {}).get(ZONE_NAME), header.heartbeat_timeout_millis,
+        header.enable_acting_master)
+
+
+def with_body(registration, wrapper, filter_servers):
+    """``registration`` with its decoded body."""
+    r = registration
+    return Registration(r.cluster_name, r.broker_addr, r.broker_name, r.broker_id,
+                        r.ha_server_addr, wrapper, filter_servers, r.channel_id, r.now_ms,
+                        r.zone_name, r.timeout_millis, r.enable_acting_master)
 
 
 def read_body(body, compressed, broker_version, check_count=None, budget=None,
@@ -184,6 +206,9 @@ class RegistrationReader:
     :param is_live: ``is_live((cluster, addr))``: whether a cached body's broker is still live.
     :param max_topics: ``registerBrokerMaxTopics`` (0: no bound); static topic mappings too.
     :param decode_budget: work units of one body's decode (0: no bound).
+    :param repeats_applied: ``repeats_applied(registration)``
+        (``RouteInfoManager.repeats_applied``): whether the tables would read none of its
+        topics.
     """
 
     def __init__(self, registration, wire, is_live, max_topics=DEFAULT_MAX_TOPICS,
@@ -197,12 +222,13 @@ class RegistrationReader:
         self.decode_budget = decode_budget
         self.cache = RegistrationBodies()
 
-    def decode(self, request, header):
+    def decode(self, request, header, registration=None):
         """(wrapper, filter servers), or the Reply Java gives when the body fails its CRC check
         (``bodyCrc32``, when not 0) or does not decode; for a big body to decode, a
         :class:`~rocketpy.namesrv.pending.Pending` of either. A body identical to the
         address's last is summed once per header CRC and not decoded again while the tables
-        would read none of its topics (then its wrapper holds no topics)."""
+        would read none of its topics (then its wrapper holds no topics). ``registration``:
+        the request's (:func:`registration_of`), made from ``header`` when not given."""
         key = (header.cluster_name, header.broker_addr)
         body = request.body or b""
         compressed = header.compressed
@@ -213,7 +239,7 @@ class RegistrationReader:
                 if bodies.body_crc32(body) != crc:
                     return _crc_mismatch()
                 entry[4] = crc
-            if self._repeats(header, entry[3][0]):
+            if self._repeats(registration or registration_of(header, request), entry[3]):
                 return entry[3]
             crc = 0   # verified already
         budget = DecodeBudget(self.decode_budget)
@@ -224,11 +250,9 @@ class RegistrationReader:
             return Pending(work, remember, cancel=budget.cancel, budget=budget)
         return remember(work())
 
-    def _repeats(self, header, wrapper):
+    def _repeats(self, registration, decoded):
         repeats = self._repeats_applied
-        return repeats is not None and repeats(
-            header.cluster_name, header.broker_addr, header.broker_name, header.broker_id,
-            header.enable_acting_master, wrapper)
+        return repeats is not None and repeats(with_body(registration, *decoded))
 
     def _checked_decode(self, request_version, body, compressed, crc, budget):
         """The work of a Pending: Java's ``bodyCrc32`` check, then the decode; pure (any

@@ -10,10 +10,11 @@ legacy form, as the Java hook does.
 An answer is reusable as encoded (``reuse`` names the snapshot's version) when it depends on the
 request and the topic's snapshot (or absence) alone: not when it read the KV store
 (``orderTopicConf``), the zone or the service-wait window."""
+from rocketpy.remoting.catalogue import responder
 from rocketpy.remoting.codes import MQVersion, RequestCode, ResponseCode
 
 from ..model import MASTER_ID, ORDER_TOPIC_CONFIG, TopicRouteData
-from .replies import error, java_string, ok, responder
+from ..replies import error, java_string, ok
 
 __all__ = ["RouteHandlers", "filter_by_zone"]
 

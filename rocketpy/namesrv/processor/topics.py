@@ -7,6 +7,7 @@ import logging
 from functools import partial
 
 from rocketpy.remoting import bodies
+from rocketpy.remoting.catalogue import responder
 from rocketpy.remoting.codes import RequestCode, ResponseCode
 from rocketpy.remoting.fastjson import FASTJSON_1_2_83
 from rocketpy.remoting.headers import (AddWritePermOfBrokerResponseHeader,
@@ -14,7 +15,7 @@ from rocketpy.remoting.headers import (AddWritePermOfBrokerResponseHeader,
 
 from ..model import QueueData
 from ..pending import Pending, decoded
-from .replies import error, ok, responder
+from ..replies import error, ok
 
 __all__ = ["TopicHandlers"]
 

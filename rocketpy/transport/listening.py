@@ -1,16 +1,29 @@
-"""Service layer: a service that listens on a Twisted endpoint (a string such as ``tcp:9876``,
-``ssl:...``, ``unix:...``) and fails loudly, for the remoting server and the web endpoint: a
-listen that fails at once raises :class:`~rocketpy.service.startup.StartError` from
+"""Transport layer: a service that listens on a Twisted endpoint (a string such as ``tcp:9876``,
+``ssl:...``, ``unix:...``) and fails loudly, for the remoting server and the web endpoint (both
+above, so it lives here): a listen that fails at once raises :class:`StartError` from
 ``startService``, so ``twistd`` exits with one line saying why instead of running a server nobody
 can reach. Subclasses say what to do once listening (``_listening``) and how to stop."""
 from twisted.application.service import Service
 from twisted.internet.endpoints import serverFromString
 from twisted.logger import Logger
 
-from .startup import StartError
-from ..transport import logs
+from . import logs
 
-__all__ = ["ListeningService"]
+__all__ = ["ListeningService", "StartError"]
+
+
+class StartError(SystemExit):
+    """A setting the server cannot start with: ``rocketnamesrv: <message>`` on stderr and
+    exit status 1 (:mod:`rocketpy.service.startup` says how the process starts and stops)."""
+
+    def __init__(self, message):
+        super().__init__(f"rocketnamesrv: {message}")
+        self.message = message
+
+    @classmethod
+    def of_usage(cls, error):
+        """A bad option (a ``UsageError``): its line, pointing to the help."""
+        return cls(f"{error} (rocketnamesrv --help lists the options)")
 
 
 class ListeningService(Service):

@@ -25,17 +25,18 @@ import re
 
 from rocketpy.remoting.codes import ResponseCode
 
-from .acl import ACL_CONFIG_KEYS
-from .broker_access import BROKER_ACCESS_KEYS
-from .config import CONFIG_BLACKLIST_FIXED
-from .javaprops import format_properties, parse_properties
-from .kvconfig import KV_LIMIT_KEYS
-from .processor.registration import DECODE_BUDGET_KEY, MAX_TOPICS_KEY
-from .processor.replies import error
-from .route_bounds import ROUTE_BOUND_KEYS
+from ..acl import ACL_CONFIG_KEYS
+from ..broker_access import BROKER_ACCESS_KEYS
+from ..config import CONFIG_BLACKLIST_FIXED
+from ..configupdate import shown_key, value_refusal
+from ..javaprops import format_properties, parse_properties
+from ..kvconfig import KV_LIMIT_KEYS
+from ..replies import error
+from ..route_bounds import ROUTE_BOUND_KEYS
+from .registration import DECODE_BUDGET_KEY, MAX_TOPICS_KEY
 
 __all__ = ["ConfigUpdateGuard", "PROTECTED_KEYS", "BLACK_LIST_REMARK", "is_protected",
-           "value_refusal"]
+           "round_trip_problem"]
 
 log = logging.getLogger("rocketpy.namesrv")
 
@@ -63,12 +64,6 @@ def _name(ch):
     return _NAMES.get(ch) or f"U+{ord(ch):04X}"
 
 
-def _shown(key):
-    """``key`` fit for a remark and a log line: escapes for what is not printable ASCII."""
-    text = key.encode("unicode_escape", "backslashreplace").decode("ascii")
-    return text if len(text) <= 80 else text[:77] + "..."
-
-
 def _bad_char(text):
     for ch in text:
         code = ord(ch)
@@ -92,20 +87,6 @@ def round_trip_problem(key, value):
         return "its value starts with a blank"
     if parse_properties(format_properties([(key, value)])) != {key: value}:
         return "it does not"
-    return None
-
-
-def value_refusal(props, value_check):
-    """The INVALID_PARAMETER remark for the first value of ``props`` that ``value_check(key,
-    value)`` (the start-up check) refuses, or None: an update must never make the next start
-    fail, nor be answered "success" and dropped (``properties2Object`` skips what it cannot
-    parse)."""
-    if value_check is None:
-        return None
-    for key, value in props.items():
-        expected = value_check(key, value)
-        if expected is not None:
-            return f"Can not update config key '{_shown(key)}': {value!r} is not {expected}."
     return None
 
 
@@ -135,14 +116,14 @@ class ConfigUpdateGuard:
             problem = round_trip_problem(key, value)
             if problem is not None:
                 return self._refuse("round_trip", ResponseCode.INVALID_PARAMETER, peer,
-                                    f"Can not update config key '{_shown(key)}': {problem}; a key "
-                                    "and its value must read back as themselves from a "
+                                    f"Can not update config key '{shown_key(key)}': {problem}; "
+                                    "a key and its value must read back as themselves from a "
                                     "key=value line.")
         blocked = [key for key in props
                    if key in self.black_list or is_protected(key, self.protected)]
         if blocked:
             return self._refuse("black_list", ResponseCode.NO_PERMISSION, peer, BLACK_LIST_REMARK,
-                                f" ({', '.join(map(_shown, blocked))})")
+                                f" ({', '.join(map(shown_key, blocked))})")
         remark = value_refusal(props, self.value_check)
         if remark is not None:
             return self._refuse("value", ResponseCode.INVALID_PARAMETER, peer, remark)

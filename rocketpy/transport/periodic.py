@@ -1,4 +1,6 @@
-"""Service layer: a call repeated at a fixed rate (Java ``ScheduledExecutorService.scheduleAtFixedRate``).
+"""Transport layer: a call repeated at a fixed rate (Java
+``ScheduledExecutorService.scheduleAtFixedRate``), for the services and the web endpoint's peer
+watch (both above, so it lives here).
 
 Twisted's ``TimerService`` fires at once on start; Java's NameServer schedules its periodic jobs
 after an initial delay, so this small base class starts its ``LoopingCall`` with ``now=False``
@@ -9,7 +11,7 @@ from twisted.application.service import Service
 from twisted.internet import task
 from twisted.logger import Logger
 
-from ..transport import logs
+from . import logs
 
 __all__ = ["PeriodicService"]
 
