@@ -275,10 +275,25 @@ def test_a_worker_count_that_cannot_be_is_one_line_and_status_1():
     import subprocess
     import sys
     from serverproc import server_command
-    for value, what in (("0", "--workers"), ("65", "--workers"), ("two", "--workers")):
-        proc = subprocess.run(server_command(f"--workers={value}"), capture_output=True,
+    cases = [((f"--workers={value}",), f"--workers={value!r}: ") for value in ("0", "65", "two")]
+    cases += [(("-D", f"serverWorkerProcesses={value}"), f"serverWorkerProcesses={value!r} in -D: ")
+              for value in ("0", "x")]
+    for args, what in cases:
+        proc = subprocess.run(server_command(*args), capture_output=True,
                               text=True, timeout=PATIENCE, stdin=subprocess.DEVNULL,
                               env=dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path)))
         assert proc.returncode == 1
-        assert proc.stderr.strip().splitlines()[-1].startswith(
-            f"rocketnamesrv: {what}={value!r}: expected a number of processes 1..64"), proc.stderr
+        assert proc.stderr.strip().splitlines()[-1] == (
+            f"rocketnamesrv: {what}expected a number of processes 1..64"), proc.stderr
+
+
+def test_the_key_is_known_and_the_option_overrides_it():
+    from rocketpy.service.propcheck import check_properties
+    from rocketpy.service.tap import Options
+    assert check_properties({"serverWorkerProcesses": "3"}) == []
+    options = Options()
+    options.parseOptions(["--listen=tcp:0", "-D", "serverWorkerProcesses=3", "--workers=2"])
+    assert options["worker_processes"] == 2
+    options = Options()
+    options.parseOptions(["--listen=tcp:0", "-D", "serverWorkerProcesses=3"])
+    assert options["worker_processes"] == 3
