@@ -91,21 +91,20 @@ def register_frame(name, addr, topics, *, cluster="C", broker_id=0, opaque=1, ve
     return RemotingCommand.request(103, fields, body, opaque=opaque, version=version).encode()
 
 
-def _socket_inodes(pid):
-    inodes = set()
+def _fd_targets(pid):
+    """What each open descriptor of process ``pid`` points at (``/proc/PID/fd``)."""
+    targets = set()
     for fd in Path(f"/proc/{pid}/fd").iterdir():
         try:
-            target = os.readlink(fd)
+            targets.add(os.readlink(fd))
         except OSError:
             continue
-        if target.startswith("socket:["):
-            inodes.add(target[8:-1])
-    return inodes
+    return targets
 
 
 def listening_ports(pid):
     """The TCP ports process ``pid`` holds a listening socket of (``/proc``)."""
-    inodes = _socket_inodes(pid)
+    inodes = {t[8:-1] for t in _fd_targets(pid) if t.startswith("socket:[")}
     ports = set()
     for table in ("/proc/net/tcp", "/proc/net/tcp6"):
         try:
@@ -121,12 +120,4 @@ def listening_ports(pid):
 
 def open_paths(pid):
     """The files process ``pid`` has open (their paths)."""
-    paths = set()
-    for fd in Path(f"/proc/{pid}/fd").iterdir():
-        try:
-            target = os.readlink(fd)
-        except OSError:
-            continue
-        if target.startswith("/"):
-            paths.add(target)
-    return paths
+    return {t for t in _fd_targets(pid) if t.startswith("/")}

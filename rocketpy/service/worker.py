@@ -148,7 +148,7 @@ class WorkerService(MultiService):
         self.cache = AnswerCache(self.route.route_version) if options["answerCache"] else None
         self.decode_pool = DecodePool(reactor)
         self.factory = server_factory(
-            options, reactor, ForwardingProcessor(self.processor, self.forwarder),
+            options, reactor, ForwardingProcessor(self.processor),
             _LinkEvents(self.link), context=_tls(options["tls"]), limits=_limits(options),
             metrics=self.metrics, answer_cache=self.cache, decode_pool=self.decode_pool,
             write_pool=None, first_channel_id=first_channel_id(epoch))

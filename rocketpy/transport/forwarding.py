@@ -66,17 +66,21 @@ class ForwardedAnswer:
         return self.frame
 
 
-class ForwardingProcessor:
-    """A worker's processor: ``processor`` (over the replica) answers what only reads; a code
-    in its :attr:`writes` is answered by the writer, through ``forwarder``."""
+class _Wrapping:
+    """A processor in front of ``processor``, with what the transport reads of it."""
 
-    def __init__(self, processor, forwarder):
+    def __init__(self, processor):
         self.processor = processor
         self.writes = processor.writes
         self.header_dialect = processor.header_dialect
         self.overload_response = processor.overload_response
         self._process = processor.process
-        self._forwarder = forwarder
+
+
+class ForwardingProcessor(_Wrapping):
+    """A worker's processor: ``processor`` (over the replica) answers what only reads; a code
+    in its :attr:`writes` is answered by the writer (a Pending of lane :data:`WRITER`, which
+    the :class:`Forwarder` runs)."""
 
     def process(self, request, channel, now_ms, offload=False):
         if request.code in self.writes:
@@ -201,7 +205,7 @@ class ReplicaBarrier:
             waiting.popleft()[1].callback(None)
 
 
-class BarrierProcessor:
+class BarrierProcessor(_Wrapping):
     """The writer's processor with workers: a state-changing request's answer (after any work
     of its own: a decode, a file write) waits on ``barrier`` for the stream position
     ``sequence()`` gives when it is ready -- or, when ``queued()`` gives a Deferred (an
@@ -210,12 +214,8 @@ class BarrierProcessor:
     process, as on one."""
 
     def __init__(self, processor, barrier, sequence, queued=lambda: None):
-        self.processor = processor
+        super().__init__(processor)
         self._queued = queued
-        self.writes = processor.writes
-        self.header_dialect = processor.header_dialect
-        self.overload_response = processor.overload_response
-        self._process = processor.process
         self._barrier = barrier
         self._sequence = sequence
 
