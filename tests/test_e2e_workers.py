@@ -51,6 +51,29 @@ def test_a_registration_is_seen_by_a_query_on_the_other_process_every_time(broke
         assert worker_of(server, broker) == broker_on and worker_of(server, reader) == client_on_
 
 
+@pytest.mark.parametrize("broker_on, client_on_", [(1, 0), (0, 1)],
+                         ids=["unregistered on the worker, read on the writer",
+                              "unregistered on the writer, read on the worker"])
+def test_an_unregistration_is_seen_by_a_query_on_the_other_process_every_time(broker_on,
+                                                                            client_on_):
+    """5.x answers UNREGISTER_BROKER once it is queued (Java's BatchUnregistrationService)
+    and applies it on the next turn: with workers the answer also waits for that turn and for
+    the replicas, so the broker's topic is gone from the other process's answer, every round."""
+    with running_server("--profile=5.3", *TWO) as server:
+        broker = client_on(server, broker_on)
+        reader = client_on(server, client_on_)
+        for round_ in range(ROUNDS):
+            topic = f"Leaving-{round_}"
+            broker.send_frame(register_frame("broker-a", "127.0.0.1:10911", ["Base", topic],
+                                             opaque=2 * round_ + 1))
+            assert broker.read_frame().code == 0
+            assert _route_code(reader, topic) == 0, f"round {round_}"
+            answer = broker.call(104, {"brokerName": "broker-a", "brokerAddr": "127.0.0.1:10911",
+                                       "clusterName": "C", "brokerId": "0"})
+            assert answer.code == 0, answer
+            assert _route_code(reader, topic) == 17, f"round {round_}"
+
+
 def test_kv_and_config_written_on_one_process_are_read_on_the_other():
     with running_server("--profile=5.3", *TWO) as server:
         writer_side = client_on(server, 0)
