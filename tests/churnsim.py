@@ -34,6 +34,7 @@ from rocketpy.namesrv import Channel, Configuration, KVConfigManager, RouteInfoM
 from rocketpy.namesrv.processor import DefaultRequestProcessor
 from rocketpy.remoting import bodies, decode_frame, fastjson
 from rocketpy.remoting.codes import MQVersion
+from rocketpy.remoting.catalogue import NAMESRV, declaration
 from rocketpy.remoting.command import RemotingCommand
 
 __all__ = ["Simulation", "Model", "Mismatch", "templates"]
@@ -248,7 +249,8 @@ class Simulation:
                                 and not (as_50 and t.compressed)]
         self.unregister_templates = self.templates[104]
         self.query_templates = self.templates.get(322, [])
-        self.heartbeat_templates = self.templates.get(904, []) if self.profile.serve_5x_codes else []
+        self.heartbeat_templates = (self.templates.get(904, [])
+                                    if declaration(904).served_by(NAMESRV, self.profile.release) else [])
         self.route_templates = [decode_frame(f) for f in route_frames()]
         self.topic_pool = [f"churn-topic-{i:03d}" for i in range(topics)]
         self.clusters = [f"ChurnCluster{c}" for c in range(clusters)]

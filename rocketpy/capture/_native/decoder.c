@@ -8,7 +8,7 @@
 /* keyed, as the core's other indexes: opaques are a stranger's, and a multiplicative hash's low
  * bits are the opaque's (i << 16 all shared one slot, and n requests cost n^2 probes) */
 static size_t slot(const reqmap_t *m, int32_t opaque) {
-    return (size_t)mum((uint64_t)(uint32_t)opaque ^ HASH_KEY[1], HASH_KEY[2]) & (m->idx_cap - 1);
+    return (size_t)hash_number((uint32_t)opaque) & (m->idx_cap - 1);
 }
 
 static int64_t req_find(const reqmap_t *m, int32_t opaque) {

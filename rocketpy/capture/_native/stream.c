@@ -408,7 +408,7 @@ int framer_finish(framer_t *f, int64_t ts) {
 /* ================================ waiting segments ======================================== */
 
 static inline size_t pidx_home(const pstore_t *p, int64_t place) {
-    return (size_t)mum((uint64_t)place ^ HASH_KEY[1], HASH_KEY[2]) & (p->cap_idx - 1);
+    return (size_t)hash_number((uint64_t)place) & (p->cap_idx - 1);
 }
 
 /* the index position holding `place`, or the empty one where it would go */

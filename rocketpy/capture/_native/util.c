@@ -71,7 +71,7 @@ int grow(void **items, size_t *cap, size_t n, size_t size, size_t first) {
 /* the index position of code, or the empty one where it would go */
 static size_t uidx_find(const stats_t *st, int32_t code) {
     size_t mask = st->cap_uidx - 1;
-    size_t i = (size_t)mum((uint64_t)(uint32_t)code ^ HASH_KEY[1], HASH_KEY[2]) & mask;
+    size_t i = (size_t)hash_number((uint32_t)code) & mask;
     COST(PROBES, 1);
     while (st->uidx[i] && st->unanswered[2 * (st->uidx[i] - 1)] != code) {
         i = (i + 1) & mask;
