@@ -22,10 +22,11 @@ with the spread, since other work on the machine moves every figure.
     python3 bench/cores.py                          # server on the last CPU, load on the rest
     python3 bench/cores.py --shared --compare 21f3da4
     python3 bench/cores.py --cores 8-15 --repeat 5  # a bigger machine
-    python3 bench/cores.py --workers 1              # (worker processes: a later round)
+    python3 bench/cores.py --shared --workers 1,2   # 1 and 2 processes (--workers N)
 
-``--workers`` takes the worker counts to measure; today's server has one process (issue 33
-part 2 adds ``serverWorkerProcesses``), so 1 is the only count it accepts.
+``--workers`` takes the worker counts to measure (``rocketnamesrv --workers N``: a route writer
+and N - 1 workers, issue 33 part 2); the server's CPU is that of all its processes. With N
+processes give the server N CPUs (``--cores``), or ``--shared`` on a machine with too few.
 """
 import argparse
 import json
@@ -44,8 +45,6 @@ from server_bench import build_nsload, cpu_seconds, seed_in_background, timed_ru
 
 #: issue 33's figures on the 2-core machine, one run (for the table; not measured here)
 JAVA_4_9_8 = {"qps": 32_548, "p99_ms": 10.7, "pinned_qps": 20_053}
-#: worker counts the server can run today
-SUPPORTED_WORKERS = (1,)
 TOPICS = 100
 
 
@@ -127,8 +126,9 @@ def load(nsload, port, args, cpus, pid):
     return timed_run(cmd, pid, args.warmup, cpus, tree_cpu_seconds)
 
 
-def run_rocketpy(work, nsload, args, server_cpus, load_cpus, tree):
-    proc, port, _ = start_server(tree, work, args.server_arg, cpus=server_cpus)
+def run_rocketpy(work, nsload, args, server_cpus, load_cpus, tree, workers=1):
+    extra = [f"--workers={workers}"] if workers > 1 else []
+    proc, port, _ = start_server(tree, work, [*args.server_arg, *extra], cpus=server_cpus)
     seeder = seed_in_background("--addr", f"127.0.0.1:{port}", "--brokers", "10", "--topics",
                                 str(TOPICS), "--hold", str(args.seconds + 30))
     try:
@@ -212,34 +212,35 @@ def main():
                      else [c for c in available if c not in server_cpus])
         if not load_cpus or set(load_cpus) & set(server_cpus):
             p.error("the load generator needs CPUs of its own (--cores, --load-cores), or --shared")
-    workers = [int(w) for w in args.workers.split(",")]
-    unsupported = [w for w in workers if w not in SUPPORTED_WORKERS]
-    if unsupported:
-        p.error(f"--workers {unsupported[0]}: this server runs one process (worker processes "
-                "are issue 33 part 2)")
+    try:
+        workers = [int(w) for w in args.workers.split(",")]
+    except ValueError:
+        p.error(f"--workers {args.workers!r}: expected counts such as 1,2")
+    if not all(1 <= w <= 64 for w in workers):
+        p.error(f"--workers {args.workers!r}: each count 1..64")
     print(f"# server on CPUs {server_cpus}, load on {load_cpus}; {args.conns} conns x "
           f"{args.window} in flight, {args.seconds:g} s ({args.warmup:g} s warm-up), "
           f"{args.repeat} rounds, load average {os.getloadavg()[0]:.1f}", flush=True)
     with tempfile.TemporaryDirectory(prefix="rocketpy-cores-") as work:
         nsload = build_nsload(work)
         ceiling = build_ceiling(work)
-        servers = [(f"rocketpy, {n} worker", ROOT) for n in workers]
+        servers = [(f"rocketpy, {n} worker{'s' if n > 1 else ''}", ROOT, n) for n in workers]
         if args.compare:
             old = export(args.compare, work, built=True)
-            servers.append((f"rocketpy {args.compare}, 1 worker", old))
-        rows = {"ceiling": [], **{name: [] for name, _ in servers}}
+            servers.append((f"rocketpy {args.compare}, 1 worker", old, 1))
+        rows = {"ceiling": [], **{name: [] for name, _, _ in servers}}
         answer = None
         for i in range(args.repeat):
-            order = [*servers, ("ceiling", None)]
+            order = [*servers, ("ceiling", None, 0)]
             if i % 2:
                 order.reverse()
             if answer is None and order[0][0] == "ceiling":  # (it sends rocketpy's answer)
                 order = order[1:] + order[:1]
-            for name, tree in order:
+            for name, tree, n in order:
                 if tree is None:
                     r = run_ceiling(ceiling, answer, nsload, args, server_cpus, load_cpus)
                 else:
-                    r, answer = run_rocketpy(work, nsload, args, server_cpus, load_cpus, tree)
+                    r, answer = run_rocketpy(work, nsload, args, server_cpus, load_cpus, tree, n)
                 rows[name].append(r)
                 print(json.dumps({"round": i + 1, "server": name, **r}), flush=True)
     print()

@@ -9,8 +9,8 @@ names no address, so body and ``bodyCrc32`` stay byte-for-byte genuine (the crc 
 anyway, so the helper stays right for a capture whose body would change).  The connection
 stays open while the test runs: a closed broker channel unregisters the broker.
 
-Two worlds (:data:`WORLDS`), because the genuine NameServers differ exactly where the clients'
-"no route" error lives.  The C++ client asks for the default topic ``TBW102`` when a topic has
+Two worlds (:data:`WORLDS`, each also with the server as two processes, ``--workers=2``),
+because the genuine NameServers differ exactly where the clients' "no route" error lives.  The C++ client asks for the default topic ``TBW102`` when a topic has
 no route (``MQClientFactory::tryToFindTopicPublishInfo``) and sends through that route (the
 broker auto-creates the topic), so it reports "No route info of this topic" only when
 ``TBW102`` is unknown too.  Every full registration in the captures carries ``TBW102``; a broker
@@ -61,9 +61,22 @@ class World:
     def __str__(self):
         return self.name
 
+    @property
+    def profile(self):
+        return self.name.split()[0]
+
+    @property
+    def processes(self):
+        return 2 if "--workers=2" in self.server_args else 1
+
 
 WORLDS = (World("5.3", (), "rmq50-sc-admin-all.pcap"),
-          World("4.9", ("--profile=4.9",), "rmq49-mqadmin-updateTopic.pcap"))
+          World("4.9", ("--profile=4.9",), "rmq49-mqadmin-updateTopic.pcap"),
+          # the server as a route writer and a worker (issue 33 part 2): the same answers,
+          # whichever process a client's connection lands on
+          World("5.3 2 processes", ("--workers=2",), "rmq50-sc-admin-all.pcap"),
+          World("4.9 2 processes", ("--profile=4.9", "--workers=2"),
+                "rmq49-mqadmin-updateTopic.pcap"))
 TESTS = Path(__file__).resolve().parent
 CLIENTS = TESTS / "clients"
 

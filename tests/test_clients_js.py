@@ -22,6 +22,7 @@ import uuid
 import pytest
 
 import serverproc
+import workersutil
 from rocketpy.namesrv.profile import profile_for
 from rocketpy.remoting.codes import LanguageCode, RequestCode, ResponseCode
 from clientutil import (CLIENTS, TOPIC, WORLDS, query_route, registered_fake_broker, run_client,
@@ -47,16 +48,22 @@ def setup(request):
         yield node, server, broker, world
 
 
-def _route_lookups_not_found(server):
+def _route_lookups_not_found(server, world):
     """GET_ROUTEINFO_BY_TOPIC requests the server answered TOPIC_NOT_EXIST so far (its
-    ``/metrics``)."""
-    url = re.search(r"rocketpy web endpoint on (http://\S+?)/?(?: |$)",
-                    server.wait_for_log(r"rocketpy web endpoint on http://")).group(1)
-    with urllib.request.urlopen(f"{url}/metrics", timeout=serverproc.PATIENCE) as answer:
+    ``/metrics``, every process's: with workers, once each has reported after this call)."""
+    if world.processes > 1:
+        since = {w["worker"]: w["reports"] for w in workersutil.api(server, "/api/workers")
+                 ["workers"] if w["role"] == "replica"}
+        serverproc.wait_until(lambda: all(
+            w["reports"] >= since[w["worker"]] + 2 for w in workersutil.api(
+                server, "/api/workers")["workers"] if w["role"] == "replica"),
+            "a report of every worker made after the client ended")
+    with urllib.request.urlopen(f"{workersutil.web_url(server)}/metrics",
+                                timeout=serverproc.PATIENCE) as answer:
         text = answer.read().decode()
-    found = re.search(r'^rocketpy_requests_total\{request_code="GET_ROUTEINFO_BY_TOPIC",'
-                      r'response_code="TOPIC_NOT_EXIST"\} (\S+)$', text, re.M)
-    return int(float(found.group(1))) if found else 0
+    return sum(int(float(n)) for n in re.findall(
+        r'^rocketpy_requests_total\{request_code="GET_ROUTEINFO_BY_TOPIC",'
+        r'response_code="TOPIC_NOT_EXIST"(?:,worker="\d+")?\} (\S+)$', text, re.M))
 
 
 def ons_send(node, server, topic, body):
@@ -93,12 +100,12 @@ def test_send_goes_to_the_broker_in_our_route(setup):
 def test_unknown_topic_fails_with_no_route(setup):
     node, server, broker, world = setup
     topic = f"RocketpyNoSuchTopic{uuid.uuid4().hex[:8]}"
-    before = _route_lookups_not_found(server)
+    before = _route_lookups_not_found(server, world)
     result = ons_send(node, server, topic, "never-sent")
     assert not result["ok"], result
     assert result["name"] == "MQClientException" and result["code"] == ResponseCode.TOPIC_NOT_EXIST, result
-    faq = profile_for(world.name).topic_not_exist_faq_url
+    faq = profile_for(world.profile).topic_not_exist_faq_url
     assert result["message"] == NO_ROUTE_REMARK.format(topic, faq)
     # it threw at its first lookup: one route query answered TOPIC_NOT_EXIST, no retry
-    assert _route_lookups_not_found(server) - before == 1
+    assert _route_lookups_not_found(server, world) - before == 1
     assert not [r for r in broker.sends() if r["topic"] == topic]

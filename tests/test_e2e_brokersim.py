@@ -62,8 +62,11 @@ class _Progress:
         return "".join(self.lines)
 
 
-def test_200_brokers_two_nameservers_churn_then_consistent():
-    with running_server() as one, running_server() as two:
+@pytest.mark.parametrize("processes", [(), ("--workers=2",)], ids=["1-process", "2-process"])
+def test_200_brokers_two_nameservers_churn_then_consistent(processes):
+    """With ``--workers=2`` (issue 33 part 2) each NameServer is a route writer and a worker:
+    the simulator's registrations, its queries and ``--verify``'s land on either process."""
+    with running_server(*processes) as one, running_server(*processes) as two:
         env = dict(os.environ, PYTHONPATH=str(REPO_ROOT))
         sim = subprocess.Popen(
             [sys.executable, "-m", "rocketpy.broker.simcli", "-n", f"{one.addr};{two.addr}",

@@ -19,8 +19,13 @@ import pytest
 import replay
 from rocketpy.remoting import RemotingCommand, decode_frame
 from serverproc import RemotingClient, running_server, wait_until
+from workersutil import WEB, settled
 
 pytestmark = pytest.mark.network
+
+#: the server as one process, and as a route writer and a worker (issue 33 part 2): the same
+#: answers; with two, a close is applied once the server says every worker has applied it
+PROCESSES = {1: (), 2: ("--workers=2", WEB)}
 
 SC = replay.sc_captures()
 #: the probe: GET_ALL_TOPIC_LIST_FROM_NAMESERVER (read-only, answered at once in every profile),
@@ -36,14 +41,17 @@ def _probe(client):
     assert answer.opaque == PROBE_OPAQUE, f"an answer Java never wrote: {frame[:120]!r}"
 
 
-def _closed(server, client):
-    """Close ``client`` and wait for the server to say it saw the close."""
+def _closed(server, client, processes):
+    """Close ``client`` and wait for the server to say it saw the close (and, with workers,
+    that every worker applied what it caused)."""
     host, port = client.sock.getsockname()[:2]
     client.close()
     server.wait_for_log(rf"channelInactive, the channel\[{host}:{port}\]")
+    if processes > 1:
+        settled(server, closed=[f"{host}:{port}"])
 
 
-def _replay_over_sockets(path, server):
+def _replay_over_sockets(path, server, processes=1):
     clients = {}
     mismatches = []
     answered = exact = silent = 0
@@ -52,7 +60,7 @@ def _replay_over_sockets(path, server):
         if event.kind == "close":
             client = clients.pop(convo.index, None)
             if client is not None:
-                _closed(server, client)
+                _closed(server, client, processes)
             continue
         client = clients.get(convo.index)
         if client is None:
@@ -81,13 +89,15 @@ def test_all_thirteen_self_contained_captures_are_here():
     assert len(SC) == 13
 
 
+@pytest.mark.parametrize("processes", sorted(PROCESSES), ids=lambda n: f"{n}-process")
 @pytest.mark.parametrize("path", SC, ids=[p.name for p in SC])
-def test_capture_replays_over_real_sockets(path):
+def test_capture_replays_over_real_sockets(path, processes):
     profile = replay.capture_profile(path)
     port = replay.namesrv_port(path)
     with running_server(f"--profile={profile}", "-D", f"listenPort={port}",
-                        "-D", "bindAddress=127.0.0.1", "--logLevel=debug") as server:
-        answered, exact, silent, mismatches = _replay_over_sockets(path, server)
+                        "-D", "bindAddress=127.0.0.1", "--logLevel=debug",
+                        *PROCESSES[processes]) as server:
+        answered, exact, silent, mismatches = _replay_over_sockets(path, server, processes)
     report = "\n".join(f"code {e.request.code} opaque {e.request.opaque}: {d}"
                        for e, d in mismatches[:10])
     assert answered > 10
@@ -117,15 +127,16 @@ BROKER_CAPTURES = {
 }
 
 
+@pytest.mark.parametrize("processes", sorted(PROCESSES), ids=lambda n: f"{n}-process")
 @pytest.mark.parametrize("name", sorted(BROKER_CAPTURES))
-def test_broker_capture_replays_over_real_sockets(name):
+def test_broker_capture_replays_over_real_sockets(name, processes):
     path = replay.PCAP_DIR / name
     profile = replay.capture_profile(path)
     port = replay.namesrv_port(path)
     with running_server(f"--profile={profile}", "-D", f"listenPort={port}",
                         "-D", "bindAddress=127.0.0.1", "--logLevel=debug",
-                        *BROKER_CAPTURES[name]) as server:
-        answered, exact, silent, mismatches = _replay_over_sockets(path, server)
+                        *BROKER_CAPTURES[name], *PROCESSES[processes]) as server:
+        answered, exact, silent, mismatches = _replay_over_sockets(path, server, processes)
     assert answered >= 2
     assert not mismatches, "\n".join(f"code {e.request.code}: {d}" for e, d in mismatches[:10])
     assert exact == answered

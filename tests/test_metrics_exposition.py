@@ -187,6 +187,11 @@ class DocumentedMetricsTests(SynchronousTestCase):
         samples_ |= {s.name for f in GuardCollector(server.top.processor, controller=controller,
                                                     snapshot=snapshot)
                      .collect() for s in f.samples}
+        # and what a server of several processes adds (--workers)
+        from rocketpy.web.metrics import NameServerCollector
+        samples_ |= {s.name for f in NameServerCollector._workers([
+            {"worker": 0, "pid": 1, "role": "writer", "state": "serving", "connections": 0,
+             "sequence": 0, "applied": 0, "restarts": 0}]) for s in f.samples}
         shown = {re.sub(r"_(bucket|sum|count)$", "", n) for n in samples_}
         doc = (REPO_ROOT / "docs" / "operations.md").read_text(encoding="utf-8")
         documented = set(re.findall(r"\brocketpy_[a-z_]+", doc)) - {"rocketpy_event"}  # a log field

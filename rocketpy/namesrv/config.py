@@ -244,6 +244,8 @@ class Configuration:
         self.shape = config_shape(profile)
         #: ``store(path, text)``: makes the file hold ``text`` (None: updates stay in memory)
         self.store = store
+        #: ``journal(props)``: told each update's properties (a replica's feed); None: nobody
+        self.journal = None
         self.all_configs = {}
         self._merge_objects()
         if extra:
@@ -292,6 +294,8 @@ class Configuration:
                 self.all_configs[key] = value
         self.namesrv_config.apply_properties(props, self.shape)
         self.netty_server_config.apply_properties(props, self.shape)
+        if self.journal is not None:
+            self.journal(dict(props))
         return self.persist_job()
 
     def file_text(self):

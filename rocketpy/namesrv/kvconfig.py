@@ -161,7 +161,7 @@ class KVConfigManager:
     :class:`~rocketpy.namesrv.pending.FileWrite` on another thread and calls its ``settle``
     after; ``limits`` bounds what a put may store. Without ``store`` the table lives in memory."""
 
-    def __init__(self, path=None, store=None, limits=None, log=None, compact=None):
+    def __init__(self, path=None, store=None, limits=None, log=None, compact=None, journal=None):
         if path is None:
             from .config import NamesrvConfig
             path = NamesrvConfig().kv_config_path
@@ -172,6 +172,9 @@ class KVConfigManager:
         self.log = log
         self.compact = compact
         self.limits = limits or KVLimits()
+        #: ``journal(namespace, key, value, delete)``: told each change as the table makes it
+        #: (a replica's feed, :mod:`rocketpy.namesrv.replica`); None: nobody is
+        self.journal = journal
         self.config_table = {}
         self._high = {}            # namespace -> largest key count (HashMap capacity)
         self._namespaces_high = 0
@@ -316,6 +319,7 @@ class KVConfigManager:
     def put_kv_config(self, namespace, key, value):
         if self.log is None:
             self._set(namespace, key, value)
+            self._journal(namespace, key, value, False)
             return None
         change = _Change(namespace, key, value, False)
         grows, change.new_entry = self._growth(namespace, key, value)
@@ -325,6 +329,7 @@ class KVConfigManager:
     def delete_kv_config(self, namespace, key):
         if self.log is None:
             self._delete(namespace, key)
+            self._journal(namespace, key, None, True)
             return None
         return self._logged(_Change(namespace, key, None, True))
 
@@ -432,9 +437,25 @@ class KVConfigManager:
                     self._delete(change.namespace, change.key)
                 else:
                     self._set(change.namespace, change.key, change.value)
+                self._journal(change.namespace, change.key, change.value, change.delete)
         compaction = self._compaction
         if compaction is not None and compaction.ok is not None:
             self._compacted(compaction)
+
+    def _journal(self, namespace, key, value, delete):
+        if self.journal is not None:
+            self.journal(namespace, key, value, delete)
+
+    def restore(self, snapshot):
+        """Fill an empty table with ``snapshot`` (a :class:`KVSnapshot`, its dicts in the
+        order the table held them), high-water marks included: the table then answers as the
+        one it was taken from (a replica's start)."""
+        for namespace, kv in snapshot.table.items():
+            self._namespace(namespace)
+            for key, value in kv.items():
+                self._set(namespace, key, value)
+        self._high.update(snapshot.high)
+        self._namespaces_high = max(self._namespaces_high, snapshot.namespaces_high)
 
     # -- persistence -----------------------------------------------------------------------------
 

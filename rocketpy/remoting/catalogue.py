@@ -590,10 +590,15 @@ def resolve(attribute, classes, where):
     return out
 
 
-def responder(code, java_decode=False):
+def responder(code, java_decode=False, writes=False):
     """Mark a method as the handler of ``code``'s declaration (AMP's ``Command.responder``):
     the dispatcher decodes the declared request header first and passes it (None when the code
     has none). A code no release defines is refused at once.
+
+    ``writes``: the handler may change state (the route tables, the KV store, the settings),
+    a property of the handler as ``java_decode`` is: the worker processes send such a request
+    to the route writer and answer every other one from a replica
+    (``rocketpy.transport.forwarding``).
 
     With ``java_decode`` the header is read as Java reads it: a missing or unparsable field keeps
     its default (``RemotingCommand.decodeCommandCustomHeader`` catches its own "the custom field
@@ -607,6 +612,7 @@ def responder(code, java_decode=False):
 
     def mark(method):
         method.responds_to = (found, java_decode)
+        method.writes = writes
         return method
     return mark
 

@@ -181,10 +181,18 @@ def _limit_specs():
             for entry in table}
 
 
+def _worker_specs():
+    """``serverWorkerProcesses`` (:mod:`rocketpy.service.workers`)."""
+    from .workers import MAX_WORKERS, WORKER_KEYS
+    return {entry[0]: _int_spec(1, MAX_WORKERS, "a number of processes")
+            for entry in WORKER_KEYS}
+
+
 def known_keys():
     """Every key that is not warned about, with its :class:`Spec`."""
     specs = _builtin_specs()
     specs.update(_limit_specs())
+    specs.update(_worker_specs())
     specs.update(_REGISTRY)
     return specs
 

@@ -105,7 +105,13 @@ class Options(usage.Options):
         ["logLevel", None, "info", "The least severe log lines written: debug (adds a line per "
                                    "connection opened and closed), info, warn, error or "
                                    "critical."],
+        ["workers", None, None, "Processes accepting on the listening port (overrides the "
+                                "serverWorkerProcesses key; default 1): this one writes the "
+                                "route tables, the others answer from replicas of them."],
     ]
+
+    #: a worker process parses the writer's options again: the warnings are the writer's
+    quiet = False
 
     def __init__(self):
         super().__init__()
@@ -159,6 +165,7 @@ class Options(usage.Options):
         """A bad option (unknown, without its value, or a bad --peers / --nsaddr list) is one
         line and exit status 1 (:class:`StartError`): twistd answers a ``UsageError`` with its
         whole usage on stdout, 82 lines, under the name ``rocketnamesrv --nodaemon``."""
+        self["argv"] = list(sys.argv[1:] if options is None else options)
         try:
             super().parseOptions(options)
         except usage.UsageError as exc:
@@ -216,6 +223,11 @@ class Options(usage.Options):
                 raise StartError(f"enableControllerInNamesrv=true: {exc}") from None
         self["tls"] = _tls_settings(props)
         self["explicit_max_connections"] = "serverMaxConnections" in props
+        from .workers import worker_processes
+        try:
+            self["worker_processes"] = worker_processes(props, self["workers"])
+        except ValueError as exc:
+            raise StartError(str(exc)) from None
         try:
             self["limits"] = ServerLimits.from_properties(props)
             self["kv_limits"] = KVLimits.from_properties(props)
@@ -252,7 +264,7 @@ def _check_properties(file_props, path, defines, options):
         warnings += check_properties(defines, "-D", system_properties=True)
     except PropertyError as exc:
         raise StartError(str(exc)) from None
-    for warning in warnings:
+    for warning in () if options.quiet else warnings:
         sys.stderr.write(f"rocketnamesrv: warning: {warning}\n")
         log.warn("{warning}", warning=warning)
     for name in ("listen", "web"):
@@ -379,10 +391,8 @@ def _route_snapshot(options, route, processor, factory, reactor, threads):
     from ..namesrv.routefile import MAIN, ROUTES, ReadLimits
     from .routesnapshot import WRITER_THREAD_NAME, RouteSnapshotService, RouteSnapshotter
 
-    connections = factory.connections
-
     def host_of_channel(channel_id):
-        proto = connections.get(channel_id)
+        proto = factory.channel(channel_id)   # a worker's connection too
         return None if proto is None else host_of(proto)
     policies = processor.policies
     snapshotter = RouteSnapshotter(route, policies.name, reactor, host_of_channel)
@@ -418,6 +428,7 @@ class _Core:
     metrics: object
     decode_pool: object
     write_pool: object
+    startup_ms: int
 
 
 def _kv_store(namesrv_config, limits):
@@ -465,18 +476,19 @@ def _core(options, reactor):
     submit = metrics.counting_submit(batch.submit)
     guard = ConfigUpdateGuard.from_configuration(   # the transport's limits guard it too
         configuration, protected=[key for key, *_ in LIMIT_KEYS], value_check=value_problem)
+    startup_ms = int(reactor.seconds() * 1000)
     try:   # reads the access-control accounts file: a guard it cannot apply stops the start
         processor = DefaultRequestProcessor(
             route, kv, submit_unregistration=submit, profile=policies,
-            configuration=configuration, startup_ms=int(reactor.seconds() * 1000),
-            config_guard=guard)
+            configuration=configuration, startup_ms=startup_ms, config_guard=guard)
     except AclConfigError as exc:
         raise StartError(str(exc)) from None
     # big registration bodies are decoded on one thread, files written on another; a fake
     # reactor that takes no calls from threads (in-process tests) gets everything done on the spot
     threads = IReactorFromThreads.providedBy(reactor)
     return _Core(route, kv, processor, notifier, memory, batch, submit, metrics,
-                 DecodePool(reactor) if threads else None, WritePool(reactor) if threads else None)
+                 DecodePool(reactor) if threads else None, WritePool(reactor) if threads else None,
+                 startup_ms)
 
 
 def _tls(settings):
@@ -502,19 +514,30 @@ def _limits(options):
 def _factory(options, reactor, core, context, limits):
     """The remoting server's factory: framing, TLS, idle close, buffers, the answer cache,
     the limits, the pools; channel events to the broker housekeeping."""
-    netty = options["configuration"].netty_server_config
     route = core.route
     housekeeping = BrokerHousekeepingService(
         core.metrics.counting_channel_destroy(route.on_channel_destroy), core.submit)
     cache = AnswerCache(route.route_version) if options["answerCache"] else None
+    return server_factory(options, reactor, core.processor, housekeeping, context=context,
+                          limits=limits, metrics=core.metrics, answer_cache=cache,
+                          decode_pool=core.decode_pool, write_pool=core.write_pool)
+
+
+def server_factory(options, reactor, processor, listener, *, context, limits, metrics,
+                   answer_cache, decode_pool, write_pool, first_channel_id=1):
+    """A :class:`~rocketpy.transport.factory.RemotingServerFactory` of ``options`` (netty
+    settings, TLS), the route writer's or a worker process's; with worker processes each gets
+    its share of ``limits`` (:func:`~rocketpy.service.workers.shared_limits`)."""
+    from .workers import shared_limits
+    netty = options["configuration"].netty_server_config
     return RemotingServerFactory(
-        core.processor, housekeeping, clock=reactor, max_frame_length=options["frame_max_length"],
+        processor, listener, clock=reactor, max_frame_length=options["frame_max_length"],
         idle_seconds=netty.server_channel_max_idle_time_seconds, tls_mode=options["tls"].mode,
         tls_context_factory=context, send_buffer=netty.server_socket_snd_buf_size,
         receive_buffer=netty.server_socket_rcv_buf_size,
-        write_high_water_mark=netty.write_buffer_high_water_mark, answer_cache=cache,
-        limits=limits, metrics=core.metrics, decode_pool=core.decode_pool,
-        write_pool=core.write_pool)
+        write_high_water_mark=netty.write_buffer_high_water_mark, answer_cache=answer_cache,
+        limits=shared_limits(limits, options.get("worker_processes", 1)), metrics=metrics,
+        decode_pool=decode_pool, write_pool=write_pool, first_channel_id=first_channel_id)
 
 
 def _process_services(options, reactor, top, factory):
@@ -579,8 +602,9 @@ def _controller(options, reactor, core, context, limits):
         raise StartError(str(exc)) from None
 
 
-def _web(options, reactor, core, factory, server, snapshot, snapshotter, controller):
-    """``--web``: the status page, /metrics (with the guards' families), /api/, the probes."""
+def _web(options, reactor, core, factory, server, snapshot, snapshotter, controller, workers):
+    """``--web``: the status page, /metrics (with the guards' families), /api/, the probes;
+    with worker processes, every process's (``workers``)."""
     from ..web.health import Readiness
     from ..web.service import make_web_service
     from .guardmetrics import GuardCollector
@@ -592,13 +616,14 @@ def _web(options, reactor, core, factory, server, snapshot, snapshotter, control
         ("listening", lambda: server.accepting),
         ("waitSecondsForService", lambda: not policies.handlers.not_ready(
             namesrv_config, int(reactor.seconds() * 1000) - startup_ms)),
-        ("routeSnapshotLoaded", lambda: snapshot is None or snapshot.ready.called)])
+        ("routeSnapshotLoaded", lambda: snapshot is None or snapshot.ready.called)]
+        + ([] if workers is None else [("workersServing", lambda: workers.ready.called)]))
     web = make_web_service(
         options["web"], route_info_manager=core.route, kv_config_manager=core.kv,
         factory=factory, unregistration=core.batch, processor=core.processor, policies=policies,
         reactor=reactor, listen=options["listen"], nsaddr=options.get("nsaddr"),
         peers=options.get("peers"), decode_pool=core.decode_pool, readiness=readiness,
-        snapshot_stream=partial(snapshotter.stream, reactor))
+        snapshot_stream=partial(snapshotter.stream, reactor), workers=workers)
     web.registry.register(GuardCollector(
         core.processor, core.write_pool, core.memory,
         controller=None if controller is None else controller.processor,
@@ -630,16 +655,27 @@ def makeService(options, reactor=None):
         options["listen"], factory, reactor, hold=None if snapshot is None else snapshot.ready,
         bound=partial(_listening_at, netty, explicit=options.get("explicit_listen", False)))
     server.setServiceParent(top)
+    top.workers = None
+    if options.get("worker_processes", 1) > 1:   # serverWorkerProcesses (rocketpy.service.workers)
+        from .workers import attach_workers
+        top.workers = attach_workers(
+            top, options, route=core.route, kv=core.kv, configuration=options["configuration"],
+            processor=core.processor, factory=factory, listener=factory.listener,
+            server=server, snapshotter=snapshotter,
+            hold=None if snapshot is None else snapshot.ready, reactor=reactor,
+            startup_ms=core.startup_ms, unregistration=core.batch)
     top.controller = _controller(options, reactor, core, context, limits)
     if top.controller is not None:
         top.controller.setServiceParent(top)
     if options.get("web"):
         top.web = _web(options, reactor, core, factory, server, snapshot, snapshotter,
-                       top.controller)
+                       top.controller, top.workers)
         top.web.setServiceParent(top)
     if snapshot is not None:   # stopped before the server closes its connections (whose
         snapshot.setServiceParent(top)   # close events would unregister every broker)
-    _Hooks("boot-line", server.announce).setServiceParent(top)   # once every listener is bound
+    announce = server.announce if top.workers is None else (   # and every worker serves
+        lambda: top.workers.ready.addCallback(lambda _: server.announce()))
+    _Hooks("boot-line", announce).setServiceParent(top)   # once every listener is bound
     top.route_info_manager = core.route
     top.route_snapshot = snapshot
     top.processor = core.processor

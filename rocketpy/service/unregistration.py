@@ -15,6 +15,7 @@ a reader between two slices sees some of them gone, as it would had they left a 
 from collections import deque
 
 from twisted.application.service import Service
+from twisted.internet.defer import Deferred
 from twisted.logger import Logger
 
 from ..transport import logs
@@ -45,10 +46,27 @@ class BatchUnregistrationService(Service):
         self.immediate = immediate
         self._queue = deque()
         self._call = None
+        self._drained = []          # Deferreds of drained()
         self.batches = 0
 
     def __len__(self):
         return len(self._queue)
+
+    def drained(self):
+        """None when nothing is queued, else a Deferred that fires once everything queued now
+        (and whatever joins it) is applied: with worker processes, an answer Java gives after
+        its ``offer`` waits so for the replicas (:mod:`rocketpy.transport.forwarding`)."""
+        if not self._queue:
+            return None
+        d = Deferred()
+        self._drained.append(d)
+        return d
+
+    def _fire_drained(self):
+        if not self._queue and self._drained:
+            waiting, self._drained = self._drained, []
+            for d in waiting:
+                d.callback(None)
 
     def submit(self, request):
         """Queue ``request``; False when the queue is full (Java ``offer``)."""
@@ -75,6 +93,7 @@ class BatchUnregistrationService(Service):
         self._run(self._slice())
         if self._queue and self.running and self._call is None:   # (a submit may have)
             self._call = self._clock.callLater(0, self.drain)
+        self._fire_drained()
 
     def _slice(self):
         """The queue's first requests, each once, up to :data:`TOPICS_PER_TURN` topics (at

@@ -35,7 +35,9 @@ class RemotingServerFactory(ServerFactory):
         buffered before its connection stops being served (0 = Twisted's 64 KiB).
     :param limits: a :class:`~rocketpy.transport.limits.ServerLimits`; None = the defaults.
     :param decode_pool, write_pool: the :mod:`~rocketpy.transport.offload` pools of lanes ``cpu``
-        and ``disk``; None = on the reactor thread."""
+        and ``disk``; None = on the reactor thread.
+    :param first_channel_id: the id of the first connection (a worker process numbers its own
+        apart from every other process's: :mod:`rocketpy.transport.remotechannels`)."""
 
     protocol = RemotingServerProtocol
     noisy = False
@@ -44,7 +46,8 @@ class RemotingServerFactory(ServerFactory):
     def __init__(self, processor, listener=None, *, clock, max_frame_length=DEFAULT_MAX_FRAME_LENGTH,
                  idle_seconds=120, tls_mode=TlsMode.PERMISSIVE, tls_context_factory=None,
                  send_buffer=0, receive_buffer=0, write_high_water_mark=0, answer_cache=None,
-                 metrics=None, limits=None, decode_pool=None, write_pool=None):
+                 metrics=None, limits=None, decode_pool=None, write_pool=None,
+                 first_channel_id=1):
         self.processor = processor
         self.listener = listener
         self.clock = clock
@@ -67,7 +70,10 @@ class RemotingServerFactory(ServerFactory):
         self.governor = LoadGovernor(limits, clock, getattr(processor, "overload_response", None),
                                      self.metrics)
         self.connections = {}
-        self._ids = itertools.count(1)
+        #: the connections worker processes hold (a
+        #: :class:`~rocketpy.transport.remotechannels.RemoteChannels`), or None
+        self.remote = None
+        self._ids = itertools.count(first_channel_id)
         self._all_closed = []
 
     def buildProtocol(self, addr):
@@ -93,12 +99,21 @@ class RemotingServerFactory(ServerFactory):
                     d.callback(None)
 
     def close_channel(self, channel_id, why="closed by server"):
-        """Close the connection of ``channel_id``; False when it is already gone."""
+        """Close the connection of ``channel_id`` (a worker's too); False when it is already
+        gone."""
         proto = self.connections.get(channel_id)
         if proto is None:
-            return False
+            return self.remote is not None and self.remote.close(channel_id, why)
         proto.close(why)
         return True
+
+    def channel(self, channel_id):
+        """The connection of ``channel_id``: a protocol of this process, a worker's
+        :class:`~rocketpy.transport.remotechannels.RemoteConnection`, or None."""
+        proto = self.connections.get(channel_id)
+        if proto is None and self.remote is not None:
+            return self.remote.get(channel_id)
+        return proto
 
     def startFactory(self):
         """Listening (again): the idle checks of connections still open are armed."""

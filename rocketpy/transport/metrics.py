@@ -162,6 +162,45 @@ class ServerMetrics:
             code = OTHER_CODE
         self.overloaded[code] = self.overloaded.get(code, 0) + 1
 
+    # -- a worker process's counters, at its route writer (rocketpy.service.workers) ------
+
+    def state(self):
+        """The per-connection counters as JSON-ready data (what a worker reports)."""
+        return {"records": [[code, response, *record] for (code, response), record
+                            in self._records.items()],
+                "cached": self.cached, "cachedLatency": list(self._cached),
+                "bytesReceived": self.bytes_received, "bytesSent": self.bytes_sent,
+                "badFrames": self.bad_frames, "refusedConnections": self.refused_connections,
+                "droppedConnections": self.dropped_connections,
+                "overloaded": [[code, n] for code, n in self.overloaded.items()]}
+
+    @classmethod
+    def from_state(cls, state):
+        """The counters of :meth:`state` (ValueError when ``state`` is not such data)."""
+        metrics = cls()
+        try:
+            for code, response, *record in state["records"]:
+                if len(record) != _NBUCKETS + 1:
+                    raise ValueError("a latency record of another length")
+                metrics._record(int(code), None if response is None else int(response))[:] = [
+                    int(n) for n in record[:-1]] + [float(record[-1])]
+            metrics.cached = int(state["cached"])
+            cached = state["cachedLatency"]
+            if len(cached) != _NBUCKETS + 1:
+                raise ValueError("a cached-answer record of another length")
+            metrics._cached[:] = [int(n) for n in cached[:-1]] + [float(cached[-1])]
+            metrics.bytes_received = int(state["bytesReceived"])
+            metrics.bytes_sent = int(state["bytesSent"])
+            for name, table in (("badFrames", metrics.bad_frames),
+                                ("refusedConnections", metrics.refused_connections),
+                                ("droppedConnections", metrics.dropped_connections)):
+                table.update({str(reason): int(n) for reason, n in state[name].items()})
+            for code, n in state["overloaded"]:
+                metrics.overloaded[int(code)] = int(n)
+        except (KeyError, TypeError, AttributeError) as exc:
+            raise ValueError(f"not a worker's counters: {exc!r}") from None
+        return metrics
+
     # -- wrappers for the services (tap.makeService applies them) --------------------------
 
     def counting_scan(self, scan):

@@ -112,32 +112,44 @@ class NameServerCollector:
 
         if metrics is None:
             return
-        yield from self._traffic(metrics)
+        sources = view.traffic_sources()
+        yield from self._traffic(metrics, sources)
+        if len(sources) > 1:
+            yield from self._workers(view.workers())
 
-    def _traffic(self, metrics):
+    def _traffic(self, metrics, sources):
+        """The per-connection families of each process (``sources``: ``[(worker label or
+        None, ServerMetrics)]``; one process: no ``worker`` label, as before workers)."""
         p = PREFIX
+        worker = [] if sources[0][0] is None else ["worker"]
         requests = CounterMetricFamily(
             p + "requests", "Requests answered by the processor, by request and response code "
             "(answers from the answer cache are in rocketpy_cached_answers_total).",
-            labels=["request_code", "response_code"])
-        registrations = 0
-        for (code, response), n in sorted(metrics.requests.items(), key=lambda kv: (kv[0][0], str(kv[0][1]))):
-            requests.add_metric([code_label(code), response_label(response)], n)
-            if code == _REGISTER_BROKER and response == _SUCCESS:
-                registrations += n
-        yield requests
+            labels=worker + ["request_code", "response_code"])
         latency = HistogramMetricFamily(
             p + "request_duration_seconds", "Time from a request's first byte decoded to its "
-            "answer encoded, by request code.", labels=["request_code"])
-        for code, histogram in sorted(metrics.latency.items()):
-            latency.add_metric([code_label(code)], _buckets(histogram), histogram.total)
-        yield latency
-        yield CounterMetricFamily(p + "cached_answers", "Answers served from the answer cache "
-                                  "(route queries answered without decoding).", value=metrics.cached)
+            "answer encoded, by request code.", labels=worker + ["request_code"])
+        cached_answers = CounterMetricFamily(p + "cached_answers", "Answers served from the "
+                                             "answer cache (route queries answered without "
+                                             "decoding).", labels=worker)
         cached = HistogramMetricFamily(
             p + "cached_answer_duration_seconds", "Time per cached answer; the answers of one "
-            "socket read are timed together and recorded at their mean.")
-        cached.add_metric([], _buckets(metrics.cached_latency), metrics.cached_latency.total)
+            "socket read are timed together and recorded at their mean.", labels=worker)
+        registrations = 0
+        for label, source in sources:
+            own = [] if label is None else [label]
+            for (code, response), n in sorted(source.requests.items(),
+                                              key=lambda kv: (kv[0][0], str(kv[0][1]))):
+                requests.add_metric(own + [code_label(code), response_label(response)], n)
+                if code == _REGISTER_BROKER and response == _SUCCESS:
+                    registrations += n
+            for code, histogram in sorted(source.latency.items()):
+                latency.add_metric(own + [code_label(code)], _buckets(histogram), histogram.total)
+            cached_answers.add_metric(own, source.cached)
+            cached.add_metric(own, _buckets(source.cached_latency), source.cached_latency.total)
+        yield requests
+        yield latency
+        yield cached_answers
         yield cached
 
         yield CounterMetricFamily(p + "broker_registrations", "REGISTER_BROKER requests "
@@ -151,29 +163,70 @@ class NameServerCollector:
                                   "because the queue was full.", value=metrics.unregistration_rejections)
 
         yield self._by_reason(p + "bad_frames", "Frames that closed their connection (too "
-                              "long, undecodable), by reason.", metrics.bad_frames, BAD_FRAME_REASONS)
+                              "long, undecodable), by reason.", sources, "bad_frames",
+                              BAD_FRAME_REASONS)
         yield self._by_reason(p + "refused_connections", "Connections closed before being "
-                              "served, by reason.", metrics.refused_connections, REFUSED_REASONS)
+                              "served, by reason.", sources, "refused_connections",
+                              REFUSED_REASONS)
         yield self._by_reason(p + "dropped_connections", "Served connections closed by a "
-                              "timeout or limit (idle, slow frame), by reason.",
-                              metrics.dropped_connections, ())
+                              "timeout or limit (idle, slow frame), by reason.", sources,
+                              "dropped_connections", ())
         overloaded = CounterMetricFamily(p + "overloaded_requests", "Requests shed with "
                                          "SYSTEM_BUSY instead of processed, by request code.",
-                                         labels=["request_code"])
-        for code, n in sorted(metrics.overloaded.items()):
-            overloaded.add_metric([code_label(code)], n)
+                                         labels=worker + ["request_code"])
+        received = CounterMetricFamily(p + "received_bytes", "Remoting bytes received (after "
+                                       "TLS).", labels=worker)
+        sent = CounterMetricFamily(p + "sent_bytes", "Remoting bytes sent (before TLS).",
+                                   labels=worker)
+        for label, source in sources:
+            own = [] if label is None else [label]
+            for code, n in sorted(source.overloaded.items()):
+                overloaded.add_metric(own + [code_label(code)], n)
+            received.add_metric(own, source.bytes_received)
+            sent.add_metric(own, source.bytes_sent)
         yield overloaded
-        yield CounterMetricFamily(p + "received_bytes", "Remoting bytes received (after TLS).",
-                                  value=metrics.bytes_received)
-        yield CounterMetricFamily(p + "sent_bytes", "Remoting bytes sent (before TLS).",
-                                  value=metrics.bytes_sent)
+        yield received
+        yield sent
 
     @staticmethod
-    def _by_reason(name, doc, table, always):
-        family = CounterMetricFamily(name, doc, labels=["reason"])
-        for reason in sorted(set(always) | set(table)):
-            family.add_metric([str(reason)], table.get(reason, 0))
+    def _by_reason(name, doc, sources, attr, always):
+        worker = [] if sources[0][0] is None else ["worker"]
+        family = CounterMetricFamily(name, doc, labels=worker + ["reason"])
+        for label, source in sources:
+            table = getattr(source, attr)
+            own = [] if label is None else [label]
+            for reason in sorted(set(always) | set(table)):
+                family.add_metric(own + [str(reason)], table.get(reason, 0))
         return family
+
+    @staticmethod
+    def _workers(workers):
+        """What the route writer knows of each process (:mod:`rocketpy.service.workers`)."""
+        p = PREFIX
+        info = InfoMetricFamily(p + "worker", "One process accepting on the listening port: "
+                                "worker 0 writes the route tables, the others answer from "
+                                "replicas of them.", labels=["worker"])
+        connections = GaugeMetricFamily(p + "worker_connections", "Open remoting connections, "
+                                        "by process.", labels=["worker"])
+        applied = GaugeMetricFamily(p + "worker_applied_sequence", "The last record of the "
+                                    "route writer's stream a process has applied.",
+                                    labels=["worker"])
+        restarts = CounterMetricFamily(p + "worker_restarts", "Times a worker was started "
+                                       "again after it ended.", labels=["worker"])
+        for entry in workers:
+            label = [str(entry["worker"])]
+            info.add_metric(label, {"pid": str(entry["pid"]), "role": entry["role"],
+                                    "state": entry["state"]})
+            connections.add_metric(label, entry["connections"])
+            applied.add_metric(label, entry["applied"])
+            restarts.add_metric(label, entry["restarts"])
+        yield info
+        yield connections
+        yield applied
+        yield restarts
+        yield GaugeMetricFamily(p + "replication_sequence", "The route writer's stream: the "
+                                "sequence number of its last record.",
+                                value=workers[0]["sequence"])
 
 
 def build_registry(view, process=True):

@@ -451,6 +451,26 @@ def _traffic(traffic):
     return tags.section(heading, tags.p(what), table, id="traffic")
 
 
+def _workers(workers):
+    """The processes of a server of several (:mod:`rocketpy.service.workers`)."""
+    heading = tags.h2("Worker processes")
+    what = _muted(" (worker 0 writes the route tables; the others answer from replicas of "
+                  f"them, fed by its stream, now at record {workers[0]['sequence']:,})")
+    rows = [tags.tr(tags.td(str(w["worker"]), class_="num"), tags.td(str(w["pid"]), class_="num"),
+                    tags.td(w["role"]), tags.td(w["state"]),
+                    tags.td(f'{w["connections"]:,}', class_="num"),
+                    tags.td(f'{w["sequence"] - w["applied"]:,}', class_="num"),
+                    tags.td(str(w["restarts"]), class_="num"),
+                    class_="worker", **{"data-worker": str(w["worker"])})
+             for w in workers]
+    table = tags.table(tags.thead(tags.tr(
+        tags.th("worker", class_="num"), tags.th("pid", class_="num"), tags.th("role"),
+        tags.th("state"), tags.th("connections", class_="num"),
+        tags.th("records behind", class_="num"), tags.th("restarts", class_="num"))),
+        tags.tbody(rows), id="workers-table")
+    return tags.section(heading, tags.p(what), table, id="workers")
+
+
 def _pager(params, matched, per, key="page"):
     pages = max(1, -(-matched // per))
     page = min(params[key], pages)
@@ -590,6 +610,7 @@ def _filter_form(params, refresh):
 def _document(view, params, names):
     summary = view.summary()
     peers = view.peers()
+    workers = view.workers()
     refresh = params["refresh"]
     meta = [f'rocketpy {summary["version"]} · answers like RocketMQ {summary["profile"]}']
     if summary["listen"]:
@@ -610,6 +631,7 @@ def _document(view, params, names):
         _summary(summary), _clusters(view.cluster_summaries()),
         _peers(peers) if peers is not None else "", _groups(view, params),
         _traffic(summary.get("traffic")),
+        _workers(workers) if workers is not None else "",
         _topics(view, params, names), _kv(view.kv()),
         tags.p(f'Updated {time.strftime("%H:%M:%S")} (server time {summary["serverTime"]} ms).',
                class_="muted", id="updated"),

@@ -11,7 +11,7 @@ from collections import deque
 from ..remoting.codes import RequestCode, ResponseCode
 from .metrics import code_label
 
-__all__ = ["TrafficRates", "WINDOW_SECONDS", "SAMPLE_SECONDS"]
+__all__ = ["TrafficRates", "MergedMetrics", "WINDOW_SECONDS", "SAMPLE_SECONDS"]
 
 WINDOW_SECONDS = 60.0
 SAMPLE_SECONDS = 5.0
@@ -34,6 +34,34 @@ def _totals(metrics):
         entry[0] += n
         entry[1] += n
     return out
+
+
+def _summed(tables):
+    out = {}
+    for table in tables:
+        for key, n in table.items():
+            out[key] = out.get(key, 0) + n
+    return out
+
+
+class MergedMetrics:
+    """The counters of every process of a server of several (``sources()``: ``[(worker label,
+    ServerMetrics)]``), summed where :class:`TrafficRates` reads them."""
+
+    def __init__(self, sources):
+        self._sources = sources
+
+    @property
+    def requests(self):
+        return _summed(metrics.requests for _, metrics in self._sources())
+
+    @property
+    def cached(self):
+        return sum(metrics.cached for _, metrics in self._sources())
+
+    @property
+    def overloaded(self):
+        return _summed(metrics.overloaded for _, metrics in self._sources())
 
 
 class TrafficRates:

@@ -58,6 +58,9 @@ API_ENDPOINTS = {
     "/api/kv/<namespace>": "one KV namespace",
     "/api/peers": "the latest comparison with the --peers NameServers (404 without --peers)",
     "/api/route-snapshot": "the route tables as a route snapshot stream (what --warm-from loads)",
+    "/api/workers": "the processes of a server of several (serverWorkerProcesses): pid, state, "
+                    "connections, the stream's sequence number and what each applied; "
+                    "?peer=host:port says which one holds that connection (404 with one process)",
 }
 
 
@@ -198,6 +201,16 @@ class ApiResource(Resource):
             if peers is None:
                 return http.NOT_FOUND, {"error": "no --peers given"}
             return http.OK, peers
+        if head == "workers" and not rest:
+            workers = view.workers()
+            if workers is None:
+                return http.NOT_FOUND, {"error": "one process (serverWorkerProcesses=1)"}
+            out = {"sequence": workers[0]["sequence"], "workers": workers,
+                   "unregistrationQueueDepth": view.counts()["unregistrationQueueDepth"]}
+            if "peer" in args:
+                out["peer"] = args["peer"]
+                out["worker"] = view.worker_of(args["peer"])
+            return http.OK, out
         if head == "kv":
             kv = view.kv()
             if not rest:

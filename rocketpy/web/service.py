@@ -7,7 +7,7 @@ from twisted.internet import defer, task
 from ..transport.listening import ListeningService
 from .health import ReactorPulse, Readiness
 from .metrics import build_registry
-from .rates import SAMPLE_SECONDS, TrafficRates
+from .rates import SAMPLE_SECONDS, MergedMetrics, TrafficRates
 from .resource import WebRoot, WebSite
 from .state import NameServerView
 
@@ -76,13 +76,14 @@ class WebService(ListeningService):
 
 def make_web_service(endpoint, *, route_info_manager, kv_config_manager, factory, unregistration,
                      processor, policies, reactor, listen=None, nsaddr=None, peers=None,
-                     decode_pool=None, readiness=None, snapshot_stream=None):
+                     decode_pool=None, readiness=None, snapshot_stream=None, workers=None):
     """The web service for ``--web endpoint``, reading the given components (tap.makeService);
     ``nsaddr``: the address server's lists (:mod:`rocketpy.web.nsaddr`); ``peers``: the other
     NameServers to compare with (:mod:`rocketpy.web.peers`), compared on ``decode_pool`` (a
     :class:`~rocketpy.transport.offload.DecodePool`; None: on the reactor); ``readiness``: the
     :class:`~rocketpy.web.health.Readiness` ``/readyz`` reports; ``snapshot_stream()``: a
-    Deferred of the route snapshot ``/api/route-snapshot`` serves."""
+    Deferred of the route snapshot ``/api/route-snapshot`` serves; ``workers``: the
+    :class:`~rocketpy.service.workers.WorkerSupervisor` of a server of several processes."""
     peer_watch = None
     if peers:
         from ..transport.client import RemotingClient
@@ -90,12 +91,15 @@ def make_web_service(endpoint, *, route_info_manager, kv_config_manager, factory
         peer_watch = PeerWatch(peers, route_info_manager, RemotingClient(reactor), reactor,
                                offload=None if decode_pool is None else decode_pool.submit)
     access = getattr(processor, "access_control", None)
-    rates = TrafficRates(factory.metrics, reactor) if factory.metrics is not None else None
+    metrics = factory.metrics
+    if metrics is not None and workers is not None:   # the rates of every process
+        metrics = MergedMetrics(lambda: workers.metrics_sources(factory.metrics))
+    rates = TrafficRates(metrics, reactor) if metrics is not None else None
     view = NameServerView(
         route_info_manager, kv_config_manager, clock=reactor, connections=factory.connections,
         unregistration=unregistration, metrics=factory.metrics, policies=policies,
         access_control=access, answer_cache=factory.answer_cache, listen=listen, rates=rates,
-        peer_watch=peer_watch)
+        peer_watch=peer_watch, workers=workers)
     registry = build_registry(view)
     pulse = ReactorPulse(reactor)
     site = WebSite(WebRoot(view, registry, reactor, nsaddr=nsaddr, pulse=pulse,

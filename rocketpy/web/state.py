@@ -91,14 +91,19 @@ class NameServerView:
     :param listen: the remoting endpoint description, shown on the page.
     :param rates: a :class:`~rocketpy.web.rates.TrafficRates` or None.
     :param peer_watch: a :class:`~rocketpy.web.peers.PeerWatch` (``--peers``) or None.
+    :param workers: the :class:`~rocketpy.service.workers.WorkerSupervisor` of a server of
+        several processes (``connections`` are then every process's), or None.
     """
 
     def __init__(self, route_info_manager, kv_config_manager=None, *, clock, connections=None,
                  unregistration=None, metrics=None, policies=None, access_control=None,
-                 answer_cache=None, listen=None, rates=None, peer_watch=None):
+                 answer_cache=None, listen=None, rates=None, peer_watch=None, workers=None):
         self.route_info_manager = route_info_manager
         self.kv_config_manager = kv_config_manager
         self.clock = clock
+        self.worker_processes = workers
+        if workers is not None:
+            connections = workers.connections
         self.connections = connections if connections is not None else {}
         self.unregistration = unregistration
         self.metrics = metrics
@@ -134,6 +139,30 @@ class NameServerView:
             "unregistrationQueueCapacity": getattr(queue, "capacity", 0) if queue is not None else 0,
             "kvNamespaces": len(self.kv_config_manager.config_table) if self.kv_config_manager else 0,
         }
+
+    def traffic_sources(self):
+        """``[(worker label, ServerMetrics)]`` of each process (one process: its counters,
+        label None)."""
+        if self.worker_processes is None:
+            return [(None, self.metrics)]
+        return self.worker_processes.metrics_sources(self.metrics)
+
+    def workers(self):
+        """One entry per process of a server of several (worker 0, the route writer, first),
+        else None."""
+        if self.worker_processes is None:
+            return None
+        return self.worker_processes.status(len(self.connections.local))
+
+    def worker_of(self, peer):
+        """The worker whose connection has the peer ``host:port`` (0: the writer's), or None."""
+        for proto in self.connections.local.values():
+            if getattr(proto, "remote_addr", None) == peer:
+                return 0
+        for remote in self.worker_processes.channels.values():
+            if remote.remote_addr == peer:
+                return remote.worker.slot
+        return None
 
     def summary(self):
         now = self.clock.seconds()

@@ -112,6 +112,8 @@ class DefaultRequestProcessor:
         self._headers = {code: REQUEST_HEADERS[code] for code in bindings
                          if code in REQUEST_HEADERS}
         self._java_decoded = frozenset(code for code, b in bindings.items() if b.java_decode)
+        #: the codes whose handler may change state (``responder(writes=True)``)
+        self.writes = frozenset(code for code, b in bindings.items() if b.handler.writes)
         #: handler bugs (anything but the codec's errors) since start, by request code
         self.handler_failures = {}
         # guards that may refuse a request before its handler runs, each with the codes it

@@ -40,7 +40,7 @@ class AdminHandlers:
         self.invalidate_routes = invalidate_routes
         self.config_guard = config_guard
 
-    @responder(RequestCode.UPDATE_NAMESRV_CONFIG)
+    @responder(RequestCode.UPDATE_NAMESRV_CONFIG, writes=True)
     def update_namesrv_config(self, header, request, channel, now_ms):
         if request.body is None:
             return ok()

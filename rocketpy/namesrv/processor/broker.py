@@ -76,7 +76,7 @@ class BrokerHandlers:
         #: topics from which a registration's walk is narrowed off the reactor
         self.narrow_walk_from = NARROW_WALK_FROM
 
-    @responder(RequestCode.REGISTER_BROKER, java_decode=True)
+    @responder(RequestCode.REGISTER_BROKER, java_decode=True, writes=True)
     def register_broker(self, header, request, channel, now_ms):
         registration = registration_of(header, request, channel, now_ms)
         decoded = self.reader.decode(request, header, registration)   # checks bodyCrc32 first,
@@ -187,7 +187,7 @@ class BrokerHandlers:
         return ok(body, RegisterBrokerResponseHeader(ha_server_addr=result.ha_server_addr,
                                                      master_addr=result.master_addr))
 
-    @responder(RequestCode.UNREGISTER_BROKER, java_decode=True)
+    @responder(RequestCode.UNREGISTER_BROKER, java_decode=True, writes=True)
     def unregister_broker(self, header, request, channel, now_ms):
         """A header without ``brokerId``: 4.9.8 unboxes it before unregistering (its
         NullPointerException); 5.x queues it and answers SUCCESS. A request without a field
@@ -203,7 +203,7 @@ class BrokerHandlers:
     # fails in BrokerAddrInfo.hashCode on a null cluster or address (nothing changed), and 4.9.8
     # finds nothing under a null address (changed, nothing refreshed); the other fields are
     # not read.
-    @responder(RequestCode.QUERY_DATA_VERSION, java_decode=True)
+    @responder(RequestCode.QUERY_DATA_VERSION, java_decode=True, writes=True)
     def query_data_version(self, header, request, channel, now_ms):
         if request.body is None and self.wire.null_body_remark is not None:
             return error(ResponseCode.SYSTEM_ERROR, self.wire.null_body_remark)
@@ -237,7 +237,7 @@ class BrokerHandlers:
                   QueryDataVersionResponseHeader(changed=changed))
 
     # 5.x only: a null cluster or address fails in BrokerAddrInfo.hashCode, nothing refreshed
-    @responder(RequestCode.BROKER_HEARTBEAT, java_decode=True)
+    @responder(RequestCode.BROKER_HEARTBEAT, java_decode=True, writes=True)
     def broker_heartbeat(self, header, request, channel, now_ms):
         refusal = self.wire.broker_addr_remark(header.cluster_name, header.broker_addr)
         if refusal is not None:

@@ -25,7 +25,7 @@ class KVHandlers:
     # putKVConfig checks namespace and key itself (4.9.8, 5.0.0, 5.3.3), not the value: a null
     # value is stored (replacing one there), GET_KV_CONFIG then finds nothing, and the file and
     # KVTable bodies leave it out (fastjson skips a map's null values).
-    @responder(RequestCode.PUT_KV_CONFIG, java_decode=True)
+    @responder(RequestCode.PUT_KV_CONFIG, java_decode=True, writes=True)
     def put_kv_config(self, header, request, channel, now_ms):
         if header.namespace is None or header.key is None:
             return error(ResponseCode.SYSTEM_ERROR, "namespace or key is null")
@@ -49,7 +49,7 @@ class KVHandlers:
     # Without a namespace or key Java removes null from its HashMaps, which hold none (putKVConfig
     # refuses a null namespace or key), and rewrites the unchanged file (deleteKVConfig at 4.9.8,
     # 5.0.0, 5.3.3).
-    @responder(RequestCode.DELETE_KV_CONFIG, java_decode=True)
+    @responder(RequestCode.DELETE_KV_CONFIG, java_decode=True, writes=True)
     def delete_kv_config(self, header, request, channel, now_ms):
         if header.namespace is None or header.key is None:
             return ok()

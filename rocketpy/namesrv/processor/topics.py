@@ -66,13 +66,13 @@ class TopicHandlers:
 
     # Without a broker name Java looks up null in each topic's HashMap of queue data, finds
     # none, and answers a count of 0 (operateWritePermOfBroker at 4.9.8, 5.0.0 and 5.3.3).
-    @responder(RequestCode.WIPE_WRITE_PERM_OF_BROKER, java_decode=True)
+    @responder(RequestCode.WIPE_WRITE_PERM_OF_BROKER, java_decode=True, writes=True)
     def wipe_write_perm_of_broker(self, header, request, channel, now_ms):
         count = 0 if header.broker_name is None else \
             self.routes.wipe_write_perm_of_broker(header.broker_name)
         return ok(header=WipeWritePermOfBrokerResponseHeader(wipe_topic_count=count))
 
-    @responder(RequestCode.ADD_WRITE_PERM_OF_BROKER, java_decode=True)
+    @responder(RequestCode.ADD_WRITE_PERM_OF_BROKER, java_decode=True, writes=True)
     def add_write_perm_of_broker(self, header, request, channel, now_ms):
         count = 0 if header.broker_name is None else \
             self.routes.add_write_perm_of_broker(header.broker_name)
@@ -90,7 +90,7 @@ class TopicHandlers:
 
     # Without a topic Java removes null from the topic table: 4.9.8's HashMap holds no null key,
     # 5.x's ConcurrentHashMap throws and deleteTopic logs it; SUCCESS, nothing deleted.
-    @responder(RequestCode.DELETE_TOPIC_IN_NAMESRV, java_decode=True)
+    @responder(RequestCode.DELETE_TOPIC_IN_NAMESRV, java_decode=True, writes=True)
     def delete_topic_in_namesrv(self, header, request, channel, now_ms):
         if header.topic is not None:
             self.routes.delete_topic(header.topic, header.cluster_name or None)
@@ -99,7 +99,7 @@ class TopicHandlers:
     # Without a topic Java still decodes the body, then registerTopic asks its ConcurrentHashMap
     # for null, which throws, and logs it: SUCCESS, nothing registered (5.0.0 and 5.3.3).
     # Without a body 5.0.0's decode fails inside fastjson; 5.3.3's reads null: SUCCESS.
-    @responder(RequestCode.REGISTER_TOPIC_IN_NAMESRV, java_decode=True)
+    @responder(RequestCode.REGISTER_TOPIC_IN_NAMESRV, java_decode=True, writes=True)
     def register_topic_in_namesrv(self, header, request, channel, now_ms):
         if not request.body and self.null_body_remark is not None:
             return error(ResponseCode.SYSTEM_ERROR, self.null_body_remark)
