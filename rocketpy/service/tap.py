@@ -453,7 +453,8 @@ def makeService(options, reactor=None):
         raise StartError(str(exc)) from None
     housekeeping = BrokerHousekeepingService(metrics.counting_channel_destroy(route.on_channel_destroy),
                                              submit)
-    cache = AnswerCache(route.route_version) if options["answerCache"] else None
+    cache = (AnswerCache(route.route_version, versions=route.snapshots) if options["answerCache"]
+             else None)
     # big registration bodies are decoded on one thread, files written on another; a fake
     # reactor that takes no calls from threads (in-process tests) gets everything done on the spot
     threads = IReactorFromThreads.providedBy(reactor)
