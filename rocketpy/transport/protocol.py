@@ -330,19 +330,21 @@ class RemotingServerProtocol(Protocol):
         ran = run is not None and serve > 0
         if ran:  # most reads are route queries with cached answers, all of them: done at once,
             # sent on the socket by the kernel when nothing waits before them (transport/tuning.py)
-            direct = self._tuning.direct()
+            # (a read was the last activity: dataReceived noted it just now)
+            tuning = self._tuning
+            direct = tuning.direct()
             answered = run(data, 0, serve, FLUSH_BYTES, self._max, direct)
             if answered is not None and answered[1] == size:
                 rest, _, n, sent = answered
-                self._metrics.cached_answers(n, perf_counter() - started)
+                metrics = self._metrics
+                metrics.cached_answers(n, perf_counter() - started)
+                metrics.bytes_sent += sent + len(rest)
                 gate.spent(self, n, 0)
-                self._last_activity = self._clock.seconds()
-                self._metrics.bytes_sent += sent + len(rest)
                 if rest:
                     if direct < 0:
-                        self._tuning.write(rest)
+                        tuning.write(rest)
                     else:
-                        self._tuning.queue(rest)
+                        tuning.queue(rest)
                 if self._holding:
                     self._hold_frame(0)
                 return
