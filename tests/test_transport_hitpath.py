@@ -27,6 +27,7 @@ from rocketpy.transport import RemotingServerFactory, TlsMode
 from rocketpy.transport.answercache import AnswerCache
 from rocketpy.transport.limits import ServerLimits
 from test_transport_answercache import _mask, _run_capture
+from test_transport_connstate import received
 
 if KERNEL is None or not hasattr(KERNEL, "HitPath"):
     raise ImportError("the header kernel is not built: python3 setup.py build_ext --inplace")
@@ -446,15 +447,6 @@ class DirectSendTests(SynchronousTestCase):
             factory.clock.advance(0)
         return transport.value()
 
-    def received(self, theirs):
-        out = b""
-        while True:
-            try:
-                chunk = theirs.recv(1 << 20)
-            except BlockingIOError:
-                return out
-            out += chunk
-
     def test_a_read_of_hits_is_one_send_from_the_kernel(self):
         make, theirs = self.tcp()
         proto, transport, factory = _stack(Versions(), True, 1 << 20, transport=make)
@@ -466,7 +458,7 @@ class DirectSendTests(SynchronousTestCase):
         self.assertEqual(counting.sends, 1)
         proto.dataReceived(reads[1])
         self.assertEqual(counting.sends, 1)            # the hits: the kernel's one send
-        got = self.received(theirs)
+        got = received(theirs)
         self.assertEqual(got, self.python_path(reads, Versions()))
         self.assertEqual(factory.metrics.bytes_sent, len(got))
         self.assertEqual(factory.answer_cache.hits, 24)
@@ -482,13 +474,13 @@ class DirectSendTests(SynchronousTestCase):
         for data in reads:
             proto.dataReceived(data)                   # (paused: held, served once drained)
             factory.clock.advance(0)
-            got += self.received(theirs)
+            got += received(theirs)
         self.assertTrue(transport.dataBuffer or transport._tempDataLen)   # the socket was full
         for _ in range(10_000):                        # bounded: the socket drains, Twisted writes
             if transport.dataBuffer or transport._tempDataLen:
                 transport.doWrite()
             factory.clock.advance(0)
-            got += self.received(theirs)
+            got += received(theirs)
             if not (transport.dataBuffer or transport._tempDataLen or proto.paused):
                 break
         self.assertEqual(got, self.python_path(reads, Versions(body_repeat=200)))
