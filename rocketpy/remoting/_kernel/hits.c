@@ -87,6 +87,20 @@ static void wr32be(uint8_t *p, uint32_t v) {
     p[3] = (uint8_t)v;
 }
 
+/* The first OPAQUE_KEY in [p, end), or NULL: every one starts with a quote, and a header has few
+ * (memchr finds them faster than memmem's set-up for a needle this short) */
+static const uint8_t *find_key(const uint8_t *p, const uint8_t *end) {
+    while ((size_t)(end - p) >= OPAQUE_KEY_LEN) {
+        const uint8_t *q = memchr(p, '"', (size_t)(end - p) - (OPAQUE_KEY_LEN - 1));
+        if (!q)
+            return NULL;
+        if (memcmp(q, OPAQUE_KEY, OPAQUE_KEY_LEN) == 0)
+            return q;
+        p = q + 1;
+    }
+    return NULL;
+}
+
 /* The key of the request frame f (n bytes, n >= PREFIX_SIZE) as request_without_opaque cuts it
  * on its first path: a JSON header's first "opaque": followed by canonical digits and a comma
  * (Java's form), or a binary header's opaque field (the whole header in the frame).  1 with
@@ -99,7 +113,7 @@ static int cut_key(const uint8_t *f, size_t n, int *stype, size_t *at, size_t *e
             hend = n;                  /* (bytes.find clamps the same way) */
         if (hend < PREFIX_SIZE + OPAQUE_KEY_LEN)
             return 0;
-        const uint8_t *k = memmem(f + PREFIX_SIZE, hend - PREFIX_SIZE, OPAQUE_KEY, OPAQUE_KEY_LEN);
+        const uint8_t *k = find_key(f + PREFIX_SIZE, f + hend);
         if (!k)
             return 0;
         size_t d = (size_t)(k - f) + OPAQUE_KEY_LEN, e = d;
@@ -336,6 +350,26 @@ static size_t send_once(int fd, const out_t *o) {
     }
 }
 
+/* (answers not sent, pos, count, bytes sent): a new reference, or NULL (error set) */
+static PyObject *run_result(const char *rest, size_t n, size_t pos, Py_ssize_t count, size_t sent) {
+    PyObject *t = PyTuple_New(4);
+    if (!t)
+        return NULL;
+    PyObject *items[4] = {PyBytes_FromStringAndSize(rest, (Py_ssize_t)n), PyLong_FromSize_t(pos),
+                          PyLong_FromSsize_t(count), PyLong_FromSize_t(sent)};
+    for (int i = 0; i < 4; i++) {
+        if (!items[i]) {
+            for (int j = 0; j < 4; j++)
+                Py_XDECREF(items[j]);
+            Py_DECREF(t);
+            return NULL;
+        }
+    }
+    for (int i = 0; i < 4; i++)
+        PyTuple_SET_ITEM(t, i, items[i]);
+    return t;
+}
+
 /* -- the HitPath type ------------------------------------------------------------------------ */
 
 static PyObject *hitpath_run(hitpath_t *self, PyObject *const *args, Py_ssize_t nargs) {
@@ -390,8 +424,7 @@ static PyObject *hitpath_run(hitpath_t *self, PyObject *const *args, Py_ssize_t 
             /* a run of the whole read may go to the socket now: nothing else is to be written
              * before it (the caller's word, fd >= 0) and nothing of this read after it */
             size_t sent = fd >= 0 && p == size ? send_once((int)fd, o) : 0;
-            PyObject *rest = PyBytes_FromStringAndSize(o->p + sent, (Py_ssize_t)(o->n - sent));
-            result = rest ? Py_BuildValue("(Nnnn)", rest, (Py_ssize_t)p, count, (Py_ssize_t)sent) : NULL;
+            result = run_result(o->p + sent, o->n - sent, p, count, sent);
         } else {
             result = Py_NewRef(Py_None);
         }
