@@ -29,6 +29,10 @@
 #include <structmember.h>
 #include <sys/socket.h>
 
+#ifndef MSG_NOSIGNAL                   /* (not on every Unix: Python ignores SIGPIPE anyway) */
+#define MSG_NOSIGNAL 0
+#endif
+
 static const char OPAQUE_KEY[] = JSON_OPAQUE_KEY;
 #define OPAQUE_KEY_LEN (sizeof OPAQUE_KEY - 1)
 /* an entry: [topic, version, template, size, used, generation confirmed at, key, template parts]
