@@ -10,10 +10,12 @@ the header and the frame, and the header with its first key written twice, also 
 ``repeated_keys``, compared with ``fastjson``'s exact count where json reads the text
 (the oracle), as does every tenth input a body-shaped object of 17 to 1,000 keys; ``configure``
 is given language tables it must refuse: a different command, or a command where the codec refuses the header, is a finding;
-the answer cache's hit path (``answer_hits``) runs on streams of the mutated frame, cached route
+the answer cache's hit path (``HitPath``) runs on streams of the mutated frame, cached route
 queries with other opaques (some mutated) and cut frames, against a cache that the inputs
-themselves fill, evict and make stale, and must give what the Python path gives (``lookup``
-frame by frame, up to the first that is not a hit) with the same cache state after;
+themselves fill, evict, clear and make stale (the route generation moving with a version or
+alone), and must give what the Python path gives (``lookup`` frame by frame, up to the first
+that is not a hit) with the same cache state after, a run of a whole read sometimes sent by the
+kernel itself on a socket pair and read back;
 an out-of-bounds access is caught by ASan.  Every ``--cost-every``-th frame is also read by the
 pure-Python codec with its cost counted (tests/costmeter.py: lines and memory, held to a multiple
 of the genuine frames' medians per byte): an input far dearer per byte is a finding too (issue
@@ -28,6 +30,7 @@ import argparse
 import json
 import random
 import shutil
+import socket
 import subprocess
 import sys
 import tempfile
@@ -106,9 +109,13 @@ class HitPathFuzz:
         from rocketpy.transport.answercache import AnswerCache
         self.rng, self.mutator, self.reusable = rng, mutator, ReusableResponse
         self.versions = {}
+        self.generation = 1            # moves whenever a version does (RouteSnapshots')
         size = rng.choice([4000, 20000, 1 << 20])
-        self.caches = [AnswerCache(self.version_of, max_bytes=size, max_request=600)
-                       for _ in range(2)]
+        self.caches = [AnswerCache(self.version_of, max_bytes=size, max_request=600,
+                                   versions=self) for _ in range(2)]
+        self.sockets = socket.socketpair()   # the kernel's own send of a whole read's run
+        for sock in self.sockets:
+            sock.setblocking(False)
         self.stored = []             # request frames whose answers went in
         self.runs = self.hits = self.compiled_hits = 0
         run = self.caches[0].answer_run
@@ -177,15 +184,22 @@ class HitPathFuzz:
         if rng.random() < 0.05:
             topic = rng.choice(["", "TopicTest", "T2", "%RETRY%x"])
             self.versions[topic] = self.versions.get(topic, 0) + 1
+            self.generation += 1
+        elif rng.random() < 0.03:      # the generation moves without a version: asked again
+            self.generation += 1
+        elif rng.random() < 0.01:
+            for cache in self.caches:
+                cache.clear()
         data = self._stream(frame)
         pos = 0 if rng.random() < 0.8 else rng.randrange(len(data) + 1)
         most, room = rng.choice([1, 3, 100]), rng.choice([1, 600, 1 << 20])
         limit = rng.choice([layout.DEFAULT_MAX_FRAME_LENGTH, 64, 300])
         kernel, python = self.caches
-        got = _runs(kernel, data, pos, most, room, limit, layout, True)
+        sockets = self.sockets if rng.random() < 0.3 else True
+        got = _runs(kernel, data, pos, most, room, limit, layout, sockets)
         want = _runs(python, data, pos, most, room, limit, layout, False)
         if got != want:
-            raise SystemExit(f"kernel_fuzz: finding: answer_hits on {data!r} from {pos} (most {most}, "
+            raise SystemExit(f"kernel_fuzz: finding: HitPath.run on {data!r} from {pos} (most {most}, "
                              f"room {room}, limit {limit}) gives {got!r}, the Python path {want!r}")
         if _cache_state(kernel) != _cache_state(python):
             raise SystemExit(f"kernel_fuzz: finding: the cache state differs after {data!r}")
@@ -227,15 +241,25 @@ def _runs(cache, data, pos, most, room, limit, layout, compiled):
     """What the protocol does with ``data[pos:]``, up to ``most`` frames: a list of cached answers
     and of ``("processed", pos)`` for each frame it would process, and where it stopped.
     ``compiled``: the kernel's runs, and a Python step for the frame that ends each (as
-    ``_consume`` does); else the Python path alone."""
+    ``_consume`` does); else the Python path alone. ``compiled`` a socket pair: the kernel's
+    runs, the first given the first socket's descriptor, and what the kernel sent is read off
+    the second."""
     out, n = [], 0
+    fd = compiled[0].fileno() if isinstance(compiled, tuple) else -1
     while n < most:
         if compiled:
-            run = cache.answer_run(data, pos, most - n, room, limit)
+            run = cache.answer_run(data, pos, most - n, room, limit, fd)
             if run is not None:
-                out.append(run[0])
-                pos, n = run[1], n + run[2]
+                rest, end, count, sent = run
+                if sent and (end != len(data) or fd < 0):
+                    raise SystemExit(f"kernel_fuzz: finding: a run to {end} of {len(data)} "
+                                     f"bytes sent {sent}")
+                if sent:
+                    rest = _read_exactly(compiled[1], sent) + rest
+                out.append(rest)
+                pos, n, fd = end, n + count, -1
                 continue
+            fd = -1
         step = _python_step(cache, data, pos, limit, layout)
         if step is None:
             break
@@ -250,8 +274,18 @@ def _runs(cache, data, pos, most, room, limit, layout, compiled):
     return merged, pos, n
 
 
+def _read_exactly(sock, n):
+    """``n`` bytes the kernel sent on the pair's other end (all there: a socket pair's buffer
+    took them in one send, or the kernel said it sent less)."""
+    out = b""
+    while len(out) < n:
+        out += sock.recv(n - len(out))
+    return out
+
+
 def _cache_state(cache):
-    return ([(k, e[0], e[1], e[3], e[4]) for k, e in cache._entries.items()], cache.bytes, cache.hits)
+    return ([(k, e[0], e[1], e[3], e[4], e[5]) for k, e in cache._entries.items()], cache.bytes,
+            cache.hits)
 
 
 def fuzz_loop(seconds, seed, inputs, cost_every=5):
@@ -313,7 +347,7 @@ def fuzz_loop(seconds, seed, inputs, cost_every=5):
         n += 1
     print(f"kernel_fuzz: {n} inputs under AddressSanitizer, no finding ({read} read by the kernel "
           f"and equal to the codec's command, the rest left to the codec; {hitpath.runs} streams "
-          f"had {hitpath.hits} cached answers, {hitpath.compiled_hits} of them by answer_hits, "
+          f"had {hitpath.hits} cached answers, {hitpath.compiled_hits} of them by HitPath, "
           "all as the Python path's)", flush=True)
     if contract is not None:
         print(f"kernel_fuzz: cost of {counted} inputs in the pure-Python codec counted, the "

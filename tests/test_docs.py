@@ -286,19 +286,23 @@ _C_MODULES = ("rocketpy/remoting/_kernel/module.c", "rocketpy/capture/_native/mo
 
 
 def _c_functions(source):
-    """The functions a C module gives Python: the rows of the ``PyMethodDef`` table its
-    ``PyModuleDef`` names (its types' methods are the decoder's and tally's own)."""
+    """The functions and types a C module gives Python: the rows of the ``PyMethodDef`` table
+    its ``PyModuleDef`` names, and the types it adds to the module, from any of its sources
+    (their methods are the types' own)."""
     text = (ROOT / source).read_text(encoding="utf-8")
     table = re.search(r"PyModuleDef\s+\w+\s*=\s*\{[^}]*?(\w+)\s*,?\s*\}", text).group(1)
     rows = text.split(f"PyMethodDef {table}[] = {{", 1)[1].split("};", 1)[0]
-    return set(re.findall(r'\{"(\w+)",', rows)) - {"configure"}
+    types = {name for path in (ROOT / source).parent.glob("*.c")
+             for name in re.findall(r'PyModule_AddObject(?:Ref)?\(\w+, "(\w+)", \(PyObject \*\)&\w+',
+                                    path.read_text(encoding="utf-8"))}
+    return (set(re.findall(r'\{"(\w+)",', rows)) | types) - {"configure"}
 
 
 def test_every_compiled_function_is_a_fast_path_with_its_oracle():
     """Each function the header kernel and the capture core give Python (``configure`` aside)
     is named in the first column of the fast paths table, so a C shortcut added without its
     row -- and the test tying it to its oracle -- fails here (the compiled hit path,
-    ``answer_hits``, had none)."""
+    ``answer_hits``, had none; its ``HitPath`` type that replaced it is checked as well)."""
     page = (DOCS / "architecture.md").read_text(encoding="utf-8")
     table = page.split("## Fast paths and their oracles", 1)[1].split("\n\n", 2)[2]
     named = set()
@@ -309,7 +313,8 @@ def test_every_compiled_function_is_a_fast_path_with_its_oracle():
         functions = _c_functions(source)
         assert functions, source
         assert functions - named == set(), source
-    assert _c_functions(_C_MODULES[0]) >= {"read_header", "answer_hits", "repeated_keys"}
+    assert _c_functions(_C_MODULES[0]) >= {"read_header", "HitPath", "repeated_keys"}
+    assert _c_functions(_C_MODULES[1]) >= {"jsonl", "Decoder", "Tally"}
 
 
 def _assigned(module, name):

@@ -20,5 +20,5 @@ def test_a_fixed_kernel_fuzz_run_under_addresssanitizer_finds_nothing():
     read = int(out.stdout.split("no finding (")[1].split()[0])
     assert read > INPUTS // 10       # the kernel read many of them, not only refused them
     assert f"kernel_fuzz: cost of {INPUTS // 5} inputs in the pure-Python codec counted" in out.stdout
-    compiled = int(out.stdout.split(" of them by answer_hits")[0].rsplit(None, 1)[1])
+    compiled = int(out.stdout.split(" of them by HitPath")[0].rsplit(None, 1)[1])
     assert compiled > INPUTS // 10   # and the hit path answered many

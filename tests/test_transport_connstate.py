@@ -78,6 +78,17 @@ def connect(transport=None, **kwargs):
 
 # -- the table -----------------------------------------------------------------------------
 
+def received(sock):
+    """Everything a non-blocking socket has been sent so far."""
+    out = b""
+    while True:
+        try:
+            chunk = sock.recv(1 << 20)
+        except BlockingIOError:
+            return out
+        out += chunk
+
+
 class TransitionTableTests(SynchronousTestCase):
     def test_every_state_event_pair_is_written_once(self):
         self.assertEqual(set(TRANSITIONS), set(itertools.product(STATES, EVENTS)))
@@ -276,29 +287,20 @@ class DirectWriteTests(SynchronousTestCase):
         conn.connected = 1
         return conn, reactor, theirs
 
-    def received(self, theirs):
-        out = b""
-        while True:
-            try:
-                chunk = theirs.recv(1 << 20)
-            except BlockingIOError:
-                return out
-            out += chunk
-
     def test_nothing_queued_is_sent_at_once(self):
         conn, reactor, theirs = self.connection()
         TransportTuning(conn).write(b"answer")
-        self.assertEqual(self.received(theirs), b"answer")
+        self.assertEqual(received(theirs), b"answer")
         self.assertEqual((reactor.writers, conn.dataBuffer, conn._tempDataLen), (set(), b"", 0))
 
     def test_behind_queued_bytes_it_is_queued_too(self):
         conn, reactor, theirs = self.connection()
         conn.write(b"first,")                  # queued: the reactor's next pass sends it
         TransportTuning(conn).write(b"second")
-        self.assertEqual(self.received(theirs), b"")
+        self.assertEqual(received(theirs), b"")
         self.assertEqual(reactor.writers, {conn})
         conn.doWrite()
-        self.assertEqual(self.received(theirs), b"first,second")
+        self.assertEqual(received(theirs), b"first,second")
 
     def test_what_the_socket_does_not_take_is_queued_in_order(self):
         conn, reactor, theirs = self.connection()
@@ -309,7 +311,7 @@ class DirectWriteTests(SynchronousTestCase):
         self.assertEqual(reactor.writers, {conn})
         got = b""
         for _ in range(10_000):                # bounded: the socket drains, the reactor writes
-            got += self.received(theirs)
+            got += received(theirs)
             if conn in reactor.writers:
                 conn.doWrite()
             elif len(got) == len(data) + 4:
@@ -320,11 +322,11 @@ class DirectWriteTests(SynchronousTestCase):
         conn, reactor, theirs = self.connection()
         conn.TLS = True                        # (Twisted hands TLS writes to its TLS layer)
         TransportTuning(conn).write(b"answer")
-        self.assertEqual((self.received(theirs), conn.protocol.written), (b"", [b"answer"]))
+        self.assertEqual((received(theirs), conn.protocol.written), (b"", [b"answer"]))
         conn, reactor, theirs = self.connection()
         conn.disconnecting = True
         TransportTuning(conn).write(b"answer")
-        self.assertEqual((self.received(theirs), conn._tempDataBuffer), (b"", [b"answer"]))
+        self.assertEqual((received(theirs), conn._tempDataBuffer), (b"", [b"answer"]))
 
     def test_other_transports_are_written_as_usual(self):
         t = StringTransport()

@@ -517,7 +517,8 @@ def _factory(options, reactor, core, context, limits):
     route = core.route
     housekeeping = BrokerHousekeepingService(
         core.metrics.counting_channel_destroy(route.on_channel_destroy), core.submit)
-    cache = AnswerCache(route.route_version) if options["answerCache"] else None
+    cache = (AnswerCache(route.route_version, versions=route.snapshots) if options["answerCache"]
+             else None)
     return server_factory(options, reactor, core.processor, housekeeping, context=context,
                           limits=limits, metrics=core.metrics, answer_cache=cache,
                           decode_pool=core.decode_pool, write_pool=core.write_pool)

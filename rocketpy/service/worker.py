@@ -145,7 +145,8 @@ class WorkerService(MultiService):
         self.link = Link(self, name="the link to the route writer")
         self.forwarder = Forwarder(self.link.send)
         self.metrics = ServerMetrics()
-        self.cache = AnswerCache(self.route.route_version) if options["answerCache"] else None
+        self.cache = (AnswerCache(self.route.route_version, versions=self.route.snapshots)
+                      if options["answerCache"] else None)
         self.decode_pool = DecodePool(reactor)
         self.factory = server_factory(
             options, reactor, ForwardingProcessor(self.processor),

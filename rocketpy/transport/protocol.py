@@ -328,13 +328,23 @@ class RemotingServerProtocol(Protocol):
         size = len(data)
         started = perf_counter()
         ran = run is not None and serve > 0
-        if ran:  # most reads are route queries with cached answers, all of them: done at once
-            answered = run(data, 0, serve, FLUSH_BYTES, self._max)
+        if ran:  # most reads are route queries with cached answers, all of them: done at once,
+            # sent on the socket by the kernel when nothing waits before them (transport/tuning.py)
+            # (a read was the last activity: dataReceived noted it just now)
+            tuning = self._tuning
+            direct = tuning.direct()
+            answered = run(data, 0, serve, FLUSH_BYTES, self._max, direct)
             if answered is not None and answered[1] == size:
-                answers, _, n = answered
-                self._metrics.cached_answers(n, perf_counter() - started)
+                rest, _, n, sent = answered
+                metrics = self._metrics
+                metrics.cached_answers(n, perf_counter() - started)
+                metrics.bytes_sent += sent + len(rest)
                 gate.spent(self, n, 0)
-                self._write([answers])
+                if rest:
+                    if direct < 0:
+                        tuning.write(rest)
+                    else:
+                        tuning.queue(rest)
                 if self._holding:
                     self._hold_frame(0)
                 return
@@ -360,8 +370,8 @@ class RemotingServerProtocol(Protocol):
                     ran = False  # (the run from the start, above)
                 else:
                     answered = run(data, pos, serve - taken, FLUSH_BYTES - out_bytes, limit)
-                if answered is not None:
-                    answer, pos, n = answered
+                if answered is not None:  # (nothing sent: no descriptor given)
+                    answer, pos, n, _ = answered
                     taken += n
                     hits += n
             after_run = answer is not None

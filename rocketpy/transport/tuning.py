@@ -20,7 +20,10 @@ transport's socket (``getHandle``) when the transport has nothing queued (its ``
 whatever the socket does not take, every write while something is queued or on TLS, and a
 socket error (which the transport's own write then meets and closes the connection for) go
 through ``transport.write`` as before, so bytes keep their order and flow control (the
-high-water mark, ``pauseProducing``) is the transport's.
+high-water mark, ``pauseProducing``) is the transport's. The compiled hit path sends a read's
+cached answers itself (:attr:`~rocketpy.transport.answercache.AnswerCache.answer_run`): to the
+descriptor :meth:`TransportTuning.direct` gives under the same conditions, what the socket did
+not take going to :meth:`TransportTuning.queue`.
 
 Everything else goes through public interfaces (``ITCPTransport.setTcpNoDelay``,
 ``ISystemHandle.getHandle``); a transport without them (a TLS layer of tests, a
@@ -106,15 +109,22 @@ class TransportTuning:
             self._raised = False
             self._sized.bufferSize = self._usual
 
-    def write(self, data):
-        """Write ``data`` (bytes) with the high-water mark in place (:meth:`before_write`): sent
-        at once when nothing is queued before it (see the module docstring), the rest queued by
-        the transport."""
+    def direct(self):
+        """The socket's descriptor when a write may go straight to it now, else -1: the
+        high-water mark put back (:meth:`before_write`), nothing queued in the transport, a
+        plain, open TCP connection (see the module docstring)."""
         if self._raised:
             self.before_write()
         t = self._tcp
         if (t is not None and not t.dataBuffer and not t._tempDataLen and t.connected
                 and not t.disconnecting and not t.TLS):
+            return self._socket.fileno()
+        return -1
+
+    def write(self, data):
+        """Write ``data`` (bytes) with the high-water mark in place: sent at once when nothing
+        is queued before it (:meth:`direct`), the rest queued by the transport."""
+        if self.direct() >= 0:
             try:
                 sent = self._socket.send(data)
             except OSError:    # full (EAGAIN), or gone: the transport's write finds out which
@@ -123,6 +133,11 @@ class TransportTuning:
                 return
             if sent:
                 data = memoryview(data)[sent:].tobytes()
+        self._transport.write(data)
+
+    def queue(self, data):
+        """What a write straight to :meth:`direct`'s descriptor left: the transport's (behind
+        nothing: that write was first), sent as the socket takes it."""
         self._transport.write(data)
 
     def peer_gone(self):

@@ -3,7 +3,7 @@
  * read_header builds the RemotingCommand of a usual header, request_key and peek read a whole
  * request frame for the answer cache and the overload answer; each answers None for anything the
  * kernel leaves to the Python codec (rocketpy.remoting.frame, rocketpy.remoting.layout), which
- * then reads it as before.  answer_hits (hits.c) is the answer cache's hit path. */
+ * then reads it as before.  HitPath (hits.c) is the answer cache's hit path. */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
@@ -228,7 +228,6 @@ static PyMethodDef METHODS[] = {
      "peek(frame): (code, opaque, flag) of a usual header that writes its opaque, or None"},
     {"repeated_keys", repeated_keys, METH_O,
      "repeated_keys(json bytes): whether an object writes a key twice (bytes compared), or None"},
-    {"answer_hits", (PyCFunction)(void (*)(void))rk_answer_hits, METH_FASTCALL, RK_ANSWER_HITS_DOC},
     COST_METHODS
     {NULL, NULL, 0, NULL},
 };
@@ -251,5 +250,8 @@ PyMODINIT_FUNC PyInit__kernel(void) {
     SERIALIZE[1] = PyLong_FromLong(SER_ROCKETMQ);
     if (!SERIALIZE[0] || !SERIALIZE[1])
         return NULL;
-    return PyModule_Create(&MODULE);
+    PyObject *module = PyModule_Create(&MODULE);
+    if (module && rk_hits_add_type(module) < 0)
+        Py_CLEAR(module);
+    return module;
 }
