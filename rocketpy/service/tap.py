@@ -26,6 +26,7 @@ from ..namesrv.processor.configguard import ConfigUpdateGuard
 from ..namesrv.profile import DEFAULT_PROFILE, PROFILES, profile_for
 from ..remoting.frame import DEFAULT_MAX_FRAME_LENGTH
 from ..transport.answercache import AnswerCache
+from ..transport.dispatch import lean_dispatch
 from ..transport.client import OnewayNotifier
 from ..transport.factory import RemotingServerFactory
 from ..transport.limits import LIMIT_KEYS, ServerLimits, connection_cap
@@ -542,9 +543,11 @@ def server_factory(options, reactor, processor, listener, *, context, limits, me
 
 
 def _process_services(options, reactor, top, factory):
-    """What the process itself needs, first: the log level, the TLS files' watch (Java reloads
-    the certificates when they change), SIGTERM as a clean stop."""
+    """What the process itself needs, first: the log level, the reactor's lean dispatch
+    (:mod:`rocketpy.transport.dispatch`), the TLS files' watch (Java reloads the certificates
+    when they change), SIGTERM as a clean stop."""
     LogLevelService(options.get("log_level", LogLevel.info), reactor).setServiceParent(top)
+    _Hooks("lean-dispatch", partial(lean_dispatch, reactor)).setServiceParent(top)
     settings = options["tls"]
     if settings.mode is not TlsMode.DISABLED and watched_paths(settings):
         from .tlswatch import TlsFileWatch
