@@ -447,7 +447,8 @@ class InterfaceTests(SynchronousTestCase):
             names.add(service.name)
         self.assertEqual(names, {"batch-unregistration", "kv-config", "scan-not-active-broker",
                                  "route-memory", "remoting-server", "graceful-exit",
-                                 "oneway-notifier", "log-level", "boot-line", "allocator-arena"})
+                                 "oneway-notifier", "log-level", "boot-line", "allocator-arena",
+                                 "lean-dispatch"})
 
 
 class AllocatorOptionTests(SynchronousTestCase):
