@@ -49,7 +49,7 @@ COLUMNS = [name for name, _ in SCHEMA]
 #: the names the columns show for codes (``code_name``, ``language``, ``version_name``, ...)
 REQUEST_NAMES = {int(c): c.name for c in codes.RequestCode}
 RESPONSE_NAMES = {int(c): c.name for c in codes.ResponseCode}
-VERSION_NAMES = {int(v): v.name for v in codes.MQVersion}
+VERSION_NAMES = codes.VERSION_NAMES
 LANGUAGE_NAMES = {int(c): c.name for c in codes.LanguageCode}
 SERIALIZE_NAMES = {int(t): t.name for t in codes.SerializeType}
 

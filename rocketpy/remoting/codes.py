@@ -37,6 +37,7 @@ __all__ = [
     "request_code_name",
     "response_code_name",
     "version_desc",
+    "VERSION_NAMES",
     "version_name",
     "version_ordinal",
     "release_ordinal",
@@ -213,23 +214,29 @@ def _version_names():
     return tuple(names)
 
 
-MQVersion = IntEnum(
-    "MQVersion",
-    [(name, ordinal) for ordinal, name in enumerate(_version_names())],
-    module=__name__,
-    qualname="MQVersion",
-)
-MQVersion.__doc__ = "``MQVersion.Version``: member value = Java ordinal (V4_9_8=409, V5_3_3=479)."
+#: MQVersion's names by ordinal (``409`` -> ``"V4_9_8"``), without building the enum
+VERSION_NAMES = dict(enumerate(_version_names()))
+_VERSION_ORDINALS = {name: ordinal for ordinal, name in VERSION_NAMES.items()}
+_HIGHER_VERSION = len(VERSION_NAMES) - 1
 
-# MQVersion.CURRENT_VERSION of rocketmq-all-5.3.3, the version rocketpy speaks.
-CURRENT_VERSION = MQVersion.V5_3_3
+
+def __getattr__(name):
+    """:class:`MQVersion` and ``CURRENT_VERSION``, built at their first use: an IntEnum of ~960
+    members takes 20 ms, and what reads only names (the capture CLI) starts without it."""
+    if name not in ("MQVersion", "CURRENT_VERSION"):
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    version = IntEnum("MQVersion", [(n, o) for o, n in VERSION_NAMES.items()], module=__name__,
+                      qualname="MQVersion")
+    version.__doc__ = "``MQVersion.Version``: member value = Java ordinal (V4_9_8=409, V5_3_3=479)."
+    # MQVersion.CURRENT_VERSION of rocketmq-all-5.3.3, the version rocketpy speaks.
+    globals().update(MQVersion=version, CURRENT_VERSION=version.V5_3_3)
+    return globals()[name]
+
 
 # Iterating an IntEnum skips aliases, so these map each value to its canonical name.
 _REQUEST_NAMES = {member.value: member.name for member in RequestCode}
 _RESPONSE_NAMES = {member.value: member.name for member in ResponseCode}
 _LANGUAGE_NAMES = {member.value: member.name for member in LanguageCode}
-_VERSION_NAMES = {member.value: member.name for member in MQVersion}
-_HIGHER_VERSION = MQVersion.HIGHER_VERSION
 
 
 def _by_value(table, value):
@@ -268,7 +275,7 @@ def language_from_name(name):
 
 def version_name(version):
     """Name of an MQVersion ordinal (``409`` -> ``"V4_9_8"``), else None."""
-    return _by_value(_VERSION_NAMES, version)
+    return _by_value(VERSION_NAMES, version)
 
 
 def version_desc(version):
@@ -277,14 +284,13 @@ def version_desc(version):
     Java throws for a negative ordinal; this returns None for it, and for non-integers.
     """
     if isinstance(version, int) and version > _HIGHER_VERSION:
-        return _HIGHER_VERSION.name
+        return VERSION_NAMES[_HIGHER_VERSION]
     return version_name(version)
 
 
 def version_ordinal(name):
     """Ordinal of an MQVersion name (``"V5_0_0"`` -> ``413``), else None."""
-    member = _by_name(MQVersion.__members__, name)
-    return None if member is None else member.value
+    return _by_name(_VERSION_ORDINALS, name)
 
 
 def release_ordinal(text):
