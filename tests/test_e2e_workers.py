@@ -119,7 +119,7 @@ def test_an_idle_connection_on_a_worker_is_closed_there_and_its_broker_unregiste
         broker = client_on(server, 1)
         broker.send_frame(register_frame("broker-a", "127.0.0.1:10911", ["TA", "TA2"]))
         assert broker.read_frame().code == 0
-        assert broker.is_closed_by_server(timeout=120)
+        assert broker.is_closed_by_server(timeout=PATIENCE)
         server.wait_for_log(r"worker 1: .*IDLE exception")
         server.wait_for_log(r"the broker's channel destroyed.*broker_name='broker-a'.*"
                             r"submit result: True")

@@ -42,8 +42,7 @@ from twisted.internet.task import LoopingCall
 from twisted.logger import Logger
 from twisted.python.failure import Failure
 
-from ..controller.grouprole import (ELECTING, FOLLOWING, LEADING, LOADING, STOPPED, WINNING,
-                                    GroupRole)
+from ..controller.grouprole import ELECTING, LEADING, LOADING, STOPPED, WINNING, GroupRole
 from ..controller.replicated import (MAX_SNAPSHOT_BYTES, SNAPSHOT_ENTRIES, NotCommitted,
                                      ReplicaLog, ReplicationError, append_txn, campaign_txn,
                                      key_prefix, leader_key, parse_leader, range_request,
