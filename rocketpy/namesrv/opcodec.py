@@ -61,15 +61,25 @@ class _Reader:
         return len(self.data) - self.pos
 
     def take(self, n, what):
-        if n > len(self.data) - self.pos:
-            raise OpStreamError(f"cut short: {what} needs {n} bytes, {self.left()} left at "
-                                f"byte {self.pos}")
         start = self.pos
-        self.pos = start + n
-        return self.data[start:self.pos]
+        end = start + n
+        if end > len(self.data):
+            self._short(n, what)
+        self.pos = end
+        return self.data[start:end]
 
     def unpack(self, fmt, what):
-        return fmt.unpack(self.take(fmt.size, what))[0]
+        """The one value of ``fmt`` here, read in place (no slice: most fields are numbers)."""
+        start = self.pos
+        end = start + fmt.size
+        if end > len(self.data):
+            self._short(fmt.size, what)
+        self.pos = end
+        return fmt.unpack_from(self.data, start)[0]
+
+    def _short(self, n, what):
+        raise OpStreamError(f"cut short: {what} needs {n} bytes, {self.left()} left at "
+                            f"byte {self.pos}")
 
 
 # ------------------------------------------------------------------ field codecs
@@ -193,7 +203,9 @@ BYTES = (_bytes_enc, _bytes_dec, 4)
 
 
 def _count(reader, least, what):
-    count = reader.unpack(_U32, f"the count of {what}")
+    if reader.left() < 4:   # (the message is built only then)
+        reader.unpack(_U32, f"the count of {what}")
+    count = reader.unpack(_U32, what)
     if count * least > reader.left():
         raise OpStreamError(f"{count} {what} declared, {reader.left()} bytes left at byte "
                             f"{reader.pos}")
