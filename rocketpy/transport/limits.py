@@ -255,8 +255,9 @@ class LoadGovernor:
         self._waiting = {}             # queued proto -> requests of its read it holds
         #: requests read and waiting in queued connections (Java's executor queue)
         self.waiting = 0
-        #: the turn's stopwatch (seconds); tests replace it
-        self.timer = perf_counter
+        #: the turn's stopwatch (seconds): the clock's, so a test's Clock never stretches a turn
+        #: by how fast the machine runs (tests that stretch turns replace it)
+        self.timer = perf_counter if clock is None else clock.seconds
         self._pending = {}       # proto -> bytes of its partly received large frame
         self.pending_bytes = 0
         # overload episode
