@@ -76,7 +76,7 @@ class ManualPool:
         self.waiting = []
         self.refused = 0
 
-    def submit(self, work, peer=None, cancel=None, budget=None):
+    def submit(self, work, peer=None, cancel=None, budget=None, size=0):
         if len(self.waiting) >= self.max_pending:
             self.refused += 1
             return None
@@ -249,7 +249,7 @@ class ThreadReactor:
 class DecodePoolTests(SynchronousTestCase):
     def test_work_runs_on_the_named_daemon_thread_and_the_queue_is_bounded(self):
         reactor = ThreadReactor()
-        pool = DecodePool(reactor, max_pending=2)
+        pool = DecodePool(reactor, max_pending=2, max_waiting_bytes=0)   # no lobby
         gate = threading.Event()
         pool.start()
         self.addCleanup(pool.stop)

@@ -109,7 +109,7 @@ class Forwarder:
     def __len__(self):
         return len(self._waiting)
 
-    def submit(self, work, peer=None, cancel=None, budget=None):
+    def submit(self, work, peer=None, cancel=None, budget=None, size=0):
         if not self.accepting or len(self._waiting) >= self.limit:
             self.refused += 1
             return None
@@ -179,7 +179,7 @@ class ReplicaBarrier:
             self._acked[member] = seq
             self._release()
 
-    def submit(self, work, peer=None, cancel=None, budget=None):
+    def submit(self, work, peer=None, cancel=None, budget=None, size=0):
         """``work()`` is a sequence number, or a Deferred of one (work the writer still has
         queued: the number is known once it is done)."""
         seq = work()
@@ -298,7 +298,8 @@ class ForwardedRequests:
             if pool is None:
                 response = response.step()
                 continue
-            d = pool.submit(response.work, host_of(remote), response.cancel, response.budget)
+            d = pool.submit(response.work, host_of(remote), response.cancel, response.budget,
+                            len(request.body or b""))
             if d is None:
                 return self._busy(remote, request, pool, worker, fid)
             d.addCallbacks(self._finished, self._failed,

@@ -15,12 +15,18 @@ throughout (docs/reliability.md).
 
 Fair across hosts, in places and in time:
 
-* The queue is bounded (:data:`MAX_PENDING`, and :data:`MAX_PENDING_PER_PEER` per peer host):
-  past it the protocol answers SYSTEM_BUSY, Java's answer to a full executor queue (the broker
-  registers again in 30 s). A full pool still takes work from a host holding two places fewer
-  than another: the other host's newest waiting job is answered SYSTEM_BUSY instead
-  (:class:`WorkDisplaced`), so a few hosts cannot hold every place (issue 31: 4 hosts x 4 slow
-  bodies had a fifth host's registration refused at once).
+* The places are bounded (:data:`MAX_PENDING`, and :data:`MAX_PENDING_PER_PEER` per peer host):
+  a job with a place may hold a thread and a partly decoded body. Work past them waits in the
+  *lobby*, in line by host, holding nothing but its request (Java's executor queue holds 50,000
+  requests and answers none SYSTEM_BUSY; brokers behind one address registering at once were
+  refused here): places go to the lobby's hosts in turn as jobs finish. Only past
+  :data:`MAX_WAITING_BYTES` of waiting bodies does the protocol answer SYSTEM_BUSY, Java's answer
+  to a full executor queue (the broker registers again in 30 s). A full pool still gives a place
+  to a host holding two places fewer than another: the other host's newest job with a place goes
+  back to the front of its host's line (:class:`WorkDisplaced` when the lobby has no room for
+  it), so a few hosts cannot hold every place (issue 31: 4 hosts x 4 slow bodies had a fifth
+  host's registration refused at once). A job whose connection closes while it waits is
+  withdrawn (:meth:`DecodePool.withdraw`), never decoded.
 * Work is served in turns by host, one *quantum* of work units at a time (:data:`QUANTUM`,
   counted by the job's :class:`~rocketpy.remoting.budget.DecodeBudget`, whose every check is a
   point where the job may yield): a host's decode waits for at most a quantum of each other
@@ -57,16 +63,19 @@ from twisted.python.threadpool import ThreadPool
 from . import logs
 
 __all__ = ["DecodePool", "WritePool", "WorkDisplaced", "MAX_PENDING", "MAX_PENDING_PER_PEER",
+           "MAX_WAITING_BYTES",
            "QUANTUM", "STOP_WAIT", "THREAD_NAME", "WRITER_THREAD_NAME", "SWITCH_INTERVAL"]
 
-#: Decodes accepted at once (running or queued; a connection has at most one). A 10,000-topic
-#: body decodes in ~20 ms, a hostile one (64 MiB inflated) in a few seconds: 16 genuine changed
-#: registrations wait well under a second, while a flood of bombs is refused instead of
-#: queueing for minutes.
+#: Decodes with a place at once (running or queued; a connection has at most one). A 10,000-topic
+#: body decodes in ~20 ms, a hostile one (64 MiB inflated) in a few seconds: at most 16 hold a
+#: thread and a partly decoded body; the rest wait in the lobby, holding only their requests.
 MAX_PENDING = 16
 #: Decodes accepted at once from one peer host: a broker has one registration in flight; its
 #: master and slaves on one host a few.
 MAX_PENDING_PER_PEER = 4
+#: Bytes of request bodies waiting for a place (the lobby), all hosts together; a connection has
+#: at most one there. 64 brokers' 10,000-topic plain bodies (~1 MiB each) fit four times over.
+MAX_WAITING_BYTES = 256 << 20
 #: Work units (``rocketpy.remoting.budget``) a decode runs before another host's waiting work
 #: takes a turn: ~20-60 ms of decoding (a genuine 10,000-topic compressed body is ~0.6 M).
 QUANTUM = 1 << 20
@@ -81,7 +90,8 @@ SWITCH_INTERVAL = 0.001
 
 
 class WorkDisplaced(Exception):
-    """Accepted work that a full pool gave up for another host's (answered SYSTEM_BUSY)."""
+    """Accepted work that a full pool gave up for another host's, with no room for it in the
+    lobby (answered SYSTEM_BUSY)."""
 
 
 class _Threads(ThreadPool):
@@ -98,9 +108,9 @@ class _Job:
     """One piece of work of a peer: its cancel hook, its budget (whose checks are its yield
     points), the Deferred of its result, and its thread once started."""
 
-    __slots__ = ("work", "peer", "cancel", "budget", "deferred", "thread", "turn_from")
+    __slots__ = ("work", "peer", "cancel", "budget", "deferred", "thread", "turn_from", "size")
 
-    def __init__(self, work, peer, cancel, budget):
+    def __init__(self, work, peer, cancel, budget, size):
         self.work = work
         self.peer = peer
         self.cancel = cancel
@@ -108,19 +118,22 @@ class _Job:
         self.deferred = Deferred()
         self.thread = None
         self.turn_from = 0      # the budget's units worked when this turn began
+        self.size = size        # the bytes its request holds while it waits in the lobby
 
 
 class DecodePool:
-    """Bounded per-peer queues (``max_pending`` jobs running or waiting, ``max_per_peer`` of one
-    peer) of pure work, run one at a time in turns by peer of ``quantum`` work units each;
-    results come back on the reactor. ``switch_interval`` is ``sys.setswitchinterval`` while the
-    pool runs (when lower than the one in force), restored when it stops."""
+    """Bounded per-peer queues (``max_pending`` jobs with a place, running or waiting,
+    ``max_per_peer`` of one peer) of pure work, run one at a time in turns by peer of
+    ``quantum`` work units each, and the lobby before them (``max_waiting_bytes`` of waiting
+    requests, in line by peer; 0: none, work past the places is refused); results come back
+    on the reactor. ``switch_interval`` is ``sys.setswitchinterval`` while the pool runs (when
+    lower than the one in force), restored when it stops."""
 
     log = Logger(observer=logs.observer)
 
     def __init__(self, reactor, max_pending=MAX_PENDING, name=THREAD_NAME,
                  switch_interval=SWITCH_INTERVAL, max_per_peer=MAX_PENDING_PER_PEER,
-                 stop_wait=STOP_WAIT, quantum=QUANTUM):
+                 stop_wait=STOP_WAIT, quantum=QUANTUM, max_waiting_bytes=MAX_WAITING_BYTES):
         self._reactor = reactor
         self._switch_interval = switch_interval
         self._saved_interval = None
@@ -140,14 +153,26 @@ class DecodePool:
         self.max_per_peer = max_per_peer
         #: False before :meth:`start` and from :meth:`stop` on: every submit is refused
         self.accepting = False
-        #: work accepted and not yet finished, in all and by peer (on the reactor thread)
+        #: work with a place and not yet finished, in all and by peer (on the reactor thread)
         self.pending = 0
         self.pending_by_peer = {}
-        #: totals since start: finished, refused (displaced ones too), displaced, abandoned
-        #: at stop, and turns handed from one job to another host's before it finished
+        #: the lobby (on the reactor thread): each peer's line of waiting jobs (a withdrawn one
+        #: stays, emptied, until its line reaches it: O(1) either way), the peers in turn, and
+        #: the jobs and request bytes waiting in all
+        self.max_waiting_bytes = max_waiting_bytes
+        self._lobby = {}
+        self._rotation = deque()    # the lobby's peers, the next to get a place first
+        self._waiting_jobs = {}     # the job's Deferred -> the job
+        self.waiting = 0
+        self.waiting_bytes = 0
+        #: totals since start: finished, refused (displaced ones without room in the lobby
+        #: too), displaced, that waited in the lobby, withdrawn from it, abandoned at stop, and
+        #: turns handed from one job to another host's before it finished
         self.done = 0
         self.refused = 0
         self.displaced = 0
+        self.lobbied = 0
+        self.withdrawn = 0
         self.abandoned = 0
         self.yields = 0
 
@@ -177,6 +202,10 @@ class DecodePool:
                             for peer, queue in self._queues.items()}
             self._queues = {peer: queue for peer, queue in self._queues.items() if queue}
             self._lock.notify_all()
+        abandoned += self.waiting
+        self._lobby, self._waiting_jobs = {}, {}
+        self._rotation.clear()
+        self.waiting = self.waiting_bytes = 0
         self.abandoned += abandoned
         deadline = time.monotonic() + self._stop_wait
         for job in started:
@@ -190,40 +219,111 @@ class DecodePool:
             sys.setswitchinterval(self._saved_interval)
             self._saved_interval = None
 
-    def submit(self, work, peer=None, cancel=None, budget=None):
+    def submit(self, work, peer=None, cancel=None, budget=None, size=0):
         """A Deferred of ``work()`` run on a pool thread, firing later on the reactor thread;
-        None when the pool is not running (:attr:`accepting`), or when ``max_pending`` pieces of
-        work (and no other host holds two more than ``peer``), or ``max_per_peer`` of
-        ``peer``'s, are already accepted. ``cancel()``, if given, makes ``work`` stop early
-        (shutdown); ``budget``, if given, is the job's
-        :class:`~rocketpy.remoting.budget.DecodeBudget`: at its checks the job yields its turn
-        once it has spent a quantum."""
-        held = self.pending_by_peer.get(peer, 0)
-        if not self.accepting or (self.max_per_peer and held >= self.max_per_peer):
+        None when the pool is not running (:attr:`accepting`), or when the job has no place
+        (``max_pending`` jobs have one, and no other host holds two more than ``peer``, or
+        ``max_per_peer`` of ``peer``'s) and its request (``size`` bytes) would put the lobby past
+        ``max_waiting_bytes``. ``cancel()``, if given, makes ``work`` stop early (shutdown);
+        ``budget``, if given, is the job's :class:`~rocketpy.remoting.budget.DecodeBudget`: at
+        its checks the job yields its turn once it has spent a quantum."""
+        if not self.accepting:
             self.refused += 1
             return None
+        job = _Job(work, peer, cancel, budget, size)
+        held = self.pending_by_peer.get(peer, 0)
+        if peer in self._lobby or (self.max_per_peer and held >= self.max_per_peer):
+            return self._wait(job, first=False)
         displaced = None
         if self.pending >= self.max_pending:
             displaced = self._displace(held)
             if displaced is None:
-                self.refused += 1
-                return None
+                return self._wait(job, first=False)
+        self._place(job)
+        if displaced is not None:   # back to the front of its host's line, or refused
+            if self._wait(displaced, first=True) is None:
+                displaced.deferred.errback(Failure(WorkDisplaced(
+                    "the decode pool is full: a job of a host holding more places gave way")))
+        return job.deferred
+
+    def withdraw(self, deferred):
+        """Take the job of ``deferred`` (a :meth:`submit`'s) out of the lobby, if it still
+        waits there: its connection closed, so it is never run and its Deferred never fires.
+        (It keeps its spot in its host's line, emptied of its request, until the line reaches it.)"""
+        job = self._waiting_jobs.pop(deferred, None)
+        if job is None:
+            return False
+        job.work = job.budget = job.cancel = None
+        self.waiting -= 1
+        self.waiting_bytes -= job.size
+        self.withdrawn += 1
+        return True
+
+    def _place(self, job):
+        """Give ``job`` a place: its host's queue, and the turn if nobody holds it."""
         self.pending += 1
-        self.pending_by_peer[peer] = held + 1
-        job = _Job(work, peer, cancel, budget)
-        if budget is not None:
-            budget.checkpoint = partial(self._checkpoint, job)
+        self.pending_by_peer[job.peer] = self.pending_by_peer.get(job.peer, 0) + 1
+        if job.budget is not None:
+            job.budget.checkpoint = partial(self._checkpoint, job)
         with self._lock:
-            queue = self._queues.get(peer)
+            queue = self._queues.get(job.peer)
             if queue is None:
-                queue = self._queues[peer] = deque()
+                queue = self._queues[job.peer] = deque()
             queue.append(job)
             if self._holder is None:
                 self._hand(self._next())
-        if displaced is not None:   # answered last: its connection may submit again at once
-            displaced.deferred.errback(Failure(WorkDisplaced(
-                "the decode pool is full: a job of a host holding more places gave way")))
+
+    def _wait(self, job, first):
+        """Put ``job`` in its host's line of the lobby (at its front when ``first``: a job that
+        gave its place away); its Deferred, or None (counted refused) when the lobby is full."""
+        if not self.max_waiting_bytes or self.waiting_bytes + job.size > self.max_waiting_bytes:
+            self.refused += 1
+            return None
+        line = self._lobby.get(job.peer)
+        if line is None:
+            line = self._lobby[job.peer] = deque()
+            self._rotation.append(job.peer)
+        if first:
+            line.appendleft(job)
+        else:
+            line.append(job)
+        self._waiting_jobs[job.deferred] = job
+        self.waiting += 1
+        self.waiting_bytes += job.size
+        self.lobbied += 1
+        if self.lobbied & (self.lobbied - 1) == 0:   # the 1st, 2nd, 4th... (a flood: a few lines)
+            self.log.info("decode pool: {peer}'s request waits for a place ({waiting} waiting, "
+                          "{bytes} bytes; {lobbied} so far)", peer=job.peer, waiting=self.waiting,
+                          bytes=self.waiting_bytes, lobbied=self.lobbied)
+        self._admit()   # a place may be free (its host's line held only withdrawn jobs)
         return job.deferred
+
+    def _admit(self):
+        """Give the free places to the lobby's peers in turn, each while it holds fewer than
+        ``max_per_peer``; withdrawn jobs are dropped as their line reaches them. A peer at its
+        share is passed over for this round (at most ``max_pending / max_per_peer`` can be), so
+        a place costs O(1) however many peers wait."""
+        lobby, rotation, cap = self._lobby, self._rotation, self.max_per_peer
+        passed = 0
+        while rotation and passed < len(rotation) and self.pending < self.max_pending:
+            peer = rotation.popleft()
+            if cap and self.pending_by_peer.get(peer, 0) >= cap:
+                rotation.append(peer)
+                passed += 1
+                continue
+            line = lobby[peer]
+            job = line.popleft()
+            if line:
+                rotation.append(peer)
+            else:
+                del lobby[peer]
+            if job.work is None:        # withdrawn
+                continue
+            passed = 0
+            del self._waiting_jobs[job.deferred]
+            self.waiting -= 1
+            self.waiting_bytes -= job.size
+            self._place(job)
 
     def _displace(self, held):
         """Take out the newest waiting job of the host holding the most places, if it holds at
@@ -238,7 +338,6 @@ class DecodePool:
         self.pending -= 1
         self.pending_by_peer[peer] -= 1
         self.displaced += 1
-        self.refused += 1
         return job
 
     # -- the turns (under the lock) -----------------------------------------------------------
@@ -313,6 +412,8 @@ class DecodePool:
         held = self.pending_by_peer.pop(job.peer) - 1
         if held:
             self.pending_by_peer[job.peer] = held
+        if self._lobby:
+            self._admit()
         if isinstance(result, Failure):
             job.deferred.errback(result)
         else:
@@ -367,11 +468,11 @@ class WritePool:
             self._next()
         return d
 
-    def submit(self, job, peer=None, cancel=None, budget=None):
+    def submit(self, job, peer=None, cancel=None, budget=None, size=0):
         """A Deferred that fires (on the reactor thread) once ``job`` -- or a later job of the
-        same file -- has been written, or fails with the write's exception. ``peer``, ``cancel``
-        and ``budget`` are the decode pool's; a write is never cancelled (it answers once
-        durable)."""
+        same file -- has been written, or fails with the write's exception. ``peer``, ``cancel``,
+        ``budget`` and ``size`` are the decode pool's; a write is never cancelled (it answers
+        once durable)."""
         self.jobs += 1
         if self._stopped:  # late (shutdown): written here and now
             try:

@@ -19,8 +19,9 @@ sniffer (:mod:`~rocketpy.transport.sniff`), the frame receiver
   wait, so a broker's REGISTER and QUERY_DATA_VERSION, or a PUT and GET, stay in order -- and
   everyone else is served; ``finish`` runs on the reactor, then the connection resumes. A
   connection gone by then gets nothing (its registration is not applied; a write still happens).
-  A full decode pool answers SYSTEM_BUSY (at once, or later for work it gave up for another
-  host's); a lane without a pool runs at once.
+  Work the decode pool has no place for waits in its lobby (withdrawn if the connection
+  closes first); a full lobby answers SYSTEM_BUSY (at once, or later for work that gave its
+  place to another host's and found no room there); a lane without a pool runs at once.
 * Flow control (Java turns auto-read off in ``channelWritabilityChanged``): the protocol is a
   streaming producer for its transport; paused for any reason (the peer not reading past the
   high-water mark, the turn's budget spent, work on a pool), it neither reads nor serves
@@ -117,6 +118,7 @@ class RemotingServerProtocol(Protocol):
         self._last_activity = 0.0
         self._abort_call = None
         self._close_reason = None
+        self._waiting_on = None   # (pool.withdraw, Deferred) of work that may wait in a lobby
 
     # -- what others read --------------------------------------------------------------------
 
@@ -180,6 +182,10 @@ class RemotingServerProtocol(Protocol):
         self._cancel_idle()
         if self._abort_call is not None and self._abort_call.active():
             self._abort_call.cancel()
+        if self._waiting_on is not None:   # its work, still waiting for a place, is not done
+            withdraw, waiting = self._waiting_on
+            self._waiting_on = None
+            withdraw(waiting)
         server = self.server
         server.close_channel_record(self)
         if self._close_reason is None and not reason.check(ConnectionDone, ConnectionAborted):
@@ -528,8 +534,10 @@ class RemotingServerProtocol(Protocol):
         """``pending.work`` submitted to ``pool``, its finish (or failure) chained; None when
         the pool refuses it."""
         d = pool.submit(pending.work, getattr(self.transport.getPeer(), "host", None),
-                        pending.cancel, pending.budget)
+                        pending.cancel, pending.budget, len(request.body or b""))
         if d is not None:
+            withdraw = getattr(pool, "withdraw", None)   # (a pool with a lobby)
+            self._waiting_on = None if withdraw is None else (withdraw, d)
             d.addCallbacks(self._finish, self._failed,
                            callbackArgs=(pending.finish, request, started),
                            errbackArgs=(pending, request, started, pool))
@@ -539,6 +547,7 @@ class RemotingServerProtocol(Protocol):
         """Back on the reactor thread: apply the result and answer, unless the peer is gone. A
         finish that hands back more work (a change to write after a decode) has it run on its
         own lane first, the connection still paused (the Deferred returned is waited for)."""
+        self._waiting_on = None
         if self.closing:
             return
         response = finish(result)
@@ -558,6 +567,7 @@ class RemotingServerProtocol(Protocol):
     def _failed(self, failure, pending, request, started, pool):
         """The work raised: the Pending's own answer for that (``fail``), or a SYSTEM_ERROR; work
         the pool gave up for another host's (``WorkDisplaced``) is answered as a full pool's."""
+        self._waiting_on = None
         if failure.check(WorkDisplaced):
             return self._refused_later(request, pool)
         if pending.fail is None:
