@@ -206,10 +206,10 @@ class ControllerGroup(Service):
         self._encoded = (None, None)
         return LogEntry(*self.replica_log.record(events, value if done is events else None))
 
-    def submit(self, job, peer=None, cancel=None, budget=None):
+    def submit(self, job, peer=None, cancel=None, budget=None, size=0):
         """A Deferred that fires once ``job`` is durable: a :class:`LogEntry` committed in etcd,
-        anything else (the config file) by the writer. ``peer``, ``cancel`` and ``budget`` are
-        the pools' (a write is never cancelled)."""
+        anything else (the config file) by the writer. ``peer``, ``cancel``, ``budget`` and
+        ``size`` are the pools' (a write is never cancelled)."""
         if job.__class__ is not LogEntry:
             if self.write_pool is None:
                 return maybeDeferred(job)
