@@ -95,8 +95,10 @@ def test_controller_mode_with_listening_brokers_takes_the_pushes_on_the_broker_p
     with CannotListenError, printed a traceback per broker, registered nothing and said
     "errors: none", status 0. Runs until both groups are registered with their roles (a master
     as brokerId 0, its slave with its controller id), then Ctrl-C."""
-    base = _free_range(8)
     with _controller_server() as (server, controller):
+        # the brokers' ports, chosen once the server and controller listen (a range chosen
+        # before could hold the ports they then took: the brokers' listen failed, status 1)
+        base = _free_range(8)
         sim = subprocess.Popen(
             _simulator(server, controller, "--brokers", "4", "--replicas", "2", "--topics", "2",
                        "--ramp", "0", "--duration", "3600", "--progress", "0", "--listen",
@@ -109,7 +111,10 @@ def test_controller_mode_with_listening_brokers_takes_the_pushes_on_the_broker_p
                 members = cluster_members(server.port)
                 if len(members) == 2 and all(len(m) == 2 and 0 in m for m in members.values()):
                     break
-                assert sim.poll() is None and time.monotonic() < deadline, (members, sim.poll())
+                if sim.poll() is not None:
+                    raise AssertionError(f"brokersim ended ({sim.returncode}): "
+                                         f"{sim.communicate()[1][-3000:]}")
+                assert time.monotonic() < deadline, members
                 time.sleep(0.2)
             sim.send_signal(signal.SIGINT)
             out, err = sim.communicate(timeout=120)
