@@ -5,7 +5,8 @@ With ``--workers N`` a state-changing request is answered only once every worker
 one-process server's plus that fan-out. Each run starts ``rocketnamesrv`` with 1, then N
 processes (back to back, the order turning every round), and drives it from ``--conns``
 connections, each a broker of its own that registers ``--topics`` topics, then unregisters,
-over and over for ``--seconds``: REGISTER_BROKER then UNREGISTER_BROKER, one in flight per
+over and over for ``--seconds``: REGISTER_BROKER then UNREGISTER_BROKER (with ``--steady``,
+REGISTER_BROKER of the same topics again: a live broker's period), one in flight per
 connection, each answer checked (code 0, its opaque). Prints each request's p50/p99, the
 cycles per second and the server's CPU microseconds per cycle (every process's).
 
@@ -47,7 +48,7 @@ def _read_frame(sock, buf):
         buf += data
 
 
-def _broker(port, index, topics, stop, out):
+def _broker(port, index, topics, stop, out, steady=False):
     name, addr = f"bench-broker-{index}", f"127.0.0.1:{20000 + index}"
     body = brokerbody.register_body([f"BenchTopic-{index}-{t}" for t in range(topics)])
     register = {"brokerName": name, "brokerAddr": addr, "clusterName": "BenchCluster",
@@ -59,8 +60,10 @@ def _broker(port, index, topics, stop, out):
     buf = bytearray()
     opaque = 0
     try:
+        steps = ((103, register, body),) if steady else ((103, register, body),
+                                                         (104, unregister, None))
         while not stop.is_set():
-            for code, fields, payload in ((103, register, body), (104, unregister, None)):
+            for code, fields, payload in steps:
                 opaque += 1
                 start = time.perf_counter()
                 sock.sendall(RemotingCommand.request(code, fields, payload, opaque=opaque,
@@ -76,11 +79,11 @@ def _broker(port, index, topics, stop, out):
 
 def run(processes, args, work):
     extra = [f"--workers={processes}"] if processes > 1 else []
-    proc, port, _ = start_server(ROOT, work, extra)
+    proc, port, _ = start_server(args.tree or ROOT, work, extra)
     try:
         stop = threading.Event()
         out = {103: [], 104: [], "errors": 0}
-        threads = [threading.Thread(target=_broker, args=(port, i, args.topics, stop, out),
+        threads = [threading.Thread(target=_broker, args=(port, i, args.topics, stop, out, args.steady),
                                     daemon=True) for i in range(args.conns)]
         for t in threads:
             t.start()
@@ -90,7 +93,7 @@ def run(processes, args, work):
         cpu0, t0 = tree_cpu_seconds(proc.pid), time.monotonic()
         time.sleep(args.seconds)
         cpu1, t1 = tree_cpu_seconds(proc.pid), time.monotonic()
-        cycles = min(len(out[103]), len(out[104]))
+        cycles = len(out[103]) if args.steady else min(len(out[103]), len(out[104]))
         stop.set()
         for t in threads:
             t.join(30)
@@ -116,6 +119,10 @@ def main():
     p.add_argument("--seconds", type=float, default=10)
     p.add_argument("--warmup", type=float, default=2)
     p.add_argument("--repeat", type=int, default=3)
+    p.add_argument("--steady", action="store_true",
+                   help="each broker re-registers the same topics, never unregisters (a live "
+                        "broker's every 30 s: a cycle is one REGISTER_BROKER)")
+    p.add_argument("--tree", help="the server of this checkout instead (old against new)")
     args = p.parse_args()
     counts = [int(n) for n in args.workers.split(",")]
     rows = {n: [] for n in counts}
@@ -131,7 +138,7 @@ def main():
     for n, runs in rows.items():
         def med(key):
             values = [r[key] for r in runs if r[key] is not None]
-            return statistics.median(values) if values else None
+            return round(statistics.median(values), 2) if values else None
         print(f"| {n} | {med('cycles_per_s')} | {med('register_p50_ms')} / "
               f"{med('register_p99_ms')} | {med('unregister_p50_ms')} / "
               f"{med('unregister_p99_ms')} | {med('server_cpu_us_per_cycle')} "

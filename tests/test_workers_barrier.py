@@ -137,3 +137,24 @@ def test_drained_fires_once_every_slice_of_a_long_queue_is_applied():
     clock.advance(0)                     # (a Clock runs the slices' calls in one advance)
     assert applied == [["a"], ["b"], ["c"]] and fired == [None]
     assert batch.drained() is None
+
+
+def test_an_answer_waits_for_the_last_visible_record_not_for_later_timestamps():
+    """The writer's stream (``Replicator``): a record no request reads back (a heartbeat's
+    timestamps) still goes to every worker, but an answer given after it waits only for the
+    last visible one; a visible record after it is waited for again."""
+    from rocketpy.service.workers import Replicator
+    barrier = ReplicaBarrier()
+    replicator = Replicator(barrier)
+    processor = BarrierProcessor(_Stream(), barrier, replicator.sequence)
+    barrier.join("w1", 0)
+    replicator.publish("routes", b"a registration", True)
+    replicator.publish("routes", b"a heartbeat", False)
+    assert (replicator.seq, replicator.sequence()) == (2, 1)
+    barrier.acked("w1", 1)
+    assert _answered(barrier, processor.process(_request(WRITE), None, 0)) == ["answer 103 at 1"]
+    replicator.publish("routes", b"a departure", True)
+    got = _answered(barrier, processor.process(_request(WRITE), None, 0))
+    assert got == [] and len(barrier) == 1
+    barrier.acked("w1", 3)
+    assert got == ["answer 103 at 2"]

@@ -28,7 +28,7 @@ CAPTURES = [p for p in sorted(replay.PCAP_DIR.glob("*.pcap"))
 def _writer(path, tmp_path):
     processor = replay.build_processor(path, tmp_path)
     records = []
-    Feed(lambda kind, payload: records.append((kind, bytes(payload)))).attach(
+    Feed(lambda kind, payload, visible: records.append((kind, bytes(payload), visible))).attach(
         processor.route_info_manager, processor.kv_config_manager, processor.configuration)
     return processor, records
 
@@ -86,7 +86,7 @@ def test_a_replica_answers_every_read_as_the_writer(path, tmp_path):
             role.close(channel, now_ms)
         else:
             role.process(event.request, channel, now_ms)
-        for kind, payload in records[applied:]:
+        for kind, payload, _visible in records[applied:]:
             replica.apply(kind, payload)
             if late is not None:
                 late.apply(kind, payload)
@@ -101,6 +101,61 @@ def test_a_replica_answers_every_read_as_the_writer(path, tmp_path):
                 assert _answer(late_processor, request) == expected, (index, request.code)
             compared += 1
     assert compared or not reads
+
+
+@pytest.mark.parametrize("path", CAPTURES, ids=[p.name for p in CAPTURES])
+def test_a_replica_that_lacks_only_records_not_visible_answers_every_read_as_the_writer(
+        path, tmp_path):
+    """What lets a write's answer wait only for the last *visible* record
+    (``Replicator.sequence``): a replica that has applied the stream up to it, and not the
+    records after it (a heartbeat's or an unchanged re-registration's new timestamps), answers
+    every read of the capture as the writer does, after every request."""
+    writer, records = _writer(path, tmp_path)
+    role = replay.NamesrvRole(writer)
+    events = replay.replay_events(path)
+    reads = {}
+    for event in events:
+        if event.kind == "request" and event.request.code not in writer.writes:
+            reads.setdefault((event.request.code, event.request.encode()), event.request)
+    lagging, lagging_processor = _replica(writer, path, tmp_path / "a")
+    applied = compared = 0
+    for event in events:
+        now_ms = int(event.ts * 1000)
+        role.tick(now_ms)
+        convo = event.conversation
+        channel = Channel(convo.index, f"{convo.client[0]}:{convo.client[1]}")
+        if event.kind == "close":
+            role.close(channel, now_ms)
+        else:
+            role.process(event.request, channel, now_ms)
+        last_visible = max((i + 1 for i, record in enumerate(records) if record[2]), default=0)
+        for kind, payload, _visible in records[applied:last_visible]:
+            lagging.apply(kind, payload)
+        applied = max(applied, last_visible)
+        for request in reads.values():
+            assert _answer(lagging_processor, request) == _answer(writer, request), request.code
+            compared += 1
+    assert compared or not reads
+
+
+def test_only_a_change_a_request_reads_back_is_visible(tmp_path):
+    """A re-registration that changes nothing but the live entry's timestamps, and a
+    heartbeat's refresh, move no read version; a new HA address, a departure and a new topic
+    do."""
+    from rocketpy.namesrv.delta import PutLive, RefreshLive, RemoveLive, RouteDelta
+    from rocketpy.namesrv.model import DataVersion
+    rim = RouteInfoManager()
+    records = []
+    Feed(lambda kind, payload, visible: records.append(visible)).attach(
+        rim, KVConfigManager(str(tmp_path / "kv.json")), Configuration.from_properties({}))
+    key = ("c", "127.0.0.1:10911")
+
+    def live(ts, ha="127.0.0.1:10912"):
+        return PutLive(key, ts, 120_000, DataVersion(1, 5), 7, ha, "b")
+    for op in (live(1), live(2), RefreshLive(key, 3), live(4, ha="127.0.0.1:10999"),
+               RemoveLive(key)):
+        rim.apply(RouteDelta((op,)))
+    assert records == [True, False, False, True, True]
 
 
 @pytest.mark.parametrize("path", CAPTURES, ids=[p.name for p in CAPTURES])

@@ -48,24 +48,32 @@ def apply_batch(rim, batch):
 
 class Feed:
     """The journal hooks of the writer's tables, KV store and settings
-    (:meth:`attach`), each change handed to ``publish(kind, payload)`` as it happens."""
+    (:meth:`attach`), each change handed to ``publish(kind, payload, visible)`` as it happens:
+    ``visible`` False for a route batch that moved nothing a request reads back (the tables'
+    ``read_version``: a heartbeat's or an unchanged re-registration's new timestamps), whose
+    answer need not wait for the replicas (they apply it all the same, in order)."""
 
     def __init__(self, publish):
         self.publish = publish
+        self._rim = None
+        self._read_version = None
 
     def attach(self, rim, kv, configuration):
+        self._rim, self._read_version = rim, rim.read_version
         rim.journal = self.routes
         kv.journal = self.kv
         configuration.journal = self.config
 
     def routes(self, batch):
-        self.publish(ROUTES, encode_batch(batch))
+        version = self._rim.read_version
+        visible, self._read_version = version != self._read_version, version
+        self.publish(ROUTES, encode_batch(batch), visible)
 
     def kv(self, namespace, key, value, delete):
-        self.publish(KV, _json([namespace, key] if delete else [namespace, key, value]))
+        self.publish(KV, _json([namespace, key] if delete else [namespace, key, value]), True)
 
     def config(self, props):
-        self.publish(CONFIG, _json(props))
+        self.publish(CONFIG, _json(props), True)
 
 
 def _json(value):

@@ -61,6 +61,10 @@ def _gate(method):
             if not self._depth:
                 if self._dirty or self._dirty_brokers:
                     self._publish()
+                    self._shown = True
+                if self._shown:
+                    self.read_version += 1
+                    self._shown = False
                 if self._batch:
                     batch, self._batch = tuple(self._batch), []
                     self.journal(batch)
@@ -164,6 +168,12 @@ class RouteInfoManager:
         self._generations = count(1)
         self._depth = 0
         self._dirty = False
+        #: moves with every outermost change a request may read back: the routes and listings
+        #: (the gate's report), a live entry's presence and what a request reads of it
+        #: (channel, HA address, group, data version, provisional or not), a config update's
+        #: new versions; not a refresh of its timestamps, which only the writer's scans read
+        self.read_version = 0
+        self._shown = False
         #: broker names whose group or filter servers changed, in order (a dict: the order the
         #: report moves their layouts' versions in is the same in every process)
         self._dirty_brokers = {}
@@ -439,11 +449,15 @@ class RouteInfoManager:
                                             next(self._generations)))
         if op.provisional:
             self._provisional[key] = op.host
+            self._shown = True
         self._set_filter_servers(key, op.broker_name, op.filter_servers)
 
     def _bind_live(self, key, live):
-        self._provisional.pop(key, None)
         old = self._live.get(key)
+        if (self._provisional.pop(key, False) is not False or old is None
+                or (old.channel_id, old.ha_server_addr, old.broker_name, old.data_version)
+                != (live.channel_id, live.ha_server_addr, live.broker_name, live.data_version)):
+            self._shown = True
         if old is not None and old.channel_id != live.channel_id:
             _unindex(self._by_channel, old.channel_id, key)
         self._live[key] = live
@@ -465,6 +479,7 @@ class RouteInfoManager:
         live = self._live.pop(key, None)
         self._provisional.pop(key, None)
         if live is not None:
+            self._shown = True
             self.expiry.remove(key)
             _unindex(self._by_channel, live.channel_id, key)
 
@@ -528,6 +543,7 @@ class RouteInfoManager:
 
     def _invalidate_routes(self, op):
         self.snapshots.invalidate_all()
+        self._shown = True
 
     def _notify_min_broker_id_changed(self, op):
         """Report a group's new smallest brokerId (Java ``notifyMinBrokerIdChanged``)."""

@@ -130,10 +130,12 @@ def _in_thread(reactor, work, *args):
 
 class Replicator:
     """The writer's stream: each record gets the next sequence number and goes to every
-    session that streams; :attr:`barrier` holds the answers that wait for the workers."""
+    session that streams; :attr:`barrier` holds the answers that wait for the workers, up to
+    the last *visible* record (:meth:`sequence`): one a request may read back."""
 
     def __init__(self, barrier):
         self.seq = 0
+        self.visible = 0
         self.barrier = barrier
         self.sessions = {}          # epoch -> WorkerSession
         #: records published and bytes sent, since start
@@ -141,11 +143,14 @@ class Replicator:
         self.sent_bytes = 0
 
     def sequence(self):
-        return self.seq
+        """Where an answer given now waits for: the last record a request may read back."""
+        return self.visible
 
-    def publish(self, kind, payload):
+    def publish(self, kind, payload, visible=True):
         self.seq += 1
         self.records += 1
+        if visible:
+            self.visible = self.seq
         for session in list(self.sessions.values()):
             session.record(self.seq, kind, payload)
 
