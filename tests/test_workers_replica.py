@@ -65,33 +65,44 @@ def _answer(processor, request):
     return None if answer is None else answer.encode()
 
 
-@pytest.mark.parametrize("path", CAPTURES, ids=[p.name for p in CAPTURES])
-def test_a_replica_answers_every_read_as_the_writer(path, tmp_path):
-    writer, records = _writer(path, tmp_path)
+def _replayed(writer, path):
+    """``(reads, steps)``: the capture's distinct read requests, and a generator that replays
+    its events into ``writer`` one by one, yielding each event's index after it."""
     role = replay.NamesrvRole(writer)
     events = replay.replay_events(path)
     reads = {}
     for event in events:
         if event.kind == "request" and event.request.code not in writer.writes:
             reads.setdefault((event.request.code, event.request.encode()), event.request)
+
+    def steps():
+        for index, event in enumerate(events):
+            now_ms = int(event.ts * 1000)
+            role.tick(now_ms)
+            convo = event.conversation
+            channel = Channel(convo.index, f"{convo.client[0]}:{convo.client[1]}")
+            if event.kind == "close":
+                role.close(channel, now_ms)
+            else:
+                role.process(event.request, channel, now_ms)
+            yield index
+    return reads, steps(), len(events)
+
+
+@pytest.mark.parametrize("path", CAPTURES, ids=[p.name for p in CAPTURES])
+def test_a_replica_answers_every_read_as_the_writer(path, tmp_path):
+    writer, records = _writer(path, tmp_path)
+    reads, steps, count = _replayed(writer, path)
     replica, replica_processor = _replica(writer, path, tmp_path / "a")
     late = late_processor = None
     applied = compared = 0
-    for index, event in enumerate(events):
-        now_ms = int(event.ts * 1000)
-        role.tick(now_ms)
-        convo = event.conversation
-        channel = Channel(convo.index, f"{convo.client[0]}:{convo.client[1]}")
-        if event.kind == "close":
-            role.close(channel, now_ms)
-        else:
-            role.process(event.request, channel, now_ms)
+    for index in steps:
         for kind, payload, _visible in records[applied:]:
             replica.apply(kind, payload)
             if late is not None:
                 late.apply(kind, payload)
         applied = len(records)
-        if index == len(events) // 2:   # a worker starting now: the image, then the records
+        if index == count // 2:   # a worker starting now: the image, then the records
             late, late_processor = _replica(writer, path, tmp_path / "b")
             _restore(late, late_processor, _image(writer))
         for request in reads.values():
@@ -111,27 +122,17 @@ def test_a_replica_that_lacks_only_records_not_visible_answers_every_read_as_the
     records after it (a heartbeat's or an unchanged re-registration's new timestamps), answers
     every read of the capture as the writer does, after every request."""
     writer, records = _writer(path, tmp_path)
-    role = replay.NamesrvRole(writer)
-    events = replay.replay_events(path)
-    reads = {}
-    for event in events:
-        if event.kind == "request" and event.request.code not in writer.writes:
-            reads.setdefault((event.request.code, event.request.encode()), event.request)
+    reads, steps, count = _replayed(writer, path)
     lagging, lagging_processor = _replica(writer, path, tmp_path / "a")
-    applied = compared = 0
-    for event in events:
-        now_ms = int(event.ts * 1000)
-        role.tick(now_ms)
-        convo = event.conversation
-        channel = Channel(convo.index, f"{convo.client[0]}:{convo.client[1]}")
-        if event.kind == "close":
-            role.close(channel, now_ms)
-        else:
-            role.process(event.request, channel, now_ms)
-        last_visible = max((i + 1 for i, record in enumerate(records) if record[2]), default=0)
+    applied = seen = last_visible = compared = 0
+    for _index in steps:
+        for i in range(seen, len(records)):
+            if records[i][2]:
+                last_visible = i + 1
+        seen = len(records)
         for kind, payload, _visible in records[applied:last_visible]:
             lagging.apply(kind, payload)
-        applied = max(applied, last_visible)
+        applied = last_visible
         for request in reads.values():
             assert _answer(lagging_processor, request) == _answer(writer, request), request.code
             compared += 1
